@@ -1,0 +1,5 @@
+module github.com/goccl/goccl
+
+go 1.26.0
+
+require golang.org/x/sys v0.50.0
