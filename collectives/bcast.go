@@ -1,0 +1,34 @@
+package collectives
+
+// BinomialBroadcast is the binomial-tree broadcast from root.
+//
+// Ranks are renumbered relative to the root (v = rank - root mod size). A
+// rank v > 0 receives the whole buffer from its parent, v with its highest
+// set bit cleared; then every rank sends it to its children v + 2^k for each
+// 2^k above v's highest set bit, largest subtree first. The tree has depth
+// ceil(log2 size). The executor pipelines the buffer in chunks, so a rank
+// forwards chunk c while chunk c+1 is still arriving.
+func BinomialBroadcast(rank, size, root, count, elemSize int) Schedule {
+	s := Schedule{Name: "binomial", Rank: rank, Size: size}
+	n := count * elemSize
+	if size <= 1 || n == 0 {
+		return s
+	}
+	v := mod(rank-root, size)
+	mask := 1
+	for mask < size {
+		if v&mask != 0 {
+			s.add(Recv, mod(v-mask+root, size), BufData, 0, n)
+			break
+		}
+		mask <<= 1
+	}
+	// mask is now v's lowest set bit (or >= size for the root); children are
+	// v + 2^k for 2^k < mask.
+	for mask >>= 1; mask > 0; mask >>= 1 {
+		if v+mask < size {
+			s.add(Send, mod(v+mask+root, size), BufData, 0, n)
+		}
+	}
+	return s
+}

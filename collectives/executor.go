@@ -1,0 +1,327 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// Executor runs plans over the links of one rank. It is not safe for
+// concurrent use: a communicator runs one collective at a time through it,
+// in the same order on every rank.
+//
+// Run is thin: a plan says what may run; the executor posts every send whose
+// dependencies are done while the peer has a free slot, consumes every
+// arrived chunk whose dependencies are done (copying or reducing it out of
+// its staging slot and returning the credit), and otherwise waits on the
+// completion queue: spinning briefly, then blocking in the transport.
+type Executor struct {
+	Rank     int
+	Size     int
+	Links    []*Link // indexed by peer; nil for self and unconnected peers
+	CQ       transport.CompletionQueue
+	NSlots   int
+	SlotSize int
+	// SpinPolls is how many empty polls of the completion queue (each
+	// followed by a yield) precede a blocking wait.
+	SpinPolls int
+
+	err       error // sticky: after a failure every Run returns it
+	comps     []transport.Completion
+	remaining []int32
+	sendHead  []int
+	recvHead  []int
+	dirty     []bool
+	dirtyList []int
+	done      int
+}
+
+// Target is where a schedule buffer lives: a registered region and the
+// offset of the buffer's first byte in it.
+type Target struct {
+	Region transport.Region
+	Off    int
+}
+
+// Call is one run of a plan.
+type Call struct {
+	Plan *Plan
+	Data Target
+	Type DataType
+	Op   ReduceOp
+	Seq  uint32 // the communicator's collective sequence number
+	Desc string // how errors name the call, e.g. "allreduce(float32, 1024)"
+}
+
+// Err returns the error that broke the executor, if any.
+func (e *Executor) Err() error { return e.err }
+
+// Fail breaks the executor with err (Abort uses it); later Runs return it.
+func (e *Executor) Fail(err error) {
+	if e.err == nil {
+		e.err = err
+	}
+}
+
+func (e *Executor) reset(p *Plan) {
+	n := len(p.chunks)
+	if cap(e.remaining) < n {
+		e.remaining = make([]int32, n)
+	}
+	e.remaining = e.remaining[:n]
+	for i := range p.chunks {
+		e.remaining[i] = p.chunks[i].nDeps
+	}
+	if len(e.sendHead) != e.Size {
+		e.sendHead = make([]int, e.Size)
+		e.recvHead = make([]int, e.Size)
+		e.dirty = make([]bool, e.Size)
+		e.dirtyList = make([]int, 0, e.Size)
+	}
+	for _, peer := range p.peers {
+		e.sendHead[peer], e.recvHead[peer] = 0, 0
+	}
+	if e.comps == nil {
+		e.comps = make([]transport.Completion, 64)
+	}
+	e.done = 0
+}
+
+// Run executes c.Plan. It returns when every chunk is done (all sends
+// placed at the peers, all receives consumed), or with an error naming the
+// call, this rank, the peer and the cause. A failure breaks the executor.
+func (e *Executor) Run(ctx context.Context, c *Call) error {
+	if e.err != nil {
+		return e.err
+	}
+	p := c.Plan
+	if p.ChunkSize > e.SlotSize {
+		return fmt.Errorf("%s: plan chunk %d exceeds staging slot %d", c.Desc, p.ChunkSize, e.SlotSize)
+	}
+	for _, peer := range p.peers {
+		if peer >= len(e.Links) || e.Links[peer] == nil {
+			return fmt.Errorf("%s: rank %d has no link to rank %d", c.Desc, e.Rank, peer)
+		}
+	}
+	e.reset(p)
+	for _, peer := range p.peers {
+		e.markDirty(peer)
+	}
+	for {
+		if err := e.progress(c); err != nil {
+			e.Fail(err)
+			return err
+		}
+		if e.done == len(p.chunks) {
+			return nil
+		}
+		n, err := e.wait(ctx)
+		if err != nil {
+			// A collective abandoned half way leaves the links out of step
+			// with the peers: the executor is broken whatever the cause.
+			err = fmt.Errorf("%s #%d (%s): rank %d: %w (%s)", c.Desc, c.Seq, p.Name, e.Rank, err, e.pendingString(p))
+			e.Fail(err)
+			return err
+		}
+		for i := range n {
+			if err := e.handle(c, &e.comps[i]); err != nil {
+				e.Fail(err)
+				return err
+			}
+		}
+	}
+}
+
+func (e *Executor) wait(ctx context.Context) (int, error) {
+	for i := 0; i <= e.SpinPolls; i++ {
+		if n := e.CQ.Poll(e.comps); n > 0 {
+			return n, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		runtime.Gosched()
+	}
+	return e.CQ.Wait(ctx, e.comps)
+}
+
+func (e *Executor) markDirty(peer int) {
+	if !e.dirty[peer] {
+		e.dirty[peer] = true
+		e.dirtyList = append(e.dirtyList, peer)
+	}
+}
+
+func (e *Executor) finish(p *Plan, idx int32) {
+	e.done++
+	for _, o := range p.dependents(idx) {
+		e.remaining[o]--
+		if e.remaining[o] == 0 {
+			e.markDirty(int(p.chunks[o].peer))
+		}
+	}
+}
+
+// progress posts and consumes everything that can go, until nothing more can.
+func (e *Executor) progress(c *Call) error {
+	p := c.Plan
+	for len(e.dirtyList) > 0 {
+		peer := e.dirtyList[len(e.dirtyList)-1]
+		e.dirtyList = e.dirtyList[:len(e.dirtyList)-1]
+		e.dirty[peer] = false
+		l := e.Links[peer]
+		sends, recvs := p.sends[peer], p.recvs[peer]
+		for e.sendHead[peer] < len(sends) && l.credits > 0 {
+			idx := sends[e.sendHead[peer]]
+			if e.remaining[idx] > 0 {
+				break
+			}
+			ch := &p.chunks[idx]
+			region, off := e.source(c, ch)
+			imm := dataImm(c.Seq, l.sendSlot)
+			roff := uint64(l.sendSlot * e.SlotSize)
+			if err := l.EP.PostWrite(makeID(idData, peer, idx), region, off, ch.len, l.Remote, roff, &imm); err != nil {
+				return fmt.Errorf("%s #%d (%s): rank %d -> %d: post write: %w", c.Desc, c.Seq, p.Name, e.Rank, peer, err)
+			}
+			l.credits--
+			l.sendSlot = (l.sendSlot + 1) % e.NSlots
+			e.sendHead[peer]++
+		}
+		for e.recvHead[peer] < len(recvs) && l.arrived > 0 {
+			idx := recvs[e.recvHead[peer]]
+			if e.remaining[idx] > 0 {
+				break
+			}
+			if err := e.consume(c, l, &p.chunks[idx]); err != nil {
+				return err
+			}
+			e.recvHead[peer]++
+			e.finish(p, idx)
+		}
+	}
+	return nil
+}
+
+func (e *Executor) source(c *Call, ch *chunk) (transport.Region, int) {
+	if ch.buf == BufData {
+		return c.Data.Region, c.Data.Off + ch.off
+	}
+	return e.Links[ch.peer].Staging, 0
+}
+
+// consume takes the oldest arrived chunk of link l into ch's destination
+// and returns the slot's credit to the peer.
+func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
+	p := c.Plan
+	slot := l.recvSlot
+	n, seq := l.arrLen[slot], l.arrSeq[slot]
+	if seq != uint16(c.Seq&seqMask) {
+		return fmt.Errorf("%s #%d (%s): rank %d <- %d: received data of collective #%d (mod %d): the ranks called different collectives",
+			c.Desc, c.Seq, p.Name, e.Rank, l.Peer, seq, 1<<seqBits)
+	}
+	if n != ch.len {
+		return fmt.Errorf("%s #%d (%s): rank %d <- %d: received %d bytes where this rank expects %d: the ranks called collectives with different sizes",
+			c.Desc, c.Seq, p.Name, e.Rank, l.Peer, n, ch.len)
+	}
+	if ch.buf == BufData && n > 0 {
+		src := l.Staging.Bytes()[slot*e.SlotSize : slot*e.SlotSize+n]
+		dst := c.Data.Region.Bytes()[c.Data.Off+ch.off : c.Data.Off+ch.off+n]
+		if ch.kind == RecvReduce {
+			if err := Reduce(c.Type, c.Op, dst, src); err != nil {
+				return fmt.Errorf("%s #%d (%s): rank %d <- %d: %w", c.Desc, c.Seq, p.Name, e.Rank, l.Peer, err)
+			}
+		} else {
+			copy(dst, src)
+		}
+	}
+	l.recvSlot = (l.recvSlot + 1) % e.NSlots
+	l.arrived--
+	imm := creditImm(1)
+	if err := l.EP.PostWrite(makeID(idCredit, l.Peer, 0), l.Staging, 0, 0, l.Remote, 0, &imm); err != nil {
+		return fmt.Errorf("%s #%d (%s): rank %d -> %d: return credit: %w", c.Desc, c.Seq, p.Name, e.Rank, l.Peer, err)
+	}
+	return nil
+}
+
+func (e *Executor) handle(c *Call, comp *transport.Completion) error {
+	p := c.Plan
+	peer := idPeer(comp.ID)
+	if comp.Err != nil {
+		what := comp.Op.String()
+		switch comp.ID & idKind {
+		case idData:
+			what = "write data"
+		case idCredit:
+			what = "return credit"
+		case idToken:
+			what = "receive"
+		}
+		if comp.Op == transport.OpRemoteError || peer >= len(e.Links) {
+			return fmt.Errorf("%s #%d (%s): rank %d: %s: %w", c.Desc, c.Seq, p.Name, e.Rank, what, comp.Err)
+		}
+		return fmt.Errorf("%s #%d (%s): rank %d <-> %d: %s: %w", c.Desc, c.Seq, p.Name, e.Rank, peer, what, comp.Err)
+	}
+	switch comp.ID & idKind {
+	case idData:
+		e.finish(p, idChunk(comp.ID))
+	case idCredit:
+	case idToken:
+		if peer >= len(e.Links) || e.Links[peer] == nil {
+			return fmt.Errorf("%s: rank %d: completion for unknown peer %d", c.Desc, e.Rank, peer)
+		}
+		l := e.Links[peer]
+		if err := l.EP.PostRecv(comp.ID, l.Staging, 0, 0); err != nil {
+			return fmt.Errorf("%s #%d (%s): rank %d <- %d: repost receive: %w", c.Desc, c.Seq, p.Name, e.Rank, peer, err)
+		}
+		if !comp.HasImm {
+			return fmt.Errorf("%s #%d (%s): rank %d <- %d: unexpected message without immediate", c.Desc, c.Seq, p.Name, e.Rank, peer)
+		}
+		switch comp.Imm & immType {
+		case immData:
+			if l.arrived >= e.NSlots {
+				return fmt.Errorf("%s #%d (%s): rank %d <- %d: peer overran the %d staging slots", c.Desc, c.Seq, p.Name, e.Rank, peer, e.NSlots)
+			}
+			slot := (l.recvSlot + l.arrived) % e.NSlots
+			if int(comp.Imm&0xffff) != slot {
+				return fmt.Errorf("%s #%d (%s): rank %d <- %d: data in slot %d, expected slot %d", c.Desc, c.Seq, p.Name, e.Rank, peer, comp.Imm&0xffff, slot)
+			}
+			l.arrLen[slot] = comp.Bytes
+			l.arrSeq[slot] = uint16(comp.Imm >> 16 & seqMask)
+			l.arrived++
+		case immCredit:
+			l.credits += int(comp.Imm & 0xffff)
+			if l.credits > e.NSlots {
+				return fmt.Errorf("%s #%d (%s): rank %d <- %d: peer returned more credits than slots", c.Desc, c.Seq, p.Name, e.Rank, peer)
+			}
+		default:
+			return fmt.Errorf("%s #%d (%s): rank %d <- %d: bad immediate %#x", c.Desc, c.Seq, p.Name, e.Rank, peer, comp.Imm)
+		}
+		e.markDirty(peer)
+	default:
+		return fmt.Errorf("%s: rank %d: completion with unknown id %#x", c.Desc, e.Rank, comp.ID)
+	}
+	return nil
+}
+
+// pendingString says what the run still waits for, per peer, for timeout
+// errors: which peer did not deliver is usually the one that failed.
+func (e *Executor) pendingString(p *Plan) string {
+	var b strings.Builder
+	for _, peer := range p.peers {
+		ns, nr := len(p.sends[peer]), len(p.recvs[peer])
+		if e.sendHead[peer] == ns && e.recvHead[peer] == nr {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "waiting on rank %d: sent %d/%d chunks, received %d/%d", peer, e.sendHead[peer], ns, e.recvHead[peer], nr)
+	}
+	if b.Len() == 0 {
+		return "waiting for write completions"
+	}
+	return b.String()
+}

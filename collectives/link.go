@@ -1,0 +1,85 @@
+package collectives
+
+import (
+	"fmt"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// Link is one rank's connection to one peer as the executor uses it: a
+// connected endpoint, this side's staging slots (registered, remote-writable)
+// and the descriptor of the peer's staging slots.
+//
+// Flow control is credit based. Each side owns NSlots receive slots of
+// SlotSize bytes. A sender holds one credit per free slot at the peer; it
+// RDMA-writes a chunk into the next slot in order, with an immediate that
+// says "data" and the collective's sequence number, spending a credit. The
+// receiver consumes slots in order and, for each one it has consumed,
+// returns a credit with an empty write-with-immediate. Every incoming
+// message consumes one zero-length receive token, reposted at once.
+//
+// A link's state outlives a collective: a peer may already be sending data
+// of the next collective, which waits in its slot until that collective
+// runs here.
+type Link struct {
+	Peer    int
+	EP      transport.Endpoint
+	Staging transport.Region       // this side's slots
+	Remote  transport.RemoteRegion // the peer's slots
+
+	credits  int // free slots at the peer
+	sendSlot int // next slot to write at the peer
+	recvSlot int // next slot to consume here
+	arrived  int // messages waiting in slots here
+	arrLen   []int
+	arrSeq   []uint16
+}
+
+// Immediate data layout: 2 bits of type, 14 bits of collective sequence,
+// 16 bits of value (the slot for data, the number of credits for a credit).
+const (
+	immData   = 1 << 30
+	immCredit = 2 << 30
+	immType   = 3 << 30
+	seqBits   = 14
+	seqMask   = 1<<seqBits - 1
+)
+
+func dataImm(seq uint32, slot int) uint32 { return immData | (seq&seqMask)<<16 | uint32(slot)&0xffff }
+func creditImm(n int) uint32              { return immCredit | uint32(n)&0xffff }
+
+// Work request ids: the low 32 bits carry the chunk index (writes of data)
+// or nothing, bits 32..55 the peer, the top byte the kind.
+const (
+	idData   = 1 << 56
+	idCredit = 2 << 56
+	idToken  = 3 << 56
+	idKind   = 0xff << 56
+)
+
+func makeID(kind uint64, peer int, idx int32) uint64 {
+	return kind | uint64(uint32(peer)&0xffffff)<<32 | uint64(uint32(idx))
+}
+func idPeer(id uint64) int   { return int(id>>32) & 0xffffff }
+func idChunk(id uint64) int32 { return int32(uint32(id)) }
+
+// StagingSize is the size of the staging region a link needs.
+func StagingSize(nslots, slotSize int) int { return nslots * slotSize }
+
+// TokensPerLink is how many receive tokens a link keeps posted: enough for
+// a full window of data and a full window of credits.
+func TokensPerLink(nslots int) int { return 2*nslots + 4 }
+
+// NewLink wraps a connected endpoint. staging must be this side's region of
+// nslots*slotSize bytes (remote write and local write access); remote is
+// the peer's. NewLink posts the receive tokens.
+func NewLink(peer int, ep transport.Endpoint, staging transport.Region, remote transport.RemoteRegion, nslots int) (*Link, error) {
+	l := &Link{Peer: peer, EP: ep, Staging: staging, Remote: remote, credits: nslots,
+		arrLen: make([]int, nslots), arrSeq: make([]uint16, nslots)}
+	for range TokensPerLink(nslots) {
+		if err := ep.PostRecv(makeID(idToken, peer, 0), staging, 0, 0); err != nil {
+			return nil, fmt.Errorf("link to rank %d: post receive: %w", peer, err)
+		}
+	}
+	return l, nil
+}

@@ -1,0 +1,93 @@
+package collectives
+
+import "fmt"
+
+// A schedule is what one rank does in one collective: an ordered list of
+// steps. Each step sends a byte range of one of the collective's buffers to
+// a peer, or receives a byte range from a peer (copying it in place, or
+// reducing it into what is there). Schedules are pure functions of (rank,
+// size, count, element size, root): they never touch a network, so they are
+// tested alone for every rank count.
+//
+// Messages between two ranks are matched in order: the k-th send from a to b
+// is the k-th receive on b from a, and both have the same length. Order
+// within a rank's list is program order: the planner keeps every step after
+// the earlier steps whose bytes it depends on (read after write, write after
+// read, write after write), and otherwise lets steps run concurrently.
+
+// Kind is what a step does.
+type Kind uint8
+
+const (
+	// Send sends Buf[Off:Off+Len] to Peer.
+	Send Kind = iota + 1
+	// Recv receives Len bytes from Peer into Buf[Off:Off+Len].
+	Recv
+	// RecvReduce receives Len bytes from Peer and reduces them into
+	// Buf[Off:Off+Len] (dst = dst op received).
+	RecvReduce
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Send:
+		return "send"
+	case Recv:
+		return "recv"
+	case RecvReduce:
+		return "recv-reduce"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Buf names one of a collective's buffers.
+type Buf uint8
+
+const (
+	// BufData is the collective's main buffer (in place).
+	BufData Buf = iota
+	// BufToken carries no bytes: zero-length steps on it only order
+	// themselves (barrier rounds).
+	BufToken
+	numBufs
+)
+
+// Step is one send or receive of a schedule. Off and Len are in bytes.
+type Step struct {
+	Kind Kind
+	Peer int
+	Buf  Buf
+	Off  int
+	Len  int
+}
+
+func (s Step) String() string {
+	return fmt.Sprintf("%s peer=%d buf=%d [%d,%d)", s.Kind, s.Peer, s.Buf, s.Off, s.Off+s.Len)
+}
+
+// Schedule is one rank's steps in one collective.
+type Schedule struct {
+	Name  string
+	Rank  int
+	Size  int
+	Steps []Step
+}
+
+func (s *Schedule) add(k Kind, peer int, buf Buf, off, n int) {
+	s.Steps = append(s.Steps, Step{Kind: k, Peer: peer, Buf: buf, Off: off, Len: n})
+}
+
+// segments splits count elements of elemSize bytes into n contiguous
+// segments whose lengths differ by at most one element; it returns the byte
+// offset and length of segment i.
+func segment(count, elemSize, n, i int) (off, length int) {
+	base, extra := count/n, count%n
+	start := i*base + min(i, extra)
+	l := base
+	if i < extra {
+		l++
+	}
+	return start * elemSize, l * elemSize
+}
+
+func mod(a, n int) int { return ((a % n) + n) % n }

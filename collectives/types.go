@@ -1,0 +1,87 @@
+package collectives
+
+import "fmt"
+
+// DataType is the element type of a collective's buffers.
+type DataType uint8
+
+const (
+	Float32 DataType = iota + 1
+	Float64
+	Int32
+	Int64
+	Uint8
+	Int8
+	Uint32
+	Uint64
+)
+
+// Size is the element size in bytes.
+func (d DataType) Size() int {
+	switch d {
+	case Float32, Int32, Uint32:
+		return 4
+	case Float64, Int64, Uint64:
+		return 8
+	case Uint8, Int8:
+		return 1
+	}
+	return 0
+}
+
+// Valid reports whether d is a known data type.
+func (d DataType) Valid() bool { return d.Size() != 0 }
+
+func (d DataType) String() string {
+	switch d {
+	case Float32:
+		return "float32"
+	case Float64:
+		return "float64"
+	case Int32:
+		return "int32"
+	case Int64:
+		return "int64"
+	case Uint8:
+		return "uint8"
+	case Int8:
+		return "int8"
+	case Uint32:
+		return "uint32"
+	case Uint64:
+		return "uint64"
+	}
+	return fmt.Sprintf("datatype(%d)", uint8(d))
+}
+
+// ReduceOp is a reduction operation.
+type ReduceOp uint8
+
+const (
+	Sum ReduceOp = iota + 1
+	Prod
+	Min
+	Max
+	// Avg sums, then divides by the number of ranks once at the end. For
+	// integer types the division truncates toward zero (as Go's / does).
+	Avg
+)
+
+// Valid reports whether o is a known operation.
+func (o ReduceOp) Valid() bool { return o >= Sum && o <= Avg }
+
+func (o ReduceOp) String() string {
+	switch o {
+	case Sum:
+		return "sum"
+	case Prod:
+		return "prod"
+	case Min:
+		return "min"
+	case Max:
+		return "max"
+	case Avg:
+		return "avg"
+	}
+	return fmt.Sprintf("reduceop(%d)", uint8(o))
+}
