@@ -1,0 +1,58 @@
+package tcp
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// tune sets the socket options every connection of the device uses:
+// TCP_NODELAY (small messages leave at once), TCP_USER_TIMEOUT (unacknowledged
+// data fails the connection after the timeout instead of ~15 minutes of
+// retries) and keepalive with short idle/interval/count (an idle connection
+// over a cut link errors too). See notes/multihost.md.
+func tune(c *net.TCPConn, o *Options) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("syscall conn: %w", err)
+	}
+	var serr error
+	set := func(fd uintptr, level, opt, v int, name string) {
+		if serr != nil {
+			return
+		}
+		if err := unix.SetsockoptInt(int(fd), level, opt, v); err != nil {
+			serr = fmt.Errorf("setsockopt %s=%d: %w", name, v, err)
+		}
+	}
+	err = raw.Control(func(fd uintptr) {
+		set(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1, "TCP_NODELAY")
+		if o.UserTimeout > 0 {
+			set(fd, unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(o.UserTimeout/time.Millisecond), "TCP_USER_TIMEOUT")
+		}
+		if o.KeepAliveIdle > 0 {
+			set(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1, "SO_KEEPALIVE")
+			set(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, secs(o.KeepAliveIdle), "TCP_KEEPIDLE")
+			set(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, secs(o.KeepAliveInterval), "TCP_KEEPINTVL")
+			set(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, o.KeepAliveCount, "TCP_KEEPCNT")
+		} else {
+			set(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 0, "SO_KEEPALIVE")
+		}
+		if o.SocketBuffer > 0 {
+			set(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, o.SocketBuffer, "SO_SNDBUF")
+			set(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, o.SocketBuffer, "SO_RCVBUF")
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("control: %w", err)
+	}
+	return serr
+}
+
+// secs rounds d up to whole seconds, at least 1.
+func secs(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
+	return max(s, 1)
+}

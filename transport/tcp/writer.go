@@ -1,0 +1,147 @@
+package tcp
+
+import (
+	"net"
+)
+
+const (
+	// writeBufferSize is the writer's staging buffer: headers, acks and
+	// small payloads are gathered in it and leave in one system call.
+	writeBufferSize = 64 << 10
+	// smallPayload is the largest payload copied into the staging buffer;
+	// longer ones are written to the socket straight from their region.
+	smallPayload = 16 << 10
+)
+
+// writeLoop drains outq onto the socket. It is the only goroutine that
+// writes c. Acknowledgements owed to the peer are sent first in each batch,
+// coalesced into one ACK per kind.
+func (e *endpoint) writeLoop(c *net.TCPConn) {
+	defer e.wg.Done()
+	w := writer{c: c, buf: make([]byte, 0, writeBufferSize)}
+	var batch []outItem
+	for {
+		e.mu.Lock()
+		for len(e.outq) == 0 && e.sendAcks == 0 && e.writeAcks == 0 && e.err == nil {
+			e.cond.Wait()
+		}
+		if e.err != nil && !e.lingering {
+			e.mu.Unlock()
+			return
+		}
+		batch, e.outq = e.outq, batch[:0]
+		sa, wa := e.sendAcks, e.writeAcks
+		e.sendAcks, e.writeAcks = 0, 0
+		final := e.err != nil // lingering: this batch carries the NAK
+		e.mu.Unlock()
+
+		if sa > 0 {
+			w.header(&header{typ: msgAck, kind: kindSend, length: sa})
+		}
+		if wa > 0 {
+			w.header(&header{typ: msgAck, kind: kindWrite, length: wa})
+		}
+		for i := range batch {
+			it := &batch[i]
+			if w.err != nil {
+				break
+			}
+			if it.h.typ != msgNak && e.failed.Load() {
+				continue // the endpoint failed: drop the rest
+			}
+			if !e.writeItem(&w, it) {
+				break
+			}
+		}
+		clear(batch)
+		w.flush()
+		if w.err != nil {
+			e.linkFailed("write", w.err)
+			return
+		}
+		if final {
+			c.CloseWrite()
+			return
+		}
+	}
+}
+
+// writeItem encodes one frame; false stops the batch.
+func (e *endpoint) writeItem(w *writer, it *outItem) bool {
+	n := int(it.h.length)
+	if it.r == nil || n == 0 || it.h.typ == msgReadReq {
+		w.header(&it.h)
+		return true
+	}
+	r := it.r
+	if !r.acquire() {
+		if it.h.typ == msgReadResp {
+			// Deregistered between the request's validation and now:
+			// refuse the read as a revoked key.
+			e.refuseRemote(kindRead, &it.h, statusBadKey, 0)
+			return true // the NAK follows in the next batch
+		}
+		e.fail(e.deregisteredErr(it.h.typName(), r), nil, nil)
+		return false
+	}
+	payload := r.buf[it.off : it.off+n]
+	if n <= smallPayload {
+		w.header(&it.h)
+		w.small(payload)
+	} else {
+		w.header(&it.h)
+		w.flush()
+		w.write(payload)
+	}
+	r.release()
+	return w.err == nil
+}
+
+func (h *header) typName() string {
+	switch h.typ {
+	case msgSend:
+		return "send"
+	case msgWrite:
+		return "write"
+	case msgReadResp:
+		return "read response"
+	}
+	return "frame"
+}
+
+// writer stages frames in buf; the first error sticks.
+type writer struct {
+	c   *net.TCPConn
+	buf []byte
+	err error
+}
+
+func (w *writer) header(h *header) {
+	if len(w.buf)+headerSize > cap(w.buf) {
+		w.flush()
+	}
+	l := len(w.buf)
+	w.buf = w.buf[:l+headerSize]
+	h.encode(w.buf[l:])
+}
+
+func (w *writer) small(p []byte) {
+	if len(w.buf)+len(p) > cap(w.buf) {
+		w.flush()
+	}
+	w.buf = append(w.buf, p...)
+}
+
+func (w *writer) flush() {
+	if len(w.buf) > 0 {
+		w.write(w.buf)
+		w.buf = w.buf[:0]
+	}
+}
+
+func (w *writer) write(p []byte) {
+	if w.err != nil {
+		return
+	}
+	_, w.err = w.c.Write(p)
+}
