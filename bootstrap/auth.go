@@ -12,7 +12,7 @@ import (
 
 // handshakeTimeout bounds the whole authentication exchange on both sides: a
 // connection that has not proved itself by then is dropped.
-const handshakeTimeout = 10 * time.Second
+var handshakeTimeout = 10 * time.Second // a variable for tests
 
 // errWrongSecret is the server's refusal and the cause clients report.
 var errWrongSecret = errors.New("wrong secret")

@@ -111,6 +111,9 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	err := s.ln.Close()
+	if errors.Is(err, net.ErrClosed) { // by Shutdown
+		err = nil
+	}
 	for c := range s.conns {
 		c.c.Close()
 	}

@@ -1,0 +1,175 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// runRanks runs f for every rank of an n-rank group as goroutines, rank 0
+// hosting the store on a free loopback port, and fails the test on any
+// error.
+func runRanks(t *testing.T, n int, f func(ctx context.Context, b *Bootstrap) error) {
+	t.Helper()
+	ctx := testCtx(t, 30*time.Second)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	quiet := WithLogger(slog.New(slog.DiscardHandler))
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			info := Info{Rank: r, Size: n, LocalRank: r, LocalSize: n, Addr: addr, Secret: testSecret, Source: "test", HostRoot: r == 0}
+			b, err := Connect(ctx, info, quiet)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			errs[r] = f(ctx, b)
+			if err := b.Close(); err != nil && errs[r] == nil {
+				errs[r] = err
+			}
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+func TestGroupAllgatherBarrier(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 8, 17} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			runRanks(t, n, func(ctx context.Context, b *Bootstrap) error {
+				for call := range 3 {
+					all, err := b.Allgather(ctx, fmt.Appendf(nil, "r%d-c%d", b.Rank(), call))
+					if err != nil {
+						return err
+					}
+					if len(all) != b.Size() {
+						return fmt.Errorf("allgather #%d: %d entries, want %d", call, len(all), b.Size())
+					}
+					for r, v := range all {
+						if want := fmt.Sprintf("r%d-c%d", r, call); string(v) != want {
+							return fmt.Errorf("allgather #%d: entry %d = %q, want %q", call, r, v, want)
+						}
+					}
+					if err := b.Barrier(ctx); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// Nobody leaves a barrier before everyone has entered it.
+func TestGroupBarrierHolds(t *testing.T) {
+	const n = 6
+	var mu sync.Mutex
+	entered := 0
+	runRanks(t, n, func(ctx context.Context, b *Bootstrap) error {
+		for round := range 3 {
+			if b.Rank() == round {
+				time.Sleep(50 * time.Millisecond) // a late rank
+			}
+			mu.Lock()
+			entered++
+			mu.Unlock()
+			if err := b.Barrier(ctx); err != nil {
+				return err
+			}
+			mu.Lock()
+			got := entered
+			mu.Unlock()
+			if got < n*(round+1) {
+				return fmt.Errorf("round %d: left the barrier after only %d entries", round, got)
+			}
+			if err := b.Barrier(ctx); err != nil { // keep rounds apart
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func TestGroupWithPrefix(t *testing.T) {
+	runRanks(t, 4, func(ctx context.Context, b *Bootstrap) error {
+		sub := b.WithPrefix("sub")
+		if sub.Client() != b.Client() || sub.Rank() != b.Rank() {
+			return fmt.Errorf("view does not share the group")
+		}
+		// The same call sequence numbers in two namespaces do not collide.
+		x, err := b.Allgather(ctx, []byte("outer"))
+		if err != nil {
+			return err
+		}
+		y, err := sub.Allgather(ctx, []byte("inner"))
+		if err != nil {
+			return err
+		}
+		for r := range 4 {
+			if string(x[r]) != "outer" || string(y[r]) != "inner" {
+				return fmt.Errorf("namespaces mixed: %q %q", x[r], y[r])
+			}
+		}
+		if err := sub.Close(); err != nil {
+			return err
+		}
+		return b.Barrier(ctx) // the connection survives the view's Close
+	})
+}
+
+func TestConnectHostRootPortZero(t *testing.T) {
+	ctx := testCtx(t, 10*time.Second)
+	b, err := Connect(ctx, Info{Rank: 0, Size: 1, LocalSize: 1, Addr: "127.0.0.1:0", Secret: testSecret, HostRoot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if strings.HasSuffix(b.Info().Addr, ":0") {
+		t.Fatalf("Info().Addr = %q, want the bound port", b.Info().Addr)
+	}
+	if err := b.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Connect(ctx, Info{Rank: 1, Size: 1}); err == nil {
+		t.Fatal("Connect with rank >= size succeeded")
+	}
+}
+
+// A rank whose peer never arrives fails when its context ends.
+func TestGroupMissingRankBounded(t *testing.T) {
+	ctx := testCtx(t, 10*time.Second)
+	b, err := Connect(ctx, Info{Rank: 0, Size: 2, LocalSize: 2, Addr: "127.0.0.1:0", Secret: testSecret, HostRoot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		// Nobody else is connected, so Close does not linger.
+		start := time.Now()
+		b.Close()
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("Close took %v with no other rank connected", d)
+		}
+	}()
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := b.Allgather(short, []byte("x")); err == nil || !strings.Contains(err.Error(), "waiting for rank 1") {
+		t.Fatalf("Allgather without rank 1: err = %v", err)
+	}
+}
