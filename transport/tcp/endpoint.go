@@ -27,11 +27,11 @@ type endpoint struct {
 	mu   sync.Mutex
 	cond sync.Cond // wakes the writer
 
-	connecting bool      // Connect in progress or done
-	connected  bool      // posts are accepted
-	dialer     bool      // this side dialed
-	peer       address   // the remote blob, once Connect was called
-	peerName   string    // peer ip:port for messages
+	connecting bool    // Connect in progress or done
+	connected  bool    // posts are accepted
+	dialer     bool    // this side dialed
+	peer       address // the remote blob, once Connect was called
+	peerName   string  // peer ip:port for messages
 	conn       *net.TCPConn
 	parked     *net.TCPConn // accepted before Connect was called
 	parkedSrc  [16]byte
@@ -76,12 +76,14 @@ type unexpected struct {
 	hasImm bool
 }
 
-// outItem is one frame for the writer: a header and, for SEND, WRITE and
-// READ_RESP, the region the payload is taken from.
+// outItem is one frame for the writer: a header and, for SEND and WRITE,
+// the region the payload is taken from, or for READ_RESP the pooled buffer
+// holding the data.
 type outItem struct {
 	h   header
 	r   *region
 	off int
+	buf *[]byte
 }
 
 func newEndpoint(d *Device, q *cq, tok [16]byte) *endpoint {
@@ -323,6 +325,9 @@ func (e *endpoint) fail(cause error, nak *header, first *transport.Completion) {
 	e.failed.Store(true)
 	if e.timer != nil {
 		e.timer.Stop()
+	}
+	for i := range e.outq {
+		putBuf(e.outq[i].buf)
 	}
 	clear(e.outq)
 	e.outq = e.outq[:0]

@@ -235,24 +235,28 @@ func (e *endpoint) onWrite(br *bufio.Reader, h *header) bool {
 	return true
 }
 
+// onReadReq validates a read and snapshots the data now, so that the
+// response shows the memory as it was when the request arrived, before any
+// write the peer posted after the read is placed.
 func (e *endpoint) onReadReq(h *header) bool {
-	var r *region
-	if h.length > 0 {
-		var status uint8
-		var size uint64
-		r, status, size = e.dev.remoteAccess(h.key, h.offset, h.length, transport.AccessRemoteRead)
+	var buf *[]byte
+	if n := h.length; n > 0 {
+		r, status, size := e.dev.remoteAccess(h.key, h.offset, n, transport.AccessRemoteRead)
 		if status != statusOK {
 			e.refuseRemote(kindRead, h, status, size)
 			return false
 		}
-		r.release() // the writer acquires it again when it sends the data
+		buf = getBuf(int(n))
+		copy(*buf, r.buf[h.offset:h.offset+n])
+		r.release()
 	}
 	e.mu.Lock()
 	if e.err != nil {
 		e.mu.Unlock()
+		putBuf(buf)
 		return false
 	}
-	e.outq = append(e.outq, outItem{h: header{typ: msgReadResp, id: h.id, key: h.key, offset: h.offset, length: h.length}, r: r, off: int(h.offset)})
+	e.outq = append(e.outq, outItem{h: header{typ: msgReadResp, id: h.id, length: h.length}, buf: buf})
 	e.cond.Signal()
 	e.mu.Unlock()
 	return true

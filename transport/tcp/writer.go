@@ -53,6 +53,9 @@ func (e *endpoint) writeLoop(c *net.TCPConn) {
 				break
 			}
 		}
+		for i := range batch {
+			putBuf(batch[i].buf) // items skipped after a failure
+		}
 		clear(batch)
 		w.flush()
 		if w.err != nil {
@@ -69,30 +72,22 @@ func (e *endpoint) writeLoop(c *net.TCPConn) {
 // writeItem encodes one frame; false stops the batch.
 func (e *endpoint) writeItem(w *writer, it *outItem) bool {
 	n := int(it.h.length)
+	if it.buf != nil {
+		w.payload(&it.h, (*it.buf)[:n])
+		putBuf(it.buf)
+		it.buf = nil
+		return w.err == nil
+	}
 	if it.r == nil || n == 0 || it.h.typ == msgReadReq {
 		w.header(&it.h)
 		return true
 	}
 	r := it.r
 	if !r.acquire() {
-		if it.h.typ == msgReadResp {
-			// Deregistered between the request's validation and now:
-			// refuse the read as a revoked key.
-			e.refuseRemote(kindRead, &it.h, statusBadKey, 0)
-			return true // the NAK follows in the next batch
-		}
 		e.fail(e.deregisteredErr(it.h.typName(), r), nil, nil)
 		return false
 	}
-	payload := r.buf[it.off : it.off+n]
-	if n <= smallPayload {
-		w.header(&it.h)
-		w.small(payload)
-	} else {
-		w.header(&it.h)
-		w.flush()
-		w.write(payload)
-	}
+	w.payload(&it.h, r.buf[it.off:it.off+n])
 	r.release()
 	return w.err == nil
 }
@@ -123,6 +118,18 @@ func (w *writer) header(h *header) {
 	l := len(w.buf)
 	w.buf = w.buf[:l+headerSize]
 	h.encode(w.buf[l:])
+}
+
+// payload writes a frame with its payload: a small one is staged with the
+// header, a large one leaves from where it lies.
+func (w *writer) payload(h *header, p []byte) {
+	w.header(h)
+	if len(p) <= smallPayload {
+		w.small(p)
+		return
+	}
+	w.flush()
+	w.write(p)
 }
 
 func (w *writer) small(p []byte) {
