@@ -294,9 +294,15 @@ func testBidirectional(t *testing.T, f Factory) {
 	for err := range errs {
 		t.Fatalf("post: %v", err)
 	}
+	// Collect both sides before looking at memory: a side's window is
+	// complete when the peer's writes have completed, on the peer's queue.
+	all := make([]map[uint64]transport.Completion, 2)
+	for i, s := range sides {
+		all[i] = ByID(t, WaitN(t, s.cq, 3*count, LargeTimeout))
+	}
 	for i, s := range sides {
 		peer := sides[1-i]
-		cs := ByID(t, WaitN(t, s.cq, 3*count, LargeTimeout))
+		cs := all[i]
 		for k := range count {
 			ExpectOK(t, cs[uint64(k)], transport.OpRecv, uint64(k), n)
 			ExpectOK(t, cs[uint64(1000+k)], transport.OpSend, uint64(1000+k), n)
