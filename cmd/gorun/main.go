@@ -71,7 +71,7 @@ const maxRanks = 4096
 // run is gorun's main, testable: it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gorun", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	n := fs.Int("n", 0, "")
 	grace := fs.Duration("grace", 3*time.Second, "")
@@ -80,6 +80,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprint(stdout, usage)
 			return 0
 		}
+		fmt.Fprintf(stderr, "gorun: %v\n", err)
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
