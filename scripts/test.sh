@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# test.sh runs goccl's whole test suite; .ci/run runs exactly this, and the
+# README names it. Steps, each fatal on failure:
+#   1. system packages (scripts/install-deps.sh), gofmt, go vet
+#   2. a build without cgo (the verbs stub) and its tests
+#   3. go test -race on every package (ranks as goroutines, TCP on loopback,
+#      real processes under gorun)
+#   4. each fuzz target for a short time (FUZZTIME, default 10s)
+#   5. verbs on Soft-RoCE inside QEMU (scripts/softroce-test.sh), when present
+# SKIP_VM=1 skips step 5 (for quick local runs); CI runs everything.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH"
+FUZZTIME="${FUZZTIME:-10s}"
+step() { printf '\n=== %s (%s)\n' "$*" "$(date +%T)"; }
+
+step "install system packages"
+./scripts/install-deps.sh
+
+step "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [[ -n "$unformatted" ]]; then
+	echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+
+step "go vet"
+go vet ./...
+CGO_ENABLED=0 go vet ./...
+
+step "build and test without cgo"
+CGO_ENABLED=0 go build ./...
+CGO_ENABLED=0 go test -count=1 ./transport/verbs/... ./transport/ ./collectives/
+
+step "go test -race"
+go test -race -count=1 -timeout 15m ./...
+
+step "fuzz targets, ${FUZZTIME} each"
+for pkg in $(go list ./...); do
+	dir=$(go list -f '{{.Dir}}' "$pkg")
+	for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do
+		echo "--- fuzz $pkg $target"
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1 | tail -n 3
+	done
+done
+
+if [[ "${SKIP_VM:-0}" != 1 && -x scripts/softroce-test.sh ]]; then
+	step "verbs on Soft-RoCE in QEMU"
+	./scripts/softroce-test.sh
+fi
+step "all tests passed"

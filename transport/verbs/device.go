@@ -1,0 +1,460 @@
+package verbs
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/goccl/goccl/transport"
+	"github.com/goccl/goccl/transport/verbs/internal/ibv"
+)
+
+// Config chooses and tunes a device. The zero value is usable: the first
+// device with an active port, the default GID, default queue depth, no
+// logging.
+type Config struct {
+	// HCA selects devices and ports with NCCL's GOCCL_IB_HCA / NCCL_IB_HCA
+	// syntax: a comma-separated list of name[:port] entries that match
+	// device names by prefix ("mlx5" matches mlx5_0 and mlx5_1); a leading
+	// "=" makes the match exact, a leading "^" turns the list into an
+	// exclusion list ("^mlx5_1", "^=rxe0"). Empty selects every device.
+	HCA string
+	// GIDIndex forces the GID table index (GOCCL_IB_GID_INDEX). Negative
+	// selects automatically: on RoCE the RoCE v2 GID of an IPv4 address
+	// (::ffff:a.b.c.d), else the first RoCE v2 GID, else the first RoCE v1
+	// GID; on InfiniBand index 0.
+	GIDIndex int
+	// QueueDepth is the number of send and of receive requests that may be
+	// in flight on one endpoint (default 1024, at most the device's limit).
+	QueueDepth int
+	// Logf, if set, receives one line per device opened and per connection
+	// (device, port, GID, queue pair numbers, path MTU).
+	Logf func(format string, args ...any)
+}
+
+// ConfigFromEnv reads GOCCL_IB_HCA and GOCCL_IB_GID_INDEX. With GOCCL_DEBUG
+// set (to anything but "0"), connection lines are logged with the standard
+// logger.
+func ConfigFromEnv() (Config, error) {
+	cfg := Config{HCA: os.Getenv("GOCCL_IB_HCA"), GIDIndex: -1}
+	if s := os.Getenv("GOCCL_IB_GID_INDEX"); s != "" {
+		i, err := strconv.Atoi(s)
+		if err != nil || i < 0 {
+			return cfg, fmt.Errorf("verbs: GOCCL_IB_GID_INDEX=%q: want a non-negative integer: %w", s, transport.ErrInvalid)
+		}
+		cfg.GIDIndex = i
+	}
+	if d := os.Getenv("GOCCL_DEBUG"); d != "" && d != "0" {
+		cfg.Logf = log.Printf
+	}
+	return cfg, nil
+}
+
+// Device is a verbs device: one opened adapter port with its protection
+// domain. It implements transport.Device and is safe for concurrent use.
+type Device struct {
+	logf  func(format string, args ...any)
+	ctx   ibv.Context
+	pd    ibv.PD
+	name  string
+	port  int
+	pattr ibv.PortAttr
+	dattr ibv.DeviceAttr
+	gid   ibv.GIDEntry
+	depth int
+	rdAtm int
+
+	ctl *ctlPlane
+
+	mu     sync.Mutex
+	closed bool
+	regs   map[regKey]*mrEntry
+	nreg   int // ibv_reg_mr calls, for tests of the registration cache
+	cqs    map[*cq]struct{}
+	eps    map[*endpoint]struct{}
+}
+
+var _ transport.Device = (*Device)(nil)
+
+// Open opens the device chosen by the environment (see ConfigFromEnv).
+// Without a usable RDMA device, or in a build without verbs, the error wraps
+// transport.ErrNotSupported.
+func Open() (*Device, error) {
+	cfg, err := ConfigFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return OpenConfig(cfg)
+}
+
+// OpenConfig opens the first device and port that cfg selects whose port is
+// ACTIVE. Without one the error wraps transport.ErrNotSupported and says
+// what was found.
+func OpenConfig(cfg Config) (*Device, error) {
+	filter, err := parseHCA(cfg.HCA)
+	if err != nil {
+		return nil, err
+	}
+	lib, err := ibv.Open()
+	if err != nil {
+		return nil, fmt.Errorf("verbs: no RDMA device: %w", err)
+	}
+	names, err := lib.DeviceNames()
+	if err != nil {
+		return nil, fmt.Errorf("verbs: no RDMA device: %w: %w", err, transport.ErrNotSupported)
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("verbs: no RDMA device (ibv_get_device_list is empty; is a driver such as rdma_rxe loaded and a link added?): %w", transport.ErrNotSupported)
+	}
+	var reasons []string
+	for _, name := range names {
+		if !filter.device(name) {
+			reasons = append(reasons, name+": excluded by GOCCL_IB_HCA="+cfg.HCA)
+			continue
+		}
+		d, why := tryOpen(lib, name, filter, cfg)
+		if d != nil {
+			return d, nil
+		}
+		reasons = append(reasons, why)
+	}
+	return nil, fmt.Errorf("verbs: no usable RDMA device: %s: %w", strings.Join(reasons, "; "), transport.ErrNotSupported)
+}
+
+// tryOpen opens name and returns a device on its first selected ACTIVE
+// port, or why there is none.
+func tryOpen(lib ibv.Lib, name string, filter hcaFilter, cfg Config) (*Device, string) {
+	ctx, err := lib.Open(name)
+	if err != nil {
+		return nil, err.Error()
+	}
+	dattr, err := ctx.QueryDevice()
+	if err != nil {
+		ctx.Close()
+		return nil, err.Error()
+	}
+	var why []string
+	for port := 1; port <= dattr.PhysPortCnt; port++ {
+		if !filter.port(name, port) {
+			continue
+		}
+		pattr, err := ctx.QueryPort(port)
+		if err != nil {
+			why = append(why, err.Error())
+			continue
+		}
+		if pattr.State != ibv.PortActive {
+			why = append(why, fmt.Sprintf("%s:%d: port state %d, not ACTIVE", name, port, pattr.State))
+			continue
+		}
+		gid, err := chooseGID(ctx, port, pattr, cfg.GIDIndex)
+		if err != nil {
+			why = append(why, err.Error())
+			continue
+		}
+		d, err := newDevice(ctx, name, port, dattr, pattr, gid, cfg)
+		if err != nil {
+			why = append(why, err.Error())
+			continue
+		}
+		return d, ""
+	}
+	ctx.Close()
+	if len(why) == 0 {
+		why = append(why, name+": no port selected")
+	}
+	return nil, strings.Join(why, "; ")
+}
+
+func chooseGID(ctx ibv.Context, port int, pattr ibv.PortAttr, override int) (ibv.GIDEntry, error) {
+	var entries []ibv.GIDEntry
+	for i := 0; i < pattr.GIDTableLen; i++ {
+		e, err := ctx.QueryGID(port, i)
+		if err != nil {
+			continue // unused entries may fail to query
+		}
+		entries = append(entries, e)
+	}
+	e, err := selectGID(pattr.LinkLayer, entries, override)
+	if err != nil {
+		return e, fmt.Errorf("%s:%d: %w", ctx.Name(), port, err)
+	}
+	return e, nil
+}
+
+// selectGID picks the GID table entry to use (see Config.GIDIndex).
+func selectGID(linkLayer int, entries []ibv.GIDEntry, override int) (ibv.GIDEntry, error) {
+	if override >= 0 {
+		for _, e := range entries {
+			if e.Index == override {
+				if e.GID.IsZero() {
+					return e, fmt.Errorf("GID index %d (GOCCL_IB_GID_INDEX) is unused", override)
+				}
+				return e, nil
+			}
+		}
+		return ibv.GIDEntry{}, fmt.Errorf("GID index %d (GOCCL_IB_GID_INDEX) not in the GID table (%d entries)", override, len(entries))
+	}
+	if linkLayer != ibv.LinkLayerEthernet {
+		for _, e := range entries {
+			if e.Index == 0 {
+				return e, nil
+			}
+		}
+		return ibv.GIDEntry{}, errors.New("no GID at index 0")
+	}
+	pick := func(ok func(ibv.GIDEntry) bool) (ibv.GIDEntry, bool) {
+		for _, e := range entries {
+			if !e.GID.IsZero() && ok(e) {
+				return e, true
+			}
+		}
+		return ibv.GIDEntry{}, false
+	}
+	if e, ok := pick(func(e ibv.GIDEntry) bool {
+		_, v4 := e.GID.IPv4()
+		return e.Type == ibv.GIDTypeRoCEv2 && v4
+	}); ok {
+		return e, nil
+	}
+	if e, ok := pick(func(e ibv.GIDEntry) bool { return e.Type == ibv.GIDTypeRoCEv2 }); ok {
+		return e, nil
+	}
+	if e, ok := pick(func(e ibv.GIDEntry) bool { return e.Type == ibv.GIDTypeRoCEv1 }); ok {
+		return e, nil
+	}
+	return ibv.GIDEntry{}, errors.New("no usable RoCE GID (is an IP address configured on the netdev?)")
+}
+
+func newDevice(ctx ibv.Context, name string, port int, dattr ibv.DeviceAttr, pattr ibv.PortAttr, gid ibv.GIDEntry, cfg Config) (*Device, error) {
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	d := &Device{
+		logf:  cfg.Logf,
+		ctx:   ctx,
+		pd:    pd,
+		name:  name,
+		port:  port,
+		pattr: pattr,
+		dattr: dattr,
+		gid:   gid,
+		depth: cfg.QueueDepth,
+		regs:  make(map[regKey]*mrEntry),
+		cqs:   make(map[*cq]struct{}),
+		eps:   make(map[*endpoint]struct{}),
+	}
+	if d.logf == nil {
+		d.logf = func(string, ...any) {}
+	}
+	if d.depth <= 0 {
+		d.depth = 1024
+	}
+	if dattr.MaxQPWR > 0 && d.depth > dattr.MaxQPWR {
+		d.depth = dattr.MaxQPWR
+	}
+	d.rdAtm = min(max(dattr.MaxQPRdAtom, 1), 16)
+	if d.ctl, err = newCtlPlane(d); err != nil {
+		pd.Close()
+		return nil, fmt.Errorf("%s: control queue: %w", name, err)
+	}
+	d.logf("verbs: opened %s port %d: link layer %d, active MTU %d, GID[%d] %s (%s), LID %d, queue depth %d",
+		name, port, pattr.LinkLayer, pattr.ActiveMTU, gid.Index, gid.GID, gid.Type, pattr.LID, d.depth)
+	return d, nil
+}
+
+// Name is "verbs:<device>", e.g. "verbs:rxe0".
+func (d *Device) Name() string { return "verbs:" + d.name }
+
+// Port is the port number in use.
+func (d *Device) Port() int { return d.port }
+
+// GID is the GID table entry in use.
+func (d *Device) GID() (index int, gid string, typ string) {
+	return d.gid.Index, d.gid.GID.String(), d.gid.Type.String()
+}
+
+// ActiveMTU is the port's active MTU in bytes.
+func (d *Device) ActiveMTU() int { return d.pattr.ActiveMTU }
+
+// Close closes every endpoint and completion queue of the device, revokes
+// every registration and releases the adapter. Pending requests complete
+// with errors wrapping ErrClosed on queues that are still open at that point
+// (queues are closed after endpoints); the peers see ErrPeerClosed.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	eps := make([]*endpoint, 0, len(d.eps))
+	for ep := range d.eps {
+		eps = append(eps, ep)
+	}
+	d.mu.Unlock()
+
+	closeEndpoints(eps)
+
+	d.mu.Lock()
+	cqs := make([]*cq, 0, len(d.cqs))
+	for q := range d.cqs {
+		cqs = append(cqs, q)
+	}
+	regs := d.regs
+	d.regs = map[regKey]*mrEntry{}
+	d.mu.Unlock()
+
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, q := range cqs {
+		keep(q.Close())
+	}
+	keep(d.ctl.close())
+	for _, e := range regs {
+		keep(e.release())
+	}
+	keep(d.pd.Close())
+	keep(d.ctx.Close())
+	if first != nil {
+		return fmt.Errorf("verbs: close %s: %w", d.name, first)
+	}
+	return nil
+}
+
+// closeEndpoints closes endpoints concurrently: each Close may wait a
+// bounded time for its goodbye to reach the peer.
+func closeEndpoints(eps []*endpoint) {
+	var wg sync.WaitGroup
+	for _, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ep.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+// NewCompletionQueue creates a completion queue with room for depth
+// completions (at most the device's limit). Posting more requests than that
+// without polling is refused with ErrInvalid.
+func (d *Device) NewCompletionQueue(depth int) (transport.CompletionQueue, error) {
+	if depth <= 0 {
+		return nil, fmt.Errorf("verbs: new completion queue: depth %d: %w", depth, transport.ErrInvalid)
+	}
+	if d.dattr.MaxCQE > 0 && depth > d.dattr.MaxCQE {
+		depth = d.dattr.MaxCQE
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, fmt.Errorf("verbs: new completion queue: %s: %w", d.name, transport.ErrClosed)
+	}
+	q, err := newCQ(d, depth)
+	if err != nil {
+		return nil, fmt.Errorf("verbs: new completion queue on %s: %w", d.name, err)
+	}
+	d.cqs[q] = struct{}{}
+	return q, nil
+}
+
+func (d *Device) forgetCQ(q *cq) {
+	d.mu.Lock()
+	delete(d.cqs, q)
+	d.mu.Unlock()
+}
+
+func (d *Device) forgetEndpoint(ep *endpoint) {
+	d.mu.Lock()
+	delete(d.eps, ep)
+	d.mu.Unlock()
+}
+
+// hcaFilter is a parsed GOCCL_IB_HCA.
+type hcaFilter struct {
+	exclude bool
+	exact   bool
+	entries []hcaEntry
+}
+
+type hcaEntry struct {
+	name string
+	port int // 0: any
+}
+
+// parseHCA parses NCCL's IB_HCA syntax (see Config.HCA).
+func parseHCA(s string) (hcaFilter, error) {
+	var f hcaFilter
+	s = strings.TrimSpace(s)
+	for len(s) > 0 && (s[0] == '^' || s[0] == '=') {
+		if s[0] == '^' {
+			f.exclude = true
+		} else {
+			f.exact = true
+		}
+		s = s[1:]
+	}
+	if s == "" {
+		return f, nil
+	}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		e := hcaEntry{name: item}
+		if i := strings.LastIndexByte(item, ':'); i >= 0 {
+			p, err := strconv.Atoi(item[i+1:])
+			if err != nil || p <= 0 || p > 255 || i == 0 {
+				return f, fmt.Errorf("verbs: GOCCL_IB_HCA entry %q: want name[:port]: %w", item, transport.ErrInvalid)
+			}
+			e.name, e.port = item[:i], p
+		}
+		f.entries = append(f.entries, e)
+	}
+	return f, nil
+}
+
+func (f hcaFilter) match(e hcaEntry, name string) bool {
+	if f.exact {
+		return e.name == name
+	}
+	return strings.HasPrefix(name, e.name)
+}
+
+// device reports whether any port of name may be selected.
+func (f hcaFilter) device(name string) bool {
+	if len(f.entries) == 0 {
+		return true
+	}
+	for _, e := range f.entries {
+		if f.match(e, name) {
+			// An exclusion of one port leaves the others.
+			return !f.exclude || e.port != 0
+		}
+	}
+	return f.exclude
+}
+
+// port reports whether port of name may be selected.
+func (f hcaFilter) port(name string, port int) bool {
+	if len(f.entries) == 0 {
+		return true
+	}
+	for _, e := range f.entries {
+		if f.match(e, name) && (e.port == 0 || e.port == port) {
+			return !f.exclude
+		}
+	}
+	return f.exclude
+}

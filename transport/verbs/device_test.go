@@ -1,0 +1,324 @@
+package verbs
+
+// Tests that need an RDMA device (hardware or Soft-RoCE). Without one they
+// skip with the reason, unless GOCCL_REQUIRE_VERBS=1 (set by
+// scripts/softroce-test.sh inside the guest), which turns the skip into a
+// failure.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// SkipIfNotSupported skips (or, with GOCCL_REQUIRE_VERBS=1, fails) a test
+// whose err says the verbs transport is not available here.
+func SkipIfNotSupported(tb testing.TB, err error) {
+	tb.Helper()
+	if err == nil || !errors.Is(err, transport.ErrNotSupported) {
+		return
+	}
+	if os.Getenv("GOCCL_REQUIRE_VERBS") == "1" {
+		tb.Fatalf("GOCCL_REQUIRE_VERBS=1 but no RDMA device: %v", err)
+	}
+	tb.Skipf("skipping: %v", err)
+}
+
+// openDevice opens the device the environment selects, closed by Cleanup.
+func openDevice(tb testing.TB) *Device {
+	tb.Helper()
+	cfg, err := ConfigFromEnv()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.Logf = tb.Logf
+	d, err := OpenConfig(cfg)
+	SkipIfNotSupported(tb, err)
+	if err != nil {
+		tb.Fatalf("open: %v", err)
+	}
+	tb.Cleanup(func() { d.Close() })
+	return d
+}
+
+type pair struct {
+	da, db *Device
+	qa, qb transport.CompletionQueue
+	a, b   transport.Endpoint
+}
+
+func newPair(tb testing.TB) *pair {
+	tb.Helper()
+	p := &pair{da: openDevice(tb), db: openDevice(tb)}
+	var err error
+	if p.qa, err = p.da.NewCompletionQueue(1024); err != nil {
+		tb.Fatal(err)
+	}
+	if p.qb, err = p.db.NewCompletionQueue(1024); err != nil {
+		tb.Fatal(err)
+	}
+	if p.a, err = p.da.NewEndpoint(p.qa); err != nil {
+		tb.Fatal(err)
+	}
+	if p.b, err = p.db.NewEndpoint(p.qb); err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.a.Connect(ctx, p.b.LocalAddress()); err != nil {
+		tb.Fatal(err)
+	}
+	if err := p.b.Connect(ctx, p.a.LocalAddress()); err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// waitN takes exactly n completions from q within 10 s.
+func waitN(tb testing.TB, q transport.CompletionQueue, n int) []transport.Completion {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got []transport.Completion
+	buf := make([]transport.Completion, 64)
+	for len(got) < n {
+		k, err := q.Wait(ctx, buf[:min(len(buf), n-len(got))])
+		if err != nil {
+			tb.Fatalf("wait: got %d of %d completions %+v: %v", len(got), n, got, err)
+		}
+		got = append(got, buf[:k]...)
+	}
+	return got
+}
+
+func alloc(tb testing.TB, n int) []byte {
+	tb.Helper()
+	b, err := transport.Alloc(n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { transport.Free(b) })
+	return b
+}
+
+func register(tb testing.TB, d *Device, b []byte, a transport.Access) transport.Region {
+	tb.Helper()
+	r, err := d.Register(b, a)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
+func TestDevice(t *testing.T) {
+	d := openDevice(t)
+	i, g, typ := d.GID()
+	// The guest script greps this line to prove which device ran.
+	t.Logf("DEVICE %s port %d GID[%d] %s %s active MTU %d", d.Name(), d.Port(), i, g, typ, d.ActiveMTU())
+	if d.Name() != "verbs:"+d.name || d.ActiveMTU() < 256 {
+		t.Fatalf("device %q active MTU %d", d.Name(), d.ActiveMTU())
+	}
+}
+
+func TestRegistrationCache(t *testing.T) {
+	d := openDevice(t)
+	buf := alloc(t, 1<<16)
+	r1 := register(t, d, buf, transport.AccessAll)
+	r2 := register(t, d, buf, transport.AccessAll)
+	if d.nreg != 1 || r1.Remote() != r2.Remote() {
+		t.Fatalf("second registration of the same range: %d ibv_reg_mr calls, keys %+v %+v; want 1 call, same key", d.nreg, r1.Remote(), r2.Remote())
+	}
+	r3 := register(t, d, buf, transport.AccessLocalWrite)
+	r4 := register(t, d, buf[:4096], transport.AccessAll)
+	if d.nreg != 3 || r3.Remote().Key == r1.Remote().Key || r4.Remote().Len != 4096 {
+		t.Fatalf("other access or range must register anew: %d calls, keys %#x %#x %#x", d.nreg, r1.Remote().Key, r3.Remote().Key, r4.Remote().Key)
+	}
+	for _, r := range []transport.Region{r1, r3, r4} {
+		if err := d.Deregister(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Deregister(r1); !errors.Is(err, transport.ErrInvalid) {
+		t.Fatalf("second deregister of one handle: %v, want ErrInvalid", err)
+	}
+	d.mu.Lock()
+	live := len(d.regs)
+	d.mu.Unlock()
+	if live != 1 {
+		t.Fatalf("%d live registrations, want 1 (r2 still holds the range)", live)
+	}
+	if err := d.Deregister(r2); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.regs) != 0 {
+		t.Fatalf("%d live registrations after the last deregister", len(d.regs))
+	}
+	if r := register(t, d, buf, transport.AccessAll); d.nreg != 4 {
+		t.Fatalf("registering after the last deregister must call ibv_reg_mr: %d calls (key %#x)", d.nreg, r.Remote().Key)
+	}
+}
+
+func TestMTUNegotiated(t *testing.T) {
+	p := newPair(t)
+	want := min(p.da.ActiveMTU(), p.db.ActiveMTU())
+	for _, ep := range []transport.Endpoint{p.a, p.b} {
+		if got := ep.(*endpoint).PathMTU(); got != want {
+			t.Fatalf("path MTU %d, want %d", got, want)
+		}
+	}
+}
+
+func TestSendRecvWriteRead(t *testing.T) {
+	p := newPair(t)
+	src, dst := alloc(t, 8192), alloc(t, 8192)
+	for i := range src {
+		src[i] = byte(i*7 + 1)
+	}
+	rs := register(t, p.da, src, transport.AccessRemoteRead)
+	rd := register(t, p.db, dst, transport.AccessAll)
+
+	if err := p.b.PostRecv(1, rd, 0, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.a.PostSend(2, rs, 100, 3000); err != nil {
+		t.Fatal(err)
+	}
+	c := waitN(t, p.qb, 1)[0]
+	if c.Err != nil || c.Op != transport.OpRecv || c.ID != 1 || c.Bytes != 3000 || !bytes.Equal(dst[:3000], src[100:3100]) {
+		t.Fatalf("recv completion %+v", c)
+	}
+	if c := waitN(t, p.qa, 1)[0]; c.Err != nil || c.Op != transport.OpSend || c.ID != 2 || c.Bytes != 3000 {
+		t.Fatalf("send completion %+v", c)
+	}
+
+	imm := uint32(0xdeadbeef)
+	if err := p.b.PostRecv(3, rd, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.a.PostWrite(4, rs, 0, 8192, rd.Remote(), 0, &imm); err != nil {
+		t.Fatal(err)
+	}
+	c = waitN(t, p.qb, 1)[0]
+	if c.Err != nil || c.ID != 3 || !c.HasImm || c.Imm != imm || c.Bytes != 8192 || !bytes.Equal(dst, src) {
+		t.Fatalf("write-with-imm receive %+v", c)
+	}
+	waitN(t, p.qa, 1)
+
+	// Read back from a's region into b.
+	clear(dst)
+	if err := p.b.PostRead(5, rd, 10, 500, rs.Remote(), 20); err != nil {
+		t.Fatal(err)
+	}
+	if c := waitN(t, p.qb, 1)[0]; c.Err != nil || c.Op != transport.OpRead || c.Bytes != 500 || !bytes.Equal(dst[10:510], src[20:520]) {
+		t.Fatalf("read completion %+v", c)
+	}
+}
+
+func TestGoHeapMemory(t *testing.T) {
+	p := newPair(t)
+	src := make([]byte, 1<<20)
+	dst := make([]byte, 1<<20)
+	for i := range src {
+		src[i] = byte(i >> 3)
+	}
+	rs := register(t, p.da, src, 0)
+	rd := register(t, p.db, dst, transport.AccessRemoteWrite)
+	runtime.GC()
+	if err := p.a.PostWrite(1, rs, 0, len(src), rd.Remote(), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	if c := waitN(t, p.qa, 1)[0]; c.Err != nil || !bytes.Equal(dst, src) {
+		t.Fatalf("write from pinned Go memory: %+v", c)
+	}
+}
+
+func TestRemoteAccessError(t *testing.T) {
+	p := newPair(t)
+	src, win := alloc(t, 4096), alloc(t, 4096)
+	src[0] = 1
+	rs := register(t, p.da, src, 0)
+	rw := register(t, p.db, win, transport.AccessRemoteRead) // no remote write
+	rr := register(t, p.db, alloc(t, 64), transport.AccessLocalWrite)
+	if err := p.b.PostRecv(7, rr, 0, 64); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.a.PostWrite(9, rs, 0, 16, rw.Remote(), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := waitN(t, p.qa, 1)[0]
+	if c.ID != 9 || !errors.Is(c.Err, transport.ErrRemoteAccess) || errors.Is(c.Err, transport.ErrFlushed) {
+		t.Fatalf("initiator completion %+v, want ErrRemoteAccess", c)
+	}
+	t.Logf("initiator: %v", c.Err)
+	got := waitN(t, p.qb, 2)
+	if got[0].Op != transport.OpRemoteError || got[0].ID != 0 || !errors.Is(got[0].Err, transport.ErrRemoteAccess) {
+		t.Fatalf("target's first completion %+v, want OpRemoteError", got[0])
+	}
+	if got[1].ID != 7 || !errors.Is(got[1].Err, transport.ErrFlushed) || !errors.Is(got[1].Err, transport.ErrRemoteAccess) {
+		t.Fatalf("target's receive %+v, want flushed with the remote access cause", got[1])
+	}
+	t.Logf("target: %v; %v", got[0].Err, got[1].Err)
+	if win[0] != 0 {
+		t.Fatal("target memory touched by a refused write")
+	}
+	if err := p.a.PostSend(10, rs, 0, 1); !errors.Is(err, transport.ErrRemoteAccess) {
+		t.Fatalf("post after the error: %v, want the cause", err)
+	}
+	if err := p.b.PostRecv(11, rr, 0, 1); !errors.Is(err, transport.ErrRemoteAccess) {
+		t.Fatalf("target post after the error: %v, want the cause", err)
+	}
+}
+
+func TestPeerClose(t *testing.T) {
+	p := newPair(t)
+	rr := register(t, p.db, alloc(t, 64), transport.AccessLocalWrite)
+	if err := p.b.PostRecv(1, rr, 0, 64); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := p.a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := waitN(t, p.qb, 1)[0]
+	if !errors.Is(c.Err, transport.ErrPeerClosed) || !errors.Is(c.Err, transport.ErrFlushed) {
+		t.Fatalf("pending receive %+v, want flushed with ErrPeerClosed", c)
+	}
+	t.Logf("peer close seen after %v: %v", time.Since(start), c.Err)
+}
+
+func TestQueueFull(t *testing.T) {
+	d := openDevice(t)
+	d2 := openDevice(t)
+	q, err := d.NewCompletionQueue(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q2, _ := d2.NewCompletionQueue(64)
+	a, _ := d.NewEndpoint(q)
+	b, _ := d2.NewEndpoint(q2)
+	ctx := context.Background()
+	if err := a.Connect(ctx, b.LocalAddress()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Connect(ctx, a.LocalAddress()); err != nil {
+		t.Fatal(err)
+	}
+	r := register(t, d, alloc(t, 4096), transport.AccessLocalWrite)
+	for i := range 8 {
+		if err := a.PostRecv(uint64(i), r, 0, 16); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = a.PostRecv(8, r, 0, 16)
+	if !errors.Is(err, transport.ErrInvalid) {
+		t.Fatalf("ninth request on a queue of depth 8: %v, want ErrInvalid", err)
+	}
+	t.Logf("overflow: %v", err)
+}
