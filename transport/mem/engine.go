@@ -111,12 +111,12 @@ func (e *Endpoint) execute(r *request) {
 		if r.hasImm {
 			// Check before waiting for a receive, so that a bad access
 			// fails even if the peer never posts one.
-			if _, reg, err := p.dev.acquire(r.remote.Key, r.roff, len(r.buf), transport.AccessRemoteWrite); err != nil {
+			_, reg, err := p.dev.acquire(r.remote.Key, r.roff, len(r.buf), transport.AccessRemoteWrite)
+			if err != nil {
 				e.refused(r, err)
 				return
-			} else {
-				reg.release()
 			}
+			reg.release()
 			if rr = p.takeRecv(e); rr == nil {
 				e.complete(r, e.flushError(r), 0)
 				return

@@ -161,7 +161,7 @@ func expectPostsRefused(t *testing.T, p *Pair, causes ...error) {
 	t.Helper()
 	expectRefused(t, "A", p.DevA, p.A, causes...)
 	expectRefused(t, "B", p.DevB, p.B, causes...)
-	ExpectQuiet(t, p.CQA, quiet)
+	ExpectQuiet(t, p.CQA, quiet/5)
 	ExpectEmpty(t, p.CQB)
 }
 
