@@ -106,9 +106,11 @@ func (h *header) typName() string {
 
 // writer stages frames in buf; the first error sticks.
 type writer struct {
-	c   *net.TCPConn
-	buf []byte
-	err error
+	c    *net.TCPConn
+	buf  []byte
+	err  error
+	iov  [2][]byte
+	bufs net.Buffers
 }
 
 func (w *writer) header(h *header) {
@@ -128,8 +130,15 @@ func (w *writer) payload(h *header, p []byte) {
 		w.small(p)
 		return
 	}
-	w.flush()
-	w.write(p)
+	// Header(s) staged so far and the payload in one writev.
+	if w.err != nil {
+		return
+	}
+	w.iov[0], w.iov[1] = w.buf, p
+	w.bufs = w.iov[:]
+	_, w.err = w.bufs.WriteTo(w.c)
+	w.iov[0], w.iov[1] = nil, nil
+	w.buf = w.buf[:0]
 }
 
 func (w *writer) small(p []byte) {

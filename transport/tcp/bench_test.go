@@ -1,0 +1,163 @@
+package tcp
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/goccl/goccl/transport"
+	"github.com/goccl/goccl/transport/transporttest"
+)
+
+var benchSizes = []int{8, 64 << 10, 1 << 20, 64 << 20}
+
+// benchWindow is how many requests a benchmark keeps in flight.
+func benchWindow(size int) int {
+	switch {
+	case size <= 64<<10:
+		return 64
+	case size <= 1<<20:
+		return 8
+	}
+	return 2
+}
+
+// benchPair is a connected pair with a source region on A and a target
+// region on B, both of size bytes from transport.Alloc, touched once.
+type benchPair struct {
+	*transporttest.Pair
+	src, dst transport.Region
+}
+
+func newBenchPair(b *testing.B, size int) *benchPair {
+	b.Helper()
+	f := func(t testing.TB) transport.Device {
+		o := testOptions(t)
+		o.Logf = func(string, ...any) {}
+		d, err := NewDevice(o)
+		if err != nil {
+			t.Fatalf("new device: %v", err)
+		}
+		return d
+	}
+	p := transporttest.NewPair(b, f)
+	mk := func(dev transport.Device, access transport.Access) transport.Region {
+		buf, err := transport.Alloc(size)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { transport.Free(buf) })
+		for i := range buf {
+			buf[i] = byte(i)
+		}
+		return transporttest.Register(b, dev, buf, access)
+	}
+	return &benchPair{Pair: p, src: mk(p.DevA, 0), dst: mk(p.DevB, transport.AccessAll)}
+}
+
+func BenchmarkWrite(b *testing.B) {
+	for _, size := range benchSizes {
+		b.Run(sizeName(size), func(b *testing.B) {
+			p := newBenchPair(b, size)
+			remote := p.dst.Remote()
+			win := benchWindow(size)
+			cs := make([]transport.Completion, 64)
+			ctx := context.Background()
+			run := func(n int) {
+				posted, done := 0, 0
+				for done < n {
+					for posted < n && posted-done < win {
+						if err := p.A.PostWrite(uint64(posted), p.src, 0, size, remote, 0, nil); err != nil {
+							b.Fatal(err)
+						}
+						posted++
+					}
+					k, err := p.CQA.Wait(ctx, cs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, c := range cs[:k] {
+						if c.Err != nil {
+							b.Fatal(c.Err)
+						}
+					}
+					done += k
+				}
+			}
+			run(2 * win) // warm up: buffers, rings, pools
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			run(b.N)
+		})
+	}
+}
+
+func BenchmarkSend(b *testing.B) {
+	for _, size := range benchSizes {
+		b.Run(sizeName(size), func(b *testing.B) {
+			p := newBenchPair(b, size)
+			win := benchWindow(size)
+			cs := make([]transport.Completion, 64)
+			rcs := make([]transport.Completion, 64)
+			ctx := context.Background()
+			for i := range win {
+				if err := p.B.PostRecv(uint64(i), p.dst, 0, size); err != nil {
+					b.Fatal(err)
+				}
+			}
+			run := func(n int) {
+				posted, done := 0, 0
+				for done < n {
+					for posted < n && posted-done < win {
+						if err := p.A.PostSend(uint64(posted), p.src, 0, size); err != nil {
+							b.Fatal(err)
+						}
+						posted++
+					}
+					k, err := p.CQA.Wait(ctx, cs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, c := range cs[:k] {
+						if c.Err != nil {
+							b.Fatal(c.Err)
+						}
+					}
+					done += k
+					// Each completed send consumed a receive: post them again.
+					for got := 0; got < k; {
+						m, err := p.CQB.Wait(ctx, rcs[:min(len(rcs), k-got)])
+						if err != nil {
+							b.Fatal(err)
+						}
+						for _, c := range rcs[:m] {
+							if c.Err != nil {
+								b.Fatal(c.Err)
+							}
+							if err := p.B.PostRecv(c.ID, p.dst, 0, size); err != nil {
+								b.Fatal(err)
+							}
+						}
+						got += m
+					}
+				}
+			}
+			run(2 * win)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			run(b.N)
+		})
+	}
+}
+
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
