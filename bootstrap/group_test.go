@@ -173,3 +173,34 @@ func TestGroupMissingRankBounded(t *testing.T) {
 		t.Fatalf("Allgather without rank 1: err = %v", err)
 	}
 }
+
+// The hosting rank's Close waits for the other ranks to leave, but not
+// forever.
+func TestServerShutdownWaitsForClients(t *testing.T) {
+	s, _ := newTestServer(t)
+	c := dialTest(t, s.Addr())
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- s.Shutdown(ctx)
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned %v with a client still connected", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	// Still serving the connected client.
+	if err := c.Set(testCtx(t, time.Second), "k", nil); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Shutdown still waiting 3 s after the last client left")
+	}
+}
