@@ -97,6 +97,9 @@ func clientHandshake(rw io.ReadWriter, secret []byte) error {
 func serverHandshake(rw io.ReadWriter, secret []byte) error {
 	f, err := readFrame(rw, nonceLen)
 	if err != nil {
+		if errors.Is(err, errFrame) { // e.g. another protocol version
+			refuse(rw, err.Error())
+		}
 		return err
 	}
 	if f.typ != typeHello || len(f.payload) != nonceLen {

@@ -128,19 +128,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	_ = s.ln.Close()
 	for {
 		s.mu.Lock()
-		n, ch := s.authed, s.drained
+		n, drained := s.authed, s.drained
 		s.mu.Unlock()
 		if n == 0 {
-			break
+			return s.Close()
 		}
 		select {
-		case <-ch:
-			continue
+		case <-drained:
 		case <-ctx.Done():
+			return s.Close()
 		}
-		break
 	}
-	return s.Close()
 }
 
 func (s *Server) acceptLoop() {

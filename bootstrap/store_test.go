@@ -470,3 +470,26 @@ func TestClientCloseWakesWaiters(t *testing.T) {
 		t.Fatalf("Set after Close: err = %v", err)
 	}
 }
+
+// A client speaking another protocol version is told so instead of being
+// dropped silently, and Dial does not retry.
+func TestVersionMismatchRefused(t *testing.T) {
+	s, _ := newTestServer(t)
+	conn, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	hello := appendFrame(nil, frame{typ: typeHello, payload: nonce()})
+	hello[2] = frameVersion + 1
+	conn.Write(hello)
+	f, err := readFrame(conn, 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := decodeResponse(f)
+	if err != nil || r.typ != typeError || !strings.Contains(r.msg, "protocol version 2, want 1") {
+		t.Fatalf("reply %+v, %v", r, err)
+	}
+}
