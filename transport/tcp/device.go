@@ -414,7 +414,17 @@ func (d *Device) handshake(c *net.TCPConn) {
 	from := c.RemoteAddr().String()
 	c.SetDeadline(time.Now().Add(d.opts.HandshakeTimeout))
 	var b [helloSize]byte
-	if _, err := io.ReadFull(c, b[:]); err != nil {
+	// The magic first, so that a stranger speaking another protocol is
+	// dropped at once rather than after the timeout.
+	if _, err := io.ReadFull(c, b[:len(helloMagic)]); err != nil {
+		d.logf("dropping connection from %s: reading hello: %v", from, err)
+		return
+	}
+	if [4]byte(b[:4]) != helloMagic {
+		d.logf("dropping connection from %s: bad hello magic %q", from, b[:4])
+		return
+	}
+	if _, err := io.ReadFull(c, b[len(helloMagic):]); err != nil {
 		d.logf("dropping connection from %s: reading hello: %v", from, err)
 		return
 	}
