@@ -142,7 +142,9 @@ func (e *endpoint) checkLocal(op string, tr transport.Region, off, n int, need t
 
 // PostSend queues r.Bytes()[off:off+n] as one message. It never blocks; the
 // buffer belongs to the transport until the completion, which arrives once
-// the peer placed the message into a posted receive.
+// the peer placed the message into a posted receive. If the peer dies or the
+// link fails first, the send completes with ErrFlushed wrapping ErrPeerClosed
+// or ErrLink (within Options.UserTimeout or the keepalive bound).
 func (e *endpoint) PostSend(id uint64, tr transport.Region, off, n int) error {
 	r, err := e.checkLocal("send", tr, off, n, 0)
 	if err != nil {
@@ -161,8 +163,11 @@ func (e *endpoint) PostSend(id uint64, tr transport.Region, off, n int) error {
 }
 
 // PostWrite queues a write of local.Bytes()[off:off+n] into the peer's
-// region at roff. It never blocks; it completes once the peer placed the
-// data. The target validates key, bounds and access.
+// region at roff. It never blocks; the buffer belongs to the transport until
+// the completion, which arrives once the peer placed the data. The target
+// validates key, bounds and access first; a refusal completes the write with
+// ErrRemoteAccess and puts both endpoints into the error state. On a dead
+// peer it completes as PostSend does.
 func (e *endpoint) PostWrite(id uint64, tr transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32) error {
 	r, err := e.checkLocal("write", tr, off, n, 0)
 	if err != nil {
@@ -186,7 +191,10 @@ func (e *endpoint) PostWrite(id uint64, tr transport.Region, off, n int, remote 
 }
 
 // PostRead queues a read of n bytes of the peer's region at roff into
-// local.Bytes()[off:off+n]. It never blocks.
+// local.Bytes()[off:off+n]. It never blocks; the buffer belongs to the
+// transport until the completion. The peer copies the data when the request
+// arrives (so the read sees every write posted before it and none posted
+// after). Refusal and a dead peer complete it as PostWrite.
 func (e *endpoint) PostRead(id uint64, tr transport.Region, off, n int, remote transport.RemoteRegion, roff uint64) error {
 	r, err := e.checkLocal("read", tr, off, n, transport.AccessLocalWrite)
 	if err != nil {
@@ -204,8 +212,12 @@ func (e *endpoint) PostRead(id uint64, tr transport.Region, off, n int, remote t
 	return nil
 }
 
-// PostRecv posts a receive. It never blocks. A message that already
-// arrived completes it at once.
+// PostRecv posts a receive. It never blocks; the buffer belongs to the
+// transport until the completion. A message or immediate that already
+// arrived completes it at once (the completion is queued before PostRecv
+// returns). A message longer than n fails it with ErrLength and puts both
+// endpoints into the error state. On a dead peer it completes with
+// ErrFlushed wrapping ErrPeerClosed or ErrLink.
 func (e *endpoint) PostRecv(id uint64, tr transport.Region, off, n int) error {
 	r, err := e.checkLocal("recv", tr, off, n, transport.AccessLocalWrite)
 	if err != nil {
@@ -365,7 +377,11 @@ func (e *endpoint) flushLocked(q *ring[pending], op transport.Op, cause error) {
 }
 
 func (e *endpoint) flushErr(op string, cause error) error {
-	return fmt.Errorf("tcp: %s with %s: %w: %w", op, e.peerName, transport.ErrFlushed, cause)
+	dir := "to"
+	if op == "recv" {
+		dir = "from"
+	}
+	return fmt.Errorf("tcp: %s %s %s: %w: %w", op, dir, e.peerName, transport.ErrFlushed, cause)
 }
 
 func opName(op transport.Op) string { return op.String() }
