@@ -144,7 +144,8 @@ func (b *Bootstrap) Barrier(ctx context.Context) error {
 // Close leaves the group. On a view from WithPrefix it does nothing. On the
 // rank hosting the store it first waits (at most 10 s) for the other ranks
 // to disconnect, so that a rank finishing early does not cut the others
-// off; then it stops the store.
+// off; then it stops the store. It stops accepting connections at once, so
+// call it only after every rank has connected (after any collective call).
 func (b *Bootstrap) Close() error {
 	if !b.owner {
 		return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"flag"
@@ -26,6 +27,11 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // The test binary doubles as the rank program: with GORUN_TEST_CHILD set it
 // runs child() instead of the tests.
 func TestMain(m *testing.M) {
+	if os.Getenv("GORUN_TEST_AS_GORUN") == "1" {
+		// The test binary as gorun itself, for tests that signal it.
+		os.Unsetenv("GORUN_TEST_AS_GORUN")
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if mode := os.Getenv("GORUN_TEST_CHILD"); mode != "" {
 		os.Exit(child(mode))
 	}
@@ -102,6 +108,7 @@ func child(mode string) int {
 		fmt.Printf("pid %d\n", os.Getpid())
 		if rank == 2 {
 			time.Sleep(300 * time.Millisecond)
+			fmt.Printf("killing myself at %d\n", time.Now().UnixNano())
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}
 		time.Sleep(time.Minute)
@@ -309,15 +316,24 @@ func alive(pid int) bool {
 func TestSigkilledRank(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	code, stdout, stderr, took := gorun(t, ctx, "sigkill", "-n", "3")
+	code, stdout, stderr, _ := gorun(t, ctx, "sigkill", "-n", "3")
+	end := time.Now()
 	if code == 0 {
 		t.Fatalf("exit 0 after a rank was killed")
 	}
 	if !regexp.MustCompile(`(?m)^gorun: rank 2 \(pid \d+\) killed by signal: killed$`).MatchString(stderr) {
 		t.Errorf("no summary naming rank 2; stderr:\n%s", stderr)
 	}
-	if took > 5*time.Second {
-		t.Errorf("gorun took %v to exit", took)
+	// Rank 0 ignores SIGTERM, so this includes the default 3 s grace.
+	m := regexp.MustCompile(`(?m)^\[2\] killing myself at (\d+)$`).FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("rank 2 did not report its death; stdout:\n%s", stdout)
+	}
+	killed, _ := strconv.ParseInt(m[1], 10, 64)
+	if took := end.Sub(time.Unix(0, killed)); took > 5*time.Second {
+		t.Errorf("gorun exited %v after rank 2 was killed, want under 5 s", took)
+	} else {
+		t.Logf("gorun exited %v after rank 2 was killed", took)
 	}
 	var pids []int
 	for _, m := range regexp.MustCompile(`(?m)^\[\d\] pid (\d+)$`).FindAllStringSubmatch(stdout, -1) {
@@ -376,6 +392,59 @@ func TestTerminationForwarded(t *testing.T) {
 	if !strings.Contains(e.String(), "gorun: stopped by signal: terminated") {
 		t.Errorf("stderr:\n%s", e.String())
 	}
+}
+
+// A real SIGINT to gorun reaches the ranks, and gorun exits 130.
+func TestSIGINTForwarded(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-n", "2", os.Args[0])
+	cmd.Env = append(os.Environ(), "GORUN_TEST_AS_GORUN=1", "GORUN_TEST_CHILD=term")
+	var e syncBuffer
+	cmd.Stderr = &e
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	timeout := time.After(20 * time.Second)
+	for ready := 0; ready < 2; {
+		select {
+		case l := <-lines:
+			if strings.HasSuffix(l, "] ready") {
+				ready++
+			}
+		case <-timeout:
+			t.Fatal("ranks not ready after 20 s")
+		}
+	}
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGINT)
+	for range lines { // drain until gorun closes stdout
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err = <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("gorun still running 10 s after SIGINT")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit %d (%v), want 130; stderr:\n%s", code, err, e.String())
+	}
+	if !strings.Contains(e.String(), "gorun: stopped by signal: interrupt") {
+		t.Errorf("stderr:\n%s", e.String())
+	}
+	t.Logf("gorun exited %v after SIGINT", time.Since(start))
 }
 
 func TestStartFailure(t *testing.T) {
