@@ -247,12 +247,25 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 
 // Wait blocks until every key exists, ctx is done or the connection ends.
 func (c *Client) Wait(ctx context.Context, keys ...string) error {
+	return c.multi(ctx, "wait for", typeWait, keys)
+}
+
+// Delete removes keys (absent ones are ignored). Calls blocked on a deleted
+// key go on waiting for it to be set again. It blocks until the store has
+// removed them.
+func (c *Client) Delete(ctx context.Context, keys ...string) error {
+	return c.multi(ctx, "delete", typeDelete, keys)
+}
+
+// multi sends a command that takes a list of keys, in batches that fit a
+// frame.
+func (c *Client) multi(ctx context.Context, verb string, typ byte, keys []string) error {
 	for len(keys) > 0 {
-		n := min(len(keys), maxWaitKeys/2)
+		n := min(len(keys), maxWaitKeys)
 		batch := keys[:n]
 		size := 4
 		for i, k := range batch {
-			if err := checkKey("wait", k); err != nil {
+			if err := checkKey(verb, k); err != nil {
 				return err
 			}
 			size += 4 + len(k)
@@ -261,11 +274,11 @@ func (c *Client) Wait(ctx context.Context, keys ...string) error {
 				break
 			}
 		}
-		op := fmt.Sprintf("wait for %d keys", len(batch))
+		op := fmt.Sprintf("%s %d keys", verb, len(batch))
 		if len(batch) == 1 {
-			op = fmt.Sprintf("wait for %q", batch[0])
+			op = fmt.Sprintf("%s %q", verb, batch[0])
 		}
-		if _, err := c.call(ctx, op, request{typ: typeWait, keys: batch}); err != nil {
+		if _, err := c.call(ctx, op, request{typ: typ, keys: batch}); err != nil {
 			return err
 		}
 		keys = keys[len(batch):]

@@ -44,6 +44,7 @@ const (
 	typeWait      byte = 12 // count, keys
 	typeAdd       byte = 13 // key, delta
 	typeCancel    byte = 14 // (id of the request to cancel)
+	typeDelete    byte = 15 // count, keys
 	typeOK        byte = 20 // (empty)
 	typeValue     byte = 21 // value
 	typeInt       byte = 22 // int64
@@ -70,7 +71,7 @@ func maxPayload(typ byte) int {
 		return 4 + MaxKeyLen + 4 + MaxValueLen
 	case typeGet:
 		return 4 + MaxKeyLen
-	case typeWait:
+	case typeWait, typeDelete:
 		return maxWaitFrame
 	case typeAdd:
 		return 4 + MaxKeyLen + 8
@@ -212,7 +213,7 @@ type request struct {
 	typ   byte
 	id    uint32
 	key   string
-	keys  []string // typeWait
+	keys  []string // typeWait, typeDelete
 	value []byte   // typeSet
 	delta int64    // typeAdd
 }
@@ -231,7 +232,7 @@ func decodeRequest(f frame) (request, error) {
 	case typeAdd:
 		q.key = string(r.bytes(MaxKeyLen, "key"))
 		q.delta = int64(r.uint64())
-	case typeWait:
+	case typeWait, typeDelete:
 		n := r.uint32()
 		if r.err == nil && (n == 0 || n > maxWaitKeys || uint64(n)*4 > uint64(len(r.p))) {
 			r.fail("bad key count")
@@ -264,7 +265,7 @@ func encodeRequest(q request) frame {
 	case typeAdd:
 		p = appendBytes(p, []byte(q.key))
 		p = binary.BigEndian.AppendUint64(p, uint64(q.delta))
-	case typeWait:
+	case typeWait, typeDelete:
 		p = binary.BigEndian.AppendUint32(p, uint32(len(q.keys)))
 		for _, k := range q.keys {
 			p = appendBytes(p, []byte(k))

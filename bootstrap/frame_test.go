@@ -19,6 +19,7 @@ func TestRequestRoundTrip(t *testing.T) {
 		{typ: typeAdd, id: 4, key: "n", delta: -7},
 		{typ: typeWait, id: 5, keys: []string{"a", "", "ccc"}},
 		{typ: typeCancel, id: 6},
+		{typ: typeDelete, id: 7, keys: []string{"x"}},
 	} {
 		b := appendFrame(nil, encodeRequest(q))
 		f, err := readFrame(bytes.NewReader(b), maxPayload(typeSet))
@@ -157,6 +158,22 @@ func FuzzDecodeHostlist(f *testing.F) {
 	})
 }
 
+// FuzzDecodeGathered decodes arbitrary bytes as rank 0's combined
+// Allgather value: no panic, and what it accepts re-encodes identically.
+func FuzzDecodeGathered(f *testing.F) {
+	f.Add(encodeGathered([][]byte{[]byte("a"), {}, []byte("ccc")}), 3)
+	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 9}, 1)
+	f.Fuzz(func(t *testing.T, data []byte, size int) {
+		if size < 0 || size > 1<<16 {
+			return
+		}
+		v, err := decodeGathered(data, size)
+		if err == nil && !bytes.Equal(encodeGathered(v), data) {
+			t.Fatalf("%x decodes to %q which re-encodes differently", data, v)
+		}
+	})
+}
+
 func seedFrames() [][]byte {
 	var seeds [][]byte
 	for _, q := range []request{
@@ -165,6 +182,7 @@ func seedFrames() [][]byte {
 		{typ: typeAdd, id: 3, key: "n", delta: 1},
 		{typ: typeWait, id: 4, keys: []string{"a", "b"}},
 		{typ: typeCancel, id: 5},
+		{typ: typeDelete, id: 6, keys: []string{"a", "b"}},
 	} {
 		seeds = append(seeds, appendFrame(nil, encodeRequest(q)))
 	}

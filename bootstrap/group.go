@@ -2,11 +2,13 @@ package bootstrap
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"strconv"
-	"sync/atomic"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -26,9 +28,21 @@ type Bootstrap struct {
 	client *Client
 	server *Server // non-nil on the rank that hosts the store
 	prefix string
-	seq    *atomic.Uint64 // per-namespace call counter
-	owner  bool           // Close closes client and server
+	ns     *namespace
+	owner  bool // Close closes client and server
 }
+
+// namespace numbers a view's calls and remembers the keys each call left,
+// to delete them two calls later. By then every rank has finished the call:
+// finishing call n+1 needs every rank to have entered it.
+type namespace struct {
+	mu      sync.Mutex
+	seq     uint64
+	garbage map[uint64][]string
+}
+
+// gatherWindow is how many Gets the assembling rank keeps in flight.
+const gatherWindow = 64
 
 // Connect joins the group described by info. If info.HostRoot, it first
 // starts the store on info.Addr's port (on info.Addr's host when that is a
@@ -38,7 +52,7 @@ func Connect(ctx context.Context, info Info, opts ...ServerOption) (*Bootstrap, 
 	if info.Size < 1 || info.Rank < 0 || info.Rank >= info.Size {
 		return nil, fmt.Errorf("bootstrap: connect: rank %d out of range for size %d", info.Rank, info.Size)
 	}
-	b := &Bootstrap{info: info, prefix: "goccl/", seq: new(atomic.Uint64), owner: true}
+	b := &Bootstrap{info: info, prefix: "goccl/", ns: newNamespace(), owner: true}
 	addr := info.Addr
 	if info.HostRoot {
 		host, port, err := net.SplitHostPort(info.Addr)
@@ -92,30 +106,158 @@ func (b *Bootstrap) WithPrefix(p string) *Bootstrap {
 		info:   b.info,
 		client: b.client,
 		prefix: b.prefix + p + "/",
-		seq:    new(atomic.Uint64),
+		ns:     newNamespace(),
 	}
+}
+
+func newNamespace() *namespace { return &namespace{garbage: make(map[uint64][]string)} }
+
+// begin numbers a new call and deletes the keys left two calls ago.
+func (b *Bootstrap) begin(ctx context.Context) (uint64, error) {
+	b.ns.mu.Lock()
+	b.ns.seq++
+	n := b.ns.seq
+	old := b.ns.garbage[n-2]
+	delete(b.ns.garbage, n-2)
+	b.ns.mu.Unlock()
+	if len(old) > 0 {
+		if err := b.client.Delete(ctx, old...); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// leave records keys that call n left, for deletion two calls later.
+func (b *Bootstrap) leave(n uint64, keys ...string) {
+	b.ns.mu.Lock()
+	b.ns.garbage[n] = append(b.ns.garbage[n], keys...)
+	b.ns.mu.Unlock()
 }
 
 // Allgather publishes data under this rank's name and returns every rank's
 // data, indexed by rank. It blocks until all ranks have called it, ctx is
 // done or the store connection ends.
+//
+// Every rank sets its own key; rank 0 reads them all (several Gets in
+// flight), deletes them and publishes one combined value that every other
+// rank reads, so the store handles O(size) requests per call. The combined
+// value must fit MaxValueLen.
 func (b *Bootstrap) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
-	n := b.seq.Add(1)
+	n, err := b.begin(ctx)
+	fail := func(format string, a ...any) ([][]byte, error) {
+		return nil, fmt.Errorf("bootstrap: allgather #%d: rank %d: "+format, append([]any{n, b.info.Rank}, a...)...)
+	}
+	if err != nil {
+		return fail("%w", err)
+	}
 	base := b.prefix + "ag/" + strconv.FormatUint(n, 10) + "/"
-	if err := b.client.Set(ctx, base+strconv.Itoa(b.info.Rank), data); err != nil {
-		return nil, fmt.Errorf("bootstrap: allgather #%d: rank %d: %w", n, b.info.Rank, err)
+	all := base + "all"
+	if b.info.Rank != 0 {
+		if err := b.client.Set(ctx, base+strconv.Itoa(b.info.Rank), data); err != nil {
+			return fail("%w", err)
+		}
+		v, err := b.client.Get(ctx, all)
+		if err != nil {
+			return fail("waiting for rank 0: %w", err)
+		}
+		out, err := decodeGathered(v, b.info.Size)
+		if err != nil {
+			return fail("from rank 0: %w", err)
+		}
+		return out, nil
+	}
+
+	keys := make([]string, b.info.Size)
+	for r := range keys {
+		keys[r] = base + strconv.Itoa(r)
 	}
 	out := make([][]byte, b.info.Size)
-	out[b.info.Rank] = append([]byte(nil), data...)
-	for r := range b.info.Size {
-		if r == b.info.Rank {
-			continue
+	out[0] = append([]byte(nil), data...)
+	if err := b.getAll(ctx, keys[1:], out[1:]); err != nil {
+		return fail("%w", err)
+	}
+	enc := encodeGathered(out)
+	if len(enc) > MaxValueLen {
+		return fail("gathered %d bytes, more than the store's %d-byte value limit", len(enc), MaxValueLen)
+	}
+	if err := b.client.Set(ctx, all, enc); err != nil {
+		return fail("%w", err)
+	}
+	if err := b.client.Delete(ctx, keys[1:]...); err != nil {
+		return fail("%w", err)
+	}
+	b.leave(n, all)
+	return out, nil
+}
+
+// getAll fetches keys into out, keeping up to gatherWindow Gets in flight.
+func (b *Bootstrap) getAll(ctx context.Context, keys []string, out [][]byte) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		sem   = make(chan struct{}, gatherWindow)
+	)
+	for i, k := range keys {
+		sem <- struct{}{}
+		if ctx.Err() != nil {
+			break
 		}
-		v, err := b.client.Get(ctx, base+strconv.Itoa(r))
-		if err != nil {
-			return nil, fmt.Errorf("bootstrap: allgather #%d: rank %d waiting for rank %d: %w", n, b.info.Rank, r, err)
-		}
-		out[r] = v
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			v, err := b.client.Get(ctx, k)
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("waiting for rank %s: %w", k[strings.LastIndexByte(k, '/')+1:], err)
+				}
+				mu.Unlock()
+				cancel()
+				return
+			}
+			out[i] = v
+		}()
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// encodeGathered packs one value per rank: a count, then each value
+// length-prefixed.
+func encodeGathered(vals [][]byte) []byte {
+	size := 4
+	for _, v := range vals {
+		size += 4 + len(v)
+	}
+	b := make([]byte, 0, size)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(vals)))
+	for _, v := range vals {
+		b = appendBytes(b, v)
+	}
+	return b
+}
+
+// decodeGathered unpacks encodeGathered's output, which must hold exactly
+// size values.
+func decodeGathered(b []byte, size int) ([][]byte, error) {
+	r := payloadReader{p: b}
+	n := r.uint32()
+	if r.err == nil && uint64(n) != uint64(size) {
+		return nil, fmt.Errorf("%w: %d values, want %d", errFrame, n, size)
+	}
+	out := make([][]byte, 0, size)
+	for i := 0; i < size && r.err == nil; i++ {
+		out = append(out, r.bytes(MaxValueLen, "value"))
+	}
+	if err := r.done(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -123,20 +265,28 @@ func (b *Bootstrap) Allgather(ctx context.Context, data []byte) ([][]byte, error
 // Barrier returns once every rank has called it, or fails when ctx is done
 // or the store connection ends.
 func (b *Bootstrap) Barrier(ctx context.Context) error {
-	n := b.seq.Add(1)
-	base := b.prefix + "barrier/" + strconv.FormatUint(n, 10)
-	v, err := b.client.Add(ctx, base, 1)
-	if err != nil {
+	n, err := b.begin(ctx)
+	fail := func(err error) error {
 		return fmt.Errorf("bootstrap: barrier #%d: rank %d: %w", n, b.info.Rank, err)
 	}
-	if v == int64(b.info.Size) {
-		if err := b.client.Set(ctx, base+"/done", nil); err != nil {
-			return fmt.Errorf("bootstrap: barrier #%d: rank %d: %w", n, b.info.Rank, err)
+	if err != nil {
+		return fail(err)
+	}
+	count := b.prefix + "barrier/" + strconv.FormatUint(n, 10)
+	done := count + "/done"
+	v, err := b.client.Add(ctx, count, 1)
+	if err != nil {
+		return fail(err)
+	}
+	if v == int64(b.info.Size) { // the last to arrive
+		if err := b.client.Set(ctx, done, nil); err != nil {
+			return fail(err)
 		}
+		b.leave(n, count, done)
 		return nil
 	}
-	if err := b.client.Wait(ctx, base+"/done"); err != nil {
-		return fmt.Errorf("bootstrap: barrier #%d: rank %d: %w", n, b.info.Rank, err)
+	if err := b.client.Wait(ctx, done); err != nil {
+		return fail(err)
 	}
 	return nil
 }

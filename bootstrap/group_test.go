@@ -16,7 +16,13 @@ import (
 // error.
 func runRanks(t *testing.T, n int, f func(ctx context.Context, b *Bootstrap) error) {
 	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
+	runRanksB(t, n, f)
+}
+
+func runRanksB(t testing.TB, n int, f func(ctx context.Context, b *Bootstrap) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -202,5 +208,51 @@ func TestServerShutdownWaitsForClients(t *testing.T) {
 		}
 	case <-time.After(3 * time.Second):
 		t.Fatal("Shutdown still waiting 3 s after the last client left")
+	}
+}
+
+// Keys of finished calls are deleted, so a long-lived group does not grow
+// the store.
+func TestGroupDeletesOldKeys(t *testing.T) {
+	runRanks(t, 4, func(ctx context.Context, b *Bootstrap) error {
+		sub := b.WithPrefix("sub")
+		for range 20 {
+			if _, err := b.Allgather(ctx, []byte("x")); err != nil {
+				return err
+			}
+			if err := b.Barrier(ctx); err != nil {
+				return err
+			}
+			if _, err := sub.Allgather(ctx, []byte("y")); err != nil {
+				return err
+			}
+		}
+		if err := b.Barrier(ctx); err != nil {
+			return err
+		}
+		if b.server != nil {
+			b.server.mu.Lock()
+			keys := len(b.server.data)
+			b.server.mu.Unlock()
+			// At most the last two calls' keys per namespace remain.
+			if keys > 12 {
+				return fmt.Errorf("%d keys left in the store after 60 calls", keys)
+			}
+		}
+		return b.Barrier(ctx)
+	})
+}
+
+func TestGatheredRoundTrip(t *testing.T) {
+	in := [][]byte{[]byte("a"), {}, []byte("ccc")}
+	out, err := decodeGathered(encodeGathered(in), 3)
+	if err != nil || len(out) != 3 || string(out[0]) != "a" || len(out[1]) != 0 || string(out[2]) != "ccc" {
+		t.Fatalf("got %q, %v", out, err)
+	}
+	if _, err := decodeGathered(encodeGathered(in), 4); err == nil {
+		t.Fatal("accepted the wrong count")
+	}
+	if _, err := decodeGathered(encodeGathered(in)[:9], 3); err == nil {
+		t.Fatal("accepted a truncated value")
 	}
 }

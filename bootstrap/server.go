@@ -39,7 +39,7 @@ func WithLogger(l *slog.Logger) ServerOption {
 
 // Server is the key-value store that ranks meet at. Any number of clients
 // may connect; each must prove knowledge of the secret first. Values live
-// until the server closes.
+// until they are deleted or the server closes.
 type Server struct {
 	ln     net.Listener
 	secret []byte
@@ -295,6 +295,11 @@ func (s *Server) handle(sc *serverConn, q request) (reply frame, ok bool) {
 		}
 		s.addWaiterLocked(&waiter{conn: sc, id: q.id, typ: typeGet, keys: []string{q.key}, missing: 1})
 		return frame{}, false
+	case typeDelete:
+		for _, k := range q.keys {
+			delete(s.data, k)
+		}
+		return encodeResponse(response{typ: typeOK, id: q.id}), true
 	case typeWait:
 		var missing []string
 		for _, k := range q.keys {

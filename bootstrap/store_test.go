@@ -109,6 +109,14 @@ func TestStoreSetGetAddWait(t *testing.T) {
 	if err := c.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.Delete(ctx, "a", "absent"); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.Get(short, "a"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Get of a deleted key: err = %v, want to block until the deadline", err)
+	}
 	if err := c.Set(ctx, strings.Repeat("k", MaxKeyLen+1), nil); err == nil {
 		t.Fatal("Set with an oversized key succeeded")
 	}
