@@ -161,3 +161,96 @@ func sizeName(n int) string {
 	}
 	return fmt.Sprintf("%dB", n)
 }
+
+// BenchmarkPingPong is osu_latency's loop: A sends, B receives and sends
+// back, A receives; one op is one round trip.
+func BenchmarkPingPong(b *testing.B) {
+	for _, size := range []int{8, 64 << 10} {
+		b.Run(sizeName(size), func(b *testing.B) {
+			p := newBenchPair(b, size)
+			back := transporttest.Register(b, p.DevA, make([]byte, size), transport.AccessLocalWrite)
+			cs := make([]transport.Completion, 4)
+			ctx := context.Background()
+			wait := func(q transport.CompletionQueue, n int) {
+				for n > 0 {
+					k, err := q.Wait(ctx, cs[:n])
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, c := range cs[:k] {
+						if c.Err != nil {
+							b.Fatal(c.Err)
+						}
+					}
+					n -= k
+				}
+			}
+			round := func() {
+				if err := p.B.PostRecv(0, p.dst, 0, size); err != nil {
+					b.Fatal(err)
+				}
+				if err := p.A.PostRecv(1, back, 0, size); err != nil {
+					b.Fatal(err)
+				}
+				if err := p.A.PostSend(2, p.src, 0, size); err != nil {
+					b.Fatal(err)
+				}
+				wait(p.CQB, 1) // B's receive
+				if err := p.B.PostSend(3, p.dst, 0, size); err != nil {
+					b.Fatal(err)
+				}
+				wait(p.CQB, 1) // B's send
+				wait(p.CQA, 2) // A's send and receive
+			}
+			for range 100 {
+				round()
+			}
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				round()
+			}
+		})
+	}
+}
+
+// BenchmarkRead reads size bytes of B's region into A's.
+func BenchmarkRead(b *testing.B) {
+	for _, size := range []int{8, 1 << 20, 64 << 20} {
+		b.Run(sizeName(size), func(b *testing.B) {
+			p := newBenchPair(b, size)
+			into := transporttest.Register(b, p.DevA, make([]byte, size), transport.AccessLocalWrite)
+			remote := p.dst.Remote()
+			win := benchWindow(size)
+			cs := make([]transport.Completion, 64)
+			ctx := context.Background()
+			run := func(n int) {
+				posted, done := 0, 0
+				for done < n {
+					for posted < n && posted-done < win {
+						if err := p.A.PostRead(uint64(posted), into, 0, size, remote, 0); err != nil {
+							b.Fatal(err)
+						}
+						posted++
+					}
+					k, err := p.CQA.Wait(ctx, cs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, c := range cs[:k] {
+						if c.Err != nil {
+							b.Fatal(c.Err)
+						}
+					}
+					done += k
+				}
+			}
+			run(2 * win)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			run(b.N)
+		})
+	}
+}

@@ -51,6 +51,8 @@ type endpoint struct {
 	sendAcks  uint64
 	writeAcks uint64
 
+	spares spares // large pooled buffers kept at hand
+
 	wg sync.WaitGroup // reader and writer
 }
 
@@ -241,7 +243,7 @@ func (e *endpoint) PostRecv(id uint64, tr transport.Region, off, n int) error {
 		return nil
 	}
 	if u.n > n {
-		putBuf(u.buf)
+		e.putBuf(u.buf)
 		e.mu.Unlock()
 		e.refuseLength(p, u.n, u.seq)
 		return nil
@@ -251,7 +253,7 @@ func (e *endpoint) PostRecv(id uint64, tr transport.Region, off, n int) error {
 		copy(r.buf[off:off+u.n], (*u.buf)[:u.n])
 		r.release()
 	}
-	putBuf(u.buf)
+	e.putBuf(u.buf)
 	if !ok {
 		e.mu.Unlock()
 		e.fail(e.deregisteredErr("recv", r), nil, nil)
@@ -339,7 +341,7 @@ func (e *endpoint) fail(cause error, nak *header, first *transport.Completion) {
 		e.timer.Stop()
 	}
 	for i := range e.outq {
-		putBuf(e.outq[i].buf)
+		e.putBuf(e.outq[i].buf)
 	}
 	clear(e.outq)
 	e.outq = e.outq[:0]
@@ -359,7 +361,7 @@ func (e *endpoint) fail(cause error, nak *header, first *transport.Completion) {
 	e.flushLocked(&e.writes, transport.OpWrite, cause)
 	e.flushLocked(&e.reads, transport.OpRead, cause)
 	for e.unexp.len() > 0 {
-		putBuf(e.unexp.pop().buf)
+		e.putBuf(e.unexp.pop().buf)
 	}
 	closeNow := conn != nil && !e.lingering
 	e.cond.Broadcast()

@@ -155,10 +155,10 @@ func (e *endpoint) onSend(br *bufio.Reader, h *header) bool {
 	e.mu.Unlock()
 
 	// No receive posted: hold the message in a pooled buffer.
-	buf := getBuf(n)
+	buf := e.getBuf(n)
 	if n > 0 {
 		if _, err := io.ReadFull(br, (*buf)[:n]); err != nil {
-			putBuf(buf)
+			e.putBuf(buf)
 			e.linkFailed("read", err)
 			return false
 		}
@@ -166,7 +166,7 @@ func (e *endpoint) onSend(br *bufio.Reader, h *header) bool {
 	e.mu.Lock()
 	if e.err != nil {
 		e.mu.Unlock()
-		putBuf(buf)
+		e.putBuf(buf)
 		return false
 	}
 	if e.recvs.len() == 0 {
@@ -178,14 +178,14 @@ func (e *endpoint) onSend(br *bufio.Reader, h *header) bool {
 	p := e.recvs.pop()
 	if n > p.n {
 		e.mu.Unlock()
-		putBuf(buf)
+		e.putBuf(buf)
 		e.refuseLength(p, n, h.id)
 		return false
 	}
 	if n > 0 {
 		if !p.r.acquire() {
 			e.mu.Unlock()
-			putBuf(buf)
+			e.putBuf(buf)
 			e.fail(e.deregisteredErr("recv", p.r), nil, nil)
 			e.finishOwned(p, transport.OpRecv)
 			return false
@@ -193,7 +193,7 @@ func (e *endpoint) onSend(br *bufio.Reader, h *header) bool {
 		copy(p.r.buf[p.off:p.off+n], (*buf)[:n])
 		p.r.release()
 	}
-	putBuf(buf)
+	e.putBuf(buf)
 	e.complete(p, transport.OpRecv, n)
 	e.sendAcks++
 	e.cond.Signal()
@@ -246,14 +246,14 @@ func (e *endpoint) onReadReq(h *header) bool {
 			e.refuseRemote(kindRead, h, status, size)
 			return false
 		}
-		buf = getBuf(int(n))
+		buf = e.getBuf(int(n))
 		copy(*buf, r.buf[h.offset:h.offset+n])
 		r.release()
 	}
 	e.mu.Lock()
 	if e.err != nil {
 		e.mu.Unlock()
-		putBuf(buf)
+		e.putBuf(buf)
 		return false
 	}
 	e.outq = append(e.outq, outItem{h: header{typ: msgReadResp, id: h.id, length: h.length}, buf: buf})
@@ -373,4 +373,59 @@ func putBuf(b *[]byte) {
 		return
 	}
 	bufPools[bufClass(len(*b))].Put(b)
+}
+
+// spareMin is the smallest buffer an endpoint keeps in its spare slots
+// rather than returning it to the shared pool, which the garbage collector
+// empties: large buffers are costly to fault in again.
+const spareMin = 64 << 10
+
+// spareSlots is how many large buffers an endpoint keeps (reads in flight).
+const spareSlots = 4
+
+type spares struct {
+	mu   sync.Mutex
+	bufs [spareSlots]*[]byte
+}
+
+func (e *endpoint) getBuf(n int) *[]byte {
+	if n >= spareMin {
+		s := &e.spares
+		s.mu.Lock()
+		for i, b := range s.bufs {
+			if b != nil && len(*b) >= n {
+				s.bufs[i] = nil
+				s.mu.Unlock()
+				return b
+			}
+		}
+		s.mu.Unlock()
+	}
+	return getBuf(n)
+}
+
+func (e *endpoint) putBuf(b *[]byte) {
+	if b == nil || len(*b) < spareMin {
+		putBuf(b)
+		return
+	}
+	s := &e.spares
+	s.mu.Lock()
+	small := 0
+	for i, o := range s.bufs {
+		if o == nil {
+			s.bufs[i] = b
+			s.mu.Unlock()
+			return
+		}
+		if len(*o) < len(*s.bufs[small]) {
+			small = i
+		}
+	}
+	// Full: keep the larger of b and the smallest kept one.
+	if len(*s.bufs[small]) < len(*b) {
+		b, s.bufs[small] = s.bufs[small], b
+	}
+	s.mu.Unlock()
+	putBuf(b)
 }

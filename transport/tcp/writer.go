@@ -54,7 +54,7 @@ func (e *endpoint) writeLoop(c *net.TCPConn) {
 			}
 		}
 		for i := range batch {
-			putBuf(batch[i].buf) // items skipped after a failure
+			e.putBuf(batch[i].buf) // items skipped after a failure
 		}
 		clear(batch)
 		w.flush()
@@ -74,7 +74,7 @@ func (e *endpoint) writeItem(w *writer, it *outItem) bool {
 	n := int(it.h.length)
 	if it.buf != nil {
 		w.payload(&it.h, (*it.buf)[:n])
-		putBuf(it.buf)
+		e.putBuf(it.buf)
 		it.buf = nil
 		return w.err == nil
 	}
