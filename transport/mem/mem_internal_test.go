@@ -137,7 +137,7 @@ func TestConnectErrors(t *testing.T) {
 }
 
 // TestNoGoroutineLeak checks that closing devices stops every goroutine of
-// their endpoints.
+// their endpoints, and that Close waits for them.
 func TestNoGoroutineLeak(t *testing.T) {
 	before := runtime.NumGoroutine()
 	n := NewNetwork(Options{})
@@ -146,6 +146,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 	cq2, _ := d2.NewCompletionQueue(8)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
+	var eps []*Endpoint
 	for range 10 {
 		e1, _ := d1.NewEndpoint(cq1)
 		e2, _ := d2.NewEndpoint(cq2)
@@ -157,12 +158,18 @@ func TestNoGoroutineLeak(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
-	}
-	if got := runtime.NumGoroutine(); got < before+20 {
-		t.Fatalf("%d goroutines with 20 connected endpoints, started with %d", got, before)
+		eps = append(eps, e1.(*Endpoint), e2.(*Endpoint))
 	}
 	d1.Close()
 	d2.Close()
+	for i, e := range eps {
+		select {
+		case <-e.done:
+		default:
+			t.Fatalf("endpoint %d: goroutine still running after its device's Close returned", i)
+		}
+	}
+	// Goroutines of earlier tests may still be exiting; none may be added.
 	deadline := time.Now().Add(2 * time.Second)
 	for runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {
