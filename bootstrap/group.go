@@ -99,15 +99,31 @@ func (b *Bootstrap) Info() Info { return b.info }
 func (b *Bootstrap) Client() *Client { return b.client }
 
 // WithPrefix returns a view of the same group and connection whose keys
-// live under the namespace p (nested inside b's). Its call counter is its
-// own. Closing the view does not close the connection.
+// live under the namespace p (nested inside b's). Every rank creates the
+// view with the same p, once: its call counter is its own, so two views of
+// one namespace would collide. Closing the view does not close the
+// connection.
 func (b *Bootstrap) WithPrefix(p string) *Bootstrap {
 	return &Bootstrap{
 		info:   b.info,
 		client: b.client,
-		prefix: b.prefix + p + "/",
+		prefix: b.prefix + "ns/" + p + "/", // apart from b's own "ag/", "barrier/"
 		ns:     newNamespace(),
 	}
+}
+
+// WithGroup is WithPrefix for a sub-group: the members of the namespace p
+// (which must name this sub-group alone) are the ranks 0..size-1 of the
+// sub-group, and this process is its member rank. Collectives on the view
+// involve only the sub-group's members. Info().Rank and Info().Size are the
+// sub-group's; the local fields and the store are b's.
+func (b *Bootstrap) WithGroup(p string, rank, size int) (*Bootstrap, error) {
+	if size < 1 || rank < 0 || rank >= size {
+		return nil, fmt.Errorf("bootstrap: sub-group %q: rank %d out of range for size %d", p, rank, size)
+	}
+	v := b.WithPrefix(p)
+	v.info.Rank, v.info.Size = rank, size
+	return v, nil
 }
 
 func newNamespace() *namespace { return &namespace{garbage: make(map[uint64][]string)} }

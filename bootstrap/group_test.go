@@ -256,3 +256,34 @@ func TestGatheredRoundTrip(t *testing.T) {
 		t.Fatal("accepted a truncated value")
 	}
 }
+
+// Two disjoint sub-groups run collectives in their own namespaces.
+func TestGroupWithGroup(t *testing.T) {
+	runRanks(t, 5, func(ctx context.Context, b *Bootstrap) error {
+		color := b.Rank() % 2 // evens {0,2,4}, odds {1,3}
+		size := 3 - color
+		sub, err := b.WithGroup(fmt.Sprint("color", color), b.Rank()/2, size)
+		if err != nil {
+			return err
+		}
+		all, err := sub.Allgather(ctx, []byte(fmt.Sprint(b.Rank())))
+		if err != nil {
+			return err
+		}
+		if len(all) != size {
+			return fmt.Errorf("sub-group of %d returned %d entries", size, len(all))
+		}
+		for i, v := range all {
+			if want := fmt.Sprint(2*i + color); string(v) != want {
+				return fmt.Errorf("sub-group %d entry %d = %q, want %q", color, i, v, want)
+			}
+		}
+		if err := sub.Barrier(ctx); err != nil {
+			return err
+		}
+		if _, err := b.WithGroup("bad", 3, 3); err == nil {
+			return fmt.Errorf("WithGroup accepted rank 3 of 3")
+		}
+		return b.Barrier(ctx)
+	})
+}
