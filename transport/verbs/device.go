@@ -29,7 +29,9 @@ type Config struct {
 	// GID; on InfiniBand index 0.
 	GIDIndex int
 	// QueueDepth is the number of send and of receive requests that may be
-	// in flight on one endpoint (default 1024, at most the device's limit).
+	// in flight on one endpoint (at most the device's limit). Zero sizes
+	// each endpoint's queues to its completion queue's depth, the only
+	// bound the contract sets.
 	QueueDepth int
 	// Logf, if set, receives one line per device opened and per connection
 	// (device, port, GID, queue pair numbers, path MTU).
@@ -252,8 +254,8 @@ func newDevice(ctx ibv.Context, name string, port int, dattr ibv.DeviceAttr, pat
 	if d.logf == nil {
 		d.logf = func(string, ...any) {}
 	}
-	if d.depth <= 0 {
-		d.depth = 1024
+	if d.depth < 0 {
+		d.depth = 0
 	}
 	if dattr.MaxQPWR > 0 && d.depth > dattr.MaxQPWR {
 		d.depth = dattr.MaxQPWR
@@ -263,8 +265,8 @@ func newDevice(ctx ibv.Context, name string, port int, dattr ibv.DeviceAttr, pat
 		pd.Close()
 		return nil, fmt.Errorf("%s: control queue: %w", name, err)
 	}
-	d.logf("verbs: opened %s port %d: link layer %d, active MTU %d, GID[%d] %s (%s), LID %d, queue depth %d",
-		name, port, pattr.LinkLayer, pattr.ActiveMTU, gid.Index, gid.GID, gid.Type, pattr.LID, d.depth)
+	d.logf("verbs: opened %s port %d: link layer %d, active MTU %d, GID[%d] %s (%s), LID %d",
+		name, port, pattr.LinkLayer, pattr.ActiveMTU, gid.Index, gid.GID, gid.Type, pattr.LID)
 	return d, nil
 }
 

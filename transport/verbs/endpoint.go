@@ -66,6 +66,7 @@ type endpoint struct {
 	cause   error // first error; in the error state every post is refused with it
 	pending map[uint64]request
 	nextWR  uint64
+	depth   int // of each of the send and receive queues
 	sends   int // requests in flight on the send queue
 	recvs   int // on the receive queue
 	peer    address
@@ -92,7 +93,16 @@ func (d *Device) NewEndpoint(cqi transport.CompletionQueue) (transport.Endpoint,
 	if d.closed {
 		return nil, fmt.Errorf("verbs: new endpoint: %s: %w", d.name, transport.ErrClosed)
 	}
-	qp, err := d.pd.NewQP(q.hw, d.depth, d.depth, maxInline)
+	depth := d.depth
+	if depth == 0 {
+		// The contract bounds requests in flight only by the completion
+		// queue: let one endpoint use all of it.
+		depth = q.depth
+		if d.dattr.MaxQPWR > 0 && depth > d.dattr.MaxQPWR {
+			depth = d.dattr.MaxQPWR
+		}
+	}
+	qp, err := d.pd.NewQP(q.hw, depth, depth, maxInline)
 	if err != nil {
 		return nil, fmt.Errorf("verbs: new endpoint on %s: %w", d.name, err)
 	}
@@ -106,6 +116,7 @@ func (d *Device) NewEndpoint(cqi transport.CompletionQueue) (transport.Endpoint,
 		qp:      qp,
 		qpn:     qp.Num(),
 		psn:     randPSN(),
+		depth:   depth,
 		pending: make(map[uint64]request),
 	}
 	ep.ctl, err = d.ctl.newConn(ep)
@@ -223,11 +234,11 @@ func (ep *endpoint) post(op transport.Op, id uint64, n int, do func(wrid uint64)
 		return fmt.Errorf("verbs: post %s: endpoint: %w", op, transport.ErrClosed)
 	}
 	if op == transport.OpRecv {
-		if ep.recvs >= ep.dev.depth {
-			return fmt.Errorf("verbs: post recv: receive queue full (%d in flight, queue depth %d; GOCCL verbs Config.QueueDepth): %w", ep.recvs, ep.dev.depth, transport.ErrInvalid)
+		if ep.recvs >= ep.depth {
+			return fmt.Errorf("verbs: post recv: receive queue full (%d in flight, queue depth %d, see verbs.Config.QueueDepth): %w", ep.recvs, ep.depth, transport.ErrInvalid)
 		}
-	} else if ep.sends >= ep.dev.depth {
-		return fmt.Errorf("verbs: post %s: send queue full (%d in flight, queue depth %d; GOCCL verbs Config.QueueDepth): %w", op, ep.sends, ep.dev.depth, transport.ErrInvalid)
+	} else if ep.sends >= ep.depth {
+		return fmt.Errorf("verbs: post %s: send queue full (%d in flight, queue depth %d, see verbs.Config.QueueDepth): %w", op, ep.sends, ep.depth, transport.ErrInvalid)
 	}
 	if err := ep.cq.reserve(); err != nil {
 		return fmt.Errorf("verbs: post %s: %w", op, err)
@@ -353,6 +364,19 @@ func (ep *endpoint) complete(out []transport.Completion, w *ibv.WC) []transport.
 		return append(out, c)
 	}
 	c.Bytes = 0
+	if r.op == transport.OpRecv && w.Status == ibv.WCRemAccessErr {
+		// The receive was consumed by a write-with-immediate that this
+		// side's adapter refused (rxe completes it with the responder's
+		// status): the target of a refused access.
+		if ep.cause == nil {
+			ep.cause = fmt.Errorf("verbs %s qpn %d: the adapter refused a request from the peer (%s): %w",
+				ep.dev.name, ep.qpn, ibv.StatusString(w.Status), transport.ErrRemoteAccess)
+			out = append(out, transport.Completion{Op: transport.OpRemoteError, Err: ep.cause, Endpoint: ep})
+		}
+		c.Err = fmt.Errorf("verbs: %s %d: %w: %w", r.op, r.id, transport.ErrFlushed, ep.cause)
+		ep.qp.SetError()
+		return append(out, c)
+	}
 	c.Err = ep.statusError(r, w)
 	if ep.cause == nil {
 		ep.cause = c.Err
@@ -375,15 +399,24 @@ func (ep *endpoint) statusError(r request, w *ibv.WC) error {
 		sentinel = transport.ErrRemoteAccess
 	case ibv.WCLocLenErr:
 		sentinel = transport.ErrLength
-	case ibv.WCRemInvReqErr:
-		// For a send: the message did not fit the peer's receive. For a
-		// write or read: a request the target could not execute.
+	case ibv.WCLocQPOpErr:
+		// rxe reports a receive too short for the message this way
+		// (hardware says local length error).
+		if r.op == transport.OpRecv {
+			sentinel = transport.ErrLength
+		} else {
+			sentinel = transport.ErrInvalid
+		}
+	case ibv.WCRemInvReqErr, ibv.WCRemOpErr:
+		// For a send: the message did not fit the peer's receive
+		// (hardware reports remote invalid request, rxe remote operation
+		// error). For a write or read: a request the target refused.
 		if r.op == transport.OpSend {
 			sentinel = transport.ErrLength
 		} else {
 			sentinel = transport.ErrRemoteAccess
 		}
-	case ibv.WCLocProtErr, ibv.WCLocAccessErr, ibv.WCLocQPOpErr:
+	case ibv.WCLocProtErr, ibv.WCLocAccessErr:
 		sentinel = transport.ErrInvalid
 	case ibv.WCRetryExcErr, ibv.WCRNRRetryExcErr:
 		return fmt.Errorf("verbs: %s %d on %s qpn %d -> peer qpn %d: %s (wc status %d, vendor error %#x): peer unreachable: %w: %w",
