@@ -182,7 +182,12 @@ func (d *Device) Name() string { return "tcp" }
 // Addr is the address the device listens on, as peers see it.
 func (d *Device) Addr() netip.AddrPort { return netip.AddrPortFrom(d.host, d.port) }
 
+// logf reports a diagnostic; after Close it stays silent (connections cut
+// by the close are expected).
 func (d *Device) logf(format string, args ...any) {
+	if d.isClosed() {
+		return
+	}
 	d.opts.Logf("tcp: device %s: "+format, append([]any{d.Addr()}, args...)...)
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -407,5 +408,37 @@ func TestAdvertiseHost(t *testing.T) {
 	if d, err := NewDevice(o); err == nil {
 		d.Close()
 		t.Fatal("unspecified advertised host accepted")
+	}
+}
+
+// TestNoGoroutineLeak: after Close, the devices' goroutines are gone.
+func TestNoGoroutineLeak(t *testing.T) {
+	before := runtime.NumGoroutine()
+	func() {
+		p := pairWith(t, nil)
+		pingPong(t, p)
+		// A stray connection in its handshake while the device closes.
+		c, err := net.Dial("tcp", p.DevB.(*Device).Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// An accepting endpoint still waiting for its peer.
+		q := transporttest.NewCQ(t, p.DevA)
+		e := transporttest.NewEndpoint(t, p.DevA, q)
+		other := address{ip: p.DevA.(*Device).host, port: 1, token: [16]byte{1}}
+		if err := e.Connect(context.Background(), other.encode()); err != nil {
+			t.Fatal(err)
+		}
+		p.DevA.Close()
+		p.DevB.Close()
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }
