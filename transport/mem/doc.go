@@ -3,6 +3,10 @@
 // still go through the full transport contract (registration, keys, bounds
 // and access checks, posted requests, completion queues, error states).
 //
+// A test makes one Network, one Device per rank on it (NewDevice), and
+// connects endpoints by exchanging LocalAddress blobs, exactly as over a real
+// backend; only endpoints of devices of the same Network can connect.
+//
 // Semantics follow the contract exactly, as pinned down by the conformance
 // suite in transport/transporttest:
 //

@@ -11,6 +11,14 @@ import (
 
 // Endpoint is one side of an in-memory connection. It is safe for
 // concurrent use.
+//
+// Post* never blocks. It refuses a request with an error wrapping
+// transport.ErrInvalid if its local part is invalid or the endpoint was
+// never connected, transport.ErrClosed after Close, and the cause of the
+// error state (ErrRemoteAccess, ErrLength, ErrPeerClosed, ErrLink) after the
+// connection failed; a refused request produces no completion. When the
+// peer closes or the link is cut, every pending request completes at once
+// with an error wrapping transport.ErrFlushed and the cause.
 type Endpoint struct {
 	dev  *Device
 	cq   *CompletionQueue
