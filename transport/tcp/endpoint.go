@@ -256,7 +256,8 @@ func (e *endpoint) PostRecv(id uint64, tr transport.Region, off, n int) error {
 	e.putBuf(u.buf)
 	if !ok {
 		e.mu.Unlock()
-		e.fail(e.deregisteredErr("recv", r), nil, nil)
+		err := e.deregisteredErr("recv", r)
+		e.fail(err, nil, &transport.Completion{ID: id, Op: transport.OpRecv, Err: err, Endpoint: e})
 		return nil
 	}
 	e.cq.push(transport.Completion{ID: id, Op: transport.OpRecv, Bytes: u.n, Endpoint: e})
