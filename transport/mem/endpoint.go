@@ -38,6 +38,7 @@ type Endpoint struct {
 	sq        queue         // sends, writes and reads not yet taken by run
 	rq        queue         // receives not yet taken by the peer's run
 	rqBusy    bool          // the peer's run holds the receive it took last
+	rqIdle    chan struct{} // closed by recvDone for a Close waiting on rqBusy
 	done      chan struct{} // closed when run returns; nil until connected
 
 	wake   chan struct{} // (1) sq has work
@@ -243,8 +244,10 @@ func (e *Endpoint) PostRead(id uint64, local transport.Region, off, n int, remot
 
 // Close disconnects. Pending requests complete with errors wrapping
 // transport.ErrFlushed and ErrClosed on this side, ErrFlushed and
-// ErrPeerClosed on the peer. Close waits for this endpoint's goroutine,
-// which finishes at most the copy it is doing. Closing twice does nothing.
+// ErrPeerClosed on the peer. Close waits for the copy in progress from or
+// into this endpoint's buffers, if any, so that when it returns the
+// transport no longer touches them (except the buffers of requests whose
+// completion is still to come). Closing twice does nothing.
 func (e *Endpoint) Close() error {
 	n := e.dev.net
 	n.mu.Lock()
@@ -270,6 +273,18 @@ func (e *Endpoint) Close() error {
 	e.dev.forget(e)
 	if done != nil {
 		<-done
+	}
+	// The peer's goroutine may be copying into one of our receives; when
+	// Close returns, no copy into this endpoint's buffers is in progress.
+	e.mu.Lock()
+	var idle chan struct{}
+	if e.rqBusy {
+		idle = make(chan struct{})
+		e.rqIdle = idle
+	}
+	e.mu.Unlock()
+	if idle != nil {
+		<-idle
 	}
 	return nil
 }
@@ -344,6 +359,10 @@ func (e *Endpoint) takeRecv(from *Endpoint) *request {
 func (e *Endpoint) recvDone() {
 	e.mu.Lock()
 	e.rqBusy = false
+	if e.rqIdle != nil {
+		close(e.rqIdle)
+		e.rqIdle = nil
+	}
 	var rq []*request
 	cause := e.err
 	if cause != nil {
