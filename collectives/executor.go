@@ -53,7 +53,22 @@ type Call struct {
 	Type DataType
 	Op   ReduceOp
 	Seq  uint32 // the communicator's collective sequence number
-	Desc string // how errors name the call, e.g. "allreduce(float32, 1024)"
+	// Coll, Count and Root name the call in errors, e.g.
+	// "allreduce(float32, 1024)" or "broadcast(float32, 8, root=0)".
+	Coll  string
+	Count int
+	Root  int // -1 when the collective has no root
+}
+
+// Desc is how errors name the call.
+func (c *Call) Desc() string {
+	if c.Root >= 0 {
+		return fmt.Sprintf("%s(%s, %d, root=%d)", c.Coll, c.Type, c.Count, c.Root)
+	}
+	if c.Type.Valid() {
+		return fmt.Sprintf("%s(%s, %d)", c.Coll, c.Type, c.Count)
+	}
+	return c.Coll
 }
 
 // Err returns the error that broke the executor, if any.
@@ -99,14 +114,20 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 	}
 	p := c.Plan
 	if p.ChunkSize > e.SlotSize {
-		return fmt.Errorf("%s: plan chunk %d exceeds staging slot %d", c.Desc, p.ChunkSize, e.SlotSize)
+		return fmt.Errorf("%s: plan chunk %d exceeds staging slot %d", c.Desc(), p.ChunkSize, e.SlotSize)
 	}
 	for _, peer := range p.peers {
 		if peer >= len(e.Links) || e.Links[peer] == nil {
-			return fmt.Errorf("%s: rank %d has no link to rank %d", c.Desc, e.Rank, peer)
+			return fmt.Errorf("%s: rank %d has no link to rank %d", c.Desc(), e.Rank, peer)
 		}
 	}
 	e.reset(p)
+	for _, peer := range p.peers {
+		if err := e.checkDown(c, peer); err != nil {
+			e.Fail(err)
+			return err
+		}
+	}
 	for _, peer := range p.peers {
 		e.markDirty(peer)
 	}
@@ -122,7 +143,7 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 		if err != nil {
 			// A collective abandoned half way leaves the links out of step
 			// with the peers: the executor is broken whatever the cause.
-			err = fmt.Errorf("%s #%d (%s): rank %d: %w (%s)", c.Desc, c.Seq, p.Name, e.Rank, err, e.pendingString(p))
+			err = fmt.Errorf("%s #%d (%s): rank %d: %w (%s)", c.Desc(), c.Seq, p.Name, e.Rank, err, e.pendingString(p))
 			e.Fail(err)
 			return err
 		}
@@ -184,7 +205,7 @@ func (e *Executor) progress(c *Call) error {
 			imm := dataImm(c.Seq, l.sendSlot)
 			roff := uint64(l.sendSlot * e.SlotSize)
 			if err := l.EP.PostWrite(makeID(idData, peer, idx), region, off, ch.len, l.Remote, roff, &imm); err != nil {
-				return fmt.Errorf("%s #%d (%s): rank %d -> %d: post write: %w", c.Desc, c.Seq, p.Name, e.Rank, peer, err)
+				return fmt.Errorf("%s #%d (%s): rank %d -> %d: post write: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, err)
 			}
 			l.credits--
 			l.sendSlot = (l.sendSlot + 1) % e.NSlots
@@ -220,18 +241,18 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 	n, seq := l.arrLen[slot], l.arrSeq[slot]
 	if seq != uint16(c.Seq&seqMask) {
 		return fmt.Errorf("%s #%d (%s): rank %d <- %d: received data of collective #%d (mod %d): the ranks called different collectives",
-			c.Desc, c.Seq, p.Name, e.Rank, l.Peer, seq, 1<<seqBits)
+			c.Desc(), c.Seq, p.Name, e.Rank, l.Peer, seq, 1<<seqBits)
 	}
 	if n != ch.len {
 		return fmt.Errorf("%s #%d (%s): rank %d <- %d: received %d bytes where this rank expects %d: the ranks called collectives with different sizes",
-			c.Desc, c.Seq, p.Name, e.Rank, l.Peer, n, ch.len)
+			c.Desc(), c.Seq, p.Name, e.Rank, l.Peer, n, ch.len)
 	}
 	if ch.buf == BufData && n > 0 {
 		src := l.Staging.Bytes()[slot*e.SlotSize : slot*e.SlotSize+n]
 		dst := c.Data.Region.Bytes()[c.Data.Off+ch.off : c.Data.Off+ch.off+n]
 		if ch.kind == RecvReduce {
 			if err := Reduce(c.Type, c.Op, dst, src); err != nil {
-				return fmt.Errorf("%s #%d (%s): rank %d <- %d: %w", c.Desc, c.Seq, p.Name, e.Rank, l.Peer, err)
+				return fmt.Errorf("%s #%d (%s): rank %d <- %d: %w", c.Desc(), c.Seq, p.Name, e.Rank, l.Peer, err)
 			}
 		} else {
 			copy(dst, src)
@@ -241,7 +262,9 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 	l.arrived--
 	imm := creditImm(1)
 	if err := l.EP.PostWrite(makeID(idCredit, l.Peer, 0), l.Staging, 0, 0, l.Remote, 0, &imm); err != nil {
-		return fmt.Errorf("%s #%d (%s): rank %d -> %d: return credit: %w", c.Desc, c.Seq, p.Name, e.Rank, l.Peer, err)
+		// The connection is gone: fine if the peer needs nothing more,
+		// which the flushed receive tokens will tell (see checkDown).
+		return nil
 	}
 	return nil
 }
@@ -259,10 +282,21 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 		case idToken:
 			what = "receive"
 		}
-		if comp.Op == transport.OpRemoteError || peer >= len(e.Links) {
-			return fmt.Errorf("%s #%d (%s): rank %d: %s: %w", c.Desc, c.Seq, p.Name, e.Rank, what, comp.Err)
+		if comp.Op == transport.OpRemoteError || peer >= len(e.Links) || e.Links[peer] == nil {
+			return fmt.Errorf("%s #%d (%s): rank %d: %s: %w", c.Desc(), c.Seq, p.Name, e.Rank, what, comp.Err)
 		}
-		return fmt.Errorf("%s #%d (%s): rank %d <-> %d: %s: %w", c.Desc, c.Seq, p.Name, e.Rank, peer, what, comp.Err)
+		if kind := comp.ID & idKind; kind == idToken || kind == idCredit {
+			// A flushed receive token or credit says the connection is
+			// gone. A peer may close once it has all it needs, while this
+			// rank still consumes what the peer sent: that is not an error
+			// unless this collective needs more from or to the peer.
+			l := e.Links[peer]
+			if l.down == nil {
+				l.down = fmt.Errorf("%s: %w", what, comp.Err)
+			}
+			return e.checkDown(c, peer)
+		}
+		return fmt.Errorf("%s #%d (%s): rank %d <-> %d: %s: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, what, comp.Err)
 	}
 	switch comp.ID & idKind {
 	case idData:
@@ -270,23 +304,24 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 	case idCredit:
 	case idToken:
 		if peer >= len(e.Links) || e.Links[peer] == nil {
-			return fmt.Errorf("%s: rank %d: completion for unknown peer %d", c.Desc, e.Rank, peer)
+			return fmt.Errorf("%s: rank %d: completion for unknown peer %d", c.Desc(), e.Rank, peer)
 		}
 		l := e.Links[peer]
-		if err := l.EP.PostRecv(comp.ID, l.Staging, 0, 0); err != nil {
-			return fmt.Errorf("%s #%d (%s): rank %d <- %d: repost receive: %w", c.Desc, c.Seq, p.Name, e.Rank, peer, err)
-		}
+		// If the repost fails the connection is gone; the flushed tokens
+		// that follow in the queue say so (see checkDown), after everything
+		// that arrived before.
+		_ = l.EP.PostRecv(comp.ID, l.Staging, 0, 0)
 		if !comp.HasImm {
-			return fmt.Errorf("%s #%d (%s): rank %d <- %d: unexpected message without immediate", c.Desc, c.Seq, p.Name, e.Rank, peer)
+			return fmt.Errorf("%s #%d (%s): rank %d <- %d: unexpected message without immediate", c.Desc(), c.Seq, p.Name, e.Rank, peer)
 		}
 		switch comp.Imm & immType {
 		case immData:
 			if l.arrived >= e.NSlots {
-				return fmt.Errorf("%s #%d (%s): rank %d <- %d: peer overran the %d staging slots", c.Desc, c.Seq, p.Name, e.Rank, peer, e.NSlots)
+				return fmt.Errorf("%s #%d (%s): rank %d <- %d: peer overran the %d staging slots", c.Desc(), c.Seq, p.Name, e.Rank, peer, e.NSlots)
 			}
 			slot := (l.recvSlot + l.arrived) % e.NSlots
 			if int(comp.Imm&0xffff) != slot {
-				return fmt.Errorf("%s #%d (%s): rank %d <- %d: data in slot %d, expected slot %d", c.Desc, c.Seq, p.Name, e.Rank, peer, comp.Imm&0xffff, slot)
+				return fmt.Errorf("%s #%d (%s): rank %d <- %d: data in slot %d, expected slot %d", c.Desc(), c.Seq, p.Name, e.Rank, peer, comp.Imm&0xffff, slot)
 			}
 			l.arrLen[slot] = comp.Bytes
 			l.arrSeq[slot] = uint16(comp.Imm >> 16 & seqMask)
@@ -294,14 +329,30 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 		case immCredit:
 			l.credits += int(comp.Imm & 0xffff)
 			if l.credits > e.NSlots {
-				return fmt.Errorf("%s #%d (%s): rank %d <- %d: peer returned more credits than slots", c.Desc, c.Seq, p.Name, e.Rank, peer)
+				return fmt.Errorf("%s #%d (%s): rank %d <- %d: peer returned more credits than slots", c.Desc(), c.Seq, p.Name, e.Rank, peer)
 			}
 		default:
-			return fmt.Errorf("%s #%d (%s): rank %d <- %d: bad immediate %#x", c.Desc, c.Seq, p.Name, e.Rank, peer, comp.Imm)
+			return fmt.Errorf("%s #%d (%s): rank %d <- %d: bad immediate %#x", c.Desc(), c.Seq, p.Name, e.Rank, peer, comp.Imm)
 		}
 		e.markDirty(peer)
 	default:
-		return fmt.Errorf("%s: rank %d: completion with unknown id %#x", c.Desc, e.Rank, comp.ID)
+		return fmt.Errorf("%s: rank %d: completion with unknown id %#x", c.Desc(), e.Rank, comp.ID)
+	}
+	return nil
+}
+
+// checkDown fails the call if it still needs the link to peer and the link
+// is down. A link is known to be down from a flushed receive token or credit
+// write: the transport queues those after every completion that came before
+// the connection broke, so by then everything the peer sent is counted in
+// l.arrived.
+func (e *Executor) checkDown(c *Call, peer int) error {
+	l, p := e.Links[peer], c.Plan
+	if l.down == nil {
+		return nil
+	}
+	if e.sendHead[peer] < len(p.sends[peer]) || e.recvHead[peer]+l.arrived < len(p.recvs[peer]) {
+		return fmt.Errorf("%s #%d (%s): rank %d <-> %d: connection lost: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, l.down)
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ type Link struct {
 	sendSlot int // next slot to write at the peer
 	recvSlot int // next slot to consume here
 	arrived  int // messages waiting in slots here
+	down     error // why the connection is gone; nil while it is up
 	arrLen   []int
 	arrSeq   []uint16
 }

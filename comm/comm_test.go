@@ -1,0 +1,258 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl/transport/mem"
+)
+
+// testOpts uses small chunks and few slots so that even small buffers are
+// cut into many chunks and flow control is exercised.
+// bigCount is the "1 MiB + 3 elements" case; the race detector's slowdown
+// makes it 64 KiB + 3 there.
+var bigCount = 1<<18 + 3
+
+var testOpts = Options{ChunkSize: 4096, Slots: 3, Timeout: 60 * time.Second}
+
+// runRanks runs f on n ranks, goroutines of this process connected by the
+// in-memory transport, and fails the test with every rank's error.
+func runRanks(t *testing.T, n int, opts Options, f func(c *Comm) error) {
+	t.Helper()
+	network := mem.NewNetwork(mem.Options{})
+	g := NewLocalGroup(n)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := opts
+			o.OwnDevice = true
+			c, err := New(ctx, g.Member(r), network.NewDevice(), o)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			errs[r] = f(c)
+			if err := c.Close(); err != nil && errs[r] == nil {
+				errs[r] = fmt.Errorf("close: %w", err)
+			}
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// input is rank r's element i for operation op: small integers, so that
+// every reduction is exact in every type and results compare bitwise.
+func input(op Op, r, i int) float64 {
+	if op == Prod {
+		return []float64{1, -1, 2}[(r+i)%3]
+	}
+	return float64((r*7+i*3)%9 - 4)
+}
+
+// reference computes the expected element i over n ranks in float64,
+// independently of the kernels under test.
+func reference(op Op, n, i int, integer bool) float64 {
+	acc := input(op, 0, i)
+	for r := 1; r < n; r++ {
+		v := input(op, r, i)
+		switch op {
+		case Sum, Avg:
+			acc += v
+		case Prod:
+			acc *= v
+		case Min:
+			acc = math.Min(acc, v)
+		case Max:
+			acc = math.Max(acc, v)
+		}
+	}
+	if op == Avg {
+		acc /= float64(n)
+		if integer {
+			acc = math.Trunc(acc)
+		}
+	}
+	return acc
+}
+
+func checkAllreduce[T Number](ctx context.Context, c *Comm, count int, op Op, registered, inPlace bool) error {
+	var send, recv []T
+	var err error
+	if registered {
+		if recv, err = Alloc[T](c, count); err != nil {
+			return err
+		}
+		defer Free(c, recv)
+	} else {
+		recv = make([]T, count)
+	}
+	send = recv
+	if !inPlace {
+		send = make([]T, count)
+	}
+	for i := range send {
+		send[i] = T(input(op, c.Rank(), i))
+	}
+	if !inPlace {
+		for i := range recv {
+			recv[i] = 99
+		}
+	}
+	if err := Allreduce(ctx, c, send, recv, op); err != nil {
+		return err
+	}
+	integer := TypeOf[T]() != Float32 && TypeOf[T]() != Float64
+	for i, v := range recv {
+		want := float64(T(reference(op, c.Size(), i, integer)))
+		if float64(v) != want {
+			return fmt.Errorf("allreduce(%s, %d, %s, registered=%v, inplace=%v): element %d = %v, want %v",
+				TypeOf[T](), count, op, registered, inPlace, i, v, want)
+		}
+	}
+	if !inPlace {
+		for i := range send {
+			if send[i] != T(input(op, c.Rank(), i)) {
+				return fmt.Errorf("allreduce out of place modified the send buffer at %d", i)
+			}
+		}
+	}
+	return nil
+}
+
+func TestAllreduceTable(t *testing.T) {
+	ranks := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 16}
+	for _, n := range ranks {
+		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
+			t.Parallel()
+			counts := []int{0, 1, 7, 13, 3*n + 1, bigCount}
+			runRanks(t, n, testOpts, func(c *Comm) error {
+				ctx := context.Background()
+				for _, count := range counts {
+					for _, op := range []Op{Sum, Prod, Min, Max, Avg} {
+						big := count > 1000
+						if big && op != Sum && op != Avg {
+							continue // large sizes once per kernel family is enough
+						}
+						for _, reg := range []bool{false, true} {
+							inPlace := !reg
+							if err := checkAllreduce[float32](ctx, c, count, op, reg, inPlace); err != nil {
+								return err
+							}
+							if big && reg {
+								continue
+							}
+							if err := checkAllreduce[float64](ctx, c, count, op, reg, !inPlace); err != nil {
+								return err
+							}
+							if err := checkAllreduce[int32](ctx, c, count, op, reg, inPlace); err != nil {
+								return err
+							}
+							if err := checkAllreduce[int64](ctx, c, count, op, reg, !inPlace); err != nil {
+								return err
+							}
+						}
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+func TestBroadcastAndBarrier(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 5, 8, 9} {
+		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
+			t.Parallel()
+			runRanks(t, n, testOpts, func(c *Comm) error {
+				ctx := context.Background()
+				for _, count := range []int{0, 1, 7, 4099, 1<<18 + 5} {
+					for root := range n {
+						buf := make([]int64, count)
+						for i := range buf {
+							buf[i] = int64(c.Rank()*1000000 + i)
+						}
+						if err := Broadcast(ctx, c, buf, root); err != nil {
+							return err
+						}
+						for i, v := range buf {
+							if want := int64(root*1000000 + i); v != want {
+								return fmt.Errorf("broadcast(root=%d, %d): element %d = %d, want %d", root, count, i, v, want)
+							}
+						}
+						if err := c.Barrier(ctx); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestAsyncInFlight queues many asynchronous allreduces before waiting for
+// any and checks they ran in order with the right results.
+func TestAsyncInFlight(t *testing.T) {
+	runRanks(t, 4, testOpts, func(c *Comm) error {
+		const k = 32
+		bufs := make([][]float32, k)
+		reqs := make([]*Request, k)
+		for j := range k {
+			bufs[j] = make([]float32, 1000+j*37)
+			for i := range bufs[j] {
+				bufs[j][i] = float32(c.Rank() + j)
+			}
+			reqs[j] = AllreduceAsync(c, bufs[j], bufs[j], Sum)
+		}
+		if err := WaitAll(context.Background(), reqs...); err != nil {
+			return err
+		}
+		for j := range k {
+			want := float32(6 + 4*j)
+			for i, v := range bufs[j] {
+				if v != want {
+					return fmt.Errorf("request %d element %d = %v, want %v", j, i, v, want)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func TestBadArguments(t *testing.T) {
+	runRanks(t, 2, testOpts, func(c *Comm) error {
+		ctx := context.Background()
+		if err := Allreduce(ctx, c, make([]float32, 3), make([]float32, 4), Sum); err == nil {
+			return fmt.Errorf("length mismatch accepted")
+		}
+		if err := Allreduce(ctx, c, []float32{1}, []float32{1}, Op(99)); err == nil {
+			return fmt.Errorf("bad op accepted")
+		}
+		if err := Broadcast(ctx, c, []float32{1}, 2); err == nil {
+			return fmt.Errorf("root 2 of 2 accepted")
+		}
+		// The communicator is still usable after refused calls.
+		buf := []float32{1}
+		if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
+			return err
+		}
+		if buf[0] != 2 {
+			return fmt.Errorf("sum = %v, want 2", buf[0])
+		}
+		return nil
+	})
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package comm
+
+func init() { bigCount = 1<<14 + 3 }

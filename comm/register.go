@@ -1,0 +1,157 @@
+package comm
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/goccl/goccl/collectives"
+	"github.com/goccl/goccl/transport"
+)
+
+// registration is one registered user buffer.
+type registration struct {
+	start, end uintptr
+	region     transport.Region
+	mem        []byte // the Alloc'd memory when owned
+	owned      bool
+}
+
+// scratchBuf is the registered staging buffer unregistered slices go
+// through. It grows to the largest collective seen and is reused.
+type scratchBuf struct {
+	region transport.Region
+	mem    []byte
+}
+
+// Alloc returns a slice of n elements in memory registered with the
+// communicator's transport: collectives on it (or on any subslice) run
+// without staging copies. Release it with Free.
+func Alloc[T Number](c *Comm, n int) ([]T, error) {
+	if err := c.usable("alloc"); err != nil {
+		return nil, err
+	}
+	if n < 0 {
+		return nil, fmt.Errorf("comm: alloc: negative length %d", n)
+	}
+	var z T
+	mem, err := transport.Alloc(n * int(unsafe.Sizeof(z)))
+	if err != nil {
+		return nil, fmt.Errorf("comm: rank %d: %w", c.rank, err)
+	}
+	if n == 0 {
+		return []T{}, nil
+	}
+	if err := c.register(mem, true); err != nil {
+		transport.Free(mem)
+		return nil, err
+	}
+	return fromBytes[T](mem), nil
+}
+
+// Free releases a slice returned by Alloc.
+func Free[T Number](c *Comm, buf []T) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	return c.deregister(asBytes(buf), true)
+}
+
+// Register registers an existing slice so collectives on it (or its
+// subslices) skip the staging copies. The slice must stay alive and must not
+// be resized until Deregister. Registration pins the memory on hardware
+// transports; prefer Alloc for buffers made for communication.
+func Register[T Number](c *Comm, buf []T) error {
+	if err := c.usable("register"); err != nil {
+		return err
+	}
+	if len(buf) == 0 {
+		return nil
+	}
+	return c.register(asBytes(buf), false)
+}
+
+// Deregister undoes Register.
+func Deregister[T Number](c *Comm, buf []T) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	return c.deregister(asBytes(buf), false)
+}
+
+func (c *Comm) register(mem []byte, owned bool) error {
+	start := uintptr(unsafe.Pointer(&mem[0]))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.regs {
+		if start < r.end && r.start < start+uintptr(len(mem)) {
+			return fmt.Errorf("comm: rank %d: register %d bytes at %#x: overlaps a registered buffer", c.rank, len(mem), start)
+		}
+	}
+	region, err := c.dev.Register(mem, transport.AccessLocalWrite|transport.AccessRemoteWrite|transport.AccessRemoteRead)
+	if err != nil {
+		return fmt.Errorf("comm: rank %d: register %d bytes: %w", c.rank, len(mem), err)
+	}
+	c.regs = append(c.regs, registration{start: start, end: start + uintptr(len(mem)), region: region, mem: mem, owned: owned})
+	return nil
+}
+
+func (c *Comm) deregister(mem []byte, owned bool) error {
+	start := uintptr(unsafe.Pointer(&mem[0]))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, r := range c.regs {
+		if r.start == start && r.owned == owned {
+			c.regs = append(c.regs[:i], c.regs[i+1:]...)
+			err := c.dev.Deregister(r.region)
+			if owned {
+				if ferr := transport.Free(r.mem); err == nil {
+					err = ferr
+				}
+			}
+			return err
+		}
+	}
+	return fmt.Errorf("comm: rank %d: deregister %#x: not a registered buffer", c.rank, start)
+}
+
+// lookup finds the registered region holding b, if any.
+func (c *Comm) lookup(b []byte) (collectives.Target, bool) {
+	if len(b) == 0 {
+		return collectives.Target{}, false
+	}
+	start := uintptr(unsafe.Pointer(&b[0]))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.regs {
+		if start >= r.start && start+uintptr(len(b)) <= r.end {
+			return collectives.Target{Region: r.region, Off: int(start - r.start)}, true
+		}
+	}
+	return collectives.Target{}, false
+}
+
+// scratchFor returns the staging buffer, grown to at least n bytes.
+// Called by the worker only.
+func (c *Comm) scratchFor(n int) (collectives.Target, error) {
+	if c.scratch.region != nil && len(c.scratch.mem) >= n {
+		return collectives.Target{Region: c.scratch.region}, nil
+	}
+	size := max(n, 1<<20)
+	if c.scratch.region != nil {
+		size = max(size, 2*len(c.scratch.mem))
+		c.dev.Deregister(c.scratch.region)
+		transport.Free(c.scratch.mem)
+		c.scratch = scratchBuf{}
+	}
+	mem, err := transport.Alloc(size)
+	if err != nil {
+		return collectives.Target{}, err
+	}
+	r, err := c.dev.Register(mem, transport.AccessLocalWrite|transport.AccessRemoteWrite|transport.AccessRemoteRead)
+	if err != nil {
+		transport.Free(mem)
+		return collectives.Target{}, fmt.Errorf("register staging buffer of %d bytes: %w", size, err)
+	}
+	c.scratch = scratchBuf{region: r, mem: mem}
+	return collectives.Target{Region: r}, nil
+}
