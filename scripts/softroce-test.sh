@@ -211,8 +211,8 @@ mv "$console.txt" "$console"
 
 # 5. Verdict.
 elapsed=$(($(date +%s) - start))
-grep -E '^(=== RUN|--- (PASS|FAIL|SKIP)|    --- (PASS|FAIL|SKIP)|(PASS|FAIL|ok)$|GOCCL-|Benchmark)' "$console" | grep -v '^=== RUN' || true
-grep -E 'DEVICE verbs:' "$console" | head -n1 | sed 's/^ *//' || true
+# Per-test result lines, benchmark results and the guest's own lines.
+grep -E '^ *--- (PASS|FAIL|SKIP)|^(PASS|FAIL|ok)$|^GOCCL-|^Benchmark.*(ns/op|B/s)' "$console" || true
 npass=$(grep -cE -- '--- PASS' "$console" || true)
 nfail=$(grep -cE -- '--- FAIL' "$console" || true)
 nskip=$(grep -cE -- '--- SKIP' "$console" || true)
@@ -222,10 +222,24 @@ grep -q '^GOCCL-DONE' "$console" || { log "the guest did not finish (see $consol
 grep -q 'GOCCL-ERROR' "$console" && { log "guest setup failed"; fail=1; }
 grep -q 'GOCCL-RESULT .* FAIL' "$console" && fail=1
 ((nfail > 0 || nskip > 0)) && fail=1
-grep -q 'DEVICE verbs:rxe' "$console" || { log "no test proved it ran on rxe"; fail=1; }
-echo "softroce-test: $npass passed, $nfail failed, $nskip skipped in ${elapsed}s ($accel, kernel $kver)"
+# Proof that the tests ran on Soft-RoCE: the transport's Name() and the
+# device the transport opened.
+proof=$(grep -hoE 'DEVICE verbs:rxe[0-9]+.*' "$console" | head -n1 || true)
+[[ -n "$proof" ]] || proof=$(grep -hoE 'verbs: opened rxe[0-9]+.*' "$console" | head -n1 || true)
+if [[ -n "$proof" ]]; then
+	echo "softroce-test: rxe proof: $proof"
+else
+	log "no test proved it ran on rxe"
+	fail=1
+fi
 if ((fail)); then
-	echo "softroce-test: FAIL (console: $console)"
+	# The log lines of the tests, without the per-connection chatter.
+	grep -E '^ +[A-Za-z0-9_]+\.go:[0-9]+: ' "$console" | grep -vE 'verbs: opened|path MTU' | head -n 60 || true
+fi
+echo "softroce-test: ${elapsed}s in all ($accel, kernel $kver, console $console)"
+echo "softroce-test: $npass passed, $nfail failed, $nskip skipped"
+if ((fail)); then
+	echo "softroce-test: FAIL"
 	exit 1
 fi
 echo "softroce-test: PASS"

@@ -154,11 +154,7 @@ func (q *cq) Poll(out []transport.Completion) int {
 // fillLocked moves adapter and synthetic completions into ready until it
 // holds want or the adapter has none.
 func (q *cq) fillLocked(want int) {
-	q.synMu.Lock()
-	q.ready = append(q.ready, q.syn...)
-	clear(q.syn)
-	q.syn = q.syn[:0]
-	q.synMu.Unlock()
+	q.moveSynthetic()
 	for len(q.ready) < want {
 		n, err := q.hw.Poll(q.wc[:])
 		if err != nil {
@@ -174,16 +170,27 @@ func (q *cq) fillLocked(want int) {
 			}
 			q.ready = ep.complete(q.ready, w)
 		}
-		// Synthetic completions raised while converting (an endpoint
-		// entering the error state) go after what caused them.
-		q.synMu.Lock()
-		q.ready = append(q.ready, q.syn...)
-		clear(q.syn)
-		q.syn = q.syn[:0]
-		q.synMu.Unlock()
+		q.moveSynthetic()
 		if n < len(q.wc) {
 			return
 		}
+	}
+}
+
+// moveSynthetic moves synthetic completions into ready. An OpRemoteError
+// without Err is a marker: the endpoint's report, unless the endpoint has
+// already put it before a completion it caused. The caller holds q.mu.
+func (q *cq) moveSynthetic() {
+	q.synMu.Lock()
+	syn := q.syn
+	q.syn = nil
+	q.synMu.Unlock()
+	for _, c := range syn {
+		if c.Op == transport.OpRemoteError && c.Err == nil {
+			q.ready = c.Endpoint.(*endpoint).takeRemoteError(q.ready)
+			continue
+		}
+		q.ready = append(q.ready, c)
 	}
 }
 

@@ -61,16 +61,20 @@ type endpoint struct {
 	psn uint32
 	ctl *ctlConn
 
-	mu      sync.Mutex
-	state   epState
-	cause   error // first error; in the error state every post is refused with it
-	pending map[uint64]request
-	nextWR  uint64
-	depth   int // of each of the send and receive queues
-	sends   int // requests in flight on the send queue
-	recvs   int // on the receive queue
-	peer    address
-	mtu     int
+	mu    sync.Mutex
+	state epState
+	cause error // first error; in the error state every post is refused with it
+	// remoteErr is set when this side refused a request of the peer; it is
+	// reported once as OpRemoteError (remoteDone), before the flushes.
+	remoteErr  error
+	remoteDone bool
+	pending    map[uint64]request
+	nextWR     uint64
+	depth      int // of each of the send and receive queues
+	sends      int // requests in flight on the send queue
+	recvs      int // on the receive queue
+	peer       address
+	mtu        int
 }
 
 var _ transport.Endpoint = (*endpoint)(nil)
@@ -330,6 +334,9 @@ func (ep *endpoint) PostRead(id uint64, local transport.Region, off, n int, remo
 func (ep *endpoint) complete(out []transport.Completion, w *ibv.WC) []transport.Completion {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
+	// A remote error the control plane reported goes before the
+	// completions it caused.
+	out = ep.appendRemoteErrorLocked(out)
 	r, ok := ep.pending[w.WRID]
 	if !ok {
 		return out
@@ -358,7 +365,8 @@ func (ep *endpoint) complete(out []transport.Completion, w *ibv.WC) []transport.
 			// once, as the contract's OpRemoteError.
 			ep.cause = fmt.Errorf("verbs %s qpn %d: the adapter refused a request from the peer and moved the queue pair to the error state: %w",
 				ep.dev.name, ep.qpn, transport.ErrRemoteAccess)
-			out = append(out, transport.Completion{Op: transport.OpRemoteError, Err: ep.cause, Endpoint: ep})
+			ep.remoteErr = ep.cause
+			out = ep.appendRemoteErrorLocked(out)
 		}
 		c.Err = fmt.Errorf("verbs: %s %d: %w: %w", r.op, r.id, transport.ErrFlushed, ep.cause)
 		return append(out, c)
@@ -371,7 +379,8 @@ func (ep *endpoint) complete(out []transport.Completion, w *ibv.WC) []transport.
 		if ep.cause == nil {
 			ep.cause = fmt.Errorf("verbs %s qpn %d: the adapter refused a request from the peer (%s): %w",
 				ep.dev.name, ep.qpn, ibv.StatusString(w.Status), transport.ErrRemoteAccess)
-			out = append(out, transport.Completion{Op: transport.OpRemoteError, Err: ep.cause, Endpoint: ep})
+			ep.remoteErr = ep.cause
+			out = ep.appendRemoteErrorLocked(out)
 		}
 		c.Err = fmt.Errorf("verbs: %s %d: %w: %w", r.op, r.id, transport.ErrFlushed, ep.cause)
 		ep.qp.SetError()
@@ -438,8 +447,28 @@ func (ep *endpoint) peerRefused(status uint32) {
 	}
 	ep.cause = fmt.Errorf("verbs %s qpn %d: a request from the peer was refused (%s at the peer): %w",
 		ep.dev.name, ep.qpn, ibv.StatusString(status), transport.ErrRemoteAccess)
-	ep.cq.addSynthetic(transport.Completion{Op: transport.OpRemoteError, Err: ep.cause, Endpoint: ep})
+	ep.remoteErr = ep.cause
+	// A marker: the completion queue asks takeRemoteError, so that the
+	// report comes once, before any request it flushes.
+	ep.cq.addSynthetic(transport.Completion{Op: transport.OpRemoteError, Endpoint: ep})
 	ep.qp.SetError()
+}
+
+// appendRemoteErrorLocked appends the OpRemoteError completion if one is
+// due and not yet reported. The caller holds ep.mu.
+func (ep *endpoint) appendRemoteErrorLocked(out []transport.Completion) []transport.Completion {
+	if ep.remoteErr == nil || ep.remoteDone {
+		return out
+	}
+	ep.remoteDone = true
+	return append(out, transport.Completion{Op: transport.OpRemoteError, Err: ep.remoteErr, Endpoint: ep})
+}
+
+// takeRemoteError appends the OpRemoteError completion if it is still due.
+func (ep *endpoint) takeRemoteError(out []transport.Completion) []transport.Completion {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.appendRemoteErrorLocked(out)
 }
 
 // peerClosed is called by the control plane when the peer said goodbye.
