@@ -129,6 +129,9 @@ func (r *ring[T]) push(v T) {
 // peek returns a pointer to the oldest element; the ring must not be empty.
 func (r *ring[T]) peek() *T { return &r.buf[r.head] }
 
+// back returns a pointer to the newest element; the ring must not be empty.
+func (r *ring[T]) back() *T { return &r.buf[(r.head+r.size-1)%len(r.buf)] }
+
 func (r *ring[T]) pop() T {
 	var zero T
 	v := r.buf[r.head]

@@ -20,7 +20,12 @@
 // enter the error state. Payloads are read from the socket straight into the
 // target memory; messages that arrive before a receive is posted wait in
 // pooled buffers. A write or send completes on the initiator when the target
-// acknowledges placement (for a send: placement into a posted receive).
+// acknowledges placement: for a send, placement into a posted receive; for a
+// write with immediate, consumption of a receive by its immediate (as an RC
+// queue pair answers RNR until a receive is posted), which also holds back
+// the acknowledgements of later writes, since writes complete in order. So
+// an initiator whose requests completed may close at once: nothing it sent
+// is still waiting for a receive on the other side.
 //
 // Sockets use TCP_NODELAY, TCP_USER_TIMEOUT and short keepalives so that a
 // dead peer or a cut link fails every pending request within a bounded time.

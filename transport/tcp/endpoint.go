@@ -48,8 +48,12 @@ type endpoint struct {
 	recvs     ring[pending]
 	unexp     ring[unexpected]
 	outq      []outItem
-	sendAcks  uint64
-	writeAcks uint64
+	sendAcks  uint64 // sends placed, to acknowledge
+	writeAcks uint64 // writes placed, to acknowledge
+	// immHeld has one entry per write-with-immediate in unexp, counting it
+	// and the writes placed after it (before the next one): their
+	// acknowledgements wait until a receive consumes the immediate.
+	immHeld ring[uint64]
 
 	spares spares // large pooled buffers kept at hand
 
@@ -239,6 +243,8 @@ func (e *endpoint) PostRecv(id uint64, tr transport.Region, off, n int) error {
 	u := e.unexp.pop()
 	if u.hasImm {
 		e.cq.push(transport.Completion{ID: id, Op: transport.OpRecv, Bytes: u.n, Imm: u.imm, HasImm: true, Endpoint: e})
+		e.writeAcks += e.immHeld.pop() // this write and those held behind it
+		e.cond.Signal()
 		e.mu.Unlock()
 		return nil
 	}
@@ -364,6 +370,7 @@ func (e *endpoint) fail(cause error, nak *header, first *transport.Completion) {
 	for e.unexp.len() > 0 {
 		e.putBuf(e.unexp.pop().buf)
 	}
+	e.immHeld.clear()
 	closeNow := conn != nil && !e.lingering
 	e.cond.Broadcast()
 	e.mu.Unlock()

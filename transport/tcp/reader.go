@@ -221,15 +221,22 @@ func (e *endpoint) onWrite(br *bufio.Reader, h *header) bool {
 		e.mu.Unlock()
 		return false
 	}
-	if h.flags&flagImm != 0 {
-		if e.recvs.len() > 0 {
-			p := e.recvs.pop()
-			e.cq.push(transport.Completion{ID: p.id, Op: transport.OpRecv, Bytes: int(n), Imm: h.imm, HasImm: true, Endpoint: e})
-		} else {
-			e.unexp.push(unexpected{n: int(n), imm: h.imm, hasImm: true, seq: h.id})
-		}
+	switch {
+	case h.flags&flagImm != 0 && e.recvs.len() > 0:
+		p := e.recvs.pop()
+		e.cq.push(transport.Completion{ID: p.id, Op: transport.OpRecv, Bytes: int(n), Imm: h.imm, HasImm: true, Endpoint: e})
+		e.writeAcks++ // recvs non-empty implies nothing held back
+	case h.flags&flagImm != 0:
+		// No receive yet: the immediate waits, and so does the write's
+		// acknowledgement (as an RC queue pair answers RNR), and with it
+		// those of later writes, which are acknowledged in order.
+		e.unexp.push(unexpected{n: int(n), imm: h.imm, hasImm: true, seq: h.id})
+		e.immHeld.push(1)
+	case e.immHeld.len() > 0:
+		*e.immHeld.back()++
+	default:
+		e.writeAcks++
 	}
-	e.writeAcks++
 	e.cond.Signal()
 	e.mu.Unlock()
 	return true

@@ -442,3 +442,33 @@ func TestNoGoroutineLeak(t *testing.T) {
 		t.Fatalf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestWriteImmHeldUntilRecv: a write with immediate that finds no receive
+// completes on the initiator only once a receive consumed it, and later
+// writes complete after it, in order; after that the initiator may close
+// without the target losing the immediate.
+func TestWriteImmHeldUntilRecv(t *testing.T) {
+	p := pairWith(t, nil)
+	src := transporttest.Register(t, p.DevA, transporttest.Pattern(64, 1), 0)
+	dst := transporttest.Register(t, p.DevB, make([]byte, 64), transport.AccessAll)
+	imm := uint32(0xabcd)
+	if err := p.A.PostWrite(1, src, 0, 32, dst.Remote(), 0, &imm); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.A.PostWrite(2, src, 32, 32, dst.Remote(), 32, nil); err != nil {
+		t.Fatal(err)
+	}
+	transporttest.ExpectQuiet(t, p.CQA, 100*time.Millisecond)
+	if err := p.B.PostRecv(7, dst, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := transporttest.WaitOne(t, p.CQB, 5*time.Second)
+	transporttest.ExpectOK(t, c, transport.OpRecv, 7, 32)
+	if !c.HasImm || c.Imm != imm {
+		t.Fatalf("receive %+v: want immediate %#x", c, imm)
+	}
+	cs := transporttest.WaitN(t, p.CQA, 2, 5*time.Second)
+	transporttest.ExpectOK(t, cs[0], transport.OpWrite, 1, 32)
+	transporttest.ExpectOK(t, cs[1], transport.OpWrite, 2, 32)
+	transporttest.ExpectBytes(t, "target", dst.Bytes(), src.Bytes())
+}
