@@ -49,7 +49,9 @@ type Target struct {
 // Call is one run of a plan.
 type Call struct {
 	Plan *Plan
-	Data Target
+	// Bufs maps each schedule buffer (BufData, BufInput, BufScratch) to
+	// registered memory.
+	Bufs [NumBufs]Target
 	Type DataType
 	Op   ReduceOp
 	Seq  uint32 // the communicator's collective sequence number
@@ -227,10 +229,11 @@ func (e *Executor) progress(c *Call) error {
 }
 
 func (e *Executor) source(c *Call, ch *chunk) (transport.Region, int) {
-	if ch.buf == BufData {
-		return c.Data.Region, c.Data.Off + ch.off
+	if ch.buf == BufToken {
+		return e.Links[ch.peer].Staging, 0
 	}
-	return e.Links[ch.peer].Staging, 0
+	t := &c.Bufs[ch.buf]
+	return t.Region, t.Off + ch.off
 }
 
 // consume takes the oldest arrived chunk of link l into ch's destination
@@ -247,9 +250,10 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 		return fmt.Errorf("%s #%d (%s): rank %d <- %d: received %d bytes where this rank expects %d: the ranks called collectives with different sizes",
 			c.Desc(), c.Seq, p.Name, e.Rank, l.Peer, n, ch.len)
 	}
-	if ch.buf == BufData && n > 0 {
+	if ch.buf != BufToken && n > 0 {
 		src := l.Staging.Bytes()[slot*e.SlotSize : slot*e.SlotSize+n]
-		dst := c.Data.Region.Bytes()[c.Data.Off+ch.off : c.Data.Off+ch.off+n]
+		t := &c.Bufs[ch.buf]
+		dst := t.Region.Bytes()[t.Off+ch.off : t.Off+ch.off+n]
 		if ch.kind == RecvReduce {
 			if err := Reduce(c.Type, c.Op, dst, src); err != nil {
 				return fmt.Errorf("%s #%d (%s): rank %d <- %d: %w", c.Desc(), c.Seq, p.Name, e.Rank, l.Peer, err)

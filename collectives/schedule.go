@@ -44,13 +44,24 @@ func (k Kind) String() string {
 type Buf uint8
 
 const (
-	// BufData is the collective's main buffer (in place).
+	// BufData is the collective's result buffer, on which in-place
+	// collectives work (allreduce, broadcast) and into which the others
+	// deliver (the receive buffer of allgather, alltoall, gather, ...).
 	BufData Buf = iota
+	// BufInput is the send buffer of out-of-place collectives (alltoall,
+	// allgather, gather, scatter, reduce-scatter): only ever read.
+	BufInput
+	// BufScratch is temporary space of Schedule.ScratchBytes bytes that the
+	// algorithm needs (Bruck's rotations, a reduction's partial results).
+	BufScratch
 	// BufToken carries no bytes: zero-length steps on it only order
 	// themselves (barrier rounds).
 	BufToken
 	numBufs
 )
+
+// NumBufs is the number of buffer kinds.
+const NumBufs = int(numBufs)
 
 // Step is one send or receive of a schedule. Off and Len are in bytes.
 type Step struct {
@@ -71,6 +82,8 @@ type Schedule struct {
 	Rank  int
 	Size  int
 	Steps []Step
+	// ScratchBytes is the size of BufScratch the steps use.
+	ScratchBytes int
 }
 
 func (s *Schedule) add(k Kind, peer int, buf Buf, off, n int) {

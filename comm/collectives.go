@@ -168,7 +168,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		if err != nil {
 			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 		}
-		call := collectives.Call{Plan: p, Data: tgt, Type: r.dt, Op: r.op, Seq: c.seq,
+		call := collectives.Call{Plan: p, Bufs: [collectives.NumBufs]collectives.Target{collectives.BufData: tgt}, Type: r.dt, Op: r.op, Seq: c.seq,
 			Coll: r.kind.String(), Count: r.count, Root: r.root}
 		if err := c.exec.Run(ctx, &call); err != nil {
 			return fmt.Errorf("comm: %w", err)

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/mem"
+	"github.com/goccl/goccl/transport/tcp"
 )
 
 // testOpts uses small chunks and few slots so that even small buffers are
@@ -19,11 +21,26 @@ var bigCount = 1<<18 + 3
 
 var testOpts = Options{ChunkSize: 4096, Slots: 3, Timeout: 60 * time.Second}
 
+// transports the collective tests run over.
+var transports = []string{"mem", "tcp"}
+
 // runRanks runs f on n ranks, goroutines of this process connected by the
 // in-memory transport, and fails the test with every rank's error.
 func runRanks(t *testing.T, n int, opts Options, f func(c *Comm) error) {
 	t.Helper()
+	runRanksOn(t, "mem", n, opts, f)
+}
+
+// runRanksOn is runRanks over the named transport.
+func runRanksOn(t *testing.T, kind string, n int, opts Options, f func(c *Comm) error) {
+	t.Helper()
 	network := mem.NewNetwork(mem.Options{})
+	newDevice := func() (transport.Device, error) {
+		if kind == "tcp" {
+			return tcp.NewDevice(tcp.Options{ListenAddress: "127.0.0.1:0"})
+		}
+		return network.NewDevice(), nil
+	}
 	g := NewLocalGroup(n)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -35,7 +52,12 @@ func runRanks(t *testing.T, n int, opts Options, f func(c *Comm) error) {
 			defer wg.Done()
 			o := opts
 			o.OwnDevice = true
-			c, err := New(ctx, g.Member(r), network.NewDevice(), o)
+			dev, err := newDevice()
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			c, err := New(ctx, g.Member(r), dev, o)
 			if err != nil {
 				errs[r] = err
 				return
@@ -134,12 +156,23 @@ func checkAllreduce[T Number](ctx context.Context, c *Comm, count int, op Op, re
 }
 
 func TestAllreduceTable(t *testing.T) {
-	ranks := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 16}
-	for _, n := range ranks {
-		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
-			t.Parallel()
+	for _, kind := range transports {
+		for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 16} {
+			if n == 16 && kind != "mem" {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/ranks=%d", kind, n), func(t *testing.T) {
+				testAllreduceTable(t, kind, n)
+			})
+		}
+	}
+}
+
+func testAllreduceTable(t *testing.T, kind string, n int) {
+	{
+		{
 			counts := []int{0, 1, 7, 13, 3*n + 1, bigCount}
-			runRanks(t, n, testOpts, func(c *Comm) error {
+			runRanksOn(t, kind, n, testOpts, func(c *Comm) error {
 				ctx := context.Background()
 				for _, count := range counts {
 					for _, op := range []Op{Sum, Prod, Min, Max, Avg} {
@@ -169,15 +202,24 @@ func TestAllreduceTable(t *testing.T) {
 				}
 				return nil
 			})
-		})
+		}
 	}
 }
 
 func TestBroadcastAndBarrier(t *testing.T) {
-	for _, n := range []int{1, 2, 3, 5, 8, 9} {
-		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
-			t.Parallel()
-			runRanks(t, n, testOpts, func(c *Comm) error {
+	for _, kind := range transports {
+		for _, n := range []int{1, 2, 3, 5, 8, 9} {
+			t.Run(fmt.Sprintf("%s/ranks=%d", kind, n), func(t *testing.T) {
+				testBroadcastAndBarrier(t, kind, n)
+			})
+		}
+	}
+}
+
+func testBroadcastAndBarrier(t *testing.T, kind string, n int) {
+	{
+		{
+			runRanksOn(t, kind, n, testOpts, func(c *Comm) error {
 				ctx := context.Background()
 				for _, count := range []int{0, 1, 7, 4099, 1<<18 + 5} {
 					for root := range n {
@@ -200,7 +242,7 @@ func TestBroadcastAndBarrier(t *testing.T) {
 				}
 				return nil
 			})
-		})
+		}
 	}
 }
 
