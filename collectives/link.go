@@ -27,10 +27,10 @@ type Link struct {
 	Staging transport.Region       // this side's slots
 	Remote  transport.RemoteRegion // the peer's slots
 
-	credits  int // free slots at the peer
-	sendSlot int // next slot to write at the peer
-	recvSlot int // next slot to consume here
-	arrived  int // messages waiting in slots here
+	credits  int   // free slots at the peer
+	sendSlot int   // next slot to write at the peer
+	recvSlot int   // next slot to consume here
+	arrived  int   // messages waiting in slots here
 	down     error // why the connection is gone; nil while it is up
 	arrLen   []int
 	arrSeq   []uint16
@@ -61,7 +61,7 @@ const (
 func makeID(kind uint64, peer int, idx int32) uint64 {
 	return kind | uint64(uint32(peer)&0xffffff)<<32 | uint64(uint32(idx))
 }
-func idPeer(id uint64) int   { return int(id>>32) & 0xffffff }
+func idPeer(id uint64) int    { return int(id>>32) & 0xffffff }
 func idChunk(id uint64) int32 { return int32(uint32(id)) }
 
 // StagingSize is the size of the staging region a link needs.

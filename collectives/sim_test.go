@@ -56,7 +56,10 @@ func (s *sim) run() error {
 		st[r].sendHead = make([]int, p.Size)
 		st[r].recvHead = make([]int, p.Size)
 	}
-	type cand struct{ rank, peer int; send bool }
+	type cand struct {
+		rank, peer int
+		send       bool
+	}
 	for {
 		var ready []cand
 		allDone := true

@@ -3,7 +3,7 @@
 # (the kernel's rdma_rxe) inside a QEMU guest booted from a Debian 6.1
 # kernel, because the host kernel may have no RDMA support at all.
 #
-#   scripts/softroce-test.sh [-run REGEX] [-bench REGEX] [-timeout DURATION] [PKG...]
+#   scripts/softroce-test.sh [-race] [-count N] [-run REGEX] [-bench REGEX] [-timeout DURATION] [PKG...]
 #
 # PKG defaults to the packages in GUEST_PKGS below. For each, the host builds
 # a test binary (go test -c) and the guest runs it with -test.v. Other
@@ -38,13 +38,15 @@ GUEST_PKGS=(
 GUEST_CMDS=(
 )
 
-run_re="" bench_re="" test_timeout="6m"
+run_re="" bench_re="" test_timeout="6m" count="" build_flags=()
 pkgs=()
 while (($#)); do
 	case "$1" in
 	-run) run_re="$2"; shift 2 ;;
 	-bench) bench_re="$2"; shift 2 ;;
 	-timeout) test_timeout="$2"; shift 2 ;;
+	-count) count="$2"; shift 2 ;;
+	-race) build_flags+=(-race); shift ;;
 	-h | -help | --help) sed -n '2,30p' "$0"; exit 0 ;;
 	-*) echo "softroce-test: unknown flag $1" >&2; exit 2 ;;
 	*) pkgs+=("$1"); shift ;;
@@ -143,13 +145,14 @@ cd "$top"
 for p in "${pkgs[@]}"; do
 	name=$(basename "$p")
 	log "building $p"
-	go test -c -o "$root/usr/bin/$name.test" "$p"
+	go test -c "${build_flags[@]}" -o "$root/usr/bin/$name.test" "$p"
 	while read -r lib; do
 		if [[ -n "$lib" && -e "$lib" ]]; then copy_file "$lib"; fi
 	done < <(ldd "$root/usr/bin/$name.test" 2>/dev/null | awk '/=> \// {print $3} /^[ \t]*\/[^ ]+ \(/ {print $1}')
 	args="-test.v -test.timeout $test_timeout"
 	[[ -n "$run_re" ]] && args+=" -test.run '$run_re'"
 	[[ -n "$bench_re" ]] && args+=" -test.bench '$bench_re' -test.benchtime 2s"
+	[[ -n "$count" ]] && args+=" -test.count $count"
 	echo "$name|cd /tmp && /usr/bin/$name.test $args" >>"$root/tests.list"
 done
 for c in "${GUEST_CMDS[@]}"; do echo "$c" >>"$root/tests.list"; done
