@@ -143,7 +143,7 @@ func BenchmarkSend(b *testing.B) {
 					}
 				}
 			}
-			run(2 * win)
+			run(4 * win) // warm up: buffers, rings, pools
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -246,7 +246,7 @@ func BenchmarkRead(b *testing.B) {
 					done += k
 				}
 			}
-			run(2 * win)
+			run(4 * win) // warm up: buffers, rings, pools
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -388,7 +388,7 @@ func putBuf(b *[]byte) {
 const spareMin = 64 << 10
 
 // spareSlots is how many large buffers an endpoint keeps (reads in flight).
-const spareSlots = 4
+const spareSlots = 8
 
 type spares struct {
 	mu   sync.Mutex
