@@ -142,6 +142,9 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 			return nil
 		}
 		n, err := e.wait(ctx)
+		if err != nil && ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
 		if err != nil {
 			// A collective abandoned half way leaves the links out of step
 			// with the peers: the executor is broken whatever the cause.
@@ -204,9 +207,9 @@ func (e *Executor) progress(c *Call) error {
 			}
 			ch := &p.chunks[idx]
 			region, off := e.source(c, ch)
-			imm := dataImm(c.Seq, l.sendSlot)
+			l.imm = dataImm(c.Seq, l.sendSlot)
 			roff := uint64(l.sendSlot * e.SlotSize)
-			if err := l.EP.PostWrite(makeID(idData, peer, idx), region, off, ch.len, l.Remote, roff, &imm); err != nil {
+			if err := l.EP.PostWrite(makeID(idData, peer, idx), region, off, ch.len, l.Remote, roff, &l.imm); err != nil {
 				return fmt.Errorf("%s #%d (%s): rank %d -> %d: post write: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, err)
 			}
 			l.credits--
@@ -264,8 +267,8 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 	}
 	l.recvSlot = (l.recvSlot + 1) % e.NSlots
 	l.arrived--
-	imm := creditImm(1)
-	if err := l.EP.PostWrite(makeID(idCredit, l.Peer, 0), l.Staging, 0, 0, l.Remote, 0, &imm); err != nil {
+	l.imm = creditImm(1)
+	if err := l.EP.PostWrite(makeID(idCredit, l.Peer, 0), l.Staging, 0, 0, l.Remote, 0, &l.imm); err != nil {
 		// The connection is gone: fine if the peer needs nothing more,
 		// which the flushed receive tokens will tell (see checkDown).
 		return nil

@@ -27,11 +27,12 @@ type Link struct {
 	Staging transport.Region       // this side's slots
 	Remote  transport.RemoteRegion // the peer's slots
 
-	credits  int   // free slots at the peer
-	sendSlot int   // next slot to write at the peer
-	recvSlot int   // next slot to consume here
-	arrived  int   // messages waiting in slots here
-	down     error // why the connection is gone; nil while it is up
+	credits  int    // free slots at the peer
+	sendSlot int    // next slot to write at the peer
+	recvSlot int    // next slot to consume here
+	arrived  int    // messages waiting in slots here
+	down     error  // why the connection is gone; nil while it is up
+	imm      uint32 // scratch for PostWrite's immediate (read at post time)
 	arrLen   []int
 	arrSeq   []uint16
 }

@@ -16,7 +16,7 @@ func Allreduce[T Number](ctx context.Context, c *Comm, send, recv []T, op Op) er
 	if send == nil {
 		send = recv
 	}
-	return c.allreduce(ctx, asBytes(send), asBytes(recv), TypeOf[T](), op).wait()
+	return c.allreduce(newBlocking(ctx), asBytes(send), asBytes(recv), TypeOf[T](), op).wait()
 }
 
 // AllreduceAsync starts an Allreduce and returns at once.
@@ -30,28 +30,31 @@ func AllreduceAsync[T Number](c *Comm, send, recv []T, op Op) *Request {
 // AllreduceBytes is Allreduce on raw bytes holding elements of type dt, for
 // frameworks that keep tensors as bytes. It returns at once.
 func (c *Comm) AllreduceBytes(send, recv []byte, dt DataType, op Op) *Request {
-	return c.allreduce(nil, send, recv, dt, op)
+	return c.allreduce(&Request{}, send, recv, dt, op)
 }
 
-func (c *Comm) allreduce(ctx context.Context, send, recv []byte, dt DataType, op Op) *Request {
+// allreduce validates and submits r (a pooled blocking request or a fresh
+// asynchronous one).
+func (c *Comm) allreduce(r *Request, send, recv []byte, dt DataType, op Op) *Request {
 	if !dt.Valid() {
-		return c.failed(collAllreduce, fmt.Errorf("comm: allreduce: rank %d: unsupported data type %s", c.rank, dt))
+		return c.reject(r, collAllreduce, fmt.Errorf("comm: allreduce: rank %d: unsupported data type %s", c.rank, dt))
 	}
 	if !op.Valid() {
-		return c.failed(collAllreduce, fmt.Errorf("comm: allreduce(%s): rank %d: unsupported reduction %s", dt, c.rank, op))
+		return c.reject(r, collAllreduce, fmt.Errorf("comm: allreduce(%s): rank %d: unsupported reduction %s", dt, c.rank, op))
 	}
 	if len(send) != len(recv) {
-		return c.failed(collAllreduce, fmt.Errorf("comm: allreduce(%s): rank %d: send has %d bytes but recv has %d", dt, c.rank, len(send), len(recv)))
+		return c.reject(r, collAllreduce, fmt.Errorf("comm: allreduce(%s): rank %d: send has %d bytes but recv has %d", dt, c.rank, len(send), len(recv)))
 	}
 	if len(recv)%dt.Size() != 0 {
-		return c.failed(collAllreduce, fmt.Errorf("comm: allreduce(%s): rank %d: %d bytes is not a whole number of elements", dt, c.rank, len(recv)))
+		return c.reject(r, collAllreduce, fmt.Errorf("comm: allreduce(%s): rank %d: %d bytes is not a whole number of elements", dt, c.rank, len(recv)))
 	}
-	return c.submit(&Request{ctx: ctx, kind: collAllreduce, send: send, recv: recv, dt: dt, op: op, root: -1, count: len(recv) / dt.Size()})
+	r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count = collAllreduce, send, recv, dt, op, -1, len(recv)/dt.Size()
+	return c.submit(r)
 }
 
 // Broadcast copies root's buf into buf on every other rank. It blocks.
 func Broadcast[T Number](ctx context.Context, c *Comm, buf []T, root int) error {
-	return c.broadcast(ctx, asBytes(buf), TypeOf[T](), root).wait()
+	return c.broadcast(newBlocking(ctx), asBytes(buf), TypeOf[T](), root).wait()
 }
 
 // BroadcastAsync starts a Broadcast and returns at once.
@@ -61,38 +64,33 @@ func BroadcastAsync[T Number](c *Comm, buf []T, root int) *Request {
 
 // BroadcastBytes is Broadcast on raw bytes. It returns at once.
 func (c *Comm) BroadcastBytes(buf []byte, dt DataType, root int) *Request {
-	return c.broadcast(nil, buf, dt, root)
+	return c.broadcast(&Request{}, buf, dt, root)
 }
 
-func (c *Comm) broadcast(ctx context.Context, buf []byte, dt DataType, root int) *Request {
+func (c *Comm) broadcast(r *Request, buf []byte, dt DataType, root int) *Request {
 	if !dt.Valid() {
-		return c.failed(collBroadcast, fmt.Errorf("comm: broadcast: rank %d: unsupported data type %s", c.rank, dt))
+		return c.reject(r, collBroadcast, fmt.Errorf("comm: broadcast: rank %d: unsupported data type %s", c.rank, dt))
 	}
 	if root < 0 || root >= c.size {
-		return c.failed(collBroadcast, fmt.Errorf("comm: broadcast(%s, root=%d): rank %d: root out of range [0, %d)", dt, root, c.rank, c.size))
+		return c.reject(r, collBroadcast, fmt.Errorf("comm: broadcast(%s, root=%d): rank %d: root out of range [0, %d)", dt, root, c.rank, c.size))
 	}
 	if len(buf)%dt.Size() != 0 {
-		return c.failed(collBroadcast, fmt.Errorf("comm: broadcast(%s): rank %d: %d bytes is not a whole number of elements", dt, c.rank, len(buf)))
+		return c.reject(r, collBroadcast, fmt.Errorf("comm: broadcast(%s): rank %d: %d bytes is not a whole number of elements", dt, c.rank, len(buf)))
 	}
-	return c.submit(&Request{ctx: ctx, kind: collBroadcast, send: buf, recv: buf, dt: dt, root: root, count: len(buf) / dt.Size()})
+	r.kind, r.send, r.recv, r.dt, r.root, r.count = collBroadcast, buf, buf, dt, root, len(buf)/dt.Size()
+	return c.submit(r)
 }
 
 // Barrier returns once every rank has entered it.
 func (c *Comm) Barrier(ctx context.Context) error {
-	return c.submit(&Request{ctx: ctx, kind: collBarrier, root: -1}).wait()
+	r := newBlocking(ctx)
+	r.kind, r.root = collBarrier, -1
+	return c.submit(r).wait()
 }
 
 // BarrierAsync starts a Barrier and returns at once.
 func (c *Comm) BarrierAsync() *Request {
 	return c.submit(&Request{kind: collBarrier, root: -1})
-}
-
-// wait is Wait for the blocking calls: the request's own context bounds the
-// collective, so it always finishes; wait never returns while the
-// communicator still uses the buffers.
-func (r *Request) wait() error {
-	<-r.done
-	return r.err
 }
 
 type planKey struct {

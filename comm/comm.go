@@ -46,6 +46,13 @@ type Comm struct {
 	stop  chan struct{}
 	wg    sync.WaitGroup
 
+	// life is cancelled (with the cause) by Abort, by the watchdog when a
+	// collective outlives Options.Timeout, and when a caller's context ends
+	// during its collective; collectives run under it.
+	life       context.Context
+	lifeCancel context.CancelCauseFunc
+	watchdog   *time.Timer
+
 	mu     sync.Mutex // guards closed, err, regs
 	closed bool
 	err    error
@@ -75,6 +82,11 @@ func New(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Options
 	opts.fill()
 	c := &Comm{rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, dev: dev, ownDev: opts.OwnDevice,
 		queue: make(chan *Request, 1024), stop: make(chan struct{}), plans: map[planKey]*collectives.Plan{}}
+	c.life, c.lifeCancel = context.WithCancelCause(context.Background())
+	c.watchdog = time.AfterFunc(time.Hour, func() {
+		c.lifeCancel(fmt.Errorf("collective exceeded the communicator timeout %v (GOCCL_TIMEOUT)", c.opts.Timeout))
+	})
+	c.watchdog.Stop()
 	if err := c.connect(ctx); err != nil {
 		c.teardown()
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", c.rank, c.size, err)
@@ -217,6 +229,7 @@ func (c *Comm) Close() error {
 	c.mu.Unlock()
 	close(c.stop)
 	c.wg.Wait()
+	c.lifeCancel(ErrClosed)
 	return c.teardown()
 }
 
@@ -232,11 +245,9 @@ func (c *Comm) Abort(cause error) {
 		c.err = fmt.Errorf("comm: rank %d aborted: %w", c.rank, cause)
 	}
 	c.mu.Unlock()
-	// Closing the completion queue wakes the executor, which then fails the
+	// Cancelling the life context wakes the executor, which fails the
 	// running collective; Close below tears down the rest.
-	if c.cq != nil {
-		c.cq.Close()
-	}
+	c.lifeCancel(cause)
 	c.Close()
 }
 

@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 	"fmt"
+	"sync"
 )
 
 type collKind uint8
@@ -39,6 +40,44 @@ type Request struct {
 	ctx   context.Context // nil: the communicator's timeout applies
 	done  chan struct{}
 	err   error
+	// pooled requests belong to blocking calls: the worker signals done
+	// with a send instead of closing it, and the request is reused.
+	pooled bool
+}
+
+var requestPool = sync.Pool{New: func() any {
+	return &Request{done: make(chan struct{}, 1), pooled: true}
+}}
+
+// newBlocking returns a pooled request for a blocking call.
+func newBlocking(ctx context.Context) *Request {
+	r := requestPool.Get().(*Request)
+	r.ctx = ctx
+	return r
+}
+
+// wait is Wait for the blocking calls: the request's own context bounds the
+// collective, so it always finishes; wait never returns while the
+// communicator still uses the buffers. A pooled request goes back to the
+// pool.
+func (r *Request) wait() error {
+	<-r.done
+	err := r.err
+	if r.pooled {
+		done := r.done
+		*r = Request{done: done, pooled: true}
+		requestPool.Put(r)
+	}
+	return err
+}
+
+// finish marks r done.
+func (r *Request) finish() {
+	if r.pooled {
+		r.done <- struct{}{}
+	} else {
+		close(r.done)
+	}
 }
 
 // Wait blocks until the collective has finished and returns its error. If
@@ -99,12 +138,14 @@ func (c *Comm) usableLocked(op string) error {
 // communicator's error.
 func (c *Comm) submit(r *Request) *Request {
 	r.c = c
-	r.done = make(chan struct{})
+	if r.done == nil {
+		r.done = make(chan struct{})
+	}
 	c.mu.Lock()
 	if err := c.usableLocked(r.kind.String()); err != nil {
 		c.mu.Unlock()
 		r.err = err
-		close(r.done)
+		r.finish()
 		return r
 	}
 	c.queue <- r
@@ -112,11 +153,14 @@ func (c *Comm) submit(r *Request) *Request {
 	return r
 }
 
-// failed returns an already finished request carrying err (bad arguments:
-// nothing was queued or sent).
-func (c *Comm) failed(kind collKind, err error) *Request {
-	r := &Request{c: c, kind: kind, err: err, done: make(chan struct{})}
-	close(r.done)
+// reject finishes r at once with err (bad arguments: nothing was queued or
+// sent, and the communicator stays usable).
+func (c *Comm) reject(r *Request, kind collKind, err error) *Request {
+	r.c, r.kind, r.err = c, kind, err
+	if r.done == nil {
+		r.done = make(chan struct{})
+	}
+	r.finish()
 	return r
 }
 
@@ -141,7 +185,7 @@ func (c *Comm) worker() {
 }
 
 func (c *Comm) run(r *Request) {
-	defer close(r.done)
+	defer r.finish()
 	c.mu.Lock()
 	err := c.err
 	c.mu.Unlock()
@@ -152,16 +196,25 @@ func (c *Comm) run(r *Request) {
 		r.err = err
 		return
 	}
-	ctx := r.ctx
-	if ctx == nil {
-		ctx = context.Background()
+	// Collectives run under the communicator's life context, which the
+	// watchdog (Options.Timeout), Abort, or the end of the caller's context
+	// cancel. Any of them breaks the communicator: a collective abandoned
+	// half way leaves the ranks out of step. Only a cancellable caller
+	// context costs an allocation.
+	if r.ctx != nil && r.ctx.Done() != nil {
+		if err := r.ctx.Err(); err != nil {
+			c.lifeCancel(fmt.Errorf("%s abandoned before it started: %w", r.kind, context.Cause(r.ctx)))
+		} else {
+			ctx := r.ctx
+			stop := context.AfterFunc(ctx, func() {
+				c.lifeCancel(fmt.Errorf("%s abandoned: %w", r.kind, context.Cause(ctx)))
+			})
+			defer stop()
+		}
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
-		defer cancel()
-	}
-	r.err = c.execute(ctx, r)
+	c.watchdog.Reset(c.opts.Timeout)
+	r.err = c.execute(c.life, r)
+	c.watchdog.Stop()
 	if r.err != nil {
 		c.mu.Lock()
 		if c.err == nil && c.exec.Err() != nil {

@@ -215,8 +215,9 @@ type Endpoint interface {
 	PostRecv(id uint64, r Region, off, n int) error
 	// PostWrite writes local.Bytes()[off:off+n] into the peer's region remote
 	// at roff. With imm non-nil the write also consumes a receive on the
-	// peer, which completes with the byte count and the immediate. The write
-	// completes on this side once the peer has placed the data.
+	// peer, which completes with the byte count and the immediate; *imm is
+	// read before PostWrite returns, so the caller may reuse the variable.
+	// The write completes on this side once the peer has placed the data.
 	PostWrite(id uint64, local Region, off, n int, remote RemoteRegion, roff uint64, imm *uint32) error
 	// PostRead reads n bytes of the peer's region remote at roff into
 	// local.Bytes()[off:off+n]; local needs AccessLocalWrite.
