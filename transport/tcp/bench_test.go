@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/transporttest"
@@ -62,7 +63,7 @@ func BenchmarkWrite(b *testing.B) {
 			remote := p.dst.Remote()
 			win := benchWindow(size)
 			cs := make([]transport.Completion, 64)
-			ctx := context.Background()
+			ctx := benchContext(b)
 			run := func(n int) {
 				posted, done := 0, 0
 				for done < n {
@@ -100,7 +101,7 @@ func BenchmarkSend(b *testing.B) {
 			win := benchWindow(size)
 			cs := make([]transport.Completion, 64)
 			rcs := make([]transport.Completion, 64)
-			ctx := context.Background()
+			ctx := benchContext(b)
 			for i := range win {
 				if err := p.B.PostRecv(uint64(i), p.dst, 0, size); err != nil {
 					b.Fatal(err)
@@ -170,7 +171,7 @@ func BenchmarkPingPong(b *testing.B) {
 			p := newBenchPair(b, size)
 			back := transporttest.Register(b, p.DevA, make([]byte, size), transport.AccessLocalWrite)
 			cs := make([]transport.Completion, 4)
-			ctx := context.Background()
+			ctx := benchContext(b)
 			wait := func(q transport.CompletionQueue, n int) {
 				for n > 0 {
 					k, err := q.Wait(ctx, cs[:n])
@@ -224,7 +225,7 @@ func BenchmarkRead(b *testing.B) {
 			remote := p.dst.Remote()
 			win := benchWindow(size)
 			cs := make([]transport.Completion, 64)
-			ctx := context.Background()
+			ctx := benchContext(b)
 			run := func(n int) {
 				posted, done := 0, 0
 				for done < n {
@@ -253,4 +254,12 @@ func BenchmarkRead(b *testing.B) {
 			run(b.N)
 		})
 	}
+}
+
+// benchContext bounds every wait of a benchmark: a broken transport fails
+// it instead of hanging it.
+func benchContext(b *testing.B) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	b.Cleanup(cancel)
+	return ctx
 }
