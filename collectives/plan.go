@@ -9,9 +9,8 @@ import "fmt"
 // A step is cut into chunks of at most ChunkSize bytes counted from the
 // step's own start, so sender and receiver cut a message identically. A
 // chunk depends on the earlier chunks of its rank that touch the same bytes
-// (read after write, write after read, write after write); dependencies are
-// tracked on a grid of ChunkSize-byte cells per buffer, which can only add
-// dependencies between neighbours, never lose one. Sends to one peer leave
+// (read after write, write after read, write after write), tracked exactly
+// per byte range. Sends to one peer leave
 // in program order and receives from one peer are matched in program order.
 type Plan struct {
 	Name      string
@@ -42,14 +41,91 @@ func (p *Plan) NumChunks() int { return len(p.chunks) }
 // Peers lists the peers the plan talks to.
 func (p *Plan) Peers() []int { return p.peers }
 
-type cellKey struct {
-	buf  Buf
-	cell int
+// span is a byte range of one buffer with the chunk that last wrote it and
+// the chunks that read it since.
+type span struct {
+	a, b    int
+	writer  int32 // -1 if none
+	readers []int32
 }
 
-type cellState struct {
-	writer  int32 // last chunk that wrote the cell, or -1
-	readers []int32
+// hazards tracks, per buffer, which chunks touched which bytes, exactly (a
+// sorted list of disjoint spans), so that a chunk depends only on the
+// chunks whose bytes it really shares.
+type hazards [numBufs][]span
+
+// access records that chunk idx reads (or writes) [x, y) of buf and appends
+// the chunks it must wait for to deps. An empty range is treated as the
+// single byte at x, so zero-length steps order among themselves.
+func (h *hazards) access(buf Buf, x, y int, write bool, idx int32, deps []int32) []int32 {
+	if y <= x {
+		y = x + 1
+	}
+	spans := h.split(buf, x, y)
+	for i := range spans {
+		sp := &spans[i]
+		if sp.b <= x || sp.a >= y {
+			continue
+		}
+		if sp.writer >= 0 {
+			deps = addDep(deps, sp.writer)
+		}
+		if write {
+			for _, r := range sp.readers {
+				deps = addDep(deps, r)
+			}
+			sp.writer, sp.readers = idx, nil
+		} else {
+			sp.readers = append(sp.readers, idx)
+		}
+	}
+	return deps
+}
+
+// split makes x and y span boundaries and fills the gaps of [x, y) with
+// fresh spans, returning the buffer's span list.
+func (h *hazards) split(buf Buf, x, y int) []span {
+	old := h[buf]
+	out := make([]span, 0, len(old)+3)
+	pos := x // the first byte of [x, y) not yet covered
+	for _, sp := range old {
+		if sp.b <= x || sp.a >= y {
+			if sp.a >= y && pos < y {
+				out = append(out, span{a: pos, b: y, writer: -1})
+				pos = y
+			}
+			out = append(out, sp)
+			continue
+		}
+		if sp.a > pos {
+			out = append(out, span{a: pos, b: sp.a, writer: -1})
+		}
+		cut := func(a, b int) span {
+			return span{a: a, b: b, writer: sp.writer, readers: append([]int32(nil), sp.readers...)}
+		}
+		if sp.a < x {
+			out = append(out, cut(sp.a, x))
+		}
+		out = append(out, cut(max(sp.a, x), min(sp.b, y)))
+		if sp.b > y {
+			out = append(out, cut(y, sp.b))
+		}
+		pos = max(pos, min(sp.b, y))
+	}
+	if pos < y {
+		out = append(out, span{a: pos, b: y, writer: -1})
+	}
+	h[buf] = out
+	return out
+}
+
+func addDep(list []int32, d int32) []int32 {
+	for _, x := range list {
+		if x == d {
+			return list
+		}
+	}
+	return append(list, d)
 }
 
 // Compile cuts s into chunks of at most chunkSize bytes and computes their
@@ -60,16 +136,8 @@ func Compile(s Schedule, chunkSize int) (*Plan, error) {
 	}
 	p := &Plan{Name: s.Name, Rank: s.Rank, Size: s.Size, ChunkSize: chunkSize,
 		sends: make([][]int32, s.Size), recvs: make([][]int32, s.Size)}
-	cells := map[cellKey]*cellState{}
+	var h hazards
 	deps := make([][]int32, 0, len(s.Steps))
-	addDep := func(list []int32, d int32) []int32 {
-		for _, x := range list {
-			if x == d {
-				return list
-			}
-		}
-		return append(list, d)
-	}
 	for si, st := range s.Steps {
 		if st.Peer < 0 || st.Peer >= s.Size || st.Peer == s.Rank {
 			return nil, fmt.Errorf("compile %s: rank %d step %d (%v): bad peer", s.Name, s.Rank, si, st)
@@ -81,31 +149,7 @@ func Compile(s Schedule, chunkSize int) (*Plan, error) {
 			b := min(a+chunkSize, st.Off+st.Len)
 			idx := int32(len(p.chunks))
 			p.chunks = append(p.chunks, chunk{kind: st.Kind, buf: st.Buf, peer: int32(st.Peer), off: a, len: b - a})
-			var d []int32
-			first, last := a/chunkSize, a/chunkSize
-			if b > a {
-				last = (b - 1) / chunkSize
-			}
-			for c := first; c <= last; c++ {
-				k := cellKey{st.Buf, c}
-				cs := cells[k]
-				if cs == nil {
-					cs = &cellState{writer: -1}
-					cells[k] = cs
-				}
-				if cs.writer >= 0 {
-					d = addDep(d, cs.writer)
-				}
-				if st.Kind == Send {
-					cs.readers = append(cs.readers, idx)
-				} else {
-					for _, r := range cs.readers {
-						d = addDep(d, r)
-					}
-					cs.writer = idx
-					cs.readers = cs.readers[:0]
-				}
-			}
+			d := h.access(st.Buf, a, b, st.Kind != Send, idx, nil)
 			deps = append(deps, d)
 			if st.Kind == Send {
 				p.sends[st.Peer] = append(p.sends[st.Peer], idx)
