@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,17 +33,20 @@ const (
 	ctlRecvs   = 4            // receive slots 0..3
 	ctlByeSlot = ctlRecvs     // send slot for ctlBye
 	ctlRefSlot = ctlRecvs + 1 // send slot for ctlRefused
+	ctlPingWR  = ctlRecvs + 2 // work request id of the keepalive
 	ctlBufLen  = 4096         // one page per endpoint
-	ctlPerConn = ctlRecvs + 2 // completions one connection can have queued
+	ctlPerConn = ctlRecvs + 3 // completions one connection can have queued
 	ctlCQMax   = 1 << 15      // device-wide control completion queue
 )
 
 type ctlPlane struct {
-	dev    *Device
-	hw     ibv.CQ
-	cap    int
-	file   *os.File
-	evDone chan struct{}
+	dev      *Device
+	hw       ibv.CQ
+	cap      int
+	file     *os.File
+	evDone   chan struct{}
+	stop     chan struct{} // closed by close: ends the keepalive ticker
+	tickDone chan struct{}
 
 	mu     sync.Mutex
 	closed bool
@@ -60,6 +64,9 @@ type ctlConn struct {
 	buf   []byte // transport.Alloc: outside the Go heap
 	mr    ibv.MR
 	sent  chan int // send slots whose completion arrived
+
+	live    atomic.Bool // connected; keepalives are sent
+	pinging bool        // a keepalive is in flight; guarded by ctlPlane.mu
 
 	closeOnce sync.Once
 }
@@ -87,7 +94,9 @@ func newCtlPlane(d *Device) (*ctlPlane, error) {
 		evDone: make(chan struct{}),
 		conns:  make(map[uint32]*ctlConn),
 	}
+	p.stop, p.tickDone = make(chan struct{}), make(chan struct{})
 	go p.serve()
+	go p.keepalive()
 	return p, nil
 }
 
@@ -131,6 +140,18 @@ func (p *ctlPlane) poll() {
 				continue
 			}
 			slot := int(w.WRID)
+			if slot == ctlPingWR {
+				c.pinging = false
+				if w.Status != ibv.WCSuccess {
+					p.dev.logf("verbs: %s: control queue pair %d: keepalive: %s", p.dev.name, c.qpn, ibv.StatusString(w.Status))
+				}
+				if w.Status != ibv.WCSuccess && c.live.Swap(false) {
+					if w.Status != ibv.WCWRFlushErr {
+						c.ep.peerLost(w.Status)
+					}
+				}
+				continue
+			}
 			if slot >= ctlRecvs {
 				select {
 				case c.sent <- slot:
@@ -169,7 +190,7 @@ func (p *ctlPlane) newConn(ep *endpoint) (*ctlConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	qp, err := d.pd.NewQP(p.hw, 2, ctlRecvs, ctlMsgLen)
+	qp, err := d.pd.NewQP(p.hw, 3, ctlRecvs, ctlMsgLen)
 	if err != nil {
 		transport.Free(buf)
 		return nil, err
@@ -183,7 +204,9 @@ func (p *ctlPlane) newConn(ep *endpoint) (*ctlConn, error) {
 		transport.Free(buf)
 		return nil, err
 	}
-	if err := qp.Init(d.port, 0); err != nil {
+	// Remote write for the peer's zero-length keepalive writes (no memory
+	// is exposed: the queue pair's memory regions grant no remote access).
+	if err := qp.Init(d.port, ibv.AccessRemoteWrite); err != nil {
 		return fail(err)
 	}
 	c.mr, err = d.pd.RegMR(addrOf(buf), len(buf), ibv.AccessLocalWrite)
@@ -250,6 +273,7 @@ func (c *ctlConn) close() {
 		p := c.plane
 		p.mu.Lock()
 		delete(p.conns, c.qpn)
+		c.live.Store(false)
 		p.mu.Unlock()
 		c.qp.Close()
 		c.mr.Dereg()
@@ -257,7 +281,46 @@ func (c *ctlConn) close() {
 	})
 }
 
+// keepaliveInterval is how often a connected control queue pair sends a
+// zero-length RDMA write to its peer. A peer that died without closing
+// (its queue pairs destroyed by its kernel, or its host gone) does not
+// acknowledge; after the retries (about half a second) the write fails and
+// the endpoint enters the error state with ErrLink and ErrPeerClosed, so
+// that pending receives do not wait forever.
+var keepaliveInterval = time.Second
+
+func (p *ctlPlane) keepalive() {
+	defer close(p.tickDone)
+	t := time.NewTicker(keepaliveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		for _, c := range p.conns {
+			if !c.live.Load() || c.pinging {
+				continue
+			}
+			if err := c.qp.PostSend(ibv.SendWR{WRID: ctlPingWR, Op: ibv.OpWrite}); err != nil {
+				p.dev.logf("verbs: %s: control queue pair %d: keepalive: %v", p.dev.name, c.qpn, err)
+				c.live.Store(false)
+				continue
+			}
+			c.pinging = true
+		}
+		p.mu.Unlock()
+	}
+}
+
+// connected starts keepalives on c.
+func (c *ctlConn) connected() { c.live.Store(true) }
+
 func (p *ctlPlane) close() error {
+	close(p.stop)
+	<-p.tickDone
 	p.mu.Lock()
 	p.closed = true
 	conns := make([]*ctlConn, 0, len(p.conns))

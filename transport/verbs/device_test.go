@@ -322,3 +322,37 @@ func TestQueueFull(t *testing.T) {
 	}
 	t.Logf("overflow: %v", err)
 }
+
+// kill destroys ep's queue pairs without telling the peer, as the kernel
+// does when a process dies.
+func kill(ep *endpoint) {
+	ep.mu.Lock()
+	ep.state = epClosed
+	if ep.cause == nil {
+		ep.cause = errors.New("killed by the test")
+	}
+	ep.mu.Unlock()
+	ep.cq.mu.Lock()
+	delete(ep.cq.eps, ep.qpn)
+	ep.cq.mu.Unlock()
+	ep.qp.Close()
+	ep.ctl.close()
+	ep.dev.forgetEndpoint(ep)
+}
+
+func TestPeerDied(t *testing.T) {
+	defer func(d time.Duration) { keepaliveInterval = d }(keepaliveInterval)
+	keepaliveInterval = 100 * time.Millisecond
+	p := newPair(t)
+	ra := register(t, p.da, alloc(t, 64), transport.AccessLocalWrite)
+	if err := p.a.PostRecv(1, ra, 0, 64); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	kill(p.b.(*endpoint))
+	c := waitN(t, p.qa, 1)[0]
+	if !errors.Is(c.Err, transport.ErrFlushed) || !errors.Is(c.Err, transport.ErrLink) || !errors.Is(c.Err, transport.ErrPeerClosed) {
+		t.Fatalf("pending receive %+v, want flushed with ErrLink and ErrPeerClosed", c)
+	}
+	t.Logf("dead peer noticed after %v: %v", time.Since(start), c.Err)
+}

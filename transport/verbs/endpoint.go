@@ -18,11 +18,12 @@ import (
 // Queue pair timing. The local ACK timeout is 4.096us * 2^qpTimeout (67 ms);
 // after qpRetry retransmissions a request fails with "transport retry
 // counter exceeded" (a dead peer or link is detected in about half a
-// second). rnrRetry 7 retries forever when the peer has no receive posted:
-// the contract lets a message wait for a receive.
+// second). qpRetry must stay below 7: rxe retries forever at 7. rnrRetry 7
+// retries forever when the peer has no receive posted: the contract lets a
+// message wait for a receive.
 const (
 	qpTimeout = 14
-	qpRetry   = 7
+	qpRetry   = 6
 	rnrRetry  = 7
 	// maxInline is the inline data size asked of the device for the data
 	// queue pairs: small sends and writes are copied into the work request.
@@ -212,6 +213,7 @@ func (ep *endpoint) Connect(ctx context.Context, remote []byte) error {
 		return fail(err)
 	}
 	ep.state, ep.peer, ep.mtu = epConnected, peer, mtu
+	ep.ctl.connected()
 	d.logf("verbs: %s port %d qpn %d -> peer qpn %d GID %s LID %d: path MTU %d (local active %d, peer active %d)",
 		d.name, d.port, ep.qpn, peer.QPN, peer.GID, peer.LID, mtu, d.pattr.ActiveMTU, peer.MTU)
 	return nil
@@ -469,6 +471,19 @@ func (ep *endpoint) takeRemoteError(out []transport.Completion) []transport.Comp
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	return ep.appendRemoteErrorLocked(out)
+}
+
+// peerLost is called by the control plane when a keepalive to the peer
+// failed: the peer died without closing, or the link is down.
+func (ep *endpoint) peerLost(status uint32) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.cause != nil || ep.state == epClosed {
+		return
+	}
+	ep.cause = fmt.Errorf("verbs %s qpn %d -> peer qpn %d: keepalive failed (%s): peer unreachable: %w: %w",
+		ep.dev.name, ep.qpn, ep.peer.QPN, ibv.StatusString(status), transport.ErrLink, transport.ErrPeerClosed)
+	ep.qp.SetError()
 }
 
 // peerClosed is called by the control plane when the peer said goodbye.
