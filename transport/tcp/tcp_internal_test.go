@@ -472,3 +472,30 @@ func TestWriteImmHeldUntilRecv(t *testing.T) {
 	transporttest.ExpectOK(t, cs[1], transport.OpWrite, 2, 32)
 	transporttest.ExpectBytes(t, "target", dst.Bytes(), src.Bytes())
 }
+
+// TestSameDeviceAndIPv6: two endpoints of one device connect to each
+// other, and a device advertising an IPv6 address works.
+func TestSameDeviceAndIPv6(t *testing.T) {
+	t.Run("same device", func(t *testing.T) {
+		d := newTestDevice(t)
+		t.Cleanup(func() { d.Close() })
+		p := &transporttest.Pair{DevA: d, DevB: d}
+		p.CQA, p.CQB = transporttest.NewCQ(t, d), transporttest.NewCQ(t, d)
+		p.A = transporttest.NewEndpoint(t, d, p.CQA)
+		p.B = transporttest.NewEndpoint(t, d, p.CQB)
+		transporttest.ConnectPair(t, p.A, p.B)
+		pingPong(t, p)
+	})
+	t.Run("ipv6", func(t *testing.T) {
+		l, err := net.Listen("tcp", "[::1]:0")
+		if err != nil {
+			t.Skipf("no IPv6 loopback: %v", err)
+		}
+		l.Close()
+		p := pairWith(t, func(o *Options) { o.ListenAddress = "[::1]:0" })
+		if a := p.DevA.(*Device).Addr(); !a.Addr().Is6() {
+			t.Fatalf("advertised %v", a)
+		}
+		pingPong(t, p)
+	})
+}
