@@ -175,6 +175,12 @@ done
 ip link set lo up
 $ipcmd
 rdma link add rxe0 type rxe netdev $netdev || echo "GOCCL-ERROR rdma link add rxe0 netdev $netdev"
+# The port turns ACTIVE once the netdev has carrier (at once on lo).
+i=0
+while ! grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null && [ \$i -lt 100 ]; do
+	sleep 0.1
+	i=\$((i + 1))
+done
 rdma link show
 ibv_devinfo -d rxe0 | grep -E 'hca_id|transport|state|active_mtu|link_layer' | sed 's/^/GOCCL-DEVINFO /'
 export HOME=/tmp TMPDIR=/tmp GOCCL_REQUIRE_VERBS=1 GOCCL_IB_HCA==rxe0

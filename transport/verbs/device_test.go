@@ -356,3 +356,62 @@ func TestPeerDied(t *testing.T) {
 	}
 	t.Logf("dead peer noticed after %v: %v", time.Since(start), c.Err)
 }
+
+// TestMTUAdvertisedSmaller connects two endpoints whose blobs advertise
+// half the port's active MTU (as a peer on a port with a smaller MTU does):
+// both sides must use it as the path MTU, and multi-packet transfers must
+// arrive intact.
+func TestMTUAdvertisedSmaller(t *testing.T) {
+	da, db := openDevice(t), openDevice(t)
+	small := da.ActiveMTU() / 2
+	if small < 256 {
+		t.Skipf("active MTU %d: nothing smaller to negotiate", da.ActiveMTU())
+	}
+	qa, _ := da.NewCompletionQueue(64)
+	qb, _ := db.NewCompletionQueue(64)
+	a, _ := da.NewEndpoint(qa)
+	b, _ := db.NewEndpoint(qb)
+	shrink := func(blob []byte) []byte {
+		ad, err := decodeAddress(blob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ad.MTU = small
+		return ad.encode()
+	}
+	ctx := context.Background()
+	if err := a.Connect(ctx, shrink(b.LocalAddress())); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Connect(ctx, shrink(a.LocalAddress())); err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range []transport.Endpoint{a, b} {
+		if got := ep.(*endpoint).PathMTU(); got != small {
+			t.Fatalf("path MTU %d, want %d", got, small)
+		}
+	}
+	const n = 100<<10 + 7
+	src, dst := alloc(t, n), alloc(t, n)
+	for i := range src {
+		src[i] = byte(i * 13)
+	}
+	rs := register(t, da, src, 0)
+	rd := register(t, db, dst, transport.AccessAll)
+	if err := b.PostRecv(1, rd, 0, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PostSend(2, rs, 0, n); err != nil {
+		t.Fatal(err)
+	}
+	if c := waitN(t, qb, 1)[0]; c.Err != nil || c.Bytes != n || !bytes.Equal(dst, src) {
+		t.Fatalf("send of %d bytes at path MTU %d: %+v", n, small, c)
+	}
+	clear(dst)
+	if err := a.PostWrite(3, rs, 0, n, rd.Remote(), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := waitN(t, qa, 2)[1]; c.Err != nil || !bytes.Equal(dst, src) {
+		t.Fatalf("write of %d bytes at path MTU %d: %+v", n, small, c)
+	}
+}
