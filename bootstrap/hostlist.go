@@ -130,3 +130,8 @@ func parseTasksPerNode(s string) ([]int, error) {
 	}
 	return out, nil
 }
+
+// ExpandHostlist expands a Slurm host list such as "n[0-3,7],gpu[01-02]-a"
+// into host names in order, keeping zero padding, as `scontrol show
+// hostnames` does. Launchers use it to find the node of task 0.
+func ExpandHostlist(s string) ([]string, error) { return expandHostlist(s) }

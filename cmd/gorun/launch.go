@@ -3,16 +3,13 @@ package main
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
-	"strconv"
-	"strings"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -24,257 +21,310 @@ import (
 // their process groups were killed, for the last output to arrive.
 const outputDrain = 2 * time.Second
 
+// exitTimeout is gorun's status when --timeout stopped the job.
+const exitTimeout = 124
+
+// config is a validated command line.
 type config struct {
-	n     int
-	grace time.Duration
-	prog  string
-	args  []string
+	n             int
+	hosts         []host // nil: every rank on this host
+	srun          bool   // start the ranks with srun
+	oversubscribe bool
+	grace         time.Duration
+	timeout       time.Duration // 0: none
+	prog          string
+	args          []string
+	exports       []kv // -x
+	sshCmd        []string
+	srunCmd       []string
+	bootstrapAddr string
+	timestamp     bool
+	outputDir     string
+	overcommit    bool // srun --overcommit
 }
 
-// rank is one started process.
-type rank struct {
-	id    int
-	cmd   *exec.Cmd
-	pid   int
-	pipes []*os.File // read ends of its stdout and stderr
-	done  bool
-}
+// job is a launch in progress.
+type job struct {
+	cfg   config
+	out   *output
+	procs []*proc
+	pumps sync.WaitGroup
+	exits chan exit
 
-// exit is what a rank's Wait reported.
-type exit struct {
-	rank  int
-	state *os.ProcessState
-	err   error
+	srunMu   sync.Mutex
+	srunFail *srunFailure // the first task failure srun reported
 }
 
 func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
-	out := &lineWriter{stdout: stdout, stderr: stderr}
-	logf := func(format string, a ...any) {
-		out.writeLine(stderr, []byte("gorun: "+fmt.Sprintf(format, a...)+"\n"))
+	j := &job{cfg: cfg, out: newOutput(stdout, stderr, cfg.timestamp)}
+	if cfg.outputDir != "" {
+		if err := j.out.openFiles(cfg.outputDir, cfg.n); err != nil {
+			j.out.logf("%v", err)
+			return 1
+		}
+		defer j.out.closeFiles()
 	}
-
-	secret := bootstrap.NewSecret()
-	srv, err := bootstrap.NewServer("127.0.0.1:0", secret,
-		bootstrap.WithLogger(slog.New(slog.NewTextHandler(logWriter{out}, nil))))
+	self, _ := os.Hostname()
+	if self == "" {
+		self = "localhost"
+	}
+	hosts, resolve := cfg.hosts, resolver(lookupIP)
+	switch {
+	case cfg.srun:
+		var err error
+		if hosts, err = slurmNodes(os.LookupEnv); err != nil {
+			j.out.logf("%v", err)
+			return 1
+		}
+		markLocal(hosts)
+		resolve = slurmResolve
+	case hosts == nil:
+		hosts = []host{{name: self, slots: cfg.n, local: true}}
+	default:
+		markLocal(hosts)
+	}
+	var places []placement
+	if !cfg.srun {
+		var err error
+		if places, err = place(hosts, cfg.n, cfg.oversubscribe); err != nil {
+			j.out.logf("%v", err)
+			return 2
+		}
+	}
+	plan, err := planStore(cfg.bootstrapAddr, hosts, resolve)
 	if err != nil {
-		logf("%v", err)
+		j.out.logf("%v", err)
+		return 1
+	}
+	secret := bootstrap.NewSecret()
+	secretHex := hex.EncodeToString(secret)
+	srv, err := bootstrap.NewServer(plan.listen, secret,
+		bootstrap.WithLogger(slog.New(slog.NewTextHandler(logWriter{j.out}, nil))))
+	if err != nil {
+		j.out.logf("bootstrap store on %s: %v", plan.listen, err)
 		return 1
 	}
 	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Addr())
+	storeFor := func(h int) string { return net.JoinHostPort(plan.dial[h], port) }
 	masterPort, err := freePort()
 	if err != nil {
-		logf("pick MASTER_PORT: %v", err)
+		j.out.logf("pick MASTER_PORT: %v", err)
 		return 1
 	}
-	// Catch signals before any rank exists, so none is lost.
-	sigc := make(chan os.Signal, 2)
-	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigc)
+	dir, err := os.Getwd()
+	if err != nil {
+		j.out.logf("working directory: %v", err)
+		return 1
+	}
+	prog := cfg.prog
+	if p, err := exec.LookPath(prog); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			prog = abs
+		}
+	}
+	argv := append([]string{prog}, cfg.args...)
 
-	ranks := make([]*rank, 0, cfg.n)
-	var pumps sync.WaitGroup
-	exits := make(chan exit, cfg.n)
+	sig := notifySignals()
+	defer sig.stop()
+	j.exits = make(chan exit, cfg.n)
+	startErr := func(what string, err error) int {
+		j.out.logf("start %s: %v", what, err)
+		for _, p := range j.procs {
+			p.signal(syscall.SIGKILL)
+		}
+		for range j.procs {
+			<-j.exits
+		}
+		j.finish()
+		return 1
+	}
 	base := os.Environ()
-	for i := range cfg.n {
-		env := rankEnv(base, i, cfg.n, srv.Addr(), secret, masterPort)
-		r, err := start(cfg, i, env, out, &pumps)
+	if cfg.srun {
+		exe, err := os.Executable()
 		if err != nil {
-			logf("start rank %d: %v", i, err)
-			for _, r := range ranks {
-				signalGroup(r, syscall.SIGKILL)
-			}
-			for range ranks {
-				<-exits
-			}
-			finish(ranks, &pumps)
-			return 1
+			return startErr("srun", err)
 		}
-		ranks = append(ranks, r)
-		go func() {
-			err := r.cmd.Wait()
-			exits <- exit{rank: r.id, state: r.cmd.ProcessState, err: err}
-		}()
+		all := make([]int, cfg.n)
+		for i := range all {
+			all[i] = i
+		}
+		p := &proc{kind: kindSrun, ranks: all}
+		p.cmd = exec.Command(cfg.srunCmd[0], srunArgv(cfg.srunCmd[1:], cfg.n, cfg.overcommit, dir, exe, argv)...)
+		p.cmd.Env = srunEnv(base, cfg.exports, storeFor(0), secretHex, masterPort)
+		if err := p.start(j.out, &j.pumps, nil, j.srunLine); err != nil {
+			return startErr("srun", err)
+		}
+		j.procs = append(j.procs, p)
+		go p.wait(j.exits)
+	} else {
+		master := hosts[places[0].host].name
+		if hosts[places[0].host].local {
+			master = plan.dial[places[0].host]
+		}
+		for _, pl := range places {
+			h := hosts[pl.host]
+			vars := rankVars(pl, cfg.n, storeFor(pl.host), secretHex, master, masterPort)
+			p := &proc{ranks: []int{pl.rank}, host: h.name}
+			var stdin []byte
+			if h.local {
+				p.kind = kindLocal
+				p.host = self
+				p.cmd = exec.Command(prog, cfg.args...)
+				p.cmd.Env = mergeEnv(base, cfg.exports, vars)
+			} else {
+				p.kind = kindSSH
+				ssh := sshArgv(cfg.sshCmd, h.name, cfg.grace, dir, argv)
+				p.cmd = exec.Command(ssh[0], ssh[1:]...)
+				stdin = envBlock(remoteEnv(base, cfg.exports, vars))
+			}
+			if err := p.start(j.out, &j.pumps, stdin, nil); err != nil {
+				return startErr(fmt.Sprintf("rank %d", pl.rank), err)
+			}
+			j.procs = append(j.procs, p)
+			go p.wait(j.exits)
+		}
 	}
+	return j.supervise(ctx, sig)
+}
 
+// srunLine handles a line srun wrote itself: it is shown on stderr, and
+// the first task failure it reports is kept for the summary.
+func (j *job) srunLine(line []byte) {
+	if f, ok := parseSrunError(line); ok {
+		j.srunMu.Lock()
+		if j.srunFail == nil {
+			j.srunFail = &f
+		}
+		j.srunMu.Unlock()
+	}
+	if len(line) > 0 && line[len(line)-1] != '\n' {
+		line = append(line, '\n')
+	}
+	j.out.writeStderr(line)
+}
+
+// supervise waits for every proc. The first failure, a signal to gorun,
+// ctx's end or the timeout stops the others: the signal (or SIGTERM) at
+// once, SIGKILL after the grace period. It returns gorun's exit status.
+func (j *job) supervise(ctx context.Context, sig *signals) int {
 	var (
-		cause    string    // the first rank failure
-		gotSig   os.Signal // the first signal gorun received
+		failure  *exit    // the first proc that failed
+		gotSig   syscall.Signal
+		timedOut []*proc  // the procs still running when the timeout hit
 		killTime <-chan time.Time
+		timeout  <-chan time.Time
 		ctxDone  = ctx.Done()
+		stopping bool
 	)
-	stopAll := func(sig syscall.Signal) {
-		for _, r := range ranks {
-			if !r.done {
-				signalGroup(r, sig)
+	if j.cfg.timeout > 0 {
+		t := time.NewTimer(j.cfg.timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	stopAll := func(s syscall.Signal) {
+		for _, p := range j.procs {
+			if !p.done {
+				p.signal(s)
 			}
 		}
+		if s != syscall.SIGKILL && killTime == nil {
+			killTime = time.After(j.cfg.grace)
+		}
+		stopping = true
 	}
-	for running := len(ranks); running > 0; {
+	for running := len(j.procs); running > 0; {
 		select {
-		case e := <-exits:
+		case e := <-j.exits:
 			running--
-			ranks[e.rank].done = true
-			if failed(e) && cause == "" {
-				cause = describe(ranks[e.rank], e)
+			e.p.done = true
+			if failed(e) && failure == nil && !stopping {
+				failure = &e
 				if running > 0 {
 					stopAll(syscall.SIGTERM)
-					killTime = time.After(cfg.grace)
 				}
 			}
-		case s := <-sigc:
-			if gotSig != nil {
+		case s := <-sig.c:
+			if gotSig != 0 {
 				stopAll(syscall.SIGKILL)
 				continue
 			}
 			gotSig = s
-			stopAll(s.(syscall.Signal))
+			stopAll(s)
 		case <-ctxDone:
 			ctxDone = nil
-			if gotSig == nil {
+			if gotSig == 0 {
 				gotSig = syscall.SIGTERM
 				stopAll(syscall.SIGTERM)
-				killTime = time.After(cfg.grace)
+			}
+		case <-timeout:
+			timeout = nil
+			if !stopping {
+				for _, p := range j.procs {
+					if !p.done {
+						timedOut = append(timedOut, p)
+					}
+				}
+				stopAll(syscall.SIGTERM)
 			}
 		case <-killTime:
 			stopAll(syscall.SIGKILL)
 		}
 	}
-	finish(ranks, &pumps)
+	j.finish()
 
 	switch {
-	case gotSig != nil:
-		sig := gotSig.(syscall.Signal)
-		logf("stopped by signal: %v", sig)
-		return 128 + int(sig)
-	case cause != "":
-		logf("%s", cause)
-		return 1
+	case gotSig != 0:
+		j.out.logf("stopped by signal: %v", gotSig)
+		return 128 + int(gotSig)
+	case timedOut != nil:
+		j.out.logf("timed out after %v; ranks still running: %s", j.cfg.timeout, rankList(timedOut))
+		return exitTimeout
+	case failure != nil:
+		j.srunMu.Lock()
+		cause, code := failure.p.describe(*failure, j.srunFail)
+		j.srunMu.Unlock()
+		j.out.logf("%s", cause)
+		if code == 0 {
+			code = 1
+		}
+		return code
 	}
 	return 0
 }
 
-// rankEnv is base with the launcher variables of rank i set (replacing any
-// inherited values).
-func rankEnv(base []string, i, n int, storeAddr string, secret []byte, masterPort int) []string {
-	vars := [][2]string{
-		{"GOCCL_RANK", strconv.Itoa(i)},
-		{"GOCCL_SIZE", strconv.Itoa(n)},
-		{"GOCCL_LOCAL_RANK", strconv.Itoa(i)},
-		{"GOCCL_LOCAL_SIZE", strconv.Itoa(n)},
-		{"GOCCL_BOOTSTRAP", storeAddr},
-		{"GOCCL_SECRET", hex.EncodeToString(secret)},
-		{"RANK", strconv.Itoa(i)},
-		{"WORLD_SIZE", strconv.Itoa(n)},
-		{"LOCAL_RANK", strconv.Itoa(i)},
-		{"LOCAL_WORLD_SIZE", strconv.Itoa(n)},
-		{"MASTER_ADDR", "127.0.0.1"},
-		{"MASTER_PORT", strconv.Itoa(masterPort)},
-	}
-	set := make(map[string]bool, len(vars))
-	for _, kv := range vars {
-		set[kv[0]] = true
-	}
-	env := make([]string, 0, len(base)+len(vars))
-	for _, e := range base {
-		k, _, _ := strings.Cut(e, "=")
-		if !set[k] {
-			env = append(env, e)
+// finish kills whatever the ranks left behind (their process groups; a
+// remote rank's wrapper does the same when its control channel closes),
+// then waits (bounded) for their output to drain.
+func (j *job) finish() {
+	for _, p := range j.procs {
+		if p.kind == kindSSH {
+			p.sendControl(syscall.SIGKILL) // closes the channel
 		}
-	}
-	for _, kv := range vars {
-		env = append(env, kv[0]+"="+kv[1])
-	}
-	return env
-}
-
-// start starts one rank with its output pumped through out.
-func start(cfg config, i int, env []string, out *lineWriter, pumps *sync.WaitGroup) (*rank, error) {
-	cmd := exec.Command(cfg.prog, cfg.args...)
-	cmd.Env = env
-	cmd.SysProcAttr = procAttr()
-	r := &rank{id: i, cmd: cmd}
-	var writeEnds []*os.File
-	defer func() {
-		for _, f := range writeEnds {
-			f.Close()
-		}
-	}()
-	for range 2 { // stdout, stderr
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			for _, f := range r.pipes {
-				f.Close()
-			}
-			return nil, err
-		}
-		r.pipes = append(r.pipes, pr)
-		writeEnds = append(writeEnds, pw)
-	}
-	cmd.Stdout, cmd.Stderr = writeEnds[0], writeEnds[1]
-	if err := cmd.Start(); err != nil {
-		for _, f := range r.pipes {
-			f.Close()
-		}
-		return nil, err
-	}
-	r.pid = cmd.Process.Pid
-	for k, dst := range []io.Writer{out.stdout, out.stderr} {
-		pumps.Add(1)
-		go func() {
-			defer pumps.Done()
-			out.pump(i, r.pipes[k], dst)
-		}()
-	}
-	return r, nil
-}
-
-// finish kills whatever the ranks left in their process groups, then waits
-// (bounded) for their output to drain.
-func finish(ranks []*rank, pumps *sync.WaitGroup) {
-	for _, r := range ranks {
-		signalGroup(r, syscall.SIGKILL)
+		p.signalGroup(syscall.SIGKILL)
 	}
 	drained := make(chan struct{})
-	go func() { pumps.Wait(); close(drained) }()
+	go func() { j.pumps.Wait(); close(drained) }()
 	select {
 	case <-drained:
 	case <-time.After(outputDrain):
 		// A process outside the groups holds a pipe open; stop reading.
-		for _, r := range ranks {
-			for _, f := range r.pipes {
+		for _, p := range j.procs {
+			for _, f := range p.pipes {
 				f.Close()
 			}
 		}
 		<-drained
 	}
-	for _, r := range ranks {
-		for _, f := range r.pipes {
+	for _, p := range j.procs {
+		for _, f := range p.pipes {
 			f.Close()
 		}
 	}
 }
 
-// signalGroup signals a rank's process group (ignoring a group that is
-// already gone).
-func signalGroup(r *rank, sig syscall.Signal) {
-	if err := syscall.Kill(-r.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		_ = r.cmd.Process.Signal(sig)
-	}
-}
-
 func failed(e exit) bool {
 	return e.state == nil || !e.state.Success()
-}
-
-// describe says why a rank failed, in one line without "gorun: ".
-func describe(r *rank, e exit) string {
-	if e.state == nil {
-		return fmt.Sprintf("rank %d (pid %d): %v", r.id, r.pid, e.err)
-	}
-	if ws, ok := e.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return fmt.Sprintf("rank %d (pid %d) killed by signal: %v", r.id, r.pid, ws.Signal())
-	}
-	return fmt.Sprintf("rank %d (pid %d) exited with status %d", r.id, r.pid, e.state.ExitCode())
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.

@@ -1,44 +1,3 @@
-// Command gorun starts the ranks of a goccl program on this host.
-//
-// Usage:
-//
-//	gorun [-grace D] -n N prog [args...]
-//
-// gorun runs N copies of prog, the ranks 0..N-1, and gives each the
-// environment that goccl's bootstrap package reads:
-//
-//	GOCCL_RANK, GOCCL_SIZE             this rank and the number of ranks
-//	GOCCL_LOCAL_RANK, GOCCL_LOCAL_SIZE the same, counted on this host
-//	GOCCL_BOOTSTRAP                    host:port of the store gorun hosts
-//	GOCCL_SECRET                       hex secret that admits a rank to the store
-//
-// and, so that torchrun-style programs work unchanged, RANK, WORLD_SIZE,
-// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR (127.0.0.1) and MASTER_PORT. The
-// store listens on 127.0.0.1 on a free port with a fresh random secret.
-// MASTER_PORT is a second free port, not the store's, so that a program
-// whose rank 0 binds MASTER_PORT itself (as torch.distributed does) can.
-//
-// Every line a rank writes to its standard output or standard error is
-// copied to gorun's, prefixed with "[rank] ". Lines are never interleaved;
-// a line longer than 64 KiB is split.
-//
-// When a rank exits with a non-zero status or is killed by a signal, gorun
-// stops the others: SIGTERM to each rank's process group (every rank runs in
-// its own, so its children are stopped too), then SIGKILL after the grace
-// period (-grace, default 3s). It then prints one line naming the first
-// rank that failed and why, for example
-//
-//	gorun: rank 2 (pid 1234) killed by signal: killed
-//
-// and exits 1. SIGINT and SIGTERM sent to gorun are forwarded to every rank;
-// a second one kills them. gorun then exits 128 + the signal number. gorun
-// exits 0 only when every rank exited 0. Wrong usage exits 2.
-//
-// When all ranks have exited, whatever they left running in their process
-// groups is killed.
-//
-// gorun may import the standard library, golang.org/x/sys and goccl's
-// bootstrap package.
 package main
 
 import (
@@ -48,58 +7,153 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 )
 
-func main() { os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) }
-
-const usage = `usage: gorun [-grace D] -n N prog [args...]
-
-Runs N ranks of prog on this host with the environment goccl's bootstrap
-reads (GOCCL_RANK, GOCCL_SIZE, ...; RANK, WORLD_SIZE, MASTER_ADDR, ... for
-torchrun-style programs). Output lines are prefixed with "[rank] ". If a rank
-fails, the others are stopped and gorun exits non-zero.
-
-flags:
-  -n N       number of ranks (1-4096, required)
-  -grace D   time between SIGTERM and SIGKILL when stopping ranks (default 3s)
-  -h         show this help
-`
+func main() {
+	if os.Getenv(shimEnv) != "" {
+		os.Exit(shim(os.Args[1:]))
+	}
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
 
 const maxRanks = 4096
 
-// run is gorun's main, testable: it returns the exit code.
+// run is gorun's main, testable: it returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, code := parseArgs(args, os.LookupEnv, stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	return launch(ctx, cfg, stdout, stderr)
+}
+
+// parseArgs turns the command line into a config. A status >= 0 means
+// gorun is done: 0 after --help, 2 after wrong usage (the message is on
+// stderr).
+func parseArgs(args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) (config, int) {
 	fs := flag.NewFlagSet("gorun", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	var cfg config
+	var exportErr error
 	n := fs.Int("n", 0, "")
-	grace := fs.Duration("grace", 3*time.Second, "")
+	hostList := fs.String("H", "", "")
+	hostfile := fs.String("hostfile", "", "")
+	fs.BoolVar(&cfg.oversubscribe, "oversubscribe", false, "")
+	fs.Func("x", "", func(s string) error {
+		e, err := parseExport(s, lookup)
+		if err != nil && exportErr == nil {
+			exportErr = err
+		}
+		cfg.exports = append(cfg.exports, e)
+		return nil
+	})
+	sshCmd := fs.String("ssh", envOr(lookup, "GORUN_SSH", defaultSSH), "")
+	srunCmd := fs.String("srun", envOr(lookup, "GORUN_SRUN", "srun"), "")
+	launcher := fs.String("launcher", "auto", "")
+	fs.StringVar(&cfg.bootstrapAddr, "bootstrap-addr", "", "")
+	fs.BoolVar(&cfg.timestamp, "timestamp", false, "")
+	fs.StringVar(&cfg.outputDir, "output-dir", "", "")
+	fs.DurationVar(&cfg.timeout, "timeout", 0, "")
+	fs.DurationVar(&cfg.grace, "grace", 3*time.Second, "")
+	bad := func(format string, a ...any) (config, int) {
+		fmt.Fprintf(stderr, "gorun: "+format+"\n", a...)
+		fmt.Fprint(stderr, usageLine)
+		return config{}, 2
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, usage)
-			return 0
+			fmt.Fprint(stdout, manual)
+			return config{}, 0
 		}
-		fmt.Fprintf(stderr, "gorun: %v\n", err)
-		fmt.Fprint(stderr, usage)
-		return 2
+		return bad("%v", err)
 	}
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
+		fmt.Fprint(stderr, usageLine)
+		return config{}, 2
 	}
-	bad := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "gorun: "+format+"\n", a...)
-		fmt.Fprint(stderr, usage)
-		return 2
+	if exportErr != nil {
+		return bad("%v", exportErr)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["H"] && set["hostfile"] {
+		return bad("give -H or --hostfile, not both")
+	}
+	if set["H"] {
+		hosts, err := parseHostList(*hostList)
+		if err != nil {
+			return bad("%v", err)
+		}
+		cfg.hosts = hosts
+	}
+	if set["hostfile"] {
+		f, err := os.Open(*hostfile)
+		if err != nil {
+			return bad("--hostfile: %v", err)
+		}
+		hosts, err := parseHostfile(*hostfile, f)
+		f.Close()
+		if err != nil {
+			return bad("--hostfile: %v", err)
+		}
+		cfg.hosts = hosts
+	}
+	switch *launcher {
+	case "auto":
+		cfg.srun = cfg.hosts == nil && inSlurm(lookup)
+	case "ssh":
+	case "srun":
+		if cfg.hosts != nil {
+			return bad("--launcher srun places ranks itself: drop -H or --hostfile")
+		}
+		cfg.srun = true
+	default:
+		return bad("--launcher %q: want auto, ssh or srun", *launcher)
+	}
+	cfg.n = *n
+	if !set["n"] {
+		switch {
+		case cfg.hosts != nil:
+			cfg.n = totalSlots(cfg.hosts)
+		case cfg.srun:
+			cfg.n = slurmDefaultRanks(lookup)
+		}
+	}
+	if cfg.sshCmd = strings.Fields(*sshCmd); len(cfg.sshCmd) == 0 {
+		return bad("--ssh is empty")
+	}
+	if cfg.srunCmd = strings.Fields(*srunCmd); len(cfg.srunCmd) == 0 {
+		return bad("--srun is empty")
 	}
 	switch {
-	case *n < 1 || *n > maxRanks:
-		return bad("-n must be between 1 and %d, got %d", maxRanks, *n)
-	case *grace < 0:
-		return bad("-grace must not be negative, got %v", *grace)
+	case !set["n"] && cfg.n == 0:
+		return bad("-n is required (or -H, --hostfile, or a Slurm allocation)")
+	case cfg.n < 1 || cfg.n > maxRanks:
+		return bad("-n must be between 1 and %d, got %d", maxRanks, cfg.n)
+	case cfg.hosts != nil && cfg.n > totalSlots(cfg.hosts) && !cfg.oversubscribe:
+		return bad("%d ranks asked for but the hosts have %d slots (give fewer ranks, more slots, or --oversubscribe)", cfg.n, totalSlots(cfg.hosts))
+	case cfg.grace < 0:
+		return bad("--grace must not be negative, got %v", cfg.grace)
+	case cfg.timeout < 0:
+		return bad("--timeout must not be negative, got %v", cfg.timeout)
 	case fs.NArg() == 0:
 		return bad("no program given")
 	}
-	return launch(ctx, config{n: *n, grace: *grace, prog: fs.Arg(0), args: fs.Args()[1:]}, stdout, stderr)
+	if cfg.srun {
+		if cpus := slurmCPUs(lookup); cpus > 0 && cfg.n > cpus {
+			cfg.overcommit = true
+		}
+	}
+	cfg.prog, cfg.args = fs.Arg(0), fs.Args()[1:]
+	return cfg, -1
+}
+
+func envOr(lookup func(string) (string, bool), name, def string) string {
+	if v, ok := lookup(name); ok && v != "" {
+		return v
+	}
+	return def
 }
