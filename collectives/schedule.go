@@ -84,6 +84,27 @@ type Schedule struct {
 	Steps []Step
 	// ScratchBytes is the size of BufScratch the steps use.
 	ScratchBytes int
+	// Pre are local copies the rank makes, in order, before any of its
+	// steps starts: an out-of-place collective's own block (BufInput to
+	// BufData), or packing into BufScratch. They never overlap each other.
+	// Schedules of in-place collectives have none.
+	Pre []Copy
+}
+
+// Copy is a local copy of Len bytes from Src[SrcOff:] to Dst[DstOff:]. Dst
+// is never BufInput.
+type Copy struct {
+	Src    Buf
+	SrcOff int
+	Dst    Buf
+	DstOff int
+	Len    int
+}
+
+func (s *Schedule) copyPre(src Buf, srcOff int, dst Buf, dstOff, n int) {
+	if n > 0 {
+		s.Pre = append(s.Pre, Copy{Src: src, SrcOff: srcOff, Dst: dst, DstOff: dstOff, Len: n})
+	}
 }
 
 func (s *Schedule) add(k Kind, peer int, buf Buf, off, n int) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"testing"
 )
 
 // sim runs the plans of all ranks of one collective with no network: each
@@ -135,3 +136,404 @@ func (s *sim) run() error {
 }
 
 func popcount(x uint64) int { return bits.OnesCount64(x) }
+
+// xsim is the simulator for every collective: like sim, but each element of
+// each buffer (BufData, BufInput, BufScratch) holds an expression, so a
+// test can check exactly what ends where:
+//
+//   - an atom names where an element came from (origin rank, buffer and
+//     element index): gather, scatter, alltoall and allgather must deliver
+//     exactly the right atoms to the right places;
+//   - a reduction is a tree of atoms, interned so that two trees are the
+//     same id if and only if they are equal up to swapping the operands of
+//     a node (a+b == b+a bitwise in IEEE arithmetic, but (a+b)+c is not
+//     a+(b+c)): allreduce must leave the same id on every rank.
+//
+// It also runs the schedules' Pre copies, checks that every step stays
+// inside its buffer (BufScratch is Schedule.ScratchBytes long), that no
+// step writes BufInput, that no data step is empty, that a reduction
+// combines the same element of the same buffer of disjoint sets of ranks
+// and never an undefined value, and, when slots > 0, it models the
+// executor's credits: at most slots chunks in flight from one rank to a
+// peer until the peer consumes them.
+type xsim struct {
+	scheds []Schedule
+	plans  []*Plan
+	elem   int
+	slots  int
+	bufs   [][NumBufs][]uint32 // per rank, per buffer, per element: expression id
+	know   []uint64
+	ex     *exprs
+	queues [][]xmsg // per from*size+to
+	rng    *rand.Rand
+}
+
+type xmsg struct {
+	vals []uint32
+	know uint64
+	n    int
+}
+
+// exprs interns expressions; id 0 is "undefined".
+type exprs struct {
+	nodes []exprNode
+	atoms map[atomKey]uint32
+	pairs map[[2]uint32]uint32
+}
+
+type atomKey struct {
+	rank int
+	buf  Buf
+	idx  int
+}
+
+type exprNode struct {
+	leaves uint64 // ranks whose inputs the value combines
+	buf    Buf    // buffer and element index of the inputs
+	idx    int
+	atom   bool
+	rank   int    // atoms: origin rank
+	a, b   uint32 // reductions: operands, a <= b
+}
+
+func newExprs() *exprs {
+	return &exprs{nodes: make([]exprNode, 1), atoms: map[atomKey]uint32{}, pairs: map[[2]uint32]uint32{}}
+}
+
+func (e *exprs) atom(rank int, buf Buf, idx int) uint32 {
+	k := atomKey{rank, buf, idx}
+	if id, ok := e.atoms[k]; ok {
+		return id
+	}
+	id := uint32(len(e.nodes))
+	e.nodes = append(e.nodes, exprNode{leaves: 1 << rank, buf: buf, idx: idx, atom: true, rank: rank})
+	e.atoms[k] = id
+	return id
+}
+
+func (e *exprs) reduce(x, y uint32) (uint32, error) {
+	if x == 0 || y == 0 {
+		return 0, fmt.Errorf("reduces an undefined value")
+	}
+	nx, ny := e.nodes[x], e.nodes[y]
+	if nx.buf != ny.buf || nx.idx != ny.idx {
+		return 0, fmt.Errorf("reduces element %d of buffer %d with element %d of buffer %d", nx.idx, nx.buf, ny.idx, ny.buf)
+	}
+	if nx.leaves&ny.leaves != 0 {
+		return 0, fmt.Errorf("input of ranks %b reduced twice", nx.leaves&ny.leaves)
+	}
+	if x > y {
+		x, y = y, x
+	}
+	k := [2]uint32{x, y}
+	if id, ok := e.pairs[k]; ok {
+		return id, nil
+	}
+	id := uint32(len(e.nodes))
+	e.nodes = append(e.nodes, exprNode{leaves: nx.leaves | ny.leaves, buf: nx.buf, idx: nx.idx, a: x, b: y})
+	e.pairs[k] = id
+	return id, nil
+}
+
+// String writes an expression out, for failure messages.
+func (e *exprs) String(id uint32) string {
+	if id == 0 {
+		return "undef"
+	}
+	n := e.nodes[id]
+	if n.atom {
+		return fmt.Sprintf("r%d.b%d[%d]", n.rank, n.buf, n.idx)
+	}
+	return "(" + e.String(n.a) + "+" + e.String(n.b) + ")"
+}
+
+// newXsim takes every rank's schedule and plan and allocates its buffers: dataElems(r) and inputElems(r) elements of BufData and BufInput,
+// and Schedule.ScratchBytes of BufScratch. Every element starts undefined.
+func newXsim(scheds []Schedule, plans []*Plan, elem int, dataElems, inputElems func(r int) int, slots int, seed uint64, ex *exprs) (*xsim, error) {
+	n := len(scheds)
+	s := &xsim{scheds: scheds, elem: elem, slots: slots, ex: ex,
+		bufs: make([][NumBufs][]uint32, n), know: make([]uint64, n),
+		queues: make([][]xmsg, n*n), rng: rand.New(rand.NewPCG(seed, 11))}
+	for r, sc := range scheds {
+		if sc.Rank != r || sc.Size != n {
+			return nil, fmt.Errorf("rank %d: schedule says rank %d of %d", r, sc.Rank, sc.Size)
+		}
+		if sc.ScratchBytes%elem != 0 || sc.ScratchBytes < 0 {
+			return nil, fmt.Errorf("rank %d: scratch of %d bytes is not whole elements", r, sc.ScratchBytes)
+		}
+		s.bufs[r][BufData] = make([]uint32, dataElems(r))
+		s.bufs[r][BufInput] = make([]uint32, inputElems(r))
+		s.bufs[r][BufScratch] = make([]uint32, sc.ScratchBytes/elem)
+		s.know[r] = 1 << r
+		inside := func(buf Buf, off, l int) bool {
+			if buf == BufToken {
+				return l == 0
+			}
+			return buf < BufToken && off >= 0 && l >= 0 && off%elem == 0 && l%elem == 0 && off+l <= len(s.bufs[r][buf])*elem
+		}
+		for i, st := range sc.Steps {
+			if !inside(st.Buf, st.Off, st.Len) {
+				return nil, fmt.Errorf("rank %d step %d (%v): outside its buffer or not whole elements", r, i, st)
+			}
+			if st.Len == 0 && st.Buf != BufToken {
+				return nil, fmt.Errorf("rank %d step %d (%v): empty data message", r, i, st)
+			}
+			if st.Kind != Send && st.Buf == BufInput {
+				return nil, fmt.Errorf("rank %d step %d (%v): writes the input buffer", r, i, st)
+			}
+		}
+		for i, c := range sc.Pre {
+			if !inside(c.Src, c.SrcOff, c.Len) || !inside(c.Dst, c.DstOff, c.Len) || c.Dst == BufInput || c.Dst == BufToken {
+				return nil, fmt.Errorf("rank %d pre-copy %d (%+v): bad range", r, i, c)
+			}
+		}
+	}
+	s.plans = plans
+	return s, nil
+}
+
+// fill makes every element of rank r's buf an atom of its own.
+func (s *xsim) fill(r int, buf Buf) {
+	for i := range s.bufs[r][buf] {
+		s.bufs[r][buf][i] = s.ex.atom(r, buf, i)
+	}
+}
+
+func (s *xsim) elems(r int, buf Buf, off, n int) []uint32 {
+	return s.bufs[r][buf][off/s.elem : (off+n)/s.elem]
+}
+
+func (s *xsim) run() error {
+	n := len(s.plans)
+	for r, sc := range s.scheds {
+		for _, c := range sc.Pre {
+			copy(s.elems(r, c.Dst, c.DstOff, c.Len), s.elems(r, c.Src, c.SrcOff, c.Len))
+		}
+	}
+	remaining := make([][]int32, n)
+	sendHead := make([][]int, n)
+	recvHead := make([][]int, n)
+	total := 0
+	for r, p := range s.plans {
+		remaining[r] = make([]int32, len(p.chunks))
+		for i, c := range p.chunks {
+			remaining[r][i] = c.nDeps
+		}
+		sendHead[r] = make([]int, n)
+		recvHead[r] = make([]int, n)
+		total += len(p.chunks)
+	}
+	// The ready set: candidates (rank, peer, send or receive) whose head
+	// chunk can run now, kept up to date as events change them.
+	key := func(r, peer int, send bool) int {
+		k := (r*n + peer) * 2
+		if send {
+			k++
+		}
+		return k
+	}
+	pos := make([]int, 2*n*n)
+	for i := range pos {
+		pos[i] = -1
+	}
+	var ready []int
+	eval := func(r, peer int, send bool) {
+		p := s.plans[r]
+		ok := false
+		if send {
+			h := sendHead[r][peer]
+			ok = h < len(p.sends[peer]) && remaining[r][p.sends[peer][h]] == 0 &&
+				(s.slots <= 0 || len(s.queues[r*n+peer]) < s.slots)
+		} else {
+			h := recvHead[r][peer]
+			ok = h < len(p.recvs[peer]) && remaining[r][p.recvs[peer][h]] == 0 && len(s.queues[peer*n+r]) > 0
+		}
+		k := key(r, peer, send)
+		switch {
+		case ok && pos[k] < 0:
+			pos[k] = len(ready)
+			ready = append(ready, k)
+		case !ok && pos[k] >= 0:
+			last := ready[len(ready)-1]
+			ready[pos[k]] = last
+			pos[last] = pos[k]
+			ready = ready[:len(ready)-1]
+			pos[k] = -1
+		}
+	}
+	for r, p := range s.plans {
+		for _, peer := range p.peers {
+			eval(r, peer, true)
+			eval(r, peer, false)
+		}
+	}
+	for done := 0; done < total; done++ {
+		if len(ready) == 0 {
+			return fmt.Errorf("deadlock after %d of %d chunks: no rank can make progress", done, total)
+		}
+		k := ready[s.rng.IntN(len(ready))]
+		send := k%2 == 1
+		r, peer := k/2/n, k/2%n
+		p := s.plans[r]
+		var idx int32
+		if send {
+			idx = p.sends[peer][sendHead[r][peer]]
+			sendHead[r][peer]++
+			ch := p.chunks[idx]
+			m := xmsg{n: ch.len, know: s.know[r]}
+			if ch.buf != BufToken {
+				m.vals = append([]uint32(nil), s.elems(r, ch.buf, ch.off, ch.len)...)
+			}
+			s.queues[r*n+peer] = append(s.queues[r*n+peer], m)
+			eval(r, peer, true)
+			eval(peer, r, false)
+		} else {
+			idx = p.recvs[peer][recvHead[r][peer]]
+			recvHead[r][peer]++
+			ch := p.chunks[idx]
+			q := s.queues[peer*n+r]
+			m := q[0]
+			s.queues[peer*n+r] = q[1:]
+			if m.n != ch.len {
+				return fmt.Errorf("rank %d receives %d bytes from %d, which sent %d", r, ch.len, peer, m.n)
+			}
+			s.know[r] |= m.know
+			if ch.buf != BufToken {
+				dst := s.elems(r, ch.buf, ch.off, ch.len)
+				for i, v := range m.vals {
+					if ch.kind == RecvReduce {
+						id, err := s.ex.reduce(dst[i], v)
+						if err != nil {
+							return fmt.Errorf("rank %d <- %d, buffer %d element %d: %v", r, peer, ch.buf, ch.off/s.elem+i, err)
+						}
+						dst[i] = id
+					} else {
+						dst[i] = v
+					}
+				}
+			}
+			eval(r, peer, false)
+			eval(peer, r, true)
+		}
+		for _, o := range p.dependents(idx) {
+			remaining[r][o]--
+			if remaining[r][o] == 0 {
+				c := p.chunks[o]
+				eval(r, int(c.peer), c.kind == Send)
+			}
+		}
+	}
+	for k, q := range s.queues {
+		if len(q) != 0 {
+			return fmt.Errorf("%d messages from %d to %d never received", len(q), k/n, k%n)
+		}
+	}
+	return nil
+}
+
+// xcase is one collective to check with xsim for one rank count: how to
+// build each rank's schedule, how large its buffers are, what they hold
+// before, and what must hold after.
+type xcase struct {
+	size       int
+	elem       int
+	mk         func(r int) Schedule
+	dataElems  func(r int) int
+	inputElems func(r int) int
+	init       func(s *xsim) // fills the buffers (atoms)
+	check      func(s *xsim) error
+}
+
+// xchunks are the chunk sizes in elements each case runs with: one element,
+// a few, larger than any buffer. Each runs with a different credit limit
+// (unbounded, one, two chunks in flight per peer).
+var xchunks = []int{1, 3, 1 << 20}
+
+// xchunkOneMax is the largest buffer, in elements, run with one-element
+// chunks.
+const xchunkOneMax = 64
+
+// runX runs c with every chunk size, each twice with different seeds and
+// one expression table, and requires the two runs to end with the same
+// expressions everywhere: the schedule, not the order messages happen to
+// arrive in, fixes every result.
+func runX(t *testing.T, desc string, c xcase) {
+	t.Helper()
+	scheds := make([]Schedule, c.size)
+	for r := range c.size {
+		scheds[r] = c.mk(r)
+	}
+	zero := func(int) int { return 0 }
+	if c.inputElems == nil {
+		c.inputElems = zero
+	}
+	big := 0
+	for r := range c.size {
+		big = max(big, c.dataElems(r), c.inputElems(r), scheds[r].ScratchBytes/c.elem)
+	}
+	for ci, ch := range xchunks {
+		if ch == 1 && big > xchunkOneMax {
+			continue // as thorough as 3 and slow to plan
+		}
+		plans := make([]*Plan, c.size)
+		for r := range c.size {
+			p, err := Compile(scheds[r], ch*c.elem)
+			if err != nil {
+				t.Fatalf("%s chunk=%d: %v", desc, ch, err)
+			}
+			plans[r] = p
+		}
+		ex := newExprs()
+		var first *xsim
+		for run := range 2 {
+			s, err := newXsim(scheds, plans, c.elem, c.dataElems, c.inputElems, ci%3, uint64(c.size*7919+ci*31+run), ex)
+			if err != nil {
+				t.Fatalf("%s chunk=%d: %v", desc, ch, err)
+			}
+			c.init(s)
+			if err := s.run(); err != nil {
+				t.Fatalf("%s chunk=%d slots=%d: %v", desc, ch, ci%3, err)
+			}
+			if err := c.check(s); err != nil {
+				t.Fatalf("%s chunk=%d: %v", desc, ch, err)
+			}
+			if run == 0 {
+				first = s
+				continue
+			}
+			for r := range c.size {
+				for b := range BufToken {
+					for i, v := range s.bufs[r][b] {
+						if v != first.bufs[r][b][i] {
+							t.Fatalf("%s chunk=%d: rank %d buffer %d element %d differs between two runs: %s vs %s",
+								desc, ch, r, b, i, ex.String(first.bufs[r][b][i]), ex.String(v))
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// wantAtom checks that rank r's buf holds at element i the element src of
+// rank from's buffer fromBuf.
+func (s *xsim) wantAtom(r int, buf Buf, i, from int, fromBuf Buf, src int) error {
+	got, want := s.bufs[r][buf][i], s.ex.atom(from, fromBuf, src)
+	if got != want {
+		return fmt.Errorf("rank %d buffer %d element %d holds %s, want %s", r, buf, i, s.ex.String(got), s.ex.String(want))
+	}
+	return nil
+}
+
+// wantReduced checks that rank r's BufData holds at element i the
+// reduction of element i of every rank's BufData, and returns its tree.
+func (s *xsim) wantReduced(r, i int) (uint32, error) {
+	id := s.bufs[r][BufData][i]
+	n := s.ex.nodes[id]
+	full := uint64(1)<<len(s.plans) - 1
+	if id == 0 || n.leaves != full || n.buf != BufData || n.idx != i {
+		return id, fmt.Errorf("rank %d element %d holds %s, want the reduction of element %d of all %d ranks",
+			r, i, s.ex.String(id), i, len(s.plans))
+	}
+	return id, nil
+}
