@@ -7,16 +7,17 @@
 #
 # PKG defaults to the packages in GUEST_PKGS below. For each, the host builds
 # a test binary (go test -c) and the guest runs it with -test.v. Other
-# commands (multi-process tests launched by a driver binary, say) can be
-# added to GUEST_CMDS: each entry is "name|shell command" run by the guest's
-# /init from / with the binaries in /bin.
+# commands (multi-process tests launched by a driver binary, say) go in
+# GUEST_CMDS, and the binaries they need in GUEST_BINS: the guest's /init
+# runs its list of commands one after the other and prints
+# "GOCCL-RESULT <name> PASS|FAIL" for each.
 #
 # What it does: installs its host packages if missing (scripts/install-deps.sh
 # --vm, apt-get), downloads the kernel package that linux-image-amd64 depends
 # on (apt-get download, unpacked with dpkg-deb into a cache directory, never
 # installed), packs a busybox initramfs with the test binaries, their shared
-# libraries, the rxe provider and the `rdma` tool, boots it (KVM if usable,
-# else TCG), loads e1000 crc32_generic ib_core ib_uverbs udp_tunnel
+# libraries, the rxe provider and the `rdma` tool, boots it under TCG
+# (software emulation: no /dev/kvm needed), loads e1000 crc32_generic ib_core ib_uverbs udp_tunnel
 # ip6_udp_tunnel rdma_rxe, adds rxe0 on lo, runs the tests with
 # GOCCL_REQUIRE_VERBS=1 (a verbs test that would skip fails instead), and
 # powers off. The host reads the serial console and exits non-zero on any
@@ -25,6 +26,8 @@
 #
 # Environment: GOCCL_VM_CACHE (default /tmp/goccl-softroce) holds the kernel;
 # GOCCL_VM_NETDEV (lo or eth0, default lo) is the netdev rxe0 binds to;
+# GOCCL_VM_ENV ("K=V ...") is exported to the guest's commands;
+# GOCCL_VM_CMDS (lines "name|command") adds guest commands;
 # GOCCL_VM_MEM (default 2G); GOCCL_VM_ACCEL (tcg, the default, or kvm); the console
 # log is kept in $GOCCL_VM_CACHE/console.log.
 set -euo pipefail
@@ -34,7 +37,15 @@ set -euo pipefail
 GUEST_PKGS=(
 	./transport/verbs
 )
-# Extra guest commands, "name|command", run after the package tests.
+# Commands (main packages) built with go build into the guest's /usr/bin,
+# for GUEST_CMDS to use (a launcher, a multi-process test driver).
+GUEST_BINS=(
+)
+# Extra guest commands, "name|shell command", run after the package tests,
+# from /tmp with GOCCL_REQUIRE_VERBS=1 and GOCCL_IB_HCA==rxe0 set. A command
+# fails the run by exiting non-zero; the Go test lines it prints are counted
+# like the package tests'. Example:
+#   "comm-verbs|GOCCL_TRANSPORT=verbs gorun -n 4 /usr/bin/comm.test -test.v"
 GUEST_CMDS=(
 )
 
@@ -155,7 +166,15 @@ for p in "${pkgs[@]}"; do
 	[[ -n "$count" ]] && args+=" -test.count $count"
 	echo "$name|cd /tmp && /usr/bin/$name.test $args" >>"$root/tests.list"
 done
+for b in "${GUEST_BINS[@]}"; do
+	log "building $b"
+	go build "${build_flags[@]}" -o "$root/usr/bin/$(basename "$b")" "$b"
+	while read -r lib; do
+		if [[ -n "$lib" && -e "$lib" ]]; then copy_file "$lib"; fi
+	done < <(ldd "$root/usr/bin/$(basename "$b")" 2>/dev/null | awk '/=> \// {print $3} /^[ \t]*\/[^ ]+ \(/ {print $1}')
+done
 for c in "${GUEST_CMDS[@]}"; do echo "$c" >>"$root/tests.list"; done
+if [[ -n "${GOCCL_VM_CMDS:-}" ]]; then echo "$GOCCL_VM_CMDS" >>"$root/tests.list"; fi
 
 ipcmd=""
 if [[ "$netdev" != lo ]]; then
@@ -183,7 +202,7 @@ while ! grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null && [
 done
 rdma link show
 ibv_devinfo -d rxe0 | grep -E 'hca_id|transport|state|active_mtu|link_layer' | sed 's/^/GOCCL-DEVINFO /'
-export HOME=/tmp TMPDIR=/tmp GOCCL_REQUIRE_VERBS=1 GOCCL_IB_HCA==rxe0
+export PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME=/tmp TMPDIR=/tmp GOCCL_REQUIRE_VERBS=1 GOCCL_IB_HCA==rxe0 ${GOCCL_VM_ENV:-}
 while IFS='|' read -r name cmd; do
 	[ -n "\$name" ] || continue
 	echo "GOCCL-RUN \$name: \$cmd"
@@ -225,6 +244,8 @@ grep -E '^ *--- (PASS|FAIL|SKIP)|^(PASS|FAIL|ok)$|^GOCCL-|^Benchmark.*(ns/op|B/s
 npass=$(grep -cE -- '--- PASS' "$console" || true)
 nfail=$(grep -cE -- '--- FAIL' "$console" || true)
 nskip=$(grep -cE -- '--- SKIP' "$console" || true)
+ncmdfail=$(grep -cE '^GOCCL-RESULT .* FAIL' "$console" || true)
+nfail=$((nfail + ncmdfail)) # a failed command counts as a failure
 fail=0
 if ((qrc == 124 || qrc == 137)); then log "timeout after ${vm_timeout}s"; fail=1; fi
 grep -q '^GOCCL-DONE' "$console" || { log "the guest did not finish (see $console)"; fail=1; }
