@@ -60,17 +60,95 @@ type Call struct {
 	Coll  string
 	Count int
 	Root  int // -1 when the collective has no root
+
+	fp uint16 // cached fingerprint
+}
+
+// fingerprint hashes what every rank must agree on in this call (FNV-1a
+// folded to 16 bits). Algorithm names are part of it: ranks that chose
+// different algorithms would exchange incompatible messages.
+func (c *Call) fingerprint() uint16 {
+	if c.fp != 0 {
+		return c.fp
+	}
+	h := uint32(2166136261)
+	mix := func(v uint64) {
+		for range 8 {
+			h ^= uint32(v & 0xff)
+			h *= 16777619
+			v >>= 8
+		}
+	}
+	for i := 0; i < len(c.Coll); i++ {
+		mix(uint64(c.Coll[i]))
+	}
+	for i := 0; i < len(c.Plan.Name); i++ {
+		mix(uint64(c.Plan.Name[i]))
+	}
+	mix(uint64(c.Type))
+	mix(uint64(c.Op))
+	mix(uint64(c.Count))
+	mix(uint64(int64(c.Root)))
+	fp := uint16(h>>16) ^ uint16(h)
+	if fp == 0 {
+		fp = 1
+	}
+	c.fp = fp
+	return fp
+}
+
+// PeerError is a failure caused by one peer: its connection is gone (it
+// closed, died, or the link failed).
+type PeerError struct {
+	Peer int
+	Err  error
+}
+
+func (e *PeerError) Error() string { return e.Err.Error() }
+func (e *PeerError) Unwrap() error { return e.Err }
+
+// MismatchError reports that a peer sent data of a different collective
+// call than this rank's: different sequence number, collective, algorithm,
+// type, count, root or operation. The communicator adds both sides' calls
+// when it can learn the peer's.
+type MismatchError struct {
+	Call            string // this rank's call
+	Seq             uint32
+	Algo            string
+	Rank, Peer      int
+	PeerSeq         uint16 // the peer's sequence number, mod 2^14
+	PeerFingerprint uint16
+	Fingerprint     uint16
+	PeerCall        string // the peer's call, if known
+}
+
+func (m *MismatchError) Error() string {
+	if m.PeerSeq != uint16(m.Seq&seqMask) {
+		return fmt.Sprintf("collective mismatch: rank %d sent data of its collective #%d (mod %d) to rank %d, which is in %s #%d: the ranks called different collectives before (a rooted collective with different roots, or a different number of collectives)",
+			m.Peer, m.PeerSeq, 1<<seqBits, m.Rank, m.Call, m.Seq)
+	}
+	if m.PeerCall != "" {
+		return fmt.Sprintf("collective mismatch: rank %d called %s while rank %d called %s #%d",
+			m.Peer, m.PeerCall, m.Rank, m.Call, m.Seq)
+	}
+	return fmt.Sprintf("collective mismatch: rank %d called a different collective, algorithm, type, count, root or operation (fingerprint %#04x) than rank %d's %s #%d (%s, fingerprint %#04x)",
+		m.Peer, m.PeerFingerprint, m.Rank, m.Call, m.Seq, m.Algo, m.Fingerprint)
 }
 
 // Desc is how errors name the call.
 func (c *Call) Desc() string {
-	if c.Root >= 0 {
-		return fmt.Sprintf("%s(%s, %d, root=%d)", c.Coll, c.Type, c.Count, c.Root)
-	}
+	s := c.Coll
 	if c.Type.Valid() {
-		return fmt.Sprintf("%s(%s, %d)", c.Coll, c.Type, c.Count)
+		s += fmt.Sprintf("(%s, %d", c.Type, c.Count)
+		if c.Op.Valid() {
+			s += ", " + c.Op.String()
+		}
+		if c.Root >= 0 {
+			s += fmt.Sprintf(", root=%d", c.Root)
+		}
+		s += ")"
 	}
-	return c.Coll
+	return s
 }
 
 // Err returns the error that broke the executor, if any.
@@ -207,7 +285,7 @@ func (e *Executor) progress(c *Call) error {
 			}
 			ch := &p.chunks[idx]
 			region, off := e.source(c, ch)
-			l.imm = dataImm(c.Seq, l.sendSlot)
+			l.imm = dataImm(c.Seq, c.fingerprint())
 			roff := uint64(l.sendSlot * e.SlotSize)
 			if err := l.EP.PostWrite(makeID(idData, peer, idx), region, off, ch.len, l.Remote, roff, &l.imm); err != nil {
 				return fmt.Errorf("%s #%d (%s): rank %d -> %d: post write: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, err)
@@ -244,10 +322,10 @@ func (e *Executor) source(c *Call, ch *chunk) (transport.Region, int) {
 func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 	p := c.Plan
 	slot := l.recvSlot
-	n, seq := l.arrLen[slot], l.arrSeq[slot]
-	if seq != uint16(c.Seq&seqMask) {
-		return fmt.Errorf("%s #%d (%s): rank %d <- %d: received data of collective #%d (mod %d): the ranks called different collectives",
-			c.Desc(), c.Seq, p.Name, e.Rank, l.Peer, seq, 1<<seqBits)
+	n, seq, fp := l.arrLen[slot], l.arrSeq[slot], l.arrFP[slot]
+	if seq != uint16(c.Seq&seqMask) || fp != c.fingerprint() {
+		return &MismatchError{Call: c.Desc(), Seq: c.Seq, Algo: p.Name, Rank: e.Rank, Peer: l.Peer,
+			PeerSeq: seq, PeerFingerprint: fp, Fingerprint: c.fingerprint()}
 	}
 	if n != ch.len {
 		return fmt.Errorf("%s #%d (%s): rank %d <- %d: received %d bytes where this rank expects %d: the ranks called collectives with different sizes",
@@ -327,9 +405,7 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 				return fmt.Errorf("%s #%d (%s): rank %d <- %d: peer overran the %d staging slots", c.Desc(), c.Seq, p.Name, e.Rank, peer, e.NSlots)
 			}
 			slot := (l.recvSlot + l.arrived) % e.NSlots
-			if int(comp.Imm&0xffff) != slot {
-				return fmt.Errorf("%s #%d (%s): rank %d <- %d: data in slot %d, expected slot %d", c.Desc(), c.Seq, p.Name, e.Rank, peer, comp.Imm&0xffff, slot)
-			}
+			l.arrFP[slot] = uint16(comp.Imm)
 			l.arrLen[slot] = comp.Bytes
 			l.arrSeq[slot] = uint16(comp.Imm >> 16 & seqMask)
 			l.arrived++
@@ -359,7 +435,7 @@ func (e *Executor) checkDown(c *Call, peer int) error {
 		return nil
 	}
 	if e.sendHead[peer] < len(p.sends[peer]) || e.recvHead[peer]+l.arrived < len(p.recvs[peer]) {
-		return fmt.Errorf("%s #%d (%s): rank %d <-> %d: connection lost: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, l.down)
+		return &PeerError{Peer: peer, Err: fmt.Errorf("%s #%d (%s): rank %d <-> %d: connection lost: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, l.down)}
 	}
 	return nil
 }

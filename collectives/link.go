@@ -35,10 +35,15 @@ type Link struct {
 	imm      uint32 // scratch for PostWrite's immediate (read at post time)
 	arrLen   []int
 	arrSeq   []uint16
+	arrFP    []uint16
 }
 
 // Immediate data layout: 2 bits of type, 14 bits of collective sequence,
-// 16 bits of value (the slot for data, the number of credits for a credit).
+// 16 bits of value: for data, the fingerprint of the sender's call (a hash
+// of collective, algorithm, type, count, root and operation: receivers
+// compare it with their own, so ranks that called different collectives get
+// an error instead of a hang or corrupt data); for a credit, the number of
+// credits.
 const (
 	immData   = 1 << 30
 	immCredit = 2 << 30
@@ -47,7 +52,7 @@ const (
 	seqMask   = 1<<seqBits - 1
 )
 
-func dataImm(seq uint32, slot int) uint32 { return immData | (seq&seqMask)<<16 | uint32(slot)&0xffff }
+func dataImm(seq uint32, fp uint16) uint32 { return immData | (seq&seqMask)<<16 | uint32(fp) }
 func creditImm(n int) uint32              { return immCredit | uint32(n)&0xffff }
 
 // Work request ids: the low 32 bits carry the chunk index (writes of data)
@@ -77,7 +82,7 @@ func TokensPerLink(nslots int) int { return 2*nslots + 4 }
 // the peer's. NewLink posts the receive tokens.
 func NewLink(peer int, ep transport.Endpoint, staging transport.Region, remote transport.RemoteRegion, nslots int) (*Link, error) {
 	l := &Link{Peer: peer, EP: ep, Staging: staging, Remote: remote, credits: nslots,
-		arrLen: make([]int, nslots), arrSeq: make([]uint16, nslots)}
+		arrLen: make([]int, nslots), arrSeq: make([]uint16, nslots), arrFP: make([]uint16, nslots)}
 	for range TokensPerLink(nslots) {
 		if err := ep.PostRecv(makeID(idToken, peer, 0), staging, 0, 0); err != nil {
 			return nil, fmt.Errorf("link to rank %d: post receive: %w", peer, err)

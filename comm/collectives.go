@@ -169,7 +169,10 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		call := collectives.Call{Plan: p, Bufs: [collectives.NumBufs]collectives.Target{collectives.BufData: tgt}, Type: r.dt, Op: r.op, Seq: c.seq,
 			Coll: r.kind.String(), Count: r.count, Root: r.root}
 		if err := c.exec.Run(ctx, &call); err != nil {
-			return fmt.Errorf("comm: %w", err)
+			// Drop every connection at once, so that peers waiting on this
+			// rank fail now rather than at their timeout.
+			c.breakLinks()
+			return fmt.Errorf("comm: %w", c.explainMismatch(err, call.Desc()))
 		}
 	}
 	if r.kind == collAllreduce && nbytes > 0 {

@@ -33,12 +33,14 @@ var ErrClosed = errors.New("communicator closed")
 // are ordered by the time they are made.
 type Comm struct {
 	rank, size int
+	id         string // names the communicator in bootstrap keys
 	opts       Options
 	rdv        Rendezvous
 	dev        transport.Device
 	ownDev     bool
 	cq         transport.CompletionQueue
 	links      []*collectives.Link
+	linksOnce  sync.Once
 	staging    [][]byte // Alloc'd staging memory, freed on Close
 	exec       *collectives.Executor
 
@@ -80,7 +82,7 @@ func (c *Comm) Transport() string { return c.dev.Name() }
 // if opts.OwnDevice is set.
 func New(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Options) (*Comm, error) {
 	opts.fill()
-	c := &Comm{rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, dev: dev, ownDev: opts.OwnDevice,
+	c := &Comm{id: "world", rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, dev: dev, ownDev: opts.OwnDevice,
 		queue: make(chan *Request, 1024), stop: make(chan struct{}), plans: map[planKey]*collectives.Plan{}}
 	c.life, c.lifeCancel = context.WithCancelCause(context.Background())
 	c.watchdog = time.AfterFunc(time.Hour, func() {
@@ -254,11 +256,25 @@ func (c *Comm) Abort(cause error) {
 // ErrAborted is the cause of collectives failed by Abort(nil).
 var ErrAborted = errors.New("communicator aborted")
 
-func (c *Comm) teardown() error {
+// breakLinks closes every endpoint (once): peers' pending and later
+// collectives with this rank fail promptly. The worker calls it when a
+// collective fails.
+func (c *Comm) breakLinks() error {
 	var errs []error
+	c.linksOnce.Do(func() {
+		for _, l := range c.links {
+			if l != nil {
+				errs = append(errs, l.EP.Close())
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func (c *Comm) teardown() error {
+	errs := []error{c.breakLinks()}
 	for _, l := range c.links {
 		if l != nil {
-			errs = append(errs, l.EP.Close())
 			errs = append(errs, c.dev.Deregister(l.Staging))
 		}
 	}

@@ -17,6 +17,7 @@ type LocalGroup struct {
 	in   [][]byte // contributions to the current round
 	n    int      // contributions so far
 	out  [][]byte // result of the last completed round
+	kv   map[string][]byte
 }
 
 // NewLocalGroup makes a group of size ranks.
@@ -68,4 +69,39 @@ func (m *localMember) Allgather(ctx context.Context, data []byte) ([][]byte, err
 		g.cond.Wait()
 	}
 	return g.out, nil
+}
+
+// Set stores a value in the group's key-value space.
+func (m *localMember) Set(ctx context.Context, key string, value []byte) error {
+	g := m.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.kv == nil {
+		g.kv = map[string][]byte{}
+	}
+	g.kv[key] = append([]byte(nil), value...)
+	g.cond.Broadcast()
+	return nil
+}
+
+// Get blocks until key is set or ctx ends.
+func (m *localMember) Get(ctx context.Context, key string) ([]byte, error) {
+	g := m.g
+	stop := context.AfterFunc(ctx, func() {
+		g.mu.Lock()
+		g.cond.Broadcast()
+		g.mu.Unlock()
+	})
+	defer stop()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for {
+		if v, ok := g.kv[key]; ok {
+			return v, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("local rendezvous: rank %d: get %q: %w", m.rank, key, err)
+		}
+		g.cond.Wait()
+	}
 }

@@ -1,0 +1,97 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl/collectives"
+)
+
+// call is one collective call used by the mismatch tests.
+type call struct {
+	name string
+	run  func(ctx context.Context, c *Comm) error
+}
+
+func allreduceCall(count int, op Op) call {
+	return call{fmt.Sprintf("allreduce(float32, %d, %s)", count, op), func(ctx context.Context, c *Comm) error {
+		return Allreduce(ctx, c, make([]float32, count), make([]float32, count), op)
+	}}
+}
+
+func TestMismatchDetected(t *testing.T) {
+	pairs := []struct {
+		what string
+		a, b call
+	}{
+		{"collective", allreduceCall(1024, Sum), call{"broadcast(float32, 1024, root=0)", func(ctx context.Context, c *Comm) error {
+			return Broadcast(ctx, c, make([]float32, 1024), 0)
+		}}},
+		{"count", allreduceCall(1024, Sum), allreduceCall(2048, Sum)},
+		{"operation", allreduceCall(1024, Sum), allreduceCall(1024, Max)},
+		{"type", allreduceCall(1024, Sum), call{"allreduce(int32, 1024, sum)", func(ctx context.Context, c *Comm) error {
+			return Allreduce(ctx, c, make([]int32, 1024), make([]int32, 1024), Sum)
+		}}},
+		// With two ranks that both think they are the root nobody receives
+		// in the broadcast itself; the next collective finds the stray data.
+		{"root then barrier", call{"broadcast(root=0), barrier", func(ctx context.Context, c *Comm) error {
+			if err := Broadcast(ctx, c, make([]int64, 100), 0); err != nil {
+				return err
+			}
+			return c.Barrier(ctx)
+		}}, call{"broadcast(root=1), barrier", func(ctx context.Context, c *Comm) error {
+			if err := Broadcast(ctx, c, make([]int64, 100), 1); err != nil {
+				return err
+			}
+			return c.Barrier(ctx)
+		}}},
+		{"sequence", allreduceCall(64, Sum), call{"barrier then allreduce", func(ctx context.Context, c *Comm) error {
+			if err := c.Barrier(ctx); err != nil {
+				return err
+			}
+			return Allreduce(ctx, c, make([]float32, 64), make([]float32, 64), Sum)
+		}}},
+	}
+	for _, p := range pairs {
+		t.Run(p.what, func(t *testing.T) {
+			errs := make([]error, 2)
+			start := time.Now()
+			opts := testOpts
+			opts.Timeout = 20 * time.Second
+			runRanks(t, 2, opts, func(c *Comm) error {
+				ctx := context.Background()
+				call := p.a
+				if c.Rank() == 1 {
+					call = p.b
+				}
+				errs[c.Rank()] = call.run(ctx, c)
+				return nil
+			})
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("mismatch took %v to surface", d)
+			}
+			explained := false
+			for r, err := range errs {
+				if err == nil {
+					t.Errorf("rank %d: mismatched call %s returned no error", r, []call{p.a, p.b}[r].name)
+					continue
+				}
+				var mm *collectives.MismatchError
+				if !errors.As(err, &mm) && !strings.Contains(err.Error(), "mismatch") && !strings.Contains(err.Error(), "connection lost") {
+					t.Errorf("rank %d: error does not report a mismatch: %v", r, err)
+				}
+				if strings.Contains(err.Error(), "while rank") || strings.Contains(err.Error(), "sent data of its collective") {
+					explained = true
+				}
+				t.Logf("rank %d: %v", r, err)
+			}
+			if !explained {
+				t.Errorf("no rank named both sides' calls")
+			}
+		})
+	}
+}
