@@ -53,7 +53,7 @@ const (
 )
 
 func dataImm(seq uint32, fp uint16) uint32 { return immData | (seq&seqMask)<<16 | uint32(fp) }
-func creditImm(n int) uint32              { return immCredit | uint32(n)&0xffff }
+func creditImm(n int) uint32               { return immCredit | uint32(n)&0xffff }
 
 // Work request ids: the low 32 bits carry the chunk index (writes of data)
 // or nothing, bits 32..55 the peer, the top byte the kind.
