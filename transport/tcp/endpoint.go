@@ -331,12 +331,13 @@ func refusalText(kind, status uint8, size uint64) string {
 // for LingerTimeout and closed; otherwise the connection is closed now.
 func (e *endpoint) fail(cause error, nak *header, first *transport.Completion) {
 	e.mu.Lock()
-	if e.err != nil {
+	if prev := e.err; prev != nil {
 		e.mu.Unlock()
 		if first != nil {
+			// Already failed: the request is flushed with the first cause.
 			c := *first
 			if c.Op != transport.OpRemoteError {
-				c.Err = e.flushErr(opName(c.Op), cause)
+				c.Err = e.flushErr(opName(c.Op), prev)
 			}
 			e.cq.push(c)
 		}

@@ -82,7 +82,14 @@ func (e *endpoint) linkFailed(op string, err error) {
 	var cause error
 	switch {
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		cause = fmt.Errorf("tcp: connection to %s: %s: peer hung up: %w", e.peerName, op, transport.ErrPeerClosed)
+		e.mu.Lock()
+		c := e.conn
+		e.mu.Unlock()
+		if c != nil && !peerSentFIN(c) {
+			cause = fmt.Errorf("tcp: connection to %s: %s: connection aborted (reset, or timed out on a dead link): %w", e.peerName, op, transport.ErrLink)
+		} else {
+			cause = fmt.Errorf("tcp: connection to %s: %s: peer hung up: %w", e.peerName, op, transport.ErrPeerClosed)
+		}
 	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
 		cause = fmt.Errorf("tcp: connection to %s: %s: %v: %w: %w", e.peerName, op, err, transport.ErrPeerClosed, transport.ErrLink)
 	case errors.Is(err, net.ErrClosed):

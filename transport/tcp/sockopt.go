@@ -56,3 +56,24 @@ func secs(d time.Duration) int {
 	s := int((d + time.Second - 1) / time.Second)
 	return max(s, 1)
 }
+
+// tcpCloseWait is Linux's TCP_CLOSE_WAIT state: the peer sent FIN.
+const tcpCloseWait = 8
+
+// peerSentFIN reports whether the connection ended by the peer's orderly
+// close (state CLOSE_WAIT) rather than by an abort (reset, user timeout,
+// keepalive), whose error the other goroutine's system call may already
+// have consumed, leaving this one a bare end of file.
+func peerSentFIN(c *net.TCPConn) bool {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return true
+	}
+	state := uint8(tcpCloseWait)
+	raw.Control(func(fd uintptr) {
+		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+			state = info.State
+		}
+	})
+	return state == tcpCloseWait
+}
