@@ -1,9 +1,11 @@
 package verbs
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	"github.com/goccl/goccl/transport"
@@ -118,7 +120,11 @@ func (d *Device) Register(buf []byte, access transport.Access) (transport.Region
 		mr, err := d.pd.RegMR(key.addr, len(buf), ibvAccess(access))
 		if err != nil {
 			e.pin.Unpin()
-			return nil, fmt.Errorf("verbs: register %d bytes %v on %s: %w", len(buf), access, d.name, err)
+			hint := ""
+			if errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.EPERM) {
+				hint = " (the pages could not be pinned: raise the locked-memory limit, ulimit -l unlimited)"
+			}
+			return nil, fmt.Errorf("verbs: register %d bytes %v on %s: %w%s", len(buf), access, d.name, err, hint)
 		}
 		e.mr = mr
 		d.nreg++
