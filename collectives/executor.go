@@ -202,6 +202,13 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 		}
 	}
 	e.reset(p)
+	for _, cp := range p.pre {
+		src, dst := &c.Bufs[cp.Src], &c.Bufs[cp.Dst]
+		if src.Region == nil || dst.Region == nil {
+			return fmt.Errorf("%s: rank %d: local copy between buffers %d and %d, which the call does not provide", c.Desc(), e.Rank, cp.Src, cp.Dst)
+		}
+		copy(dst.Region.Bytes()[dst.Off+cp.DstOff:dst.Off+cp.DstOff+cp.Len], src.Region.Bytes()[src.Off+cp.SrcOff:src.Off+cp.SrcOff+cp.Len])
+	}
 	for _, peer := range p.peers {
 		if err := e.checkDown(c, peer); err != nil {
 			e.Fail(err)

@@ -18,6 +18,7 @@ type Plan struct {
 	Size      int
 	ChunkSize int
 
+	pre    []Copy    // local copies before any step
 	chunks []chunk
 	outs   []int32   // dependents of chunk i: outs[chunks[i].outStart : +nOut]
 	sends  [][]int32 // per peer: send chunks in order
@@ -135,7 +136,12 @@ func Compile(s Schedule, chunkSize int) (*Plan, error) {
 		return nil, fmt.Errorf("compile %s: chunk size %d must be positive", s.Name, chunkSize)
 	}
 	p := &Plan{Name: s.Name, Rank: s.Rank, Size: s.Size, ChunkSize: chunkSize,
-		sends: make([][]int32, s.Size), recvs: make([][]int32, s.Size)}
+		sends: make([][]int32, s.Size), recvs: make([][]int32, s.Size), pre: s.Pre}
+	for _, cp := range s.Pre {
+		if cp.Len < 0 || cp.SrcOff < 0 || cp.DstOff < 0 || cp.Src >= BufToken || cp.Dst >= BufToken || cp.Dst == BufInput {
+			return nil, fmt.Errorf("compile %s: rank %d: bad local copy %+v", s.Name, s.Rank, cp)
+		}
+	}
 	var h hazards
 	deps := make([][]int32, 0, len(s.Steps))
 	for si, st := range s.Steps {
