@@ -209,7 +209,9 @@ func TestOverlap(t *testing.T) {
 			return err
 		}
 		defer d.Close()
-		for step := range 3 {
+		// Step 0 also absorbs the skew between the ranks' start; Wait
+		// leaves them in step, so later steps check the overlap.
+		for step := range 4 {
 			for i := layers - 1; i >= 0; i-- {
 				time.Sleep(20 * time.Millisecond) // the layer's backward compute
 				for k := range d.Grad(i) {
@@ -224,6 +226,9 @@ func TestOverlap(t *testing.T) {
 				return err
 			}
 			tr := d.LastTrace()
+			if step == 0 {
+				continue
+			}
 			if !tr.Launch[0].Before(backwardEnd) || !tr.Done[0].Before(backwardEnd) {
 				return fmt.Errorf("step %d: first bucket launched %v and done %v relative to the end of backward: want both before",
 					step, tr.Launch[0].Sub(backwardEnd), tr.Done[0].Sub(backwardEnd))
