@@ -9,6 +9,7 @@ import (
 	"github.com/goccl/goccl/bootstrap"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/tcp"
+	"github.com/goccl/goccl/transport/verbs"
 )
 
 // Init joins the job this process was started in. It reads the rank, size,
@@ -49,16 +50,39 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 }
 
 // openTransport opens the transport GOCCL_TRANSPORT asks for. advertise is
-// the IP address peers reach this rank on.
+// the IP address peers reach this rank on over TCP.
+//
+// Every rank must end up on the same transport; with "auto" a job whose
+// hosts differ (some with an RDMA device, some without) must set
+// GOCCL_TRANSPORT explicitly.
 func openTransport(advertise string) (transport.Device, error) {
 	switch t := os.Getenv("GOCCL_TRANSPORT"); t {
-	case "", "auto", "tcp":
-		d, err := tcp.NewDevice(tcp.Options{AdvertiseHost: advertise})
+	case "", "auto":
+		d, err := verbs.Open()
+		if err == nil {
+			return d, nil
+		}
+		if !errors.Is(err, transport.ErrNotSupported) {
+			return nil, fmt.Errorf("GOCCL_TRANSPORT=auto: verbs: %w", err)
+		}
+		return openTCP(advertise)
+	case "tcp":
+		return openTCP(advertise)
+	case "verbs":
+		d, err := verbs.Open()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("GOCCL_TRANSPORT=verbs: %w", err)
 		}
 		return d, nil
 	default:
 		return nil, fmt.Errorf("GOCCL_TRANSPORT=%q: want auto, tcp or verbs", t)
 	}
+}
+
+func openTCP(advertise string) (transport.Device, error) {
+	d, err := tcp.NewDevice(tcp.Options{AdvertiseHost: advertise})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
 }
