@@ -1,0 +1,203 @@
+// Command osu runs OSU Micro-Benchmarks-compatible measurements of goccl,
+// and draws their results.
+//
+// Run it under gorun, one benchmark per invocation:
+//
+//	gorun -n 2 osu allreduce -m 8:67108864 -c
+//	gorun -n 2 osu_allreduce -m 8:67108864    (invoked as osu_allreduce)
+//	gorun -n 2 osu allreduce --nccl -m 8:64M  (nccl-tests layout and busbw)
+//	gorun -n 2 osu allreduce -o json > run.json
+//	osu plot -o out.png tcp.json verbs.json
+//	osu list
+//
+// Benchmarks: latency, bw, bibw (2 ranks); allreduce, bcast, reduce,
+// alltoall, allgather, reduce_scatter, gather, scatter, barrier;
+// iallreduce, ibcast, ialltoall (overlap with compute). Each answers to
+// its OSU name (osu_allreduce) too, as a first argument or as the name the
+// program was invoked under (a link named osu_allreduce).
+//
+// Options follow OSU's: -m [MIN:]MAX, -i ITERS, -x WARMUP, -f, -c, -T TYPE,
+// -k ROOT, -W WINDOW, -M MEMLIMIT, -t TESTCALLS, with OSU's defaults and
+// output layout; plus -o json, --nccl and --transport (which sets
+// GOCCL_TRANSPORT). A benchmark whose collective goccl's comm package does
+// not offer yet fails with "not yet supported" and exit status 1.
+// Wrong usage exits 2; a failed run or a validation error exits 1.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/goccl/goccl/bench/osu"
+	"github.com/goccl/goccl/bench/plot"
+	"github.com/goccl/goccl/comm"
+)
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// run is the program: args[0] is the name it was invoked under.
+func run(args []string, stdout, stderr io.Writer) int {
+	prog := "osu"
+	if len(args) > 0 {
+		prog = filepath.Base(args[0])
+		args = args[1:]
+	}
+	b := osu.Lookup(prog)
+	if b == nil {
+		if len(args) == 0 {
+			fmt.Fprint(stderr, usage(prog))
+			return 2
+		}
+		switch args[0] {
+		case "plot":
+			return runPlot(args[1:], stdout, stderr)
+		case "list":
+			for _, b := range osu.Benchmarks {
+				status := ""
+				if err := osu.CheckSupported(b); err != nil {
+					status = "  (not yet supported)"
+				}
+				fmt.Fprintf(stdout, "%-16s %-20s %s%s\n", b.Name, b.OSU, b.Title, status)
+			}
+			return 0
+		case "-h", "--help", "help":
+			fmt.Fprint(stdout, usage(prog))
+			return 0
+		}
+		if b = osu.Lookup(args[0]); b == nil {
+			fmt.Fprintf(stderr, "%s: unknown benchmark %q\n\n%s", prog, args[0], usage(prog))
+			return 2
+		}
+		prog += " " + args[0]
+		args = args[1:]
+	}
+	cfg, err := osu.Parse(b, args)
+	switch {
+	case errors.Is(err, osu.ErrHelp):
+		fmt.Fprint(stdout, osu.Usage(b, prog))
+		return 0
+	case osu.IsVersion(err):
+		fmt.Fprintf(stdout, "# OSU goccl %s %s\n", b.Title, osu.Version())
+		return 0
+	case err != nil:
+		fmt.Fprintf(stderr, "%s: %v\n\n%s", prog, err, osu.Usage(b, prog))
+		return 2
+	}
+	if err := osu.CheckSupported(b); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if cfg.Transport != "" {
+		os.Setenv("GOCCL_TRANSPORT", cfg.Transport)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	initCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	c, err := comm.Init(initCtx, comm.Options{})
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		return 1
+	}
+	err = osu.Run(ctx, c, cfg, stdout, stderr)
+	if cerr := c.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: rank %d: %v\n", prog, c.Rank(), err)
+		return 1
+	}
+	return 0
+}
+
+func usage(prog string) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "Usage: %s BENCHMARK [options]   (gorun -n 2 %s allreduce -m 8:1M -c)\n", prog, prog)
+	fmt.Fprintf(&sb, "       %s plot -o OUT.png RUN.json...\n", prog)
+	fmt.Fprintf(&sb, "       %s list\n", prog)
+	fmt.Fprintf(&sb, "Benchmarks:")
+	for _, b := range osu.Benchmarks {
+		fmt.Fprintf(&sb, " %s", b.Name)
+	}
+	fmt.Fprintf(&sb, "\n%s BENCHMARK -h lists the options.\n", prog)
+	return sb.String()
+}
+
+// runPlot is "osu plot": it reads -o json outputs and draws them.
+func runPlot(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("osu plot", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "osu.png", "PNG file to write")
+	title := fs.String("title", "", "title prefix of both panels")
+	var labels labelList
+	fs.Var(&labels, "label", "label of the next run (repeat, in file order); default: file name, transport, algorithm, ranks")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: osu plot [-o OUT.png] [-title T] [-label L]... RUN.json...\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	if len(labels) > fs.NArg() {
+		fmt.Fprintf(stderr, "osu plot: %d labels for %d files\n", len(labels), fs.NArg())
+		return 2
+	}
+	var runs []plot.Run
+	for i, name := range fs.Args() {
+		f, err := os.Open(name)
+		if err != nil {
+			fmt.Fprintf(stderr, "osu plot: %v\n", err)
+			return 1
+		}
+		recs, err := osu.ReadRecords(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintf(stderr, "osu plot: %s: %v\n", name, err)
+			return 1
+		}
+		label := plot.Label(strings.TrimSuffix(filepath.Base(name), filepath.Ext(name)), recs)
+		if i < len(labels) {
+			label = labels[i]
+		}
+		runs = append(runs, plot.Run{Label: label, Records: recs})
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		fmt.Fprintf(stderr, "osu plot: %v\n", err)
+		return 1
+	}
+	err = plot.Draw(f, runs, plot.Options{Title: *title})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "osu plot: %v\n", err)
+		os.Remove(*out)
+		return 1
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", *out)
+	return 0
+}
+
+type labelList []string
+
+func (l *labelList) String() string     { return strings.Join(*l, ",") }
+func (l *labelList) Set(s string) error { *l = append(*l, s); return nil }

@@ -1,0 +1,356 @@
+package osu
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// OSU's defaults (c/util/osu_util.h, OMB 7.4).
+const (
+	largeMessageSize = 8192 // sizes above use the "large" iteration counts
+	maxMemLimit      = 512 << 20
+	maxMemLowerLimit = 1 << 20
+	windowSizeLarge  = 64
+)
+
+// Config is a parsed command line.
+type Config struct {
+	Bench *Benchmark
+
+	MinSize, MaxSize int
+	// Iterations and warm-up for sizes up to largeMessageSize, and above.
+	Iters, ItersLarge int
+	Skip, SkipLarge   int
+	Full              bool
+	Validate          bool
+	Type              string // goccl type name
+	OSUType           string // the name the user gave, for the Datatype line
+	Root              int    // -k fixed:N; -1 means rotate
+	Window            int
+	MemLimit          int
+	Probes            int // -t: Test calls during the compute of non-blocking tests
+	NCCL              bool
+	JSON              bool
+	Transport         string // sets GOCCL_TRANSPORT before Init when not empty
+
+	sizeSet, itersSet, skipSet bool
+}
+
+// ErrUsage marks command-line errors (exit status 2).
+var ErrUsage = errors.New("usage")
+
+func usageErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
+}
+
+// ErrHelp is returned for -h.
+var ErrHelp = errors.New("help requested")
+
+// defaults fills OSU's defaults for the benchmark's kind.
+func (c *Config) defaults() {
+	c.MinSize, c.MaxSize = 1, 1<<20
+	c.Iters, c.Skip, c.ItersLarge, c.SkipLarge = 1000, 100, 100, 10
+	c.Type, c.OSUType = "int8", "MPI_CHAR"
+	c.Window = windowSizeLarge
+	c.MemLimit = maxMemLimit
+	switch c.Bench.Kind {
+	case KindLatency:
+		c.MinSize, c.MaxSize = 0, 1<<22
+		c.Iters, c.Skip, c.ItersLarge, c.SkipLarge = 10000, 100, 1000, 10
+	case KindBandwidth, KindBiBandwidth:
+		c.MinSize, c.MaxSize = 1, 1<<22
+		c.Iters, c.Skip, c.ItersLarge, c.SkipLarge = 100, 10, 20, 2
+	}
+}
+
+// ncclDefaults switches to nccl-tests' defaults where the user gave none:
+// 20 iterations after 5 warm-ups at every size, float, check on.
+func (c *Config) ncclDefaults() {
+	if !c.itersSet {
+		c.Iters, c.ItersLarge = 20, 20
+	}
+	if !c.skipSet {
+		c.Skip, c.SkipLarge = 5, 5
+	}
+	c.Validate = true // nccl-tests checks by default (-c 1)
+	if c.OSUType == "MPI_CHAR" && c.Type == "int8" {
+		c.Type, c.OSUType = "float32", "float"
+	}
+}
+
+// option describes one flag: short letter, long name, whether it takes a value.
+type option struct {
+	short byte
+	long  string
+	arg   bool
+	help  string
+}
+
+var options = []option{
+	{'h', "help", false, "print this help"},
+	{'v', "version", false, "print the version"},
+	{'f', "full", false, "print min and max latency and the iteration count"},
+	{'m', "message-size", true, "[MIN:]MAX message sizes in bytes (suffixes K, M, G allowed)"},
+	{'i', "iterations", true, "iterations per size"},
+	{'x', "warmup", true, "warm-up iterations per size"},
+	{'c', "validation", false, "check every result"},
+	{'T', "type", true, "data type: MPI_CHAR, MPI_INT, MPI_FLOAT or a goccl type (int8 uint8 int32 uint32 int64 uint64 float32 float64)"},
+	{'k', "root-rank", true, "root: fixed:N, N, or rotate"},
+	{'W', "window-size", true, "messages in flight per iteration (bw, bibw)"},
+	{'M', "mem-limit", true, "memory limit per rank in bytes"},
+	{'t', "num-test-calls", true, "Test calls during the compute of non-blocking tests"},
+	{'o', "output", true, "text (default) or json (one JSON object per row, with run metadata)"},
+	{0, "nccl", false, "print nccl-tests' layout (size count type redop root time algbw busbw #wrong)"},
+	{0, "transport", true, "transport: auto, tcp or verbs (sets GOCCL_TRANSPORT)"},
+}
+
+func findOption(short byte, long string) *option {
+	for i := range options {
+		o := &options[i]
+		if (short != 0 && o.short == short) || (long != "" && o.long == long) {
+			return o
+		}
+	}
+	return nil
+}
+
+// Parse parses the options of benchmark b, getopt style: "-m 8:1024",
+// "-m8:1024", "-fc", "--message-size=8:1024", "--message-size 8:1024".
+func Parse(b *Benchmark, args []string) (*Config, error) {
+	c := &Config{Bench: b, Root: 0}
+	c.defaults()
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			if i+1 < len(args) {
+				return nil, usageErr("unexpected argument %q", args[i+1])
+			}
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			return nil, usageErr("unexpected argument %q", a)
+		}
+		var pairs [][2]string // option name, value
+		if strings.HasPrefix(a, "--") {
+			name, val, hasVal := strings.Cut(a[2:], "=")
+			o := findOption(0, name)
+			if o == nil {
+				return nil, usageErr("unknown option --%s", name)
+			}
+			if o.arg && !hasVal {
+				if i+1 >= len(args) {
+					return nil, usageErr("option --%s needs a value", name)
+				}
+				i++
+				val = args[i]
+			} else if !o.arg && hasVal {
+				return nil, usageErr("option --%s takes no value", name)
+			}
+			pairs = append(pairs, [2]string{o.long, val})
+		} else {
+			for j := 1; j < len(a); j++ {
+				o := findOption(a[j], "")
+				if o == nil {
+					return nil, usageErr("unknown option -%c", a[j])
+				}
+				if !o.arg {
+					pairs = append(pairs, [2]string{o.long, ""})
+					continue
+				}
+				val := a[j+1:]
+				if val == "" {
+					if i+1 >= len(args) {
+						return nil, usageErr("option -%c needs a value", a[j])
+					}
+					i++
+					val = args[i]
+				}
+				pairs = append(pairs, [2]string{o.long, val})
+				break
+			}
+		}
+		for _, p := range pairs {
+			if err := c.set(p[0], p[1]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if c.NCCL {
+		c.ncclDefaults()
+	}
+	if c.MinSize > c.MaxSize {
+		return nil, usageErr("minimum message size %d is above the maximum %d", c.MinSize, c.MaxSize)
+	}
+	return c, nil
+}
+
+func (c *Config) set(name, val string) error {
+	num := func(min int) (int, error) {
+		n, err := strconv.Atoi(val)
+		if err != nil || n < min {
+			return 0, usageErr("invalid value %q for --%s", val, name)
+		}
+		return n, nil
+	}
+	var err error
+	switch name {
+	case "help":
+		return ErrHelp
+	case "version":
+		return errVersion
+	case "full":
+		c.Full = true
+	case "validation":
+		c.Validate = true
+	case "nccl":
+		c.NCCL = true
+	case "message-size":
+		err = c.setSizes(val)
+	case "iterations":
+		var n int
+		if n, err = num(1); err == nil {
+			c.Iters, c.ItersLarge, c.itersSet = n, n, true
+		}
+	case "warmup":
+		var n int
+		if n, err = num(0); err == nil {
+			c.Skip, c.SkipLarge, c.skipSet = n, n, true
+		}
+	case "type":
+		err = c.setType(val)
+	case "root-rank":
+		err = c.setRoot(val)
+	case "window-size":
+		c.Window, err = num(1)
+	case "mem-limit":
+		var n int64
+		if n, err = parseSize(val); err == nil {
+			c.MemLimit = int(max(n, maxMemLowerLimit))
+		}
+	case "num-test-calls":
+		c.Probes, err = num(0)
+	case "output":
+		switch val {
+		case "text":
+			c.JSON = false
+		case "json":
+			c.JSON = true
+		default:
+			err = usageErr("invalid output %q: want text or json", val)
+		}
+	case "transport":
+		c.Transport = val
+	}
+	return err
+}
+
+// errVersion is returned for -v.
+var errVersion = errors.New("version requested")
+
+// ErrVersion reports whether err asks for the version.
+func IsVersion(err error) bool { return errors.Is(err, errVersion) }
+
+func (c *Config) setSizes(val string) error {
+	lo, hi, hasMin := strings.Cut(val, ":")
+	if !hasMin {
+		lo, hi = "", val
+	}
+	if lo != "" {
+		n, err := parseSize(lo)
+		if err != nil || n <= 0 {
+			return usageErr("invalid message size %q", val)
+		}
+		c.MinSize = int(n)
+	}
+	if hi != "" {
+		n, err := parseSize(hi)
+		if err != nil || n < 0 {
+			return usageErr("invalid message size %q", val)
+		}
+		c.MaxSize = int(n)
+	}
+	if lo == "" && hi == "" {
+		return usageErr("invalid message size %q", val)
+	}
+	c.sizeSet = true
+	return nil
+}
+
+// parseSize reads a byte count with an optional K, M or G suffix (powers of 2).
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'k', 'K':
+			mult, s = 1<<10, s[:n-1]
+		case 'm', 'M':
+			mult, s = 1<<20, s[:n-1]
+		case 'g', 'G':
+			mult, s = 1<<30, s[:n-1]
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<46)/mult {
+		return 0, fmt.Errorf("invalid size %q", s)
+	}
+	return n * mult, nil
+}
+
+func (c *Config) setType(val string) error {
+	switch strings.ToUpper(val) {
+	case "MPI_CHAR":
+		c.Type, c.OSUType = "int8", "MPI_CHAR"
+		return nil
+	case "MPI_INT":
+		c.Type, c.OSUType = "int32", "MPI_INT"
+		return nil
+	case "MPI_FLOAT":
+		c.Type, c.OSUType = "float32", "MPI_FLOAT"
+		return nil
+	}
+	t := strings.ToLower(val)
+	switch t {
+	case "float":
+		t = "float32"
+	case "double":
+		t = "float64"
+	}
+	if _, ok := typeByName(t); !ok {
+		return usageErr("unknown data type %q", val)
+	}
+	c.Type, c.OSUType = t, t
+	return nil
+}
+
+func (c *Config) setRoot(val string) error {
+	v := strings.ToLower(val)
+	if v == "rotate" {
+		c.Root = -1
+		return nil
+	}
+	v = strings.TrimPrefix(v, "fixed:")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return usageErr("invalid root %q: want fixed:N, N or rotate", val)
+	}
+	c.Root = n
+	return nil
+}
+
+// Usage writes the help text of benchmark b.
+func Usage(b *Benchmark, prog string) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "Usage: %s [options]\n", prog)
+	fmt.Fprintf(&sb, "%s: OSU Micro-Benchmarks' %s over goccl.\n", b.Name, b.Title)
+	fmt.Fprintf(&sb, "Options:\n")
+	for _, o := range options {
+		short := "    "
+		if o.short != 0 {
+			short = fmt.Sprintf("  -%c,", o.short)
+		}
+		fmt.Fprintf(&sb, "%s --%-20s%s\n", short, o.long, o.help)
+	}
+	return sb.String()
+}
