@@ -209,9 +209,9 @@ func (j *job) srunLine(line []byte) {
 // once, SIGKILL after the grace period. It returns gorun's exit status.
 func (j *job) supervise(ctx context.Context, sig *signals) int {
 	var (
-		failure  *exit    // the first proc that failed
+		failure  *exit // the first proc that failed
 		gotSig   syscall.Signal
-		timedOut []*proc  // the procs still running when the timeout hit
+		timedOut []*proc // the procs still running when the timeout hit
 		killTime <-chan time.Time
 		timeout  <-chan time.Time
 		ctxDone  = ctx.Done()

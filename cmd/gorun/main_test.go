@@ -121,6 +121,21 @@ func child(mode string) int {
 		fmt.Printf("pid %d\n", os.Getpid())
 		time.Sleep(time.Minute)
 		return 0
+	case "hello":
+		fmt.Println("hello from", rank)
+		fmt.Fprintln(os.Stderr, "err from", rank)
+		return 0
+	case "oneexits":
+		if rank == 0 {
+			return 0
+		}
+		time.Sleep(time.Minute)
+		return 0
+	case "hang":
+		wd, _ := os.Getwd()
+		fmt.Printf("pid %d wd %s\n", os.Getpid(), wd)
+		time.Sleep(time.Minute)
+		return 0
 	case "term":
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, syscall.SIGTERM)

@@ -28,23 +28,14 @@ var sshOptions = []string{"-o", "BatchMode=yes", "-o", "ServerAliveInterval=5", 
 //
 // It is one line, with no '!' outside "$!", so that any login shell passes
 // it to sh unchanged.
-var remoteScript = strings.Join([]string{
-	`g=$1 d=$2`,
-	`shift 2`,
-	`while IFS= read -r l && [ -n "$l" ]; do export "$l" || exit 126; done`,
-	`cd "$d" || exit 127`,
-	`if command -v setsid >/dev/null 2>&1; then setsid "$@" </dev/null & t=-$!; else "$@" </dev/null & t=$!; fi`,
-	`p=$!`,
-	`exec 3<&0`,
-	`{ while IFS= read -r s <&3; do case $s in INT|TERM|KILL|HUP|QUIT|USR1|USR2) kill -s "$s" -- "$t";; esac; done; kill -s TERM -- "$t"; sleep "$g"; kill -s KILL -- "$t"; } >/dev/null 2>&1 &`,
-	`w=$!`,
-	`exec 3<&-`,
-	`wait "$p"`,
-	`s=$?`,
-	`kill "$w" 2>/dev/null`,
-	`kill -s KILL -- "$t" 2>/dev/null`,
-	`exit $s`,
-}, "; ")
+var remoteScript = `g=$1 d=$2; shift 2; ` +
+	`while IFS= read -r l && [ -n "$l" ]; do export "$l" || exit 126; done; ` +
+	`cd "$d" || exit 127; ` +
+	`if command -v setsid >/dev/null 2>&1; then setsid "$@" </dev/null & t=-$!; else "$@" </dev/null & t=$!; fi; ` +
+	`p=$!; exec 3<&0; ` +
+	`{ while IFS= read -r s <&3; do case $s in INT|TERM|KILL|HUP|QUIT|USR1|USR2) kill -s "$s" -- "$t";; esac; done; ` +
+	`kill -s TERM -- "$t"; sleep "$g"; kill -s KILL -- "$t"; } >/dev/null 2>&1 & ` +
+	`w=$!; exec 3<&-; wait "$p"; s=$?; kill "$w" 2>/dev/null; kill -s KILL -- "$t" 2>/dev/null; exit $s`
 
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string {
