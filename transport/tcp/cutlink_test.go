@@ -94,7 +94,7 @@ func TestCutLink(t *testing.T) {
 	if err := p.B.PostRecv(100, rb, 0, 8); err != nil {
 		t.Fatal(err)
 	}
-	const writes = 64
+	const writes = 1024 // 4 GiB: still streaming when the link goes down
 	for i := range writes {
 		if err := p.A.PostWrite(uint64(i), src, 0, n, dst.Remote(), 0, nil); err != nil {
 			t.Fatal(err)
