@@ -442,6 +442,10 @@ type xcase struct {
 	inputElems func(r int) int
 	init       func(s *xsim) // fills the buffers (atoms)
 	check      func(s *xsim) error
+	// twice runs each configuration a second time, in another random
+	// order, and requires every element to end the same: for reductions,
+	// whose trees the final check does not pin down.
+	twice bool
 }
 
 // xchunks are the chunk sizes in elements each case runs with: one element,
@@ -453,10 +457,10 @@ var xchunks = []int{1, 3, 1 << 20}
 // chunks.
 const xchunkOneMax = 64
 
-// runX runs c with every chunk size, each twice with different seeds and
-// one expression table, and requires the two runs to end with the same
-// expressions everywhere: the schedule, not the order messages happen to
-// arrive in, fixes every result.
+// runX runs c with every chunk size. With c.twice it runs each twice with
+// different seeds and one expression table, and requires the two runs to
+// end with the same expressions everywhere: the schedule, not the order
+// messages happen to arrive in, fixes every result.
 func runX(t *testing.T, desc string, c xcase) {
 	t.Helper()
 	scheds := make([]Schedule, c.size)
@@ -485,7 +489,11 @@ func runX(t *testing.T, desc string, c xcase) {
 		}
 		ex := newExprs()
 		var first *xsim
-		for run := range 2 {
+		runs := 1
+		if c.twice {
+			runs = 2
+		}
+		for run := range runs {
 			s, err := newXsim(scheds, plans, c.elem, c.dataElems, c.inputElems, ci%3, uint64(c.size*7919+ci*31+run), ex)
 			if err != nil {
 				t.Fatalf("%s chunk=%d: %v", desc, ch, err)

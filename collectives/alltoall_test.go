@@ -1,0 +1,99 @@
+package collectives
+
+import (
+	"fmt"
+	"testing"
+)
+
+func alltoallCase(size, count int, mk func(r int) Schedule) xcase {
+	const elem = 4
+	return xcase{size: size, elem: elem, mk: mk,
+		dataElems:  func(int) int { return size * count },
+		inputElems: func(int) int { return size * count },
+		init: func(s *xsim) {
+			for r := range size {
+				s.fill(r, BufInput)
+			}
+		},
+		check: func(s *xsim) error {
+			for r := range size {
+				for j := range size {
+					for i := range count {
+						if err := s.wantAtom(r, BufData, j*count+i, j, BufInput, r*count+i); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			return nil
+		}}
+}
+
+func TestAlltoallSchedules(t *testing.T) {
+	algos := map[string]func(rank, size, count, elemSize int) Schedule{
+		"pairwise": PairwiseAlltoall,
+	}
+	for name, mk := range algos {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for size := 1; size <= 33; size++ {
+				for _, count := range blockCounts {
+					runX(t, fmt.Sprintf("ranks=%d count=%d", size, count),
+						alltoallCase(size, count, func(r int) Schedule { return mk(r, size, count, 4) }))
+				}
+			}
+		})
+	}
+}
+
+func TestPairwiseAlltoallvSchedule(t *testing.T) {
+	const elem = 2
+	for size := 1; size <= 33; size++ {
+		for variant := range 2 {
+			// cnt[i][j]: elements rank i sends to rank j.
+			cnt := func(i, j int) int {
+				if variant == 0 {
+					return (i*7 + j*3) % 5 // some empty
+				}
+				return (i+1)*(j%3) + (i % 2)
+			}
+			// Rank r's layout: send blocks in reverse order with one
+			// element gaps; receive blocks in rank order after a gap.
+			sc, sd, rc, rd := make([][]int, size), make([][]int, size), make([][]int, size), make([][]int, size)
+			inTotal, outTotal := make([]int, size), make([]int, size)
+			for r := range size {
+				sc[r], sd[r], rc[r], rd[r] = make([]int, size), make([]int, size), make([]int, size), make([]int, size)
+				for j := size - 1; j >= 0; j-- {
+					sc[r][j], sd[r][j] = cnt(r, j), inTotal[r]+1
+					inTotal[r] += cnt(r, j) + 1
+				}
+				for j := range size {
+					rc[r][j], rd[r][j] = cnt(j, r), outTotal[r]+2
+					outTotal[r] += cnt(j, r) + 2
+				}
+			}
+			c := xcase{size: size, elem: elem,
+				mk:         func(r int) Schedule { return PairwiseAlltoallv(r, size, sc[r], sd[r], rc[r], rd[r], elem) },
+				dataElems:  func(r int) int { return outTotal[r] },
+				inputElems: func(r int) int { return inTotal[r] },
+				init: func(s *xsim) {
+					for r := range size {
+						s.fill(r, BufInput)
+					}
+				},
+				check: func(s *xsim) error {
+					for r := range size {
+						for j := range size {
+							for i := range rc[r][j] {
+								if err := s.wantAtom(r, BufData, rd[r][j]+i, j, BufInput, sd[j][r]+i); err != nil {
+									return err
+								}
+							}
+						}
+					}
+					return nil
+				}}
+			runX(t, fmt.Sprintf("ranks=%d variant=%d", size, variant), c)
+		}
+	}
+}
