@@ -178,6 +178,15 @@ func TestUsageGolden(t *testing.T) {
 		{"no-prog", []string{"-n", "2"}, 2, false},
 		{"unknown-flag", []string{"-bogus", "-n", "2", "prog"}, 2, false},
 		{"negative-grace", []string{"-n", "2", "-grace", "-1s", "prog"}, 2, false},
+		{"negative-timeout", []string{"-n", "2", "--timeout", "-1s", "prog"}, 2, false},
+		{"both-host-flags", []string{"-H", "a", "--hostfile", "f", "prog"}, 2, false},
+		{"bad-host-list", []string{"-H", "a:2,b:zero", "prog"}, 2, false},
+		{"missing-hostfile", []string{"--hostfile", "testdata/no-such-file", "prog"}, 2, false},
+		{"more-ranks-than-slots", []string{"-n", "4", "-H", "a:2,b", "prog"}, 2, false},
+		{"x-unset", []string{"-n", "2", "-x", "GORUN_TEST_SURELY_UNSET", "prog"}, 2, false},
+		{"x-bad-name", []string{"-n", "2", "-x", "1A=b", "prog"}, 2, false},
+		{"bad-launcher", []string{"-n", "2", "--launcher", "pbs", "prog"}, 2, false},
+		{"srun-with-hosts", []string{"-H", "a", "--launcher", "srun", "prog"}, 2, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -134,7 +134,7 @@ func TestRemoteLinkDrop(t *testing.T) {
 		t.Errorf("no summary naming rank 2 on hostC; stderr:\n%s", e.String())
 	}
 	for _, k := range []string{"pid0", "pid1", "pid2"} {
-		for !time.Now().After(cut.Add(5 * time.Second)) && alive(pids[k]) {
+		for !time.Now().After(cut.Add(5*time.Second)) && alive(pids[k]) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		if alive(pids[k]) {
