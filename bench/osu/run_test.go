@@ -1,0 +1,229 @@
+package osu
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl/comm"
+	"github.com/goccl/goccl/transport/mem"
+)
+
+// runRanks runs f on n ranks, goroutines connected by the in-memory
+// transport, and returns rank 0's output.
+func runRanks(t *testing.T, n int, f func(c *comm.Comm, out io.Writer) error) string {
+	t.Helper()
+	network := mem.NewNetwork(mem.Options{})
+	g := comm.NewLocalGroup(n)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errs := make([]error, n)
+	outs := make([]bytes.Buffer, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := comm.New(ctx, g.Member(r), network.NewDevice(), comm.Options{OwnDevice: true, Timeout: 30 * time.Second})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			errs[r] = f(c, &outs[r])
+			if err := c.Close(); err != nil && errs[r] == nil {
+				errs[r] = err
+			}
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	return outs[0].String()
+}
+
+func parse(t *testing.T, name string, args ...string) *Config {
+	t.Helper()
+	b := Lookup(name)
+	if b == nil {
+		t.Fatalf("no benchmark %q", name)
+	}
+	cfg, err := Parse(b, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func runBench(t *testing.T, n int, name string, args ...string) string {
+	t.Helper()
+	cfg := parse(t, name, args...)
+	return runRanks(t, n, func(c *comm.Comm, out io.Writer) error {
+		return Run(context.Background(), c, cfg, out, io.Discard)
+	})
+}
+
+// rows returns the lines that are not comments or blank.
+func rows(out string) []string {
+	var r []string
+	for _, l := range strings.Split(out, "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			r = append(r, l)
+		}
+	}
+	return r
+}
+
+func TestRunCollectives(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		row  string // regexp of every row
+		n    int    // rows
+	}{
+		{"allreduce", []string{"-m", "4:64", "-i", "3", "-x", "1", "-c", "-T", "float32"}, `^\d+ +\d+\.\d\d +Pass$`, 5},
+		{"osu_allreduce", []string{"-m", "1:4", "-i", "2", "-x", "0", "-f", "-c"}, `^\d+ +(\d+\.\d\d +){3} +2 +Pass$`, 3},
+		{"bcast", []string{"-m", "1:16", "-i", "3", "-x", "1", "-c", "-k", "rotate", "-T", "int32"}, `^(4|8|16) +\d+\.\d\d +Pass$`, 3},
+		{"barrier", []string{"-i", "3", "-x", "1", "-f"}, `^ +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +3$`, 1},
+		{"iallreduce", []string{"-m", "8:16", "-i", "3", "-x", "1", "-c", "-t", "2"}, `^\d+( +\d+\.\d\d){4} +Pass$`, 2},
+		{"ibcast", []string{"-m", "8:8", "-i", "2", "-x", "0", "-f"}, `^8( +\d+\.\d\d){9}$`, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := runBench(t, 2, c.name, c.args...)
+			if !strings.Contains(out, "# OSU goccl ") || !strings.Contains(out, "Transport: mem") {
+				t.Errorf("no title or transport line:\n%s", out)
+			}
+			re := regexp.MustCompile(c.row)
+			r := rows(out)
+			if len(r) != c.n {
+				t.Errorf("%d rows, want %d:\n%s", len(r), c.n, out)
+			}
+			for _, l := range r {
+				if !re.MatchString(l) {
+					t.Errorf("row %q does not match %s", l, c.row)
+				}
+			}
+		})
+	}
+}
+
+func TestRunNCCL(t *testing.T) {
+	out := runBench(t, 3, "allreduce", "--nccl", "-m", "12:96", "-i", "2", "-x", "1")
+	re := regexp.MustCompile(`^ +\d+ +\d+ +float +sum +-1( +\d+(\.\d+)? +\d+\.\d\d +\d+\.\d\d +0){2}$`)
+	r := rows(out)
+	if len(r) != 4 {
+		t.Errorf("%d rows, want 4:\n%s", len(r), out)
+	}
+	for _, l := range r {
+		if !re.MatchString(l) {
+			t.Errorf("row %q does not match %s", l, re)
+		}
+	}
+	if !strings.Contains(out, "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : ") {
+		t.Errorf("no footer:\n%s", out)
+	}
+}
+
+func TestRunJSON(t *testing.T) {
+	out := runBench(t, 2, "allreduce", "-m", "8:32", "-i", "2", "-x", "0", "-o", "json", "-T", "float64")
+	recs, err := ReadRecords(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3:\n%s", len(recs), out)
+	}
+	for i, r := range recs {
+		if r.Size != 8<<i || r.Count != r.Size/8 || r.Type != "float64" || !strings.HasPrefix(r.Transport, "mem") || r.Ranks != 2 ||
+			r.Hosts != 1 || r.Algorithm == "" || r.Date == "" || r.Version == "" || r.AvgUs <= 0 || r.BusBW <= 0 {
+			t.Errorf("record %d: %+v", i, r)
+		}
+	}
+}
+
+func TestNotSupported(t *testing.T) {
+	for _, b := range Benchmarks {
+		err := CheckSupported(b)
+		if supported(b.Coll) != (err == nil) {
+			t.Errorf("%s: supported %v but CheckSupported = %v", b.Name, supported(b.Coll), err)
+		}
+		if err != nil && !errors.Is(err, ErrNotSupported) {
+			t.Errorf("%s: %v is not ErrNotSupported", b.Name, err)
+		}
+	}
+	for _, name := range []string{"allreduce", "bcast", "barrier", "iallreduce", "ibcast"} {
+		if err := CheckSupported(Lookup(name)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestValidationCatchesErrors checks that check() sees a wrong element in
+// every collective's output.
+func TestValidationCatchesErrors(t *testing.T) {
+	const n, block, root, iter = 3, 5, 0, 2
+	for _, coll := range []string{"allreduce", "reduce", "bcast", "alltoall", "allgather", "gather", "scatter", "reduce_scatter"} {
+		wrong := 0
+		for rank := range n {
+			sendLen, recvLen, blk := layout(coll, block*n, n, true)
+			send, recv := make([]float32, sendLen), make([]float32, recvLen)
+			fill(coll, send, recv, blk, rank, n, root, iter)
+			wrong += check(coll, recv, blk, rank, n, root, iter)
+		}
+		if wrong == 0 {
+			t.Errorf("%s: outputs left as filled passed validation on every rank", coll)
+		}
+	}
+}
+
+func TestParse(t *testing.T) {
+	cfg := parse(t, "allreduce")
+	if cfg.MinSize != 1 || cfg.MaxSize != 1<<20 || cfg.Iters != 1000 || cfg.ItersLarge != 100 || cfg.Skip != 100 ||
+		cfg.SkipLarge != 10 || cfg.Type != "int8" || cfg.MemLimit != 512<<20 {
+		t.Errorf("collective defaults: %+v", cfg)
+	}
+	cfg = parse(t, "latency")
+	if cfg.MinSize != 0 || cfg.MaxSize != 1<<22 || cfg.Iters != 10000 || cfg.ItersLarge != 1000 {
+		t.Errorf("latency defaults: %+v", cfg)
+	}
+	cfg = parse(t, "bw")
+	if cfg.Iters != 100 || cfg.ItersLarge != 20 || cfg.Skip != 10 || cfg.SkipLarge != 2 || cfg.Window != 64 {
+		t.Errorf("bw defaults: %+v", cfg)
+	}
+	cfg = parse(t, "allreduce", "-fcm8:64K", "-i20", "--warmup=3", "-T", "MPI_FLOAT", "-k", "fixed:1", "-M", "2M", "-o", "json")
+	if !cfg.Full || !cfg.Validate || cfg.MinSize != 8 || cfg.MaxSize != 64<<10 || cfg.Iters != 20 || cfg.ItersLarge != 20 ||
+		cfg.Skip != 3 || cfg.Type != "float32" || cfg.OSUType != "MPI_FLOAT" || cfg.Root != 1 || cfg.MemLimit != 2<<20 || !cfg.JSON {
+		t.Errorf("parsed: %+v", cfg)
+	}
+	cfg = parse(t, "allreduce", "-m", ":4096", "--nccl")
+	if cfg.MinSize != 1 || cfg.MaxSize != 4096 || cfg.Iters != 20 || cfg.Skip != 5 || cfg.Type != "float32" || !cfg.Validate {
+		t.Errorf("nccl defaults: %+v", cfg)
+	}
+	for _, bad := range [][]string{{"-m", "x"}, {"-i", "0"}, {"-q"}, {"--nope"}, {"-m"}, {"-T", "bf16"}, {"-k", "-1"},
+		{"-m", "64:8"}, {"stray"}, {"-o", "xml"}, {"--full=1"}} {
+		if _, err := Parse(Lookup("allreduce"), bad); !errors.Is(err, ErrUsage) {
+			t.Errorf("%q: err %v, want a usage error", bad, err)
+		}
+	}
+	if _, err := Parse(Lookup("allreduce"), []string{"-h"}); !errors.Is(err, ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+}
+
+func ExampleUsage() {
+	lines := strings.Split(Usage(Lookup("bcast"), "osu bcast"), "\n")
+	fmt.Println(strings.Join(lines[:3], "\n"))
+	// Output:
+	// Usage: osu bcast [options]
+	// bcast: OSU Micro-Benchmarks' Broadcast Latency Test over goccl.
+	// Options:
+}
