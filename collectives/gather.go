@@ -1,0 +1,70 @@
+package collectives
+
+// BinomialGather is the binomial-tree gather to root of blocks of count
+// elements.
+//
+// Before, every rank's BufInput holds its block. After, root's BufData holds
+// size blocks, rank j's at byte j*count*elemSize; the other ranks' BufData is
+// not used (it may be empty). A rank with children collects its subtree's
+// blocks in BufScratch (Schedule.ScratchBytes: one block per rank of its
+// subtree); a leaf sends straight from BufInput.
+//
+// The tree is BinomialBroadcast's, run backwards. Ranks are renumbered
+// relative to the root (v = rank - root mod size); v's subtree is the ranks
+// v up to v plus its lowest set bit, and its children are v + 2^k for each
+// 2^k below that bit. A rank copies its own block to the front of its
+// scratch, receives each child's subtree blocks after it, smallest subtree
+// first, and sends its whole subtree's blocks to its parent in one message.
+// The root receives straight into BufData, in rank order: a child's range
+// that wraps past the last rank comes as two messages.
+//
+// Cost: ceil(log2 size) steps; the root receives size-1 blocks, a rank
+// sends its subtree's blocks once.
+func BinomialGather(rank, size, root, count, elemSize int) Schedule {
+	s := Schedule{Name: "binomial", Rank: rank, Size: size}
+	b := count * elemSize
+	v := mod(rank-root, size)
+	if v == 0 {
+		s.copyPre(BufInput, 0, BufData, rank*b, b)
+	}
+	if size <= 1 || b == 0 {
+		return s
+	}
+	sub := func(w int) int { return min(lowBit(w, pow2Ceil(size)), size-w) }
+	low := lowBit(v, pow2Ceil(size))
+	if v > 0 && sub(v) > 1 {
+		s.ScratchBytes = sub(v) * b
+		s.copyPre(BufInput, 0, BufScratch, 0, b)
+	}
+	for m := 1; m < low; m <<= 1 {
+		c := v + m
+		if c >= size {
+			break
+		}
+		if v == 0 {
+			s.addBlocks(Recv, mod(c+root, size), BufData, c+root, sub(c), size, b)
+		} else {
+			s.add(Recv, mod(c+root, size), BufScratch, m*b, sub(c)*b)
+		}
+	}
+	if v == 0 {
+		return s
+	}
+	parent := mod(rank-low, size)
+	src := BufScratch
+	if sub(v) == 1 {
+		src = BufInput
+	}
+	if v-low == 0 {
+		// To the root: cut where the root's range wraps.
+		first := mod(rank, size)
+		a := min(sub(v), size-first)
+		s.add(Send, parent, src, 0, a*b)
+		if a < sub(v) {
+			s.add(Send, parent, src, a*b, (sub(v)-a)*b)
+		}
+		return s
+	}
+	s.add(Send, parent, src, 0, sub(v)*b)
+	return s
+}

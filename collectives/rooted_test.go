@@ -1,0 +1,145 @@
+package collectives
+
+import (
+	"fmt"
+	"testing"
+)
+
+// roots are the roots the rooted collectives are checked with.
+func roots(size int) []int {
+	var rs []int
+	for _, r := range []int{0, 1, size / 2, size - 1} {
+		if r < size && (len(rs) == 0 || rs[len(rs)-1] != r) {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+func TestBroadcastSchedules(t *testing.T) {
+	const elem = 8
+	algos := map[string]func(rank, size, root, count, elemSize int) Schedule{
+		"binomial":          BinomialBroadcast,
+		"pipeline":          PipelineBroadcast,
+		"scatter-allgather": ScatterAllgatherBroadcast,
+	}
+	for name, mk := range algos {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for size := 1; size <= 33; size++ {
+				for _, root := range roots(size) {
+					for _, count := range reduceCounts {
+						c := xcase{size: size, elem: elem,
+							mk:        func(r int) Schedule { return mk(r, size, root, count, elem) },
+							dataElems: func(int) int { return count },
+							init:      func(s *xsim) { s.fill(root, BufData) },
+							check: func(s *xsim) error {
+								for r := range size {
+									for i := range count {
+										if err := s.wantAtom(r, BufData, i, root, BufData, i); err != nil {
+											return err
+										}
+									}
+								}
+								return nil
+							}}
+						runX(t, fmt.Sprintf("ranks=%d root=%d count=%d", size, root, count), c)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestBinomialReduceSchedule(t *testing.T) {
+	const elem = 4
+	for size := 1; size <= 33; size++ {
+		for _, root := range roots(size) {
+			for _, count := range reduceCounts {
+				c := xcase{size: size, elem: elem, twice: true,
+					mk:        func(r int) Schedule { return BinomialReduce(r, size, root, count, elem) },
+					dataElems: func(int) int { return count },
+					init: func(s *xsim) {
+						for r := range size {
+							s.fill(r, BufData)
+						}
+					},
+					check: func(s *xsim) error {
+						for i := range count {
+							if _, err := s.wantReduced(root, i); err != nil {
+								return err
+							}
+						}
+						return nil
+					}}
+				runX(t, fmt.Sprintf("ranks=%d root=%d count=%d", size, root, count), c)
+			}
+		}
+	}
+}
+
+func TestBinomialGatherSchedule(t *testing.T) {
+	const elem = 4
+	for size := 1; size <= 33; size++ {
+		for _, root := range roots(size) {
+			for _, count := range blockCounts {
+				c := xcase{size: size, elem: elem,
+					mk: func(r int) Schedule { return BinomialGather(r, size, root, count, elem) },
+					dataElems: func(r int) int {
+						if r == root {
+							return size * count
+						}
+						return 0
+					},
+					inputElems: func(int) int { return count },
+					init: func(s *xsim) {
+						for r := range size {
+							s.fill(r, BufInput)
+						}
+					},
+					check: func(s *xsim) error {
+						for j := range size {
+							for i := range count {
+								if err := s.wantAtom(root, BufData, j*count+i, j, BufInput, i); err != nil {
+									return err
+								}
+							}
+						}
+						return nil
+					}}
+				runX(t, fmt.Sprintf("ranks=%d root=%d count=%d", size, root, count), c)
+			}
+		}
+	}
+}
+
+func TestBinomialScatterSchedule(t *testing.T) {
+	const elem = 4
+	for size := 1; size <= 33; size++ {
+		for _, root := range roots(size) {
+			for _, count := range blockCounts {
+				c := xcase{size: size, elem: elem,
+					mk:        func(r int) Schedule { return BinomialScatter(r, size, root, count, elem) },
+					dataElems: func(int) int { return count },
+					inputElems: func(r int) int {
+						if r == root {
+							return size * count
+						}
+						return 0
+					},
+					init: func(s *xsim) { s.fill(root, BufInput) },
+					check: func(s *xsim) error {
+						for r := range size {
+							for i := range count {
+								if err := s.wantAtom(r, BufData, i, root, BufInput, r*count+i); err != nil {
+									return err
+								}
+							}
+						}
+						return nil
+					}}
+				runX(t, fmt.Sprintf("ranks=%d root=%d count=%d", size, root, count), c)
+			}
+		}
+	}
+}
