@@ -72,11 +72,14 @@
 //	    instead; gorun's own messages stay on its standard error.
 //
 //	  Failure and signals
-//	    When a rank exits non-zero or is killed, gorun stops the others:
-//	    SIGTERM to each rank's process group, SIGKILL after the grace period.
-//	    It then prints one line naming the rank, its host and the cause:
+//	    When a rank exits non-zero or is killed, gorun stops the others, 250 ms
+//	    later: SIGTERM to each rank's process group, SIGKILL after the grace
+//	    period. It then prints one line naming the rank, its host and the
+//	    cause, and the other ranks that failed in those 250 ms (peers of a dead
+//	    rank often fail a moment after it; a rank killed by a signal is named
+//	    first):
 //
-//	        gorun: rank 2 on node3 (pid 1234) killed by signal: killed
+//	        gorun: rank 2 on node3 (pid 1234) killed by signal: killed; also failed: rank 0 on node1
 //
 //	    SIGINT and SIGTERM sent to gorun are forwarded to every rank (to remote
 //	    ranks through the wrapper); a second one kills them. --timeout stops

@@ -21,6 +21,12 @@ import (
 // their process groups were killed, for the last output to arrive.
 const outputDrain = 2 * time.Second
 
+// failureSettle is how long gorun waits after a rank fails before it
+// stops the others, gathering the failures that happen at about the same
+// time: when one rank is killed, its peers often fail a moment later, and
+// the summary should name the killed one.
+const failureSettle = 250 * time.Millisecond
+
 // exitTimeout is gorun's status when --timeout stopped the job.
 const exitTimeout = 124
 
@@ -209,7 +215,8 @@ func (j *job) srunLine(line []byte) {
 // once, SIGKILL after the grace period. It returns gorun's exit status.
 func (j *job) supervise(ctx context.Context, sig *signals) int {
 	var (
-		failure  *exit // the first proc that failed
+		failures []exit // procs that failed before gorun stopped the job
+		settle   <-chan time.Time
 		gotSig   syscall.Signal
 		timedOut []*proc // the procs still running when the timeout hit
 		killTime <-chan time.Time
@@ -238,11 +245,16 @@ func (j *job) supervise(ctx context.Context, sig *signals) int {
 		case e := <-j.exits:
 			running--
 			e.p.done = true
-			if failed(e) && failure == nil && !stopping {
-				failure = &e
-				if running > 0 {
-					stopAll(syscall.SIGTERM)
+			if failed(e) && !stopping {
+				failures = append(failures, e)
+				if running > 0 && settle == nil {
+					settle = time.After(failureSettle)
 				}
+			}
+		case <-settle:
+			settle = nil
+			if !stopping {
+				stopAll(syscall.SIGTERM)
 			}
 		case s := <-sig.c:
 			if gotSig != 0 {
@@ -280,10 +292,20 @@ func (j *job) supervise(ctx context.Context, sig *signals) int {
 	case timedOut != nil:
 		j.out.logf("timed out after %v; ranks still running: %s", j.cfg.timeout, rankList(timedOut))
 		return exitTimeout
-	case failure != nil:
+	case failures != nil:
+		first := rootCause(failures)
 		j.srunMu.Lock()
-		cause, code := failure.p.describe(*failure, j.srunFail)
+		cause, code := first.p.describe(first, j.srunFail)
 		j.srunMu.Unlock()
+		if len(failures) > 1 {
+			var also []*proc
+			for _, e := range failures {
+				if e.p != first.p {
+					also = append(also, e.p)
+				}
+			}
+			cause += "; also failed: rank " + rankList(also)
+		}
 		j.out.logf("%s", cause)
 		if code == 0 {
 			code = 1
@@ -321,6 +343,29 @@ func (j *job) finish() {
 			f.Close()
 		}
 	}
+}
+
+// rootCause picks, among failures gathered in the settle window, the one
+// most likely to have caused the others: the first rank killed by a signal
+// (a crash, the OOM killer, kill -9), else the first to fail.
+func rootCause(failures []exit) exit {
+	for _, e := range failures {
+		if e.p.kind == kindSrun {
+			break
+		}
+		if e.state == nil {
+			continue
+		}
+		ws, ok := e.state.Sys().(syscall.WaitStatus)
+		signaled := ok && ws.Signaled()
+		if code := e.state.ExitCode(); e.p.kind == kindSSH && code > 128 && code < 128+65 {
+			signaled = true // the remote wrapper reports 128+N
+		}
+		if signaled {
+			return e
+		}
+	}
+	return failures[0]
 }
 
 func failed(e exit) bool {

@@ -131,6 +131,19 @@ func child(mode string) int {
 		}
 		time.Sleep(time.Minute)
 		return 0
+	case "peerfail":
+		// At GORUN_TEST_T0 rank 0 fails; 50 ms later rank 2 is killed.
+		t0, _ := strconv.ParseInt(os.Getenv("GORUN_TEST_T0"), 10, 64)
+		time.Sleep(time.Until(time.Unix(0, t0)))
+		switch rank {
+		case 0:
+			return 1
+		case 2:
+			time.Sleep(50 * time.Millisecond)
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		time.Sleep(time.Minute)
+		return 0
 	case "hang":
 		wd, _ := os.Getwd()
 		fmt.Printf("pid %d wd %s\n", os.Getpid(), wd)
@@ -384,6 +397,21 @@ func TestSigkilledRank(t *testing.T) {
 			t.Fatalf("processes left behind: %v", left)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// When ranks fail at about the same time, the summary names the one that
+// was killed (the likely cause), and the others after it.
+func TestRootCause(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t.Setenv("GORUN_TEST_T0", strconv.FormatInt(time.Now().Add(2*time.Second).UnixNano(), 10))
+	code, _, stderr, _ := gorun(t, ctx, "peerfail", "-n", "3")
+	if code != 128+9 {
+		t.Errorf("exit %d, want 137 (rank 2's SIGKILL)", code)
+	}
+	if !regexp.MustCompile(`(?m)^gorun: rank 2 on \S+ \(pid \d+\) killed by signal: killed; also failed: rank 0 on \S+\n\z`).MatchString(stderr) {
+		t.Errorf("stderr:\n%s", stderr)
 	}
 }
 
