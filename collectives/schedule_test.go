@@ -152,3 +152,158 @@ func TestSimCatchesBrokenSchedules(t *testing.T) {
 		})
 	}
 }
+
+// TestXsimCatchesBrokenSchedules makes sure each of xsim's checks can fail.
+func TestXsimCatchesBrokenSchedules(t *testing.T) {
+	const elem = 4
+	firstStep := func(s *Schedule, k Kind) *Step {
+		for i := range s.Steps {
+			if s.Steps[i].Kind == k {
+				return &s.Steps[i]
+			}
+		}
+		panic("no such step")
+	}
+	cases := map[string]xcase{
+		"block in the wrong place": allgatherCase(4, 2, func(r int) Schedule {
+			s := RingAllgather(r, 4, 2, elem)
+			if r == 1 {
+				st := firstStep(&s, Recv)
+				st.Off = (st.Off + 2*elem) % (8 * elem)
+			}
+			return s
+		}),
+		"own block not copied": allgatherCase(4, 2, func(r int) Schedule {
+			s := RingAllgather(r, 4, 2, elem)
+			if r == 2 {
+				s.Pre = nil
+			}
+			return s
+		}),
+		"scratch overrun": func() xcase {
+			c := allgatherCase(8, 3, nil)
+			c.mk = func(r int) Schedule {
+				s := BinomialGather(r, 8, 0, 3, elem)
+				if r == 4 {
+					s.ScratchBytes -= elem
+				}
+				return s
+			}
+			c.dataElems = func(int) int { return 24 }
+			return c
+		}(),
+		"writes the input": alltoallCase(4, 1, func(r int) Schedule {
+			s := PairwiseAlltoall(r, 4, 1, elem)
+			if r == 0 {
+				firstStep(&s, Recv).Buf = BufInput
+			}
+			return s
+		}),
+		"reduces misaligned elements": allreduceCase(2, 8, func(r int) Schedule {
+			s := RingAllreduce(r, 2, 8, elem)
+			if r == 1 {
+				st := firstStep(&s, RecvReduce)
+				if st.Off > 0 {
+					st.Off -= elem
+				} else {
+					st.Off += elem
+				}
+			}
+			return s
+		}),
+		"reduces an undefined value": allreduceCase(2, 4, func(r int) Schedule {
+			s := RecursiveDoublingAllreduce(r, 2, 4, elem)
+			s.ScratchBytes = 4 * elem
+			firstStep(&s, RecvReduce).Buf = BufScratch
+			return s
+		}),
+		"empty message": allreduceCase(2, 4, func(r int) Schedule {
+			s := RecursiveDoublingAllreduce(r, 2, 4, elem)
+			s.Steps = append(s.Steps, Step{Kind: Send, Peer: 1 - r, Buf: BufData}, Step{Kind: Recv, Peer: 1 - r, Buf: BufData})
+			return s
+		}),
+		// Every rank reduces the others' inputs into its own in rank
+		// order: ranks 0 and 1 compute (x0+x1)+x2, rank 2 (x0+x2)+x1,
+		// which differs in floating point.
+		"trees differ between ranks": allreduceCase(3, 2, func(r int) Schedule {
+			s := Schedule{Name: "naive", Rank: r, Size: 3, ScratchBytes: 2 * elem}
+			s.copyPre(BufData, 0, BufScratch, 0, 2*elem)
+			for p := range 3 {
+				if p != r {
+					s.add(Send, p, BufScratch, 0, 2*elem)
+				}
+			}
+			for p := range 3 {
+				if p != r {
+					s.add(RecvReduce, p, BufData, 0, 2*elem)
+				}
+			}
+			return s
+		}),
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := c.run()
+			if err == nil {
+				t.Fatal("a broken schedule passed the checker")
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// TestXsimCredits checks that xsim models the executor's credits: this
+// schedule completes with unbounded buffering but deadlocks when one chunk
+// may be in flight per peer. Rank 0 sends rank 1 two messages, the second
+// from bytes it must then overwrite before it can feed rank 2, and rank 1
+// takes the first only after hearing from rank 2.
+func TestXsimCredits(t *testing.T) {
+	const elem = 4
+	mk := func(r int) Schedule {
+		s := Schedule{Name: "credit-cycle", Rank: r, Size: 3}
+		switch r {
+		case 0:
+			s.add(Send, 1, BufData, 0, elem)
+			s.add(Send, 1, BufData, elem, elem)
+			s.add(Recv, 1, BufData, elem, elem) // waits for the second send
+			s.add(Send, 2, BufData, elem, elem)
+		case 1:
+			s.add(Send, 0, BufData, 2*elem, elem)
+			s.add(Recv, 2, BufData, 0, elem)
+			s.add(Recv, 0, BufData, 0, elem) // waits for rank 2
+			s.add(Recv, 0, BufData, elem, elem)
+		case 2:
+			s.add(Recv, 0, BufData, 0, elem)
+			s.add(Send, 1, BufData, 0, elem)
+		}
+		return s
+	}
+	scheds := []Schedule{mk(0), mk(1), mk(2)}
+	plans := make([]*Plan, 3)
+	for r := range 3 {
+		p, err := Compile(scheds[r], elem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans[r] = p
+	}
+	three := func(int) int { return 3 }
+	for _, slots := range []int{0, 1} {
+		for seed := range uint64(20) {
+			s, err := newXsim(scheds, plans, elem, three, func(int) int { return 0 }, slots, seed, newExprs())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r := range 3 {
+				s.fill(r, BufData)
+			}
+			err = s.run()
+			if slots == 0 && err != nil {
+				t.Fatalf("unbounded, seed %d: %v", seed, err)
+			}
+			if slots == 1 && err == nil {
+				t.Fatalf("one credit, seed %d: the credit cycle went unnoticed", seed)
+			}
+		}
+	}
+}

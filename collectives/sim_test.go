@@ -463,13 +463,19 @@ const xchunkOneMax = 64
 // messages happen to arrive in, fixes every result.
 func runX(t *testing.T, desc string, c xcase) {
 	t.Helper()
+	if err := c.run(); err != nil {
+		t.Fatalf("%s %v", desc, err)
+	}
+}
+
+// run is runX's work: it returns the first failure.
+func (c xcase) run() error {
 	scheds := make([]Schedule, c.size)
 	for r := range c.size {
 		scheds[r] = c.mk(r)
 	}
-	zero := func(int) int { return 0 }
 	if c.inputElems == nil {
-		c.inputElems = zero
+		c.inputElems = func(int) int { return 0 }
 	}
 	big := 0
 	for r := range c.size {
@@ -483,7 +489,7 @@ func runX(t *testing.T, desc string, c xcase) {
 		for r := range c.size {
 			p, err := Compile(scheds[r], ch*c.elem)
 			if err != nil {
-				t.Fatalf("%s chunk=%d: %v", desc, ch, err)
+				return fmt.Errorf("chunk=%d: %v", ch, err)
 			}
 			plans[r] = p
 		}
@@ -496,14 +502,14 @@ func runX(t *testing.T, desc string, c xcase) {
 		for run := range runs {
 			s, err := newXsim(scheds, plans, c.elem, c.dataElems, c.inputElems, ci%3, uint64(c.size*7919+ci*31+run), ex)
 			if err != nil {
-				t.Fatalf("%s chunk=%d: %v", desc, ch, err)
+				return fmt.Errorf("chunk=%d: %v", ch, err)
 			}
 			c.init(s)
 			if err := s.run(); err != nil {
-				t.Fatalf("%s chunk=%d slots=%d: %v", desc, ch, ci%3, err)
+				return fmt.Errorf("chunk=%d slots=%d: %v", ch, ci%3, err)
 			}
 			if err := c.check(s); err != nil {
-				t.Fatalf("%s chunk=%d: %v", desc, ch, err)
+				return fmt.Errorf("chunk=%d: %v", ch, err)
 			}
 			if run == 0 {
 				first = s
@@ -513,14 +519,15 @@ func runX(t *testing.T, desc string, c xcase) {
 				for b := range BufToken {
 					for i, v := range s.bufs[r][b] {
 						if v != first.bufs[r][b][i] {
-							t.Fatalf("%s chunk=%d: rank %d buffer %d element %d differs between two runs: %s vs %s",
-								desc, ch, r, b, i, ex.String(first.bufs[r][b][i]), ex.String(v))
+							return fmt.Errorf("chunk=%d: rank %d buffer %d element %d differs between two runs: %s vs %s",
+								ch, r, b, i, ex.String(first.bufs[r][b][i]), ex.String(v))
 						}
 					}
 				}
 			}
 		}
 	}
+	return nil
 }
 
 // wantAtom checks that rank r's buf holds at element i the element src of
