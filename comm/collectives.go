@@ -172,7 +172,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 			// Drop every connection at once, so that peers waiting on this
 			// rank fail now rather than at their timeout.
 			c.breakLinks()
-			return fmt.Errorf("comm: %w", c.explainMismatch(err, call.Desc()))
+			return fmt.Errorf("comm: %w", c.explain(err, call.Desc()))
 		}
 	}
 	if r.kind == collAllreduce && nbytes > 0 {

@@ -1,0 +1,86 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl/transport"
+	"github.com/goccl/goccl/transport/mem"
+)
+
+// TestDeadRankNamed kills one rank's transport in the middle of an
+// allreduce loop (as a process death closes its sockets) and checks that
+// every survivor fails within the bound with an error naming the dead rank,
+// also the survivors that never talked to it directly.
+func TestDeadRankNamed(t *testing.T) {
+	for _, n := range []int{4, 6} {
+		for _, victim := range []int{0, n - 1} {
+			t.Run(fmt.Sprintf("ranks=%d/victim=%d", n, victim), func(t *testing.T) {
+				testDeadRankNamed(t, n, victim)
+			})
+		}
+	}
+}
+
+func testDeadRankNamed(t *testing.T, n, victim int) {
+	network := mem.NewNetwork(mem.Options{})
+	g := NewLocalGroup(n)
+	ctx := context.Background()
+	errs := make([]error, n)
+	took := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dev := network.NewDevice()
+			c, err := New(ctx, g.Member(r), dev, Options{ChunkSize: 4096, Slots: 4, Timeout: 30 * time.Second})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			buf := make([]float32, 20000)
+			for i := range 1000 {
+				if r == victim && i == 7 {
+					// Die: the transport goes away without a word.
+					dev.Close()
+					return
+				}
+				start := time.Now()
+				if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
+					errs[r], took[r] = err, time.Since(start)
+					c.Close()
+					dev.Close()
+					return
+				}
+			}
+			errs[r] = fmt.Errorf("the loop finished although rank %d died", victim)
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("survivors hang after a rank died")
+	}
+	want := fmt.Sprintf("rank %d failed", victim)
+	for r, err := range errs {
+		if r == victim {
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("rank %d: error %v does not name the dead rank (%q)", r, err, want)
+			continue
+		}
+		if took[r] > 10*time.Second {
+			t.Errorf("rank %d: failure took %v to surface", r, took[r])
+		}
+		t.Logf("rank %d after %v: %v", r, took[r].Round(time.Millisecond), err)
+	}
+	var _ transport.Device = (*mem.Device)(nil)
+}
