@@ -49,9 +49,14 @@
 // pending and later requests fail with ErrPeerClosed. A peer that dies
 // without closing is noticed when a request to it exhausts its retries.
 //
-// Files mirror transport/tcp: address.go, device.go, endpoint.go,
-// region.go, cq.go, and ctl.go (the control plane). All cgo lives in
-// internal/ibv.
+// Files mirror transport/tcp: address.go (the blob), device.go (opening,
+// closing), endpoint.go (queue pairs, connect, posts, close), region.go
+// (registration and its cache), cq.go (completion queue); and, verbs only,
+// select.go (GOCCL_IB_HCA and GID choice), completion.go (work completions
+// to contract completions, the error state) and ctl.go (the control plane).
+// All cgo lives in internal/ibv. The system packages it needs are installed
+// by scripts/install-deps.sh; scripts/softroce-test.sh runs the tests on
+// Soft-RoCE in a QEMU guest.
 //
 // The package may import only the standard library, goccl's transport
 // package and its own internal/ibv.
