@@ -39,7 +39,10 @@ func plotRuns(out string, files []string) error {
 		if len(r.Points) == 0 || len(r.Epochs) == 0 {
 			return fmt.Errorf("%s: no loss points or epochs", f)
 		}
-		name := fmt.Sprintf("%d rank(s), batch %d", r.Ranks, r.Batch)
+		name := fmt.Sprintf("%d ranks, global batch %d", r.Ranks, r.Batch)
+		if r.Ranks == 1 {
+			name = fmt.Sprintf("1 rank, global batch %d", r.Batch)
+		}
 		lp := make(plotter.XYs, len(r.Points))
 		for i, p := range r.Points {
 			lp[i] = plotter.XY{X: p.Epoch, Y: p.Loss}
