@@ -89,34 +89,41 @@ func btreeParent(size, rank int) int {
 	return up
 }
 
+// dtreeMap returns the maps between a rank and the rank it plays in the
+// btree, for tree t (0 or 1) of the double binary tree over size ranks:
+// none for tree 0; for tree 1, a mirror when size is even, a shift by one
+// when it is odd.
+func dtreeMap(size, t int) (to, from func(int) int) {
+	switch {
+	case t == 0:
+		id := func(r int) int { return r }
+		return id, id
+	case size%2 == 1:
+		return func(r int) int { return mod(r-1, size) }, func(v int) int { return mod(v+1, size) }
+	default:
+		m := func(r int) int { return size - 1 - r }
+		return m, m
+	}
+}
+
+// dtreeParent is rank's parent in tree t of the double binary tree, or -1
+// at the root.
+func dtreeParent(size, rank, t int) int {
+	to, from := dtreeMap(size, t)
+	if u := btreeParent(size, to(rank)); u >= 0 {
+		return from(u)
+	}
+	return -1
+}
+
 // dtree returns rank's parent (-1 at the root) and children, in increasing
 // order, in tree t (0 or 1) of the double binary tree over size ranks.
 func dtree(size, rank, t int) (parent int, children []int) {
-	// to maps a rank to the rank it plays in the btree, from back.
-	to, from := func(r int) int { return r }, func(v int) int { return v }
-	if t == 1 {
-		if size%2 == 1 {
-			to = func(r int) int { return mod(r-1, size) }
-			from = func(v int) int { return mod(v+1, size) }
-		} else {
-			to = func(r int) int { return size - 1 - r }
-			from = to
-		}
-	}
-	v := to(rank)
-	parent = -1
-	if u := btreeParent(size, v); u >= 0 {
-		parent = from(u)
-	}
-	// A rank's children are the ranks that name it as parent: at most two,
-	// v - b/2 and v + (b/2 or less), b the lowest set bit of v.
+	// A rank's children are the ranks that name it as parent: at most two.
 	for c := range size {
-		if btreeParent(size, c) == v {
-			children = append(children, from(c))
+		if c != rank && dtreeParent(size, c, t) == rank {
+			children = append(children, c)
 		}
 	}
-	if len(children) == 2 && children[0] > children[1] {
-		children[0], children[1] = children[1], children[0]
-	}
-	return parent, children
+	return dtreeParent(size, rank, t), children
 }

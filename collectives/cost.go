@@ -1,0 +1,208 @@
+package collectives
+
+import "math/bits"
+
+// Cost is an algorithm's cost in the α-β model, for a selector that picks
+// the algorithm per call: Steps message latencies on the critical path, and
+// Bytes sent or received (whichever is more) by the busiest rank. It is a
+// pure function of the collective, the algorithm, the rank count and the
+// size of the call; the selector supplies α (seconds per message) and β
+// (seconds per byte), measured or configured.
+//
+// Bytes is counted against the size of the collective's full buffer: the
+// buffer of allreduce, broadcast and reduce; size blocks for the block
+// collectives (the gathered buffer of allgather and gather, the input of
+// reduce-scatter and scatter, either buffer of alltoall).
+//
+// Pipelined algorithms (chain and tree broadcast, tree allreduce,
+// binomial reduce) move the buffer in chunks that follow each other through
+// Steps hops; for them Time adds the pipeline's fill.
+type Cost struct {
+	Steps     int
+	Bytes     float64
+	Pipelined bool
+}
+
+// Time estimates the run time of a call: Steps*α + Bytes*β, or for a
+// pipelined algorithm with chunks of chunkBytes, (Steps-1)*(α +
+// chunkBytes*β) to fill the pipeline plus α per chunk plus Bytes*β.
+func (c Cost) Time(alpha, beta float64, chunkBytes int) float64 {
+	if !c.Pipelined || chunkBytes <= 0 {
+		return float64(c.Steps)*alpha + c.Bytes*beta
+	}
+	chunk := float64(chunkBytes)
+	nchunks := max(1, c.Bytes/chunk)
+	return float64(max(c.Steps-1, 0))*(alpha+chunk*beta) + nchunks*alpha + c.Bytes*beta
+}
+
+// Algorithms lists the algorithms of a collective by schedule name:
+// "allreduce", "broadcast", "reduce", "allgather", "reduce-scatter",
+// "alltoall", "gather", "scatter", "barrier".
+func Algorithms(coll string) []string {
+	var names []string
+	for _, a := range costTable {
+		if a.coll == coll {
+			names = append(names, a.algo)
+		}
+	}
+	return names
+}
+
+// CostOf is the cost of algorithm algo (a schedule name, e.g. "ring") of
+// collective coll on size ranks for a full buffer of bytes bytes (see
+// Cost). It reports false for an unknown pair.
+func CostOf(coll, algo string, size, bytes int) (Cost, bool) {
+	for _, a := range costTable {
+		if a.coll == coll && a.algo == algo {
+			if size <= 1 {
+				return Cost{Pipelined: a.pipelined}, true
+			}
+			steps, b := a.f(size, float64(bytes))
+			return Cost{Steps: steps, Bytes: b, Pipelined: a.pipelined}, true
+		}
+	}
+	return Cost{}, false
+}
+
+// log2Ceil is ceil(log2 p) for p >= 1.
+func log2Ceil(p int) int { return bits.Len(uint(p - 1)) }
+
+// foldCost is what the power-of-two algorithms add for other sizes: the
+// rounds at distance p2 and the largest power of two p2.
+func foldCost(p int) (p2, rounds, lg int) {
+	p2 = pow2Below(p)
+	if p2 != p {
+		rounds = 2
+	}
+	return p2, rounds, bits.Len(uint(p2)) - 1
+}
+
+var costTable = []struct {
+	coll, algo string
+	pipelined  bool
+	f          func(p int, n float64) (int, float64)
+}{
+	{"allreduce", "ring", false, func(p int, n float64) (int, float64) {
+		return 2 * (p - 1), 2 * float64(p-1) / float64(p) * n
+	}},
+	{"allreduce", "recursive-doubling", false, func(p int, n float64) (int, float64) {
+		_, fold, lg := foldCost(p)
+		return lg + fold, float64(lg+fold/2) * n
+	}},
+	{"allreduce", "rabenseifner", false, func(p int, n float64) (int, float64) {
+		p2, fold, lg := foldCost(p)
+		return 2*lg + fold, 2*float64(p2-1)/float64(p2)*n + float64(fold/2)*n
+	}},
+	{"allreduce", "tree", true, func(p int, n float64) (int, float64) {
+		// Up and down the deeper tree; a rank sends and receives half the
+		// buffer per tree edge it has.
+		return 2 * dtreeDepth(p), float64(dtreeMaxEdges(p)) * n / 2
+	}},
+	{"broadcast", "binomial", true, func(p int, n float64) (int, float64) {
+		return log2Ceil(p), float64(log2Ceil(p)) * n
+	}},
+	{"broadcast", "pipeline", true, func(p int, n float64) (int, float64) {
+		return p - 1, n
+	}},
+	{"broadcast", "scatter-allgather", false, func(p int, n float64) (int, float64) {
+		return log2Ceil(p) + p - 1, 2 * float64(p-1) / float64(p) * n
+	}},
+	{"reduce", "binomial", true, func(p int, n float64) (int, float64) {
+		return log2Ceil(p), float64(log2Ceil(p)) * n
+	}},
+	{"allgather", "ring", false, func(p int, n float64) (int, float64) {
+		return p - 1, float64(p-1) / float64(p) * n
+	}},
+	{"allgather", "recursive-doubling", false, func(p int, n float64) (int, float64) {
+		// Rank 0 is the busiest: it stands for an extra rank, its groups
+		// hold the most extras, and it sends the extra everything.
+		p2, fold, lg := foldCost(p)
+		blocks := groupBlocks(p2, p-p2)
+		if fold > 0 {
+			blocks += p - 1
+		}
+		return lg + fold, float64(blocks) / float64(p) * n
+	}},
+	{"allgather", "bruck", false, func(p int, n float64) (int, float64) {
+		return log2Ceil(p), float64(p-1) / float64(p) * n
+	}},
+	{"reduce-scatter", "ring", false, func(p int, n float64) (int, float64) {
+		return p - 1, float64(p-1) / float64(p) * n
+	}},
+	{"reduce-scatter", "recursive-halving", false, func(p int, n float64) (int, float64) {
+		// Rank 0 is the busiest: it receives the extra's buffer, then the
+		// halves it keeps, which hold the most extras.
+		p2, fold, lg := foldCost(p)
+		blocks := groupBlocks(p2, p-p2)
+		if fold > 0 {
+			blocks += p
+		}
+		return lg + fold, float64(blocks) / float64(p) * n
+	}},
+	{"alltoall", "pairwise", false, func(p int, n float64) (int, float64) {
+		return p - 1, float64(p-1) / float64(p) * n
+	}},
+	{"gather", "binomial", false, func(p int, n float64) (int, float64) {
+		return log2Ceil(p), float64(p-1) / float64(p) * n
+	}},
+	{"scatter", "binomial", false, func(p int, n float64) (int, float64) {
+		return log2Ceil(p), float64(p-1) / float64(p) * n
+	}},
+	{"barrier", "dissemination", false, func(p int, n float64) (int, float64) {
+		return log2Ceil(p), 0
+	}},
+}
+
+// dtreeDepth is the depth of the deeper tree of TreeAllreduce on p ranks,
+// in edges.
+func dtreeDepth(p int) int {
+	depth := 0
+	for t := range 2 {
+		for r := range p {
+			d := 0
+			for x := r; ; d++ {
+				x = dtreeParent(p, x, t)
+				if x < 0 {
+					break
+				}
+			}
+			depth = max(depth, d)
+		}
+	}
+	return depth
+}
+
+// dtreeMaxEdges is the largest number of tree edges (parent and children,
+// over both trees of TreeAllreduce) any rank has on p ranks.
+func dtreeMaxEdges(p int) int {
+	edges := make([]int, p)
+	for t := range 2 {
+		for r := range p {
+			if u := dtreeParent(p, r, t); u >= 0 {
+				edges[r]++
+				edges[u]++
+			}
+		}
+	}
+	return max(0, maxOf(edges))
+}
+
+func maxOf(xs []int) int {
+	m := 0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+// groupBlocks is how many blocks rank 0 exchanges in the rounds at distance
+// 1, 2, ..., p2/2 of recursive doubling (or halving) when the first extra
+// ranks are folded onto ranks 0, 1, ...: d blocks of its group plus those of
+// the group's extras.
+func groupBlocks(p2, extra int) int {
+	n := 0
+	for d := 1; d < p2; d <<= 1 {
+		n += d + min(d, extra)
+	}
+	return n
+}

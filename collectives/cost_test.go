@@ -1,0 +1,121 @@
+package collectives
+
+import (
+	"math"
+	"testing"
+)
+
+// scheduleFor builds rank's schedule of algo for coll with a full buffer of
+// n bytes (n divisible by size), root 0.
+func scheduleFor(coll, algo string, rank, size, n int) (Schedule, bool) {
+	blk := n / size
+	type mk = func(rank, size, count, elemSize int) Schedule
+	type mkRoot = func(rank, size, root, count, elemSize int) Schedule
+	flat := map[string]map[string]mk{
+		"allreduce": {"ring": RingAllreduce, "recursive-doubling": RecursiveDoublingAllreduce,
+			"rabenseifner": RabenseifnerAllreduce, "tree": TreeAllreduce},
+		"allgather": {"ring": RingAllgather, "recursive-doubling": RecursiveDoublingAllgather, "bruck": BruckAllgather},
+		"reduce-scatter": {"ring": RingReduceScatter, "recursive-halving": RecursiveHalvingReduceScatter},
+		"alltoall":       {"pairwise": PairwiseAlltoall},
+	}
+	rooted := map[string]map[string]mkRoot{
+		"broadcast": {"binomial": BinomialBroadcast, "pipeline": PipelineBroadcast, "scatter-allgather": ScatterAllgatherBroadcast},
+		"reduce":    {"binomial": BinomialReduce},
+		"gather":    {"binomial": BinomialGather},
+		"scatter":   {"binomial": BinomialScatter},
+	}
+	count := n
+	switch coll {
+	case "allgather", "reduce-scatter", "alltoall", "gather", "scatter":
+		count = blk
+	}
+	if f, ok := flat[coll][algo]; ok {
+		return f(rank, size, count, 1), true
+	}
+	if f, ok := rooted[coll][algo]; ok {
+		return f(rank, size, 0, count, 1), true
+	}
+	if coll == "barrier" && algo == "dissemination" {
+		return DisseminationBarrier(rank, size), true
+	}
+	return Schedule{}, false
+}
+
+// TestCostMatchesSchedules checks the cost table against the schedules: the
+// bytes the busiest rank sends or receives, counted from its steps, must be
+// what Cost says, within rounding; and every algorithm the table lists has
+// a schedule.
+func TestCostMatchesSchedules(t *testing.T) {
+	colls := []string{"allreduce", "broadcast", "reduce", "allgather", "reduce-scatter", "alltoall", "gather", "scatter", "barrier"}
+	for _, coll := range colls {
+		algos := Algorithms(coll)
+		if len(algos) == 0 {
+			t.Fatalf("no algorithms for %s", coll)
+		}
+		for _, algo := range algos {
+			for _, size := range []int{1, 2, 3, 4, 5, 7, 8, 12, 16, 17, 31, 32, 33} {
+				n := size * 840
+				c, ok := CostOf(coll, algo, size, n)
+				if !ok {
+					t.Fatalf("%s/%s: no cost", coll, algo)
+				}
+				busiest := 0
+				for r := range size {
+					s, ok := scheduleFor(coll, algo, r, size, n)
+					if !ok {
+						t.Fatalf("%s/%s: no schedule", coll, algo)
+					}
+					var sent, recvd int
+					for _, st := range s.Steps {
+						if st.Kind == Send {
+							sent += st.Len
+						} else {
+							recvd += st.Len
+						}
+					}
+					busiest = max(busiest, sent, recvd)
+				}
+				if math.Abs(float64(busiest)-c.Bytes) > 0.02*float64(n)+1 {
+					t.Errorf("%s/%s on %d ranks, %d bytes: busiest rank moves %d bytes, cost says %.0f",
+						coll, algo, size, n, busiest, c.Bytes)
+				}
+				if size > 1 && c.Steps <= 0 {
+					t.Errorf("%s/%s on %d ranks: %d steps", coll, algo, size, c.Steps)
+				}
+			}
+		}
+	}
+	if _, ok := CostOf("allreduce", "nonesuch", 4, 4); ok {
+		t.Error("CostOf knows an algorithm that does not exist")
+	}
+}
+
+// TestCostPicksTheTextbookAlgorithm checks the model's verdicts at the
+// extremes with a plausible network (5 us per message, 10 GB/s): recursive
+// doubling for a tiny allreduce, a bandwidth-optimal algorithm for a large
+// one; Bruck for a tiny allgather, the ring for a large one.
+func TestCostPicksTheTextbookAlgorithm(t *testing.T) {
+	const alpha, beta, chunk = 5e-6, 1e-10, 1 << 20
+	best := func(coll string, size, n int) string {
+		name, bestT := "", math.Inf(1)
+		for _, a := range Algorithms(coll) {
+			c, _ := CostOf(coll, a, size, n)
+			if tm := c.Time(alpha, beta, chunk); tm < bestT {
+				name, bestT = a, tm
+			}
+		}
+		return name
+	}
+	if got := best("allreduce", 64, 8); got != "recursive-doubling" {
+		t.Errorf("8-byte allreduce on 64 ranks: %s", got)
+	}
+	if got := best("allreduce", 64, 1<<30); got == "recursive-doubling" {
+		t.Errorf("1 GiB allreduce on 64 ranks: %s", got)
+	}
+	if got := best("allgather", 64, 64*8); got != "bruck" && got != "recursive-doubling" {
+		t.Errorf("tiny allgather on 64 ranks: %s", got)
+	}
+	if got := best("broadcast", 64, 1<<30); got == "binomial" {
+		t.Errorf("1 GiB broadcast on 64 ranks: %s", got)
+	}
+}
