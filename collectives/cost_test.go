@@ -14,7 +14,7 @@ func scheduleFor(coll, algo string, rank, size, n int) (Schedule, bool) {
 	flat := map[string]map[string]mk{
 		"allreduce": {"ring": RingAllreduce, "recursive-doubling": RecursiveDoublingAllreduce,
 			"rabenseifner": RabenseifnerAllreduce, "tree": TreeAllreduce},
-		"allgather": {"ring": RingAllgather, "recursive-doubling": RecursiveDoublingAllgather, "bruck": BruckAllgather},
+		"allgather":      {"ring": RingAllgather, "recursive-doubling": RecursiveDoublingAllgather, "bruck": BruckAllgather},
 		"reduce-scatter": {"ring": RingReduceScatter, "recursive-halving": RecursiveHalvingReduceScatter},
 		"alltoall":       {"pairwise": PairwiseAlltoall},
 	}
