@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -388,7 +389,11 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 			}
 			return e.checkDown(c, peer)
 		}
-		return fmt.Errorf("%s #%d (%s): rank %d <-> %d: %s: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, what, comp.Err)
+		err := fmt.Errorf("%s #%d (%s): rank %d <-> %d: %s: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, what, comp.Err)
+		if errors.Is(comp.Err, transport.ErrRemoteAccess) || errors.Is(comp.Err, transport.ErrLength) {
+			return err // a protocol error of this rank's or the peer's, not a lost peer
+		}
+		return &PeerError{Peer: peer, Err: err}
 	}
 	switch comp.ID & idKind {
 	case idData:

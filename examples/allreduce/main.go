@@ -13,6 +13,7 @@
 //	-iters N     timed allreduce calls after one warm-up (default 5)
 //	-registered  allreduce on a registered buffer (comm.Alloc) instead of
 //	             a plain Go slice that goes through the staging buffer
+//	-v           print each rank's pid once it has joined
 //
 // Element i on rank r is (r+1)*(i%7+1), so after the sum every element i
 // is (i%7+1)*n(n+1)/2 exactly, in every type, for any rank count n below
@@ -46,6 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	typ := fs.String("type", "float32", "element type: float32, float64, int32, int64")
 	iters := fs.Int("iters", 5, "timed iterations after one warm-up")
 	registered := fs.Bool("registered", false, "use a registered buffer (comm.Alloc)")
+	verbose := fs.Bool("v", false, "print each rank's pid once it has joined")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -59,6 +61,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer c.Close()
+	if *verbose {
+		fmt.Fprintf(stdout, "rank %d pid %d joined\n", c.Rank(), os.Getpid())
+	}
 	switch *typ {
 	case "float32":
 		err = runTyped[float32](ctx, c, *count, *iters, *registered, stdout)
