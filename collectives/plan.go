@@ -18,7 +18,7 @@ type Plan struct {
 	Size      int
 	ChunkSize int
 
-	pre    []Copy    // local copies before any step
+	pre    []Copy // local copies before any step
 	chunks []chunk
 	outs   []int32   // dependents of chunk i: outs[chunks[i].outStart : +nOut]
 	sends  [][]int32 // per peer: send chunks in order
