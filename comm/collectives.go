@@ -36,20 +36,29 @@ func (c *Comm) AllreduceBytes(send, recv []byte, dt DataType, op Op) *Request {
 // allreduce validates and submits r (a pooled blocking request or a fresh
 // asynchronous one).
 func (c *Comm) allreduce(r *Request, send, recv []byte, dt DataType, op Op) *Request {
+	if err := c.prepAllreduce(r, send, recv, dt, op); err != nil {
+		return c.reject(r, collAllreduce, err)
+	}
+	return c.submit(r)
+}
+
+// prepAllreduce checks the arguments and fills r.
+func (c *Comm) prepAllreduce(r *Request, send, recv []byte, dt DataType, op Op) error {
 	if !dt.Valid() {
-		return c.reject(r, collAllreduce, fmt.Errorf("comm: allreduce: rank %d: unsupported data type %s", c.rank, dt))
+		return fmt.Errorf("comm: allreduce: rank %d: unsupported data type %s", c.rank, dt)
 	}
 	if !op.Valid() {
-		return c.reject(r, collAllreduce, fmt.Errorf("comm: allreduce(%s): rank %d: unsupported reduction %s", dt, c.rank, op))
+		return fmt.Errorf("comm: allreduce(%s): rank %d: unsupported reduction %s", dt, c.rank, op)
 	}
 	if len(send) != len(recv) {
-		return c.reject(r, collAllreduce, fmt.Errorf("comm: allreduce(%s): rank %d: send has %d bytes but recv has %d", dt, c.rank, len(send), len(recv)))
+		return fmt.Errorf("comm: allreduce(%s): rank %d: send has %d bytes but recv has %d", dt, c.rank, len(send), len(recv))
 	}
 	if len(recv)%dt.Size() != 0 {
-		return c.reject(r, collAllreduce, fmt.Errorf("comm: allreduce(%s): rank %d: %d bytes is not a whole number of elements", dt, c.rank, len(recv)))
+		return fmt.Errorf("comm: allreduce(%s): rank %d: %d bytes is not a whole number of elements", dt, c.rank, len(recv))
 	}
+	r.c = c
 	r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count = collAllreduce, send, recv, dt, op, -1, len(recv)/dt.Size()
-	return c.submit(r)
+	return nil
 }
 
 // Broadcast copies root's buf into buf on every other rank. It blocks.

@@ -2,6 +2,7 @@ package comm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -294,6 +295,47 @@ func TestBadArguments(t *testing.T) {
 		}
 		if buf[0] != 2 {
 			return fmt.Errorf("sum = %v, want 2", buf[0])
+		}
+		return nil
+	})
+}
+
+// TestPersistentAllreduce starts one prepared allreduce many times and
+// checks the results and that a second Start before Wait is refused.
+func TestPersistentAllreduce(t *testing.T) {
+	runRanks(t, 3, testOpts, func(c *Comm) error {
+		ctx := context.Background()
+		buf, err := Alloc[float32](c, 10000)
+		if err != nil {
+			return err
+		}
+		defer Free(c, buf)
+		p, err := AllreduceInit(c, nil, buf, Sum)
+		if err != nil {
+			return err
+		}
+		if err := p.Start(); err != nil {
+			return err
+		}
+		if err := p.Start(); !errors.Is(err, ErrRunning) {
+			return fmt.Errorf("second Start before Wait: %v, want ErrRunning", err)
+		}
+		if err := p.Wait(ctx); err != nil {
+			return err
+		}
+		for step := range 20 {
+			for i := range buf {
+				buf[i] = float32(c.Rank() + step)
+			}
+			if err := p.Start(); err != nil {
+				return err
+			}
+			if err := p.Wait(ctx); err != nil {
+				return err
+			}
+			if want := float32(3 + 3*step); buf[0] != want || buf[len(buf)-1] != want {
+				return fmt.Errorf("step %d: %v, want %v", step, buf[0], want)
+			}
 		}
 		return nil
 	})

@@ -40,9 +40,11 @@ type Request struct {
 	ctx   context.Context // nil: the communicator's timeout applies
 	done  chan struct{}
 	err   error
-	// pooled requests belong to blocking calls: the worker signals done
-	// with a send instead of closing it, and the request is reused.
-	pooled bool
+	// pooled requests belong to blocking calls (and persistent ones): the
+	// worker signals done with a send instead of closing it, and the
+	// request is reused.
+	pooled     bool
+	persistent bool // reused by Persistent: never returned to the pool
 }
 
 var requestPool = sync.Pool{New: func() any {
@@ -63,7 +65,7 @@ func newBlocking(ctx context.Context) *Request {
 func (r *Request) wait() error {
 	<-r.done
 	err := r.err
-	if r.pooled {
+	if r.pooled && !r.persistent {
 		done := r.done
 		*r = Request{done: done, pooled: true}
 		requestPool.Put(r)

@@ -1,0 +1,66 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Persistent is a collective prepared once and started many times on the
+// same buffers, like MPI's persistent collectives (MPI_Allreduce_init,
+// MPI_Start, MPI_Wait). Starting and waiting allocate nothing, which is
+// what a training loop's per-step gradient allreduce wants.
+//
+// A Persistent is used by one goroutine at a time: Start, then Wait, then
+// Start again.
+type Persistent struct {
+	r       Request
+	running bool
+}
+
+// ErrRunning is returned by Start while the previous start has not been
+// waited for.
+var ErrRunning = errors.New("persistent collective still running")
+
+// AllreduceInit prepares an allreduce of send into recv (same length; send
+// nil or equal to recv for in place). Arguments are checked now.
+func AllreduceInit[T Number](c *Comm, send, recv []T, op Op) (*Persistent, error) {
+	if send == nil {
+		send = recv
+	}
+	p := &Persistent{}
+	p.r.done = make(chan struct{}, 1)
+	p.r.pooled = true // signal done with a send, never close
+	p.r.persistent = true
+	if err := c.prepAllreduce(&p.r, asBytes(send), asBytes(recv), TypeOf[T](), op); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Start queues the collective. It returns at once.
+func (p *Persistent) Start() error {
+	if p.running {
+		return fmt.Errorf("comm: %s: %w", p.r.kind, ErrRunning)
+	}
+	p.running = true
+	p.r.err = nil
+	p.r.c.submit(&p.r)
+	return nil
+}
+
+// Wait blocks until the started collective finishes and returns its error.
+// If ctx ends first Wait returns ctx's error and the collective goes on;
+// call Wait again before touching the buffers.
+func (p *Persistent) Wait(ctx context.Context) error {
+	if !p.running {
+		return nil
+	}
+	select {
+	case <-p.r.done:
+		p.running = false
+		return p.r.err
+	case <-ctx.Done():
+		return fmt.Errorf("comm: rank %d: waiting for %s: %w", p.r.c.rank, p.r.kind, ctx.Err())
+	}
+}
