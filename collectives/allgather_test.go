@@ -42,7 +42,7 @@ func TestAllgatherSchedules(t *testing.T) {
 	for name, mk := range algos {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			for size := 1; size <= 33; size++ {
+			for _, size := range simSizes() {
 				for _, count := range blockCounts {
 					runX(t, fmt.Sprintf("ranks=%d count=%d", size, count),
 						allgatherCase(size, count, func(r int) Schedule { return mk(r, size, count, 4) }))
@@ -54,7 +54,7 @@ func TestAllgatherSchedules(t *testing.T) {
 
 func TestRingAllgathervSchedule(t *testing.T) {
 	const elem = 8
-	for size := 1; size <= 33; size++ {
+	for _, size := range simSizes() {
 		for variant := range 3 {
 			counts := make([]int, size)
 			for j := range counts {

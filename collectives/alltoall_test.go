@@ -36,7 +36,7 @@ func TestAlltoallSchedules(t *testing.T) {
 	for name, mk := range algos {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			for size := 1; size <= 33; size++ {
+			for _, size := range simSizes() {
 				for _, count := range blockCounts {
 					runX(t, fmt.Sprintf("ranks=%d count=%d", size, count),
 						alltoallCase(size, count, func(r int) Schedule { return mk(r, size, count, 4) }))
@@ -48,7 +48,7 @@ func TestAlltoallSchedules(t *testing.T) {
 
 func TestPairwiseAlltoallvSchedule(t *testing.T) {
 	const elem = 2
-	for size := 1; size <= 33; size++ {
+	for _, size := range simSizes() {
 		for variant := range 2 {
 			// cnt[i][j]: elements rank i sends to rank j.
 			cnt := func(i, j int) int {

@@ -53,7 +53,7 @@ func TestAllreduceSchedules(t *testing.T) {
 	for name, mk := range algos {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			for size := 1; size <= 33; size++ {
+			for _, size := range simSizes() {
 				for _, count := range reduceCounts {
 					runX(t, fmt.Sprintf("ranks=%d count=%d", size, count),
 						allreduceCase(size, count, func(r int) Schedule { return mk(r, size, count, 4) }))
@@ -72,7 +72,7 @@ func TestReduceScatterSchedules(t *testing.T) {
 	for name, mk := range algos {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			for size := 1; size <= 33; size++ {
+			for _, size := range simSizes() {
 				for _, count := range blockCounts {
 					c := xcase{size: size, elem: elem, twice: true,
 						mk:        func(r int) Schedule { return mk(r, size, count, elem) },

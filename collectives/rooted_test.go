@@ -26,7 +26,7 @@ func TestBroadcastSchedules(t *testing.T) {
 	for name, mk := range algos {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			for size := 1; size <= 33; size++ {
+			for _, size := range simSizes() {
 				for _, root := range roots(size) {
 					for _, count := range reduceCounts {
 						c := xcase{size: size, elem: elem,
@@ -53,7 +53,7 @@ func TestBroadcastSchedules(t *testing.T) {
 
 func TestBinomialReduceSchedule(t *testing.T) {
 	const elem = 4
-	for size := 1; size <= 33; size++ {
+	for _, size := range simSizes() {
 		for _, root := range roots(size) {
 			for _, count := range reduceCounts {
 				c := xcase{size: size, elem: elem, twice: true,
@@ -80,7 +80,7 @@ func TestBinomialReduceSchedule(t *testing.T) {
 
 func TestBinomialGatherSchedule(t *testing.T) {
 	const elem = 4
-	for size := 1; size <= 33; size++ {
+	for _, size := range simSizes() {
 		for _, root := range roots(size) {
 			for _, count := range blockCounts {
 				c := xcase{size: size, elem: elem,
@@ -115,7 +115,7 @@ func TestBinomialGatherSchedule(t *testing.T) {
 
 func TestBinomialScatterSchedule(t *testing.T) {
 	const elem = 4
-	for size := 1; size <= 33; size++ {
+	for _, size := range simSizes() {
 		for _, root := range roots(size) {
 			for _, count := range blockCounts {
 				c := xcase{size: size, elem: elem,

@@ -552,3 +552,16 @@ func (s *xsim) wantReduced(r, i int) (uint32, error) {
 	}
 	return id, nil
 }
+
+// simSizes are the rank counts the schedules are checked with: every count
+// from 1 to 33, or with -short the counts up to 9 and the powers of two up
+// to 32 with their neighbours.
+func simSizes() []int {
+	var sizes []int
+	for size := 1; size <= 33; size++ {
+		if !testing.Short() || size <= 9 || size&(size-1) == 0 || (size+1)&size == 0 || (size-1)&(size-2) == 0 {
+			sizes = append(sizes, size)
+		}
+	}
+	return sizes
+}
