@@ -55,8 +55,10 @@ DESCRIPTION
   Slurm
     Inside an allocation (SLURM_JOB_ID set, as under salloc or sbatch) and
     without -H or --hostfile, gorun starts the ranks with one
-    "srun --ntasks=N --label --kill-on-bad-exit=1" on the allocated nodes,
-    adding --overcommit when N exceeds the allocation's CPUs. -n defaults
+    "srun --ntasks=N --label --kill-on-bad-exit=1 --quit-on-interrupt" on
+    the allocated nodes, adding --overcommit when N exceeds the
+    allocation's CPUs. srun passes SIGINT to the tasks and ends the step
+    on SIGTERM in its own way. -n defaults
     to SLURM_NTASKS. Each task runs gorun itself, at the same path, which
     sets the rank's variables from SLURM_PROCID and friends and execs prog.
     A goccl program started by srun or Open MPI's mpirun without gorun
@@ -115,6 +117,8 @@ OPTIONS
         Where the store listens and what every rank dials. A HOST of
         0.0.0.0 (or none, as in ":29400") listens everywhere and lets
         each host's ranks dial this host's address on the route to them.
+    -v, --verbose
+        Say where the store listens and how each rank is started.
     --timestamp
         Prefix every line with the time it arrived.
     --output-dir DIR

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -45,6 +46,7 @@ type config struct {
 	srunCmd       []string
 	bootstrapAddr string
 	timestamp     bool
+	verbose       bool
 	outputDir     string
 	overcommit    bool // srun --overcommit
 }
@@ -113,6 +115,9 @@ func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Addr())
 	storeFor := func(h int) string { return net.JoinHostPort(plan.dial[h], port) }
+	if cfg.verbose {
+		j.out.logf("bootstrap store listening on %s", srv.Addr())
+	}
 	masterPort, err := freePort()
 	if err != nil {
 		j.out.logf("pick MASTER_PORT: %v", err)
@@ -158,6 +163,9 @@ func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		p := &proc{kind: kindSrun, ranks: all}
 		p.cmd = exec.Command(cfg.srunCmd[0], srunArgv(cfg.srunCmd[1:], cfg.n, cfg.overcommit, dir, exe, argv)...)
 		p.cmd.Env = srunEnv(base, cfg.exports, storeFor(0), secretHex, masterPort)
+		if cfg.verbose {
+			j.out.logf("ranks 0-%d: %s (store %s)", cfg.n-1, strings.Join(p.cmd.Args, " "), storeFor(0))
+		}
 		if err := p.start(j.out, &j.pumps, nil, j.srunLine); err != nil {
 			return startErr("srun", err)
 		}
@@ -183,6 +191,13 @@ func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 				ssh := sshArgv(cfg.sshCmd, h.name, cfg.grace, dir, argv)
 				p.cmd = exec.Command(ssh[0], ssh[1:]...)
 				stdin = envBlock(remoteEnv(base, cfg.exports, vars))
+			}
+			if cfg.verbose {
+				how := "here"
+				if p.kind == kindSSH {
+					how = "over " + strings.Join(p.cmd.Args[:len(p.cmd.Args)-1], " ")
+				}
+				j.out.logf("rank %d on %s, %s (store %s)", pl.rank, p.host, how, storeFor(pl.host))
 			}
 			if err := p.start(j.out, &j.pumps, stdin, nil); err != nil {
 				return startErr(fmt.Sprintf("rank %d", pl.rank), err)

@@ -55,6 +55,8 @@ func parseArgs(args []string, lookup func(string) (string, bool), stdout, stderr
 	launcher := fs.String("launcher", "auto", "")
 	fs.StringVar(&cfg.bootstrapAddr, "bootstrap-addr", "", "")
 	fs.BoolVar(&cfg.timestamp, "timestamp", false, "")
+	fs.BoolVar(&cfg.verbose, "v", false, "")
+	fs.BoolVar(&cfg.verbose, "verbose", false, "")
 	fs.StringVar(&cfg.outputDir, "output-dir", "", "")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "")
 	fs.DurationVar(&cfg.grace, "grace", 3*time.Second, "")

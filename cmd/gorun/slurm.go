@@ -99,10 +99,12 @@ func slurmResolve(name string) (net.IP, error) {
 }
 
 // srunArgv is the srun command line that starts n ranks: each task runs
-// gorun itself as the shim (exe), which execs prog.
+// gorun itself as the shim (exe), which execs prog. --quit-on-interrupt
+// makes srun pass one SIGINT to the tasks (without it srun only prints
+// their state); srun ends the step on SIGTERM itself.
 func srunArgv(srunCmd []string, n int, overcommit bool, dir, exe string, argv []string) []string {
 	out := append([]string{}, srunCmd...)
-	out = append(out, "--ntasks="+strconv.Itoa(n), "--label", "--kill-on-bad-exit=1", "--chdir="+dir)
+	out = append(out, "--ntasks="+strconv.Itoa(n), "--label", "--kill-on-bad-exit=1", "--quit-on-interrupt", "--chdir="+dir)
 	if overcommit {
 		out = append(out, "--overcommit")
 	}

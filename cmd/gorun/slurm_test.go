@@ -105,7 +105,7 @@ func TestSrunLaunch(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", want, stdout)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^srun-args: --ntasks=3 --label --kill-on-bad-exit=1 --chdir=\S+ --overcommit /\S+ /\S+$`).MatchString(stderr) {
+	if !regexp.MustCompile(`(?m)^srun-args: --ntasks=3 --label --kill-on-bad-exit=1 --quit-on-interrupt --chdir=\S+ --overcommit /\S+ /\S+$`).MatchString(stderr) {
 		t.Errorf("srun arguments; stderr:\n%s", stderr)
 	}
 	code, stdout, _, _ = gorun(t, ctx, "env", "--srun", srun, "-n", "2")
