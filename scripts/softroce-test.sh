@@ -27,7 +27,8 @@
 # Environment: GOCCL_VM_CACHE (default /tmp/goccl-softroce) holds the kernel;
 # GOCCL_VM_NETDEV (lo or eth0, default lo) is the netdev rxe0 binds to;
 # GOCCL_VM_ENV ("K=V ...") is exported to the guest's commands;
-# GOCCL_VM_CMDS (lines "name|command") adds guest commands;
+# GOCCL_VM_CMDS (lines "name|command") adds guest commands and
+# GOCCL_VM_BINS (main packages, space-separated) the binaries they run;
 # GOCCL_VM_MEM (default 2G); GOCCL_VM_ACCEL (tcg, the default, or kvm); the console
 # log is kept in $GOCCL_VM_CACHE/console.log.
 set -euo pipefail
@@ -44,8 +45,13 @@ GUEST_BINS=(
 # Extra guest commands, "name|shell command", run after the package tests,
 # from /tmp with GOCCL_REQUIRE_VERBS=1 and GOCCL_IB_HCA==rxe0 set. A command
 # fails the run by exiting non-zero; the Go test lines it prints are counted
-# like the package tests'. Example:
-#   "comm-verbs|GOCCL_TRANSPORT=verbs gorun -n 4 /usr/bin/comm.test -test.v"
+# like the package tests'. Example (tried: passes over rxe0), with
+# GUEST_BINS=(./cmd/gorun ./examples/allreduce):
+#   "allreduce-verbs|GOCCL_TRANSPORT=verbs gorun -n 2 allreduce -count 65536"
+# or the same from the command line:
+#   GOCCL_VM_BINS="./cmd/gorun ./examples/allreduce" \
+#   GOCCL_VM_CMDS='allreduce-verbs|GOCCL_TRANSPORT=verbs gorun -n 2 allreduce -count 65536' \
+#   scripts/softroce-test.sh
 GUEST_CMDS=(
 )
 
@@ -166,7 +172,8 @@ for p in "${pkgs[@]}"; do
 	[[ -n "$count" ]] && args+=" -test.count $count"
 	echo "$name|cd /tmp && /usr/bin/$name.test $args" >>"$root/tests.list"
 done
-for b in "${GUEST_BINS[@]}"; do
+read -r -a env_bins <<<"${GOCCL_VM_BINS:-}"
+for b in "${GUEST_BINS[@]}" "${env_bins[@]}"; do
 	log "building $b"
 	go build "${build_flags[@]}" -o "$root/usr/bin/$(basename "$b")" "$b"
 	while read -r lib; do
