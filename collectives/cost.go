@@ -110,6 +110,10 @@ var costTable = []struct {
 	{"reduce", "binomial", true, func(p int, n float64) (int, float64) {
 		return log2Ceil(p), float64(log2Ceil(p)) * n
 	}},
+	{"reduce", "ring", false, func(p int, n float64) (int, float64) {
+		// The root receives the ring's share and every other segment.
+		return p, 2 * float64(p-1) / float64(p) * n
+	}},
 	{"allgather", "ring", false, func(p int, n float64) (int, float64) {
 		return p - 1, float64(p-1) / float64(p) * n
 	}},

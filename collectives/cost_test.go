@@ -20,7 +20,7 @@ func scheduleFor(coll, algo string, rank, size, n int) (Schedule, bool) {
 	}
 	rooted := map[string]map[string]mkRoot{
 		"broadcast": {"binomial": BinomialBroadcast, "pipeline": PipelineBroadcast, "scatter-allgather": ScatterAllgatherBroadcast},
-		"reduce":    {"binomial": BinomialReduce},
+		"reduce":    {"binomial": BinomialReduce, "ring": RingReduce},
 		"gather":    {"binomial": BinomialGather},
 		"scatter":   {"binomial": BinomialScatter},
 	}

@@ -51,13 +51,26 @@ func TestBroadcastSchedules(t *testing.T) {
 	}
 }
 
-func TestBinomialReduceSchedule(t *testing.T) {
+func TestReduceSchedules(t *testing.T) {
+	algos := map[string]func(rank, size, root, count, elemSize int) Schedule{
+		"binomial": BinomialReduce,
+		"ring":     RingReduce,
+	}
+	for name, mk := range algos {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testReduce(t, mk)
+		})
+	}
+}
+
+func testReduce(t *testing.T, mk func(rank, size, root, count, elemSize int) Schedule) {
 	const elem = 4
 	for _, size := range simSizes() {
 		for _, root := range roots(size) {
 			for _, count := range reduceCounts {
 				c := xcase{size: size, elem: elem, twice: true,
-					mk:        func(r int) Schedule { return BinomialReduce(r, size, root, count, elem) },
+					mk:        func(r int) Schedule { return mk(r, size, root, count, elem) },
 					dataElems: func(int) int { return count },
 					init: func(s *xsim) {
 						for r := range size {
