@@ -208,6 +208,7 @@ func (e *endpoint) startLocked(c *net.TCPConn) {
 		e.timer.Stop()
 		e.timer = nil
 	}
+	e.writerDone = make(chan struct{})
 	e.wg.Add(2)
 	go e.readLoop(c)
 	go e.writeLoop(c)

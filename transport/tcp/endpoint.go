@@ -57,7 +57,8 @@ type endpoint struct {
 
 	spares spares // large pooled buffers kept at hand
 
-	wg sync.WaitGroup // reader and writer
+	wg         sync.WaitGroup // reader and writer
+	writerDone chan struct{}  // closed when the writer exits
 }
 
 var _ transport.Endpoint = (*endpoint)(nil)
@@ -354,11 +355,20 @@ func (e *endpoint) fail(cause error, nak *header, first *transport.Completion) {
 	clear(e.outq)
 	e.outq = e.outq[:0]
 	conn := e.conn
-	if nak != nil && conn != nil {
+	switch {
+	case nak != nil && conn != nil:
 		e.outq = append(e.outq, outItem{h: *nak})
 		e.lingering = true
 		conn.SetReadDeadline(time.Now().Add(e.dev.opts.LingerTimeout))
-	} else {
+	case e.closed && conn != nil:
+		// Close: the peer's requests whose data is already placed (and
+		// whose receives may have completed here) still get their
+		// acknowledgements, as an adapter would have sent them already:
+		// the writer finishes its batch, sends the acks still owed and
+		// closes its half; Close waits for it (bounded by the deadline).
+		e.lingering = true
+		conn.SetWriteDeadline(time.Now().Add(e.dev.opts.LingerTimeout))
+	default:
 		e.sendAcks, e.writeAcks = 0, 0
 	}
 	if first != nil {
@@ -413,7 +423,18 @@ func (e *endpoint) Close() error {
 	e.mu.Lock()
 	conn, parked := e.conn, e.parked
 	e.parked = nil
+	linger, writerDone := e.lingering, e.writerDone
 	e.mu.Unlock()
+	if conn != nil && linger && writerDone != nil {
+		// Let the writer send what it still owes (bounded by the write
+		// deadline fail set) before the connection is cut.
+		t := time.NewTimer(e.dev.opts.LingerTimeout)
+		select {
+		case <-writerDone:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	if conn != nil {
 		conn.Close()
 	}

@@ -24,7 +24,15 @@ const readBufferSize = 64 << 10
 // and it closes c on exit.
 func (e *endpoint) readLoop(c *net.TCPConn) {
 	defer e.wg.Done()
-	defer c.Close()
+	defer func() {
+		// Close closes c itself, after the writer sent what it owes.
+		e.mu.Lock()
+		closing := e.closed
+		e.mu.Unlock()
+		if !closing {
+			c.Close()
+		}
+	}()
 	br := bufio.NewReaderSize(c, readBufferSize)
 	hb := make([]byte, headerSize)
 	var h header

@@ -499,3 +499,25 @@ func TestSameDeviceAndIPv6(t *testing.T) {
 		pingPong(t, p)
 	})
 }
+
+// TestCloseSendsOwedAcks: a peer that closes as soon as its receive
+// completed still acknowledges the write that completed it, so the
+// initiator's write succeeds (as with an adapter, which acknowledges before
+// software sees the receive).
+func TestCloseSendsOwedAcks(t *testing.T) {
+	for i := range 30 {
+		p := pairWith(t, nil)
+		src := transporttest.Register(t, p.DevA, make([]byte, 4096), 0)
+		dst := transporttest.Register(t, p.DevB, make([]byte, 4096), transport.AccessAll)
+		if err := p.B.PostRecv(1, dst, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		imm := uint32(i)
+		if err := p.A.PostWrite(2, src, 0, 4096, dst.Remote(), 0, &imm); err != nil {
+			t.Fatal(err)
+		}
+		transporttest.ExpectOK(t, transporttest.WaitOne(t, p.CQB, 5*time.Second), transport.OpRecv, 1, 4096)
+		p.B.Close()
+		transporttest.ExpectOK(t, transporttest.WaitOne(t, p.CQA, 5*time.Second), transport.OpWrite, 2, 4096)
+	}
+}

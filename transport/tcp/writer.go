@@ -18,6 +18,7 @@ const (
 // coalesced into one ACK per kind.
 func (e *endpoint) writeLoop(c *net.TCPConn) {
 	defer e.wg.Done()
+	defer close(e.writerDone)
 	w := writer{c: c, buf: make([]byte, 0, writeBufferSize)}
 	var batch []outItem
 	for {
