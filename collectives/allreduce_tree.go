@@ -11,13 +11,13 @@ package collectives
 // rank size-1-r) when size is even, or shifted by one (rank r plays rank
 // r-1) when size is odd. The first tree's leaves are the odd ranks; the
 // second tree's are the even ones, so every rank but at most one is an inner
-// node in exactly one tree and each rank's links carry about one buffer in
-// each direction.
+// node in exactly one tree: a rank has at most four tree edges in all, and
+// each edge carries half the buffer each way.
 //
 // The first tree is NCCL's btree: rank 0 is the root, with one child; a rank
 // with lowest set bit b has parent (r XOR b) OR 2b, or r XOR b when that is
 // out of range. On each tree every rank reduces its children's partial
-// results into its half, smaller child first, sends the result to its
+// results into its half, lower rank first, sends the result to its
 // parent, receives the complete half back from its parent and sends it on to
 // its children. The root holds the complete half when its children are
 // done. The executor cuts each half into chunks, so a rank passes chunk c
@@ -27,13 +27,13 @@ package collectives
 // copied to every rank, so every rank ends with bitwise identical results.
 //
 // Both trees' reductions come before both broadcasts in each rank's program
-// order, which is the order messages between two ranks keep: two ranks that
-// are linked in both trees exchange both halves' reductions before both
-// halves' results.
+// order, which is the order messages between two ranks keep. Two ranks
+// linked in both trees therefore exchange both halves' reductions before
+// both halves' results; elsewhere the trees do not wait for each other.
 //
-// Cost: about 2 log2(size) steps of latency plus one chunk per step of
-// pipeline; each rank sends and receives about one buffer (half a buffer up
-// and down each tree, twice for inner nodes on their tree).
+// Cost: about 2 log2(size) steps of latency, pipelined; a rank sends and
+// receives at most about two buffers (half a buffer on each of up to four
+// tree edges), like the ring, but in logarithmic latency.
 func TreeAllreduce(rank, size, count, elemSize int) Schedule {
 	s := Schedule{Name: "tree", Rank: rank, Size: size}
 	if size <= 1 || count == 0 {
