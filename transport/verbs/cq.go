@@ -54,52 +54,68 @@ func newCQ(d *Device, depth int) (*cq, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := syscall.Dup(hw.Fd())
+	f, err := channelFile(hw, "ibv-comp-channel")
 	if err != nil {
 		hw.Close()
-		return nil, fmt.Errorf("dup completion channel: %w", err)
+		return nil, err
 	}
-	syscall.CloseOnExec(fd)
 	q := &cq{
 		dev:    d,
 		hw:     hw,
 		depth:  depth,
 		eps:    make(map[uint32]*endpoint),
 		notify: make(chan struct{}),
-		file:   os.NewFile(uintptr(fd), "ibv-comp-channel"),
+		file:   f,
 		evDone: make(chan struct{}),
 		done:   make(chan struct{}),
 	}
-	go q.events()
+	// Waiters are woken after each event. The queue is re-armed before, so
+	// a completion is either seen by the waiters' next poll or raises a
+	// new event.
+	go serveEvents(d, q.file, q.hw, q.evDone, q.wake)
 	return q, nil
 }
 
-// events consumes completion channel events and wakes waiters. The queue is
-// re-armed before waiters are woken, so a completion is either seen by the
-// waiters' next poll or raises a new event.
-func (q *cq) events() {
-	defer close(q.evDone)
-	rc, err := q.file.SyscallConn()
+// channelFile puts a completion channel into the Go netpoller: a dup of its
+// (non-blocking) descriptor, so that a goroutine can wait for events without
+// holding a thread, and closing the file ends the wait.
+func channelFile(hw ibv.CQ, name string) (*os.File, error) {
+	fd, err := syscall.Dup(hw.Fd())
 	if err != nil {
+		return nil, fmt.Errorf("dup completion channel: %w", err)
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// serveEvents consumes the events of hw's completion channel (each
+// acknowledged and the queue re-armed) and calls fn after each, until f is
+// closed. It closes done when it returns.
+func serveEvents(d *Device, f *os.File, hw ibv.CQ, done chan struct{}, fn func()) {
+	defer close(done)
+	rc, err := f.SyscallConn()
+	if err != nil {
+		d.logf("verbs: %s: completion channel: %v", d.name, err)
 		return
 	}
 	for {
 		var evErr error
 		err := rc.Read(func(uintptr) bool {
-			ok, err := q.hw.ConsumeEvent()
+			ok, err := hw.ConsumeEvent()
 			if err != nil {
 				evErr = err
 				return true
 			}
 			return ok
 		})
-		if err != nil || evErr != nil {
-			if evErr != nil {
-				q.dev.logf("verbs: %s: completion channel: %v", q.dev.name, evErr)
-			}
+		if evErr != nil {
+			d.logf("verbs: %s: completion channel: %v", d.name, evErr)
 			return
 		}
-		q.wake()
+		if err != nil {
+			return // closed
+		}
+		fn()
 	}
 }
 

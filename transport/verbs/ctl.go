@@ -6,7 +6,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/goccl/goccl/transport"
@@ -80,47 +79,23 @@ func newCtlPlane(d *Device) (*ctlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := syscall.Dup(hw.Fd())
+	f, err := channelFile(hw, "ibv-ctl-channel")
 	if err != nil {
 		hw.Close()
-		return nil, fmt.Errorf("dup completion channel: %w", err)
+		return nil, err
 	}
-	syscall.CloseOnExec(fd)
 	p := &ctlPlane{
 		dev:    d,
 		hw:     hw,
 		cap:    n / ctlPerConn,
-		file:   os.NewFile(uintptr(fd), "ibv-ctl-channel"),
+		file:   f,
 		evDone: make(chan struct{}),
 		conns:  make(map[uint32]*ctlConn),
 	}
 	p.stop, p.tickDone = make(chan struct{}), make(chan struct{})
-	go p.serve()
+	go serveEvents(d, p.file, p.hw, p.evDone, p.poll)
 	go p.keepalive()
 	return p, nil
-}
-
-func (p *ctlPlane) serve() {
-	defer close(p.evDone)
-	rc, err := p.file.SyscallConn()
-	if err != nil {
-		return
-	}
-	for {
-		p.poll()
-		var evErr error
-		err := rc.Read(func(uintptr) bool {
-			ok, err := p.hw.ConsumeEvent()
-			if err != nil {
-				evErr = err
-				return true
-			}
-			return ok
-		})
-		if err != nil || evErr != nil {
-			return
-		}
-	}
 }
 
 // poll handles every control completion queued. Messages are handled under
