@@ -128,12 +128,15 @@ copy_file() { # copy a host file to the same path in the image
 	mkdir -p "$root$(dirname "$f")"
 	cp -L "$f" "$root$f"
 }
-copy_with_libs() { # a binary or library and everything ldd says it needs
-	local f=$1 lib
-	copy_file "$f"
+copy_libs() { # the shared libraries ldd says a binary needs, ld-linux included
+	local lib
 	while read -r lib; do
 		if [[ -n "$lib" && -e "$lib" ]]; then copy_file "$lib"; fi
-	done < <(ldd "$f" 2>/dev/null | awk '/=> \// {print $3} /^[ \t]*\/[^ ]+ \(/ {print $1}')
+	done < <(ldd "$1" 2>/dev/null | awk '/=> \// {print $3} /^[ \t]*\/[^ ]+ \(/ {print $1}')
+}
+copy_with_libs() { # a host binary or library and its libraries
+	copy_file "$1"
+	copy_libs "$1"
 }
 
 cp /bin/busybox "$root/bin/busybox"
@@ -163,9 +166,7 @@ for p in "${pkgs[@]}"; do
 	name=$(basename "$p")
 	log "building $p"
 	go test -c "${build_flags[@]}" -o "$root/usr/bin/$name.test" "$p"
-	while read -r lib; do
-		if [[ -n "$lib" && -e "$lib" ]]; then copy_file "$lib"; fi
-	done < <(ldd "$root/usr/bin/$name.test" 2>/dev/null | awk '/=> \// {print $3} /^[ \t]*\/[^ ]+ \(/ {print $1}')
+	copy_libs "$root/usr/bin/$name.test"
 	args="-test.v -test.timeout $test_timeout"
 	[[ -n "$run_re" ]] && args+=" -test.run '$run_re'"
 	[[ -n "$bench_re" ]] && args+=" -test.bench '$bench_re' -test.benchtime 2s"
@@ -176,9 +177,7 @@ read -r -a env_bins <<<"${GOCCL_VM_BINS:-}"
 for b in "${GUEST_BINS[@]}" "${env_bins[@]}"; do
 	log "building $b"
 	go build "${build_flags[@]}" -o "$root/usr/bin/$(basename "$b")" "$b"
-	while read -r lib; do
-		if [[ -n "$lib" && -e "$lib" ]]; then copy_file "$lib"; fi
-	done < <(ldd "$root/usr/bin/$(basename "$b")" 2>/dev/null | awk '/=> \// {print $3} /^[ \t]*\/[^ ]+ \(/ {print $1}')
+	copy_libs "$root/usr/bin/$(basename "$b")"
 done
 for c in "${GUEST_CMDS[@]}"; do echo "$c" >>"$root/tests.list"; done
 if [[ -n "${GOCCL_VM_CMDS:-}" ]]; then echo "$GOCCL_VM_CMDS" >>"$root/tests.list"; fi
