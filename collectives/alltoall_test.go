@@ -46,6 +46,16 @@ func TestAlltoallSchedules(t *testing.T) {
 	}
 }
 
+func TestBruckAlltoallSchedule(t *testing.T) {
+	for _, size := range simSizes() {
+		for _, count := range blockCounts {
+			c := alltoallCase(size, count, nil)
+			c.phases = func(r int) []Schedule { return BruckAlltoall(r, size, count, 4) }
+			runX(t, fmt.Sprintf("ranks=%d count=%d", size, count), c)
+		}
+	}
+}
+
 func TestPairwiseAlltoallvSchedule(t *testing.T) {
 	const elem = 2
 	for _, size := range simSizes() {

@@ -146,6 +146,14 @@ var costTable = []struct {
 	{"alltoall", "pairwise", false, func(p int, n float64) (int, float64) {
 		return p - 1, float64(p-1) / float64(p) * n
 	}},
+	{"alltoall", "bruck", false, func(p int, n float64) (int, float64) {
+		// BruckAlltoall: one schedule per round, run in sequence.
+		blocks := 0
+		for k := range log2Ceil(p) {
+			blocks += bruckSlots(p, k)
+		}
+		return log2Ceil(p), float64(blocks) / float64(p) * n
+	}},
 	{"gather", "binomial", false, func(p int, n float64) (int, float64) {
 		return log2Ceil(p), float64(p-1) / float64(p) * n
 	}},

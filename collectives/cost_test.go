@@ -35,6 +35,14 @@ func scheduleFor(coll, algo string, rank, size, n int) (Schedule, bool) {
 	if f, ok := rooted[coll][algo]; ok {
 		return f(rank, size, 0, count, 1), true
 	}
+	if coll == "alltoall" && algo == "bruck" {
+		// Several schedules: their steps, as one.
+		var all Schedule
+		for _, ph := range BruckAlltoall(rank, size, count, 1) {
+			all.Steps = append(all.Steps, ph.Steps...)
+		}
+		return all, true
+	}
 	if coll == "barrier" && algo == "dissemination" {
 		return DisseminationBarrier(rank, size), true
 	}

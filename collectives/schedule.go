@@ -86,8 +86,8 @@ type Schedule struct {
 	ScratchBytes int
 	// Pre are local copies the rank makes, in order, before any of its
 	// steps starts: an out-of-place collective's own block (BufInput to
-	// BufData), or packing into BufScratch. They never overlap each other.
-	// Schedules of in-place collectives have none.
+	// BufData), or packing into BufScratch. A copy may read what an
+	// earlier one wrote. Schedules of in-place collectives have none.
 	Pre []Copy
 }
 

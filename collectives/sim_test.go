@@ -435,9 +435,15 @@ func (s *xsim) run() error {
 // build each rank's schedule, how large its buffers are, what they hold
 // before, and what must hold after.
 type xcase struct {
-	size       int
-	elem       int
-	mk         func(r int) Schedule
+	size int
+	elem int
+	mk   func(r int) Schedule
+	// phases, instead of mk, gives each rank's schedules of a collective
+	// that runs as several schedules in order over the same buffers (all
+	// ranks run phase k before phase k+1 here; each rank's messages of
+	// phase k precede those of phase k+1 to any peer, so the order holds
+	// in the executor too).
+	phases     func(r int) []Schedule
 	dataElems  func(r int) int
 	inputElems func(r int) int
 	init       func(s *xsim) // fills the buffers (atoms)
@@ -470,28 +476,48 @@ func runX(t *testing.T, desc string, c xcase) {
 
 // run is runX's work: it returns the first failure.
 func (c xcase) run() error {
-	scheds := make([]Schedule, c.size)
+	phases := make([][]Schedule, 0) // per phase, per rank
 	for r := range c.size {
-		scheds[r] = c.mk(r)
+		var ps []Schedule
+		if c.phases != nil {
+			ps = c.phases(r)
+		} else {
+			ps = []Schedule{c.mk(r)}
+		}
+		if r == 0 {
+			phases = make([][]Schedule, len(ps))
+		}
+		if len(ps) != len(phases) {
+			return fmt.Errorf("rank %d has %d phases, rank 0 %d", r, len(ps), len(phases))
+		}
+		for k, sc := range ps {
+			if sc.ScratchBytes != ps[0].ScratchBytes {
+				return fmt.Errorf("rank %d: phase %d needs %d bytes of scratch, phase 0 %d", r, k, sc.ScratchBytes, ps[0].ScratchBytes)
+			}
+			phases[k] = append(phases[k], sc)
+		}
 	}
 	if c.inputElems == nil {
 		c.inputElems = func(int) int { return 0 }
 	}
 	big := 0
 	for r := range c.size {
-		big = max(big, c.dataElems(r), c.inputElems(r), scheds[r].ScratchBytes/c.elem)
+		big = max(big, c.dataElems(r), c.inputElems(r), phases[0][r].ScratchBytes/c.elem)
 	}
 	for ci, ch := range xchunks {
 		if ch == 1 && big > xchunkOneMax {
 			continue // as thorough as 3 and slow to plan
 		}
-		plans := make([]*Plan, c.size)
-		for r := range c.size {
-			p, err := Compile(scheds[r], ch*c.elem)
-			if err != nil {
-				return fmt.Errorf("chunk=%d: %v", ch, err)
+		plans := make([][]*Plan, len(phases))
+		for k, scheds := range phases {
+			plans[k] = make([]*Plan, c.size)
+			for r := range c.size {
+				p, err := Compile(scheds[r], ch*c.elem)
+				if err != nil {
+					return fmt.Errorf("chunk=%d: %v", ch, err)
+				}
+				plans[k][r] = p
 			}
-			plans[r] = p
 		}
 		ex := newExprs()
 		var first *xsim
@@ -500,13 +526,21 @@ func (c xcase) run() error {
 			runs = 2
 		}
 		for run := range runs {
-			s, err := newXsim(scheds, plans, c.elem, c.dataElems, c.inputElems, ci%3, uint64(c.size*7919+ci*31+run), ex)
-			if err != nil {
-				return fmt.Errorf("chunk=%d: %v", ch, err)
-			}
-			c.init(s)
-			if err := s.run(); err != nil {
-				return fmt.Errorf("chunk=%d slots=%d: %v", ch, ci%3, err)
+			var s *xsim
+			for k, scheds := range phases {
+				next, err := newXsim(scheds, plans[k], c.elem, c.dataElems, c.inputElems, ci%3, uint64(c.size*7919+ci*31+run*7+k), ex)
+				if err != nil {
+					return fmt.Errorf("chunk=%d phase %d: %v", ch, k, err)
+				}
+				if s == nil {
+					c.init(next)
+				} else {
+					next.bufs, next.know = s.bufs, s.know
+				}
+				s = next
+				if err := s.run(); err != nil {
+					return fmt.Errorf("chunk=%d slots=%d phase %d: %v", ch, ci%3, k, err)
+				}
 			}
 			if err := c.check(s); err != nil {
 				return fmt.Errorf("chunk=%d: %v", ch, err)
