@@ -61,6 +61,9 @@ type Call struct {
 	Coll  string
 	Count int
 	Root  int // -1 when the collective has no root
+	// P2P marks point-to-point calls: Seq is the tag, and the fingerprint
+	// leaves out the count (the executor checks each message's length).
+	P2P bool
 
 	fp uint16 // cached fingerprint
 }
@@ -80,15 +83,19 @@ func (c *Call) fingerprint() uint16 {
 			v >>= 8
 		}
 	}
-	for i := 0; i < len(c.Coll); i++ {
-		mix(uint64(c.Coll[i]))
+	if !c.P2P {
+		for i := 0; i < len(c.Coll); i++ {
+			mix(uint64(c.Coll[i]))
+		}
 	}
 	for i := 0; i < len(c.Plan.Name); i++ {
 		mix(uint64(c.Plan.Name[i]))
 	}
 	mix(uint64(c.Type))
 	mix(uint64(c.Op))
-	mix(uint64(c.Count))
+	if !c.P2P {
+		mix(uint64(c.Count))
+	}
 	mix(uint64(int64(c.Root)))
 	fp := uint16(h>>16) ^ uint16(h)
 	if fp == 0 {

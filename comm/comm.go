@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -62,8 +63,14 @@ type Comm struct {
 
 	// Owned by the worker goroutine.
 	seq     uint32
-	plans   map[planKey]*collectives.Plan
-	scratch scratchBuf
+	plans   map[planKey]planEntry
+	scratch [numScratch]scratchBuf
+
+	// Algorithm selection: GOCCL_ALGO's choices, and the α-β cost model's
+	// parameters (agreed by all ranks at New).
+	algoEnv     map[collKind]string
+	alpha, beta float64
+	debug       bool
 }
 
 // Rank is this process's rank, 0 <= Rank < Size.
@@ -81,9 +88,23 @@ func (c *Comm) Transport() string { return c.dev.Name() }
 // The communicator owns rdv (closed by Close); dev is closed by Close only
 // if opts.OwnDevice is set.
 func New(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Options) (*Comm, error) {
-	opts.fill()
+	if err := opts.fill(); err != nil {
+		rdv.Close()
+		if opts.OwnDevice {
+			dev.Close()
+		}
+		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
+	}
+	algoEnv, err := parseAlgoEnv(os.Getenv("GOCCL_ALGO"))
+	if err != nil {
+		rdv.Close()
+		if opts.OwnDevice {
+			dev.Close()
+		}
+		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
+	}
 	c := &Comm{id: "world", rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, dev: dev, ownDev: opts.OwnDevice,
-		queue: make(chan *Request, 1024), stop: make(chan struct{}), plans: map[planKey]*collectives.Plan{}}
+		queue: make(chan *Request, 1024), stop: make(chan struct{}), plans: map[planKey]planEntry{}, debug: debugEnabled(), algoEnv: algoEnv}
 	c.life, c.lifeCancel = context.WithCancelCause(context.Background())
 	c.watchdog = time.AfterFunc(time.Hour, func() {
 		c.lifeCancel(fmt.Errorf("collective exceeded the communicator timeout %v (GOCCL_TIMEOUT)", c.opts.Timeout))
@@ -95,6 +116,10 @@ func New(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Options
 	}
 	c.wg.Add(1)
 	go c.worker()
+	if err := c.tune(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("comm: init rank %d of %d: measuring the transport: %w", c.rank, c.size, err)
+	}
 	return c, nil
 }
 
@@ -287,9 +312,11 @@ func (c *Comm) teardown() error {
 	}
 	c.regs = nil
 	c.mu.Unlock()
-	if c.scratch.region != nil {
-		errs = append(errs, c.dev.Deregister(c.scratch.region), transport.Free(c.scratch.mem))
-		c.scratch = scratchBuf{}
+	for i := range c.scratch {
+		if sb := &c.scratch[i]; sb.region != nil {
+			errs = append(errs, c.dev.Deregister(sb.region), transport.Free(sb.mem))
+			*sb = scratchBuf{}
+		}
 	}
 	if c.cq != nil {
 		c.cq.Close()
@@ -322,21 +349,33 @@ type Options struct {
 	SpinPolls int
 	// OwnDevice makes Close close the transport device.
 	OwnDevice bool
+	// Alpha (seconds per message step) and Beta (seconds per byte) set the
+	// algorithm selector's cost model. Zero: measured at New on the
+	// transport in use.
+	Alpha, Beta float64
 }
 
-func (o *Options) fill() {
+func (o *Options) fill() error {
+	var err error
 	if o.ChunkSize <= 0 {
-		o.ChunkSize = envInt("GOCCL_CHUNK_SIZE", 512<<10)
+		if o.ChunkSize, err = envInt("GOCCL_CHUNK_SIZE", 512<<10); err != nil {
+			return err
+		}
 	}
 	o.ChunkSize = max(64, o.ChunkSize&^63) // a multiple of every element size
 	if o.Slots <= 0 {
-		o.Slots = envInt("GOCCL_SLOTS", 8)
+		if o.Slots, err = envInt("GOCCL_SLOTS", 8); err != nil {
+			return err
+		}
 	}
 	o.Slots = min(o.Slots, 1<<15)
 	if o.Timeout <= 0 {
-		o.Timeout = envDuration("GOCCL_TIMEOUT", 10*time.Minute)
+		if o.Timeout, err = envDuration("GOCCL_TIMEOUT", 10*time.Minute); err != nil {
+			return err
+		}
 	}
 	if o.SpinPolls <= 0 {
 		o.SpinPolls = 64
 	}
+	return nil
 }

@@ -16,8 +16,8 @@ type registration struct {
 	owned      bool
 }
 
-// scratchBuf is the registered staging buffer unregistered slices go
-// through. It grows to the largest collective seen and is reused.
+// scratchBuf is a registered staging buffer. It grows to the largest
+// need seen and is reused.
 type scratchBuf struct {
 	region transport.Region
 	mem    []byte
@@ -130,18 +130,19 @@ func (c *Comm) lookup(b []byte) (collectives.Target, bool) {
 	return collectives.Target{}, false
 }
 
-// scratchFor returns the staging buffer, grown to at least n bytes.
-// Called by the worker only.
-func (c *Comm) scratchFor(n int) (collectives.Target, error) {
-	if c.scratch.region != nil && len(c.scratch.mem) >= n {
-		return collectives.Target{Region: c.scratch.region}, nil
+// scratchFor returns staging buffer i, grown to at least n bytes. Called
+// by the worker only.
+func (c *Comm) scratchFor(i, n int) (collectives.Target, error) {
+	sb := &c.scratch[i]
+	if sb.region != nil && len(sb.mem) >= n {
+		return collectives.Target{Region: sb.region}, nil
 	}
 	size := max(n, 1<<20)
-	if c.scratch.region != nil {
-		size = max(size, 2*len(c.scratch.mem))
-		c.dev.Deregister(c.scratch.region)
-		transport.Free(c.scratch.mem)
-		c.scratch = scratchBuf{}
+	if sb.region != nil {
+		size = max(size, 2*len(sb.mem))
+		c.dev.Deregister(sb.region)
+		transport.Free(sb.mem)
+		*sb = scratchBuf{}
 	}
 	mem, err := transport.Alloc(size)
 	if err != nil {
@@ -152,6 +153,6 @@ func (c *Comm) scratchFor(n int) (collectives.Target, error) {
 		transport.Free(mem)
 		return collectives.Target{}, fmt.Errorf("register staging buffer of %d bytes: %w", size, err)
 	}
-	c.scratch = scratchBuf{region: r, mem: mem}
+	*sb = scratchBuf{region: r, mem: mem}
 	return collectives.Target{Region: r}, nil
 }

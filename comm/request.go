@@ -12,6 +12,17 @@ const (
 	collAllreduce collKind = iota + 1
 	collBroadcast
 	collBarrier
+	collReduce
+	collAllgather
+	collAllgatherv
+	collReduceScatter
+	collAlltoall
+	collAlltoallv
+	collGather
+	collScatter
+	collSend
+	collRecv
+	collSendRecv
 )
 
 func (k collKind) String() string {
@@ -22,9 +33,34 @@ func (k collKind) String() string {
 		return "broadcast"
 	case collBarrier:
 		return "barrier"
+	case collReduce:
+		return "reduce"
+	case collAllgather:
+		return "allgather"
+	case collAllgatherv:
+		return "allgatherv"
+	case collReduceScatter:
+		return "reducescatter"
+	case collAlltoall:
+		return "alltoall"
+	case collAlltoallv:
+		return "alltoallv"
+	case collGather:
+		return "gather"
+	case collScatter:
+		return "scatter"
+	case collSend:
+		return "send"
+	case collRecv:
+		return "recv"
+	case collSendRecv:
+		return "sendrecv"
 	}
 	return "collective"
 }
+
+// p2p reports whether k is point-to-point (not called by every rank).
+func (k collKind) p2p() bool { return k == collSend || k == collRecv || k == collSendRecv }
 
 // Request is an asynchronous collective. Until Wait (or Test) reports it
 // done, its buffers belong to the communicator: do not read or write them.
@@ -36,7 +72,9 @@ type Request struct {
 	dt    DataType
 	op    Op
 	root  int
-	count int
+	count int // elements of the buffer, or of one block for block collectives
+	algo  string
+	args  callArgs
 	ctx   context.Context // nil: the communicator's timeout applies
 	done  chan struct{}
 	err   error

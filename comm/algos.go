@@ -1,0 +1,257 @@
+package comm
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"strings"
+
+	"github.com/goccl/goccl/collectives"
+)
+
+// callArgs is what a schedule constructor needs beyond rank and size.
+type callArgs struct {
+	count    int // elements: of the buffer, or of one block
+	elemSize int
+	root     int
+	// per-rank counts and displacements of the v collectives, in elements
+	sendCounts, sendDispls, recvCounts, recvDispls []int
+	peer, src, tag                                 int // point to point: destination, source, tag
+	recvCount                                      int // point to point: elements received
+}
+
+type scheduleFunc func(rank, size int, a *callArgs) collectives.Schedule
+
+// algorithms maps each collective to its algorithms by schedule name, in
+// the order the selector prefers on a tie.
+var algorithms = map[collKind]map[string]scheduleFunc{
+	collAllreduce: {
+		"ring": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.RingAllreduce(r, n, a.count, a.elemSize)
+		},
+		"tree": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.TreeAllreduce(r, n, a.count, a.elemSize)
+		},
+		"recursive-doubling": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.RecursiveDoublingAllreduce(r, n, a.count, a.elemSize)
+		},
+		"rabenseifner": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.RabenseifnerAllreduce(r, n, a.count, a.elemSize)
+		},
+	},
+	collBroadcast: {
+		"binomial": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.BinomialBroadcast(r, n, a.root, a.count, a.elemSize)
+		},
+		"pipeline": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.PipelineBroadcast(r, n, a.root, a.count, a.elemSize)
+		},
+		"scatter-allgather": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.ScatterAllgatherBroadcast(r, n, a.root, a.count, a.elemSize)
+		},
+	},
+	collReduce: {
+		"binomial": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.BinomialReduce(r, n, a.root, a.count, a.elemSize)
+		},
+	},
+	collAllgather: {
+		"ring": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.RingAllgather(r, n, a.count, a.elemSize)
+		},
+		"recursive-doubling": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.RecursiveDoublingAllgather(r, n, a.count, a.elemSize)
+		},
+		"bruck": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.BruckAllgather(r, n, a.count, a.elemSize)
+		},
+	},
+	collAllgatherv: {
+		"ring": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.RingAllgatherv(r, n, a.recvCounts, a.recvDispls, a.elemSize)
+		},
+	},
+	collReduceScatter: {
+		"ring": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.RingReduceScatter(r, n, a.count, a.elemSize)
+		},
+		"recursive-halving": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.RecursiveHalvingReduceScatter(r, n, a.count, a.elemSize)
+		},
+	},
+	collAlltoall: {
+		"pairwise": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.PairwiseAlltoall(r, n, a.count, a.elemSize)
+		},
+	},
+	collAlltoallv: {
+		"pairwise": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.PairwiseAlltoallv(r, n, a.sendCounts, a.sendDispls, a.recvCounts, a.recvDispls, a.elemSize)
+		},
+	},
+	collGather: {
+		"binomial": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.BinomialGather(r, n, a.root, a.count, a.elemSize)
+		},
+	},
+	collScatter: {
+		"binomial": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.BinomialScatter(r, n, a.root, a.count, a.elemSize)
+		},
+	},
+	collBarrier: {
+		"dissemination": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.DisseminationBarrier(r, n)
+		},
+	},
+	collSend: {
+		"direct": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.Schedule{Name: "direct", Rank: r, Size: n,
+				Steps: []collectives.Step{{Kind: collectives.Send, Peer: a.peer, Buf: collectives.BufInput, Len: a.count * a.elemSize}}}
+		},
+	},
+	collRecv: {
+		"direct": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.Schedule{Name: "direct", Rank: r, Size: n,
+				Steps: []collectives.Step{{Kind: collectives.Recv, Peer: a.src, Buf: collectives.BufData, Len: a.recvCount * a.elemSize}}}
+		},
+	},
+	collSendRecv: {
+		"direct": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.Schedule{Name: "direct", Rank: r, Size: n, Steps: []collectives.Step{
+				{Kind: collectives.Send, Peer: a.peer, Buf: collectives.BufInput, Len: a.count * a.elemSize},
+				{Kind: collectives.Recv, Peer: a.src, Buf: collectives.BufData, Len: a.recvCount * a.elemSize},
+			}}
+		},
+	},
+}
+
+// costName is the collective's name in collectives.CostOf.
+func (k collKind) costName() string {
+	switch k {
+	case collReduceScatter:
+		return "reduce-scatter"
+	case collAllgatherv:
+		return "allgather"
+	case collAlltoallv:
+		return "alltoall"
+	}
+	return k.String()
+}
+
+// Algorithms lists the algorithms goccl has for a collective ("allreduce",
+// "broadcast", "reduce", "allgather", "reduce-scatter", "alltoall",
+// "gather", "scatter", "barrier").
+func Algorithms(collective string) []string {
+	for k, m := range algorithms {
+		if k.String() == collective || k.costName() == collective {
+			names := make([]string, 0, len(m))
+			for name := range m {
+				names = append(names, name)
+			}
+			return names
+		}
+	}
+	return nil
+}
+
+// parseAlgoEnv reads GOCCL_ALGO, e.g. "allreduce:tree,bcast:pipeline":
+// per collective, the algorithm every call uses unless the call names its
+// own. Unknown collectives or algorithms are an error.
+func parseAlgoEnv(v string) (map[collKind]string, error) {
+	out := map[collKind]string{}
+	if strings.TrimSpace(v) == "" {
+		return out, nil
+	}
+	for _, item := range strings.Split(v, ",") {
+		coll, algo, ok := strings.Cut(strings.TrimSpace(item), ":")
+		if !ok {
+			return nil, fmt.Errorf("GOCCL_ALGO=%q: item %q is not collective:algorithm", v, item)
+		}
+		k, ok := collByName(coll)
+		if !ok {
+			return nil, fmt.Errorf("GOCCL_ALGO=%q: unknown collective %q", v, coll)
+		}
+		if _, ok := algorithms[k][algo]; !ok {
+			return nil, fmt.Errorf("GOCCL_ALGO=%q: %s has no algorithm %q (have %s)", v, k, algo, strings.Join(Algorithms(k.String()), ", "))
+		}
+		out[k] = algo
+	}
+	return out, nil
+}
+
+func collByName(name string) (collKind, bool) {
+	switch name {
+	case "bcast":
+		return collBroadcast, true
+	case "reducescatter", "reduce_scatter":
+		return collReduceScatter, true
+	}
+	for k := range algorithms {
+		if k.String() == name || k.costName() == name {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// choose picks the algorithm of a call: the call's own choice, else
+// GOCCL_ALGO's, else the cheapest by the cost model with the communicator's
+// measured α and β. Every rank computes the same choice from the same
+// inputs (α and β are agreed at Init).
+func (c *Comm) choose(k collKind, forced string, nbytes int) (string, error) {
+	m := algorithms[k]
+	if forced == "" {
+		forced = c.algoEnv[k]
+	}
+	if forced != "" {
+		if _, ok := m[forced]; !ok {
+			return "", fmt.Errorf("%s has no algorithm %q (have %s)", k, forced, strings.Join(Algorithms(k.String()), ", "))
+		}
+		if c.debug {
+			c.debugf("%s(%d bytes) #%d: algorithm %s (forced)", k, nbytes, c.seq, forced)
+		}
+		return forced, nil
+	}
+	if len(m) == 1 {
+		for name := range m {
+			return name, nil
+		}
+	}
+	best, bestT := "", 0.0
+	var why strings.Builder
+	for _, name := range collectives.Algorithms(k.costName()) {
+		if _, ok := m[name]; !ok {
+			continue
+		}
+		cost, ok := collectives.CostOf(k.costName(), name, c.size, nbytes)
+		if !ok {
+			continue
+		}
+		t := cost.Time(c.alpha, c.beta, c.opts.ChunkSize)
+		if c.debug {
+			fmt.Fprintf(&why, " %s=%.1fus", name, t*1e6)
+		}
+		if best == "" || t < bestT {
+			best, bestT = name, t
+		}
+	}
+	if best == "" {
+		return "", fmt.Errorf("%s: no algorithm with a cost model", k)
+	}
+	if c.debug {
+		c.debugf("%s(%d bytes) #%d: algorithm %s (cost model, α=%.1fus β=%.3fns/B:%s)", k, nbytes, c.seq, best, c.alpha*1e6, c.beta*1e9, why.String())
+	}
+	return best, nil
+}
+
+func (c *Comm) debugf(format string, args ...any) {
+	if c.debug {
+		log.Printf("goccl: rank %d: "+format, append([]any{c.rank}, args...)...)
+	}
+}
+
+func debugEnabled() bool {
+	v := os.Getenv("GOCCL_DEBUG")
+	return v != "" && v != "0"
+}

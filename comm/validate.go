@@ -1,0 +1,306 @@
+package comm
+
+import (
+	"fmt"
+)
+
+// The prep functions check a call's arguments and fill its request. An
+// error names the call, this rank and what is wrong; nothing is queued.
+
+func (c *Comm) errorf(k collKind, dt DataType, format string, args ...any) error {
+	return fmt.Errorf("comm: %s(%s): rank %d: %s", k, dt, c.rank, fmt.Sprintf(format, args...))
+}
+
+func (c *Comm) checkType(k collKind, dt DataType, bufs ...[]byte) error {
+	if !dt.Valid() {
+		return fmt.Errorf("comm: %s: rank %d: unsupported data type %s", k, c.rank, dt)
+	}
+	for _, b := range bufs {
+		if len(b)%dt.Size() != 0 {
+			return c.errorf(k, dt, "a buffer of %d bytes is not a whole number of elements", len(b))
+		}
+	}
+	return nil
+}
+
+func (c *Comm) checkOp(k collKind, dt DataType, op Op) error {
+	if !op.Valid() {
+		return c.errorf(k, dt, "unsupported reduction %s", op)
+	}
+	return nil
+}
+
+func (c *Comm) checkRoot(k collKind, dt DataType, root int) error {
+	if root < 0 || root >= c.size {
+		return c.errorf(k, dt, "root %d out of range [0, %d)", root, c.size)
+	}
+	return nil
+}
+
+func (c *Comm) checkPeer(k collKind, dt DataType, what string, peer int) error {
+	if peer < 0 || peer >= c.size || peer == c.rank {
+		return c.errorf(k, dt, "%s %d is not another rank of [0, %d)", what, peer, c.size)
+	}
+	return nil
+}
+
+// submitOrReject submits r, or finishes it with err.
+func (c *Comm) submitOrReject(r *Request, k collKind, err error) *Request {
+	if err != nil {
+		return c.reject(r, k, err)
+	}
+	r.c = c
+	return c.submit(r)
+}
+
+func (c *Comm) allreduce(r *Request, send, recv []byte, dt DataType, op Op) *Request {
+	return c.submitOrReject(r, collAllreduce, c.prepAllreduce(r, send, recv, dt, op))
+}
+
+func (c *Comm) prepAllreduce(r *Request, send, recv []byte, dt DataType, op Op) error {
+	k := collAllreduce
+	if err := c.checkType(k, dt, send, recv); err != nil {
+		return err
+	}
+	if err := c.checkOp(k, dt, op); err != nil {
+		return err
+	}
+	if len(send) != len(recv) {
+		return c.errorf(k, dt, "send has %d bytes but recv has %d", len(send), len(recv))
+	}
+	r.c = c
+	r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count = k, send, recv, dt, op, -1, len(recv)/dt.Size()
+	return nil
+}
+
+func (c *Comm) broadcast(r *Request, buf []byte, dt DataType, root int) *Request {
+	k := collBroadcast
+	err := c.checkType(k, dt, buf)
+	if err == nil {
+		err = c.checkRoot(k, dt, root)
+	}
+	r.kind, r.send, r.recv, r.dt, r.root = k, buf, buf, dt, root
+	if err == nil {
+		r.count = len(buf) / dt.Size()
+	}
+	return c.submitOrReject(r, k, err)
+}
+
+func (c *Comm) reduce(r *Request, send, recv []byte, dt DataType, op Op, root int) *Request {
+	k := collReduce
+	err := c.checkType(k, dt, send, recv)
+	if err == nil {
+		err = c.checkOp(k, dt, op)
+	}
+	if err == nil {
+		err = c.checkRoot(k, dt, root)
+	}
+	if err == nil && c.rank == root && len(recv) != len(send) {
+		err = c.errorf(k, dt, "root's recv has %d bytes but send has %d", len(recv), len(send))
+	}
+	r.kind, r.send, r.recv, r.dt, r.op, r.root = k, send, recv, dt, op, root
+	if err == nil {
+		r.count = len(send) / dt.Size()
+	}
+	return c.submitOrReject(r, k, err)
+}
+
+func (c *Comm) allgather(r *Request, send, recv []byte, dt DataType) *Request {
+	k := collAllgather
+	err := c.checkType(k, dt, send, recv)
+	if err == nil && len(recv) != c.size*len(send) {
+		err = c.errorf(k, dt, "recv has %d bytes, want %d ranks x %d bytes of send", len(recv), c.size, len(send))
+	}
+	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, -1
+	if err == nil {
+		r.count = len(send) / dt.Size()
+	}
+	return c.submitOrReject(r, k, err)
+}
+
+// checkV checks per-rank counts and displacements (in elements) against a
+// buffer of n elements; displs nil means packed. It returns the
+// displacements to use.
+func (c *Comm) checkV(k collKind, dt DataType, what string, counts, displs []int, n int) ([]int, error) {
+	if len(counts) != c.size {
+		return nil, c.errorf(k, dt, "%d %s counts for %d ranks", len(counts), what, c.size)
+	}
+	if displs != nil && len(displs) != c.size {
+		return nil, c.errorf(k, dt, "%d %s displacements for %d ranks", len(displs), what, c.size)
+	}
+	out := make([]int, c.size)
+	pos := 0
+	for j, cnt := range counts {
+		d := pos
+		if displs != nil {
+			d = displs[j]
+		}
+		if cnt < 0 || d < 0 || d+cnt > n {
+			return nil, c.errorf(k, dt, "%s block of rank %d (%d elements at %d) outside a buffer of %d elements", what, j, cnt, d, n)
+		}
+		out[j] = d
+		pos = d + cnt
+	}
+	return out, nil
+}
+
+func (c *Comm) allgatherv(r *Request, send, recv []byte, dt DataType, counts, displs []int) *Request {
+	k := collAllgatherv
+	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, -1
+	err := c.checkType(k, dt, send, recv)
+	if err == nil {
+		r.args.recvDispls, err = c.checkV(k, dt, "recv", counts, displs, len(recv)/dt.Size())
+	}
+	if err == nil && len(send) != counts[c.rank]*dt.Size() {
+		err = c.errorf(k, dt, "send has %d elements but counts[%d] is %d", len(send)/dt.Size(), c.rank, counts[c.rank])
+	}
+	if err == nil {
+		r.args.recvCounts = append([]int(nil), counts...)
+		r.count = sum(counts)
+	}
+	return c.submitOrReject(r, k, err)
+}
+
+func (c *Comm) reduceScatter(r *Request, send, recv []byte, dt DataType, op Op) *Request {
+	k := collReduceScatter
+	err := c.checkType(k, dt, send, recv)
+	if err == nil {
+		err = c.checkOp(k, dt, op)
+	}
+	if err == nil && len(send) != c.size*len(recv) {
+		err = c.errorf(k, dt, "send has %d bytes, want %d ranks x %d bytes of recv", len(send), c.size, len(recv))
+	}
+	r.kind, r.send, r.recv, r.dt, r.op, r.root = k, send, recv, dt, op, -1
+	if err == nil {
+		r.count = len(recv) / dt.Size()
+	}
+	return c.submitOrReject(r, k, err)
+}
+
+func (c *Comm) alltoall(r *Request, send, recv []byte, dt DataType) *Request {
+	k := collAlltoall
+	err := c.checkType(k, dt, send, recv)
+	if err == nil && (len(send) != len(recv) || len(send)%(c.size*dt.Size()) != 0) {
+		err = c.errorf(k, dt, "send (%d bytes) and recv (%d bytes) must be equal and hold %d whole blocks", len(send), len(recv), c.size)
+	}
+	if err == nil && overlap(send, recv) {
+		err = c.errorf(k, dt, "send and recv overlap")
+	}
+	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, -1
+	if err == nil {
+		r.count = len(send) / c.size / dt.Size()
+	}
+	return c.submitOrReject(r, k, err)
+}
+
+func (c *Comm) alltoallv(r *Request, send []byte, sendCounts, sendDispls []int, recv []byte, recvCounts, recvDispls []int, dt DataType) *Request {
+	k := collAlltoallv
+	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, -1
+	err := c.checkType(k, dt, send, recv)
+	if err == nil {
+		r.args.sendDispls, err = c.checkV(k, dt, "send", sendCounts, sendDispls, len(send)/dt.Size())
+	}
+	if err == nil {
+		r.args.recvDispls, err = c.checkV(k, dt, "recv", recvCounts, recvDispls, len(recv)/dt.Size())
+	}
+	if err == nil && overlap(send, recv) {
+		err = c.errorf(k, dt, "send and recv overlap")
+	}
+	if err == nil {
+		r.args.sendCounts = append([]int(nil), sendCounts...)
+		r.args.recvCounts = append([]int(nil), recvCounts...)
+		r.count = sum(recvCounts)
+	}
+	return c.submitOrReject(r, k, err)
+}
+
+func (c *Comm) gather(r *Request, send, recv []byte, dt DataType, root int) *Request {
+	k := collGather
+	err := c.checkType(k, dt, send, recv)
+	if err == nil {
+		err = c.checkRoot(k, dt, root)
+	}
+	if err == nil && c.rank == root && len(recv) != c.size*len(send) {
+		err = c.errorf(k, dt, "root's recv has %d bytes, want %d ranks x %d bytes of send", len(recv), c.size, len(send))
+	}
+	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, root
+	if err == nil {
+		r.count = len(send) / dt.Size()
+	}
+	return c.submitOrReject(r, k, err)
+}
+
+func (c *Comm) scatter(r *Request, send, recv []byte, dt DataType, root int) *Request {
+	k := collScatter
+	err := c.checkType(k, dt, send, recv)
+	if err == nil {
+		err = c.checkRoot(k, dt, root)
+	}
+	if err == nil && c.rank == root && len(send) != c.size*len(recv) {
+		err = c.errorf(k, dt, "root's send has %d bytes, want %d ranks x %d bytes of recv", len(send), c.size, len(recv))
+	}
+	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, root
+	if err == nil {
+		r.count = len(recv) / dt.Size()
+	}
+	return c.submitOrReject(r, k, err)
+}
+
+func (c *Comm) barrier(r *Request) *Request {
+	r.kind, r.root = collBarrier, -1
+	return c.submitOrReject(r, collBarrier, nil)
+}
+
+func (c *Comm) p2p(r *Request, k collKind, buf []byte, dt DataType, peer, tag int) *Request {
+	err := c.checkType(k, dt, buf)
+	if err == nil {
+		err = c.checkPeer(k, dt, "peer", peer)
+	}
+	if err == nil && tag < 0 {
+		err = c.errorf(k, dt, "negative tag %d", tag)
+	}
+	r.kind, r.dt, r.root = k, dt, -1
+	r.args.peer, r.args.src, r.args.tag = peer, peer, tag
+	if k == collSend {
+		r.send = buf
+	} else {
+		r.recv = buf
+	}
+	if err == nil {
+		r.count = len(buf) / dt.Size()
+		r.args.recvCount = r.count
+	}
+	return c.submitOrReject(r, k, err)
+}
+
+func (c *Comm) sendRecv(r *Request, send []byte, dst int, recv []byte, src int, dt DataType, tag int) *Request {
+	k := collSendRecv
+	err := c.checkType(k, dt, send, recv)
+	if err == nil {
+		err = c.checkPeer(k, dt, "destination", dst)
+	}
+	if err == nil {
+		err = c.checkPeer(k, dt, "source", src)
+	}
+	if err == nil && tag < 0 {
+		err = c.errorf(k, dt, "negative tag %d", tag)
+	}
+	if err == nil && overlap(send, recv) {
+		err = c.errorf(k, dt, "send and recv overlap")
+	}
+	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, -1
+	r.args.peer, r.args.src, r.args.tag = dst, src, tag
+	if err == nil {
+		r.count = len(send) / dt.Size()
+		r.args.recvCount = len(recv) / dt.Size()
+	}
+	return c.submitOrReject(r, k, err)
+}
+
+func sum(xs []int) int {
+	t := 0
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
