@@ -95,7 +95,7 @@ func writeNCCLFooter(w io.Writer, errors int, avgBusBW float64) {
 		status = "FAILED"
 	}
 	fmt.Fprintf(w, "# Out of bounds values : %d %s\n", errors, status)
-	fmt.Fprintf(w, "# Avg bus bandwidth    : %g \n", avgBusBW)
+	fmt.Fprintf(w, "# Avg bus bandwidth    : %.6g \n", avgBusBW) // C's %g: 6 digits
 	fmt.Fprintf(w, "#\n")
 }
 

@@ -227,3 +227,34 @@ func ExampleUsage() {
 	// bcast: OSU Micro-Benchmarks' Broadcast Latency Test over goccl.
 	// Options:
 }
+
+// TestPatterns checks the fast fill and check against val element by
+// element, at lengths around the period.
+func TestPatterns(t *testing.T) {
+	for _, n := range []int{0, 1, 60, 61, 62, 122, 1000} {
+		for _, off := range []int{0, 5, 61, 130} {
+			buf := make([]int8, n)
+			fillFrom(buf, pattern[int8](3, 4), off)
+			for i, v := range buf {
+				if want := val[int8](3, off+i, 4); v != want {
+					t.Fatalf("n=%d off=%d: element %d is %d, want %d", n, off, i, v, want)
+				}
+			}
+			if w := wrongFrom(buf, pattern[int8](3, 4), off); w != 0 {
+				t.Errorf("n=%d off=%d: %d wrong in a correct buffer", n, off, w)
+			}
+			if n > 0 {
+				buf[n-1]++
+				if w := wrongFrom(buf, pattern[int8](3, 4), off); w != 1 {
+					t.Errorf("n=%d off=%d: %d wrong, want 1", n, off, w)
+				}
+			}
+		}
+	}
+	s := sumPattern[float32](3, 2)
+	for k := range period {
+		if want := val[float32](0, k, 2) + val[float32](1, k, 2) + val[float32](2, k, 2); s[k] != want {
+			t.Errorf("sum %d: %v, want %v", k, s[k], want)
+		}
+	}
+}

@@ -53,114 +53,114 @@ func layout(coll string, count, n int, nccl bool) (sendLen, recvLen, block int) 
 // val is the validation value that rank src puts at element i of
 // iteration iter: small integers, exact in every type, so that sums of a
 // few ranks compare exactly (integer sums may wrap, identically on both
-// sides).
+// sides). It depends on i only through i mod period, so that buffers are
+// filled and checked at memory speed from one period.
 func val[T comm.Number](src, i, iter int) T {
-	return T((src*7+i%61+iter%5)%100 + 1)
+	return T((src*7+i%period+iter%5)%100 + 1)
+}
+
+const period = 61
+
+// pattern is one period of rank src's values.
+func pattern[T comm.Number](src, iter int) *[period]T {
+	var p [period]T
+	for k := range p {
+		p[k] = val[T](src, k, iter)
+	}
+	return &p
+}
+
+// sumPattern is one period of the sum of every rank's values.
+func sumPattern[T comm.Number](n, iter int) *[period]T {
+	var p [period]T
+	for r := range n {
+		for k := range p {
+			p[k] += val[T](r, k, iter)
+		}
+	}
+	return &p
+}
+
+// fillFrom writes p[(off+i) mod period] to dst[i].
+func fillFrom[T comm.Number](dst []T, p *[period]T, off int) {
+	k := off % period
+	n := min(len(dst), period)
+	for i := range n {
+		dst[i] = p[(k+i)%period]
+	}
+	for filled := n; filled < len(dst); filled *= 2 {
+		copy(dst[filled:], dst[:filled])
+	}
+}
+
+// wrongFrom counts the elements of got that differ from p[(off+i) mod period].
+func wrongFrom[T comm.Number](got []T, p *[period]T, off int) int {
+	wrong, k := 0, off%period
+	for _, v := range got {
+		if v != p[k] {
+			wrong++
+		}
+		if k++; k == period {
+			k = 0
+		}
+	}
+	return wrong
 }
 
 // fill writes this rank's inputs of iteration iter and clears its outputs.
 func fill[T comm.Number](coll string, send, recv []T, block, rank, n, root, iter int) {
 	clear(recv)
 	switch coll {
-	case "allreduce", "reduce", "allgather", "gather", "sendrecv":
-		for i := range send {
-			send[i] = val[T](rank, i, iter)
-		}
+	case "allreduce", "reduce", "allgather", "gather", "sendrecv", "reduce_scatter":
+		fillFrom(send, pattern[T](rank, iter), 0)
 	case "bcast":
 		if rank == root {
-			for i := range recv {
-				recv[i] = val[T](root, i, iter)
-			}
+			fillFrom(recv, pattern[T](root, iter), 0)
 		}
 	case "alltoall":
 		for j := range n {
-			for e := range block {
-				send[j*block+e] = val[T](rank*n+j, e, iter)
-			}
+			fillFrom(send[j*block:(j+1)*block], pattern[T](rank*n+j, iter), 0)
 		}
 	case "scatter":
 		if rank == root {
 			for j := range n {
-				for e := range block {
-					send[j*block+e] = val[T](j, e, iter)
-				}
+				fillFrom(send[j*block:(j+1)*block], pattern[T](j, iter), 0)
 			}
 		}
-	case "reduce_scatter":
-		for i := range send {
-			send[i] = val[T](rank, i, iter)
-		}
 	}
-}
-
-// sumOf is the reduction (sum) of val over n ranks at element i.
-func sumOf[T comm.Number](n, i, iter int) T {
-	var s T
-	for r := range n {
-		s += val[T](r, i, iter)
-	}
-	return s
 }
 
 // check counts the wrong elements of this rank's outputs of iteration iter
-// (peer is the other rank of a point-to-point test).
+// (for "sendrecv", the message from the other of 2 ranks).
 func check[T comm.Number](coll string, recv []T, block, rank, n, root, iter int) int {
-	wrong := 0
-	expect := func(i int, want T) {
-		if recv[i] != want {
-			wrong++
-		}
-	}
 	switch coll {
 	case "allreduce":
-		for i := range recv {
-			expect(i, sumOf[T](n, i, iter))
-		}
+		return wrongFrom(recv, sumPattern[T](n, iter), 0)
 	case "reduce":
 		if rank == root {
-			for i := range recv {
-				expect(i, sumOf[T](n, i, iter))
-			}
+			return wrongFrom(recv, sumPattern[T](n, iter), 0)
 		}
 	case "bcast":
-		for i := range recv {
-			expect(i, val[T](root, i, iter))
+		return wrongFrom(recv, pattern[T](root, iter), 0)
+	case "alltoall", "allgather", "gather":
+		if coll == "gather" && rank != root {
+			return 0
 		}
-	case "alltoall":
+		wrong := 0
 		for j := range n {
-			for e := range block {
-				expect(j*block+e, val[T](j*n+rank, e, iter))
+			src := j
+			if coll == "alltoall" {
+				src = j*n + rank
 			}
+			wrong += wrongFrom(recv[j*block:(j+1)*block], pattern[T](src, iter), 0)
 		}
-	case "allgather":
-		for j := range n {
-			for e := range block {
-				expect(j*block+e, val[T](j, e, iter))
-			}
-		}
-	case "gather":
-		if rank == root {
-			for j := range n {
-				for e := range block {
-					expect(j*block+e, val[T](j, e, iter))
-				}
-			}
-		}
-	case "scatter":
-		for e := range block {
-			expect(e, val[T](rank, e, iter))
-		}
-	case "reduce_scatter":
-		for e := range block {
-			expect(e, sumOf[T](n, rank*block+e, iter))
-		}
-	case "sendrecv":
-		for i := range recv {
-			expect(i, val[T](1-rank, i, iter))
-		}
-	}
-	if wrong > 0 {
 		return wrong
+	case "scatter":
+		return wrongFrom(recv[:block], pattern[T](rank, iter), 0)
+	case "reduce_scatter":
+		return wrongFrom(recv[:block], sumPattern[T](n, iter), rank*block)
+	case "sendrecv":
+		return wrongFrom(recv, pattern[T](1-rank, iter), 0)
 	}
 	return 0
 }

@@ -142,6 +142,8 @@ func newPlot(title, ylabel string) *plot.Plot {
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Legend.Top = true
 	p.Legend.Left = true
+	p.Legend.XOffs = vg.Millimeter * 2
+	p.Legend.YOffs = -vg.Millimeter * 2
 	p.Add(plotter.NewGrid())
 	return p
 }
