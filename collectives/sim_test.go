@@ -463,7 +463,8 @@ var xchunks = []int{1, 3, 1 << 20}
 // chunks.
 const xchunkOneMax = 64
 
-// runX runs c with every chunk size. With c.twice it runs each twice with
+// runX runs c with every chunk size. With c.twice it runs the
+// configuration with a few elements per chunk and one credit twice, with
 // different seeds and one expression table, and requires the two runs to
 // end with the same expressions everywhere: the schedule, not the order
 // messages happen to arrive in, fixes every result.
@@ -522,8 +523,8 @@ func (c xcase) run() error {
 		ex := newExprs()
 		var first *xsim
 		runs := 1
-		if c.twice {
-			runs = 2
+		if c.twice && ch == xchunks[1] {
+			runs = 2 // in the run with one credit, which reorders most
 		}
 		for run := range runs {
 			var s *xsim
