@@ -48,7 +48,6 @@ ns_up() {
 			KbdInteractiveAuthentication no
 			UsePAM no
 			StrictModes no
-			MaxStartups 100
 		EOF
 		ip netns exec "${NS}h$i" /usr/sbin/sshd -f "$T/sshd-h$i.conf" -E "$T/sshd-h$i.log" || return 1
 	done
@@ -138,6 +137,22 @@ part_hosts() {
 			show "$name"
 		fi
 	done
+
+	# 1b. 32 ranks on 2 hosts, more than sshd's default MaxStartups (10)
+	#     at once: the ranks of a host share one ssh connection.
+	name=hosts-many
+	t0=$(date +%s%N)
+	in_h0 timeout 60 "${gorun[@]}" -H "$(hostip 1):16,$(hostip 2):16" /bin/sh -c \
+		'echo "rank $RANK local $LOCAL_RANK/$LOCAL_WORLD_SIZE on $(hostname -I)"' >"$T/$name.out" 2>"$T/$name.err"
+	RC=$?
+	local n
+	n=$(grep -cE '^\[([0-9]+)\] rank \1 local [0-9]+/16 on 10\.77\.0\.[23] *$' "$T/$name.out")
+	if ((RC == 0 && n == 32)); then
+		ok "gorun -H $(hostip 1):16,$(hostip 2):16: 32 ranks over 2 shared ssh connections ($(ms "$t0") ms)"
+	else
+		bad "gorun -H $(hostip 1):16,$(hostip 2):16: exit $RC, $n of 32 ranks reported"
+		show "$name"
+	fi
 
 	# 2. SIGKILL a remote rank mid-run.
 	name=hosts-kill

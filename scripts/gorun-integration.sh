@@ -53,7 +53,7 @@ cleanup() {
 	for ((i = ${#cleanup_fns[@]} - 1; i >= 0; i--)); do
 		"${cleanup_fns[i]}" >/dev/null 2>&1 || true
 	done
-	rm -rf "$T"
+	[[ -n "${GORUN_IT_KEEP:-}" ]] || rm -rf "$T"
 }
 trap cleanup EXIT
 trap 'exit 130' INT

@@ -45,6 +45,12 @@
 //	    then SIGKILL after the grace period) when that input ends: when gorun
 //	    stops it, exits or dies, or the ssh link drops.
 //
+//	    When the ssh command is OpenSSH's ("ssh"), up to 8 ranks of a host
+//	    share one connection (ControlMaster, its socket in a private temporary
+//	    directory), and at most 8 connections to a host are opened at once:
+//	    sshd's defaults refuse more than 10 sessions per connection
+//	    (MaxSessions) and drop handshakes beyond 10 at once (MaxStartups).
+//
 //	  Bootstrap store
 //	    The store listens on 127.0.0.1 when every rank is local. Otherwise it
 //	    listens on this host's address on the route to the remote hosts (on

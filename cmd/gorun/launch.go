@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -139,8 +140,8 @@ func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 	sig := notifySignals()
 	defer sig.stop()
 	j.exits = make(chan exit, cfg.n)
-	startErr := func(what string, err error) int {
-		j.out.logf("start %s: %v", what, err)
+	startErr := func(err error) int {
+		j.out.logf("%v", err)
 		for _, p := range j.procs {
 			p.signal(syscall.SIGKILL)
 		}
@@ -154,7 +155,7 @@ func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 	if cfg.srun {
 		exe, err := os.Executable()
 		if err != nil {
-			return startErr("srun", err)
+			return startErr(fmt.Errorf("start srun: %w", err))
 		}
 		all := make([]int, cfg.n)
 		for i := range all {
@@ -167,7 +168,7 @@ func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 			j.out.logf("ranks 0-%d: %s (store %s)", cfg.n-1, strings.Join(p.cmd.Args, " "), storeFor(0))
 		}
 		if err := p.start(j.out, &j.pumps, nil, j.srunLine); err != nil {
-			return startErr("srun", err)
+			return startErr(fmt.Errorf("start srun: %w", err))
 		}
 		j.procs = append(j.procs, p)
 		go p.wait(j.exits)
@@ -176,7 +177,12 @@ func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		if hosts[places[0].host].local {
 			master = plan.dial[places[0].host]
 		}
-		for _, pl := range places {
+		mux, err := newMuxPlan(cfg.sshCmd[0], hosts, places)
+		if err != nil {
+			return startErr(err)
+		}
+		defer mux.close()
+		startRank := func(pl placement) error {
 			h := hosts[pl.host]
 			vars := rankVars(pl, cfg.n, storeFor(pl.host), secretHex, master, masterPort)
 			p := &proc{ranks: []int{pl.rank}, host: h.name}
@@ -188,7 +194,7 @@ func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 				p.cmd.Env = mergeEnv(base, cfg.exports, vars)
 			} else {
 				p.kind = kindSSH
-				ssh := sshArgv(cfg.sshCmd, h.name, cfg.grace, dir, argv)
+				ssh := sshArgv(append(slices.Clip(cfg.sshCmd), mux.options(pl)...), h.name, cfg.grace, dir, argv)
 				p.cmd = exec.Command(ssh[0], ssh[1:]...)
 				stdin = envBlock(remoteEnv(base, cfg.exports, vars))
 			}
@@ -200,12 +206,47 @@ func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 				j.out.logf("rank %d on %s, %s (store %s)", pl.rank, p.host, how, storeFor(pl.host))
 			}
 			if err := p.start(j.out, &j.pumps, stdin, nil); err != nil {
-				return startErr(fmt.Sprintf("rank %d", pl.rank), err)
+				return fmt.Errorf("start rank %d: %w", pl.rank, err)
 			}
 			j.procs = append(j.procs, p)
 			go p.wait(j.exits)
+			return nil
+		}
+		// First the local ranks and those that connect on their own, then
+		// the shared connections wave by wave, then the ranks over them.
+		for _, pl := range places {
+			if !mux.opens(pl) && !mux.shares(pl) {
+				if err := startRank(pl); err != nil {
+					return startErr(err)
+				}
+			}
+		}
+		for _, wave := range mux.waves {
+			for _, pl := range wave {
+				if err := startRank(pl); err != nil {
+					return startErr(err)
+				}
+			}
+			mux.waitUp(wave, sshMasterWait, func(rank int) bool {
+				for _, p := range j.procs {
+					if p.ranks[0] == rank {
+						p.mu.Lock()
+						defer p.mu.Unlock()
+						return p.exited
+					}
+				}
+				return true
+			})
+		}
+		for _, pl := range places {
+			if mux.shares(pl) {
+				if err := startRank(pl); err != nil {
+					return startErr(err)
+				}
+			}
 		}
 	}
+	slices.SortFunc(j.procs, func(a, b *proc) int { return a.ranks[0] - b.ranks[0] })
 	return j.supervise(ctx, sig)
 }
 

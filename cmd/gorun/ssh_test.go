@@ -2,6 +2,7 @@ package main
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,5 +28,47 @@ func TestSSHArgvQuoting(t *testing.T) {
 	}
 	if strings.Contains(remoteScript, "\n") || strings.Count(remoteScript, "!") != strings.Count(remoteScript, "$!") {
 		t.Errorf("the wrapper must be one line with no '!' but in $!")
+	}
+}
+
+func TestMuxPlan(t *testing.T) {
+	hosts := []host{{name: "me", slots: 4, local: true}, {name: "a", slots: 1}, {name: "b", slots: 2}, {name: "c", slots: 73}}
+	places, err := place(hosts, 80, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newMuxPlan("/usr/bin/ssh", hosts, places)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close()
+	// Ranks 0-3 local, 4 on a alone, 5-6 on b (one group), 7-79 on c:
+	// groups of 8 from rank 7, the last (rank 79) alone.
+	var opens, shares []int
+	for _, pl := range places {
+		if m.opens(pl) {
+			opens = append(opens, pl.rank)
+		}
+		if m.shares(pl) {
+			shares = append(shares, pl.rank)
+		}
+	}
+	if want := []int{5, 7, 15, 23, 31, 39, 47, 55, 63, 71}; !slices.Equal(opens, want) {
+		t.Errorf("opening ranks %v, want %v", opens, want)
+	}
+	if len(shares) != 1+8*7+7 {
+		t.Errorf("%d sharing ranks, want %d", len(shares), 1+8*7+7)
+	}
+	if len(m.waves) != 2 || len(m.waves[0]) != 1+8 || len(m.waves[1]) != 1 {
+		t.Errorf("waves %v", m.waves)
+	}
+	if o := m.options(places[6]); len(o) != 4 || o[1] != "ControlMaster=no" || o[3] != m.options(places[5])[5] {
+		t.Errorf("rank 6 options %q, rank 5 %q", o, m.options(places[5]))
+	}
+	if m.options(places[4]) != nil || m.options(places[79]) != nil || m.options(places[0]) != nil {
+		t.Errorf("ranks alone or local have mux options")
+	}
+	if m2, _ := newMuxPlan("fakessh", hosts, places); len(m2.role) != 0 {
+		t.Errorf("a non-OpenSSH command shares connections")
 	}
 }
