@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -55,31 +56,41 @@ func Version() string {
 	return rev
 }
 
-// algorithmNamer is what the benchmarks ask a communicator for the
-// algorithm it uses; comm does not have it yet.
+// algorithmNamer is how the benchmarks would ask a communicator which
+// algorithm its selector picks for a call; comm does not offer it yet.
 type algorithmNamer interface {
 	Algorithm(coll string, bytes int) string
 }
 
-// fixedAlgorithms are the schedules comm runs today, one per collective
-// (comm/collectives.go: plan); used until comm can name its choice.
-var fixedAlgorithms = map[string]string{
-	"allreduce": "ring",
-	"bcast":     "binomial",
-	"barrier":   "dissemination",
-}
-
-// algorithmOf names the algorithm c uses for coll at the given size.
-func algorithmOf(c *comm.Comm, coll string, bytes int) string {
+// algorithmOf names the algorithm of coll at the given size: the one forced
+// with --algorithm, else the one GOCCL_ALGO forces for coll, else comm's
+// choice if it can name it, else "auto (of ...)" listing comm.Algorithms,
+// or the only algorithm there is.
+func algorithmOf(c *comm.Comm, coll, forced string, bytes int) string {
+	if forced != "" {
+		return forced
+	}
+	name := commName(coll)
+	for _, item := range strings.Split(os.Getenv("GOCCL_ALGO"), ",") {
+		k, algo, ok := strings.Cut(strings.TrimSpace(item), ":")
+		if ok && (k == coll || k == name || (coll == "reduce_scatter" && k == "reducescatter")) {
+			return algo
+		}
+	}
 	if a, ok := any(c).(algorithmNamer); ok {
 		if s := a.Algorithm(coll, bytes); s != "" {
 			return s
 		}
 	}
-	if s, ok := fixedAlgorithms[coll]; ok {
-		return s
+	algos := comm.Algorithms(name)
+	sort.Strings(algos)
+	switch len(algos) {
+	case 0:
+		return "default"
+	case 1:
+		return algos[0]
 	}
-	return "default"
+	return "auto(" + strings.Join(algos, "|") + ")"
 }
 
 const hostSlot = 128
@@ -117,11 +128,11 @@ func countHosts(hosts []string) int {
 	return len(seen)
 }
 
-func newMeta(c *comm.Comm, coll string, maxBytes int, hosts []string) Meta {
+func newMeta(c *comm.Comm, coll, forced string, maxBytes int, hosts []string) Meta {
 	return Meta{
 		Version:   Version(),
 		Transport: c.Transport(),
-		Algorithm: algorithmOf(c, coll, maxBytes),
+		Algorithm: algorithmOf(c, coll, forced, maxBytes),
 		Ranks:     c.Size(),
 		Hosts:     countHosts(hosts),
 		HostNames: hosts,

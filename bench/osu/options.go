@@ -3,8 +3,12 @@ package osu
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/goccl/goccl/comm"
 )
 
 // OSU's defaults (c/util/osu_util.h, OMB 7.4).
@@ -34,6 +38,7 @@ type Config struct {
 	NCCL              bool
 	JSON              bool
 	Transport         string // sets GOCCL_TRANSPORT before Init when not empty
+	Algorithm         string // forced on every call (comm.WithAlgorithm)
 
 	sizeSet, itersSet, skipSet bool
 }
@@ -104,6 +109,7 @@ var options = []option{
 	{'o', "output", true, "text (default) or json (one JSON object per row, with run metadata)"},
 	{0, "nccl", false, "print nccl-tests' layout (size count type redop root time algbw busbw #wrong)"},
 	{0, "transport", true, "transport: auto, tcp or verbs (sets GOCCL_TRANSPORT)"},
+	{0, "algorithm", true, "algorithm of every call (comm.WithAlgorithm; GOCCL_ALGO works too)"},
 }
 
 func findOption(short byte, long string) *option {
@@ -242,6 +248,13 @@ func (c *Config) set(name, val string) error {
 		}
 	case "transport":
 		c.Transport = val
+	case "algorithm":
+		algos := comm.Algorithms(commName(c.Bench.Coll))
+		if !slices.Contains(algos, val) {
+			sort.Strings(algos)
+			return usageErr("%s has no algorithm %q (have %s)", c.Bench.Name, val, strings.Join(algos, ", "))
+		}
+		c.Algorithm = val
 	}
 	return err
 }

@@ -70,6 +70,7 @@ type runner[T comm.Number] struct {
 	meta       Meta
 	pids       []int
 	kernel     kernel // the dummy compute of non-blocking tests
+	opts       []comm.CallOption
 }
 
 func run[T comm.Number](ctx context.Context, c *comm.Comm, cfg *Config, stdout, stderr io.Writer) (err error) {
@@ -94,6 +95,9 @@ func run[T comm.Number](ctx context.Context, c *comm.Comm, cfg *Config, stdout, 
 	if cfg.Root >= r.n {
 		return fmt.Errorf("osu: %s: root rank %d (-k) is not below the number of processes %d", b.Name, cfg.Root, r.n)
 	}
+	if cfg.Algorithm != "" {
+		r.opts = []comm.CallOption{comm.WithAlgorithm(cfg.Algorithm)}
+	}
 	r.maxSize = r.limitMemory()
 	maxCount := r.maxSize / r.es
 	sendLen, recvLen, _ := layout(b.Coll, maxCount, r.n, cfg.NCCL)
@@ -114,7 +118,7 @@ func run[T comm.Number](ctx context.Context, c *comm.Comm, cfg *Config, stdout, 
 		return err
 	}
 	r.pids = pids
-	r.meta = newMeta(c, b.Coll, r.maxSize, hosts)
+	r.meta = newMeta(c, b.Coll, cfg.Algorithm, r.maxSize, hosts)
 	switch {
 	case cfg.NCCL:
 		return r.runNCCL()
@@ -220,7 +224,7 @@ func (r *runner[T]) record(size, count int) Record {
 		rec.Root = max(r.cfg.Root, 0)
 	}
 	rec.setMeta(r.meta)
-	rec.Algorithm = algorithmOf(r.c, r.b.Coll, size)
+	rec.Algorithm = algorithmOf(r.c, r.b.Coll, r.cfg.Algorithm, size)
 	return rec
 }
 

@@ -45,7 +45,7 @@ func (r *runner[T]) runColl() error {
 				}
 			}
 			t0 := time.Now()
-			err := r.impl.Run(r.ctx, r.c, send, recv, comm.Sum, root)
+			err := r.impl.Run(r.ctx, r.c, send, recv, comm.Sum, root, r.opts)
 			d := time.Since(t0)
 			if err != nil {
 				return err
@@ -117,7 +117,7 @@ func (r *runner[T]) runNBC() error {
 				}
 			}
 			t0 := time.Now()
-			req := r.impl.Start(r.c, send, recv, comm.Sum, root)
+			req := r.impl.Start(r.c, send, recv, comm.Sum, root, r.opts)
 			tInit := time.Since(t0)
 			var tComp, tTest, tWait time.Duration
 			if compute > 0 {

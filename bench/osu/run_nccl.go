@@ -35,7 +35,7 @@ func (r *runner[T]) runNCCL() error {
 			continue
 		}
 		for range cfg.Skip {
-			if err := r.impl.Run(r.ctx, r.c, r.send[:sendLen], r.recv[:recvLen], comm.Sum, root); err != nil {
+			if err := r.impl.Run(r.ctx, r.c, r.send[:sendLen], r.recv[:recvLen], comm.Sum, root, r.opts); err != nil {
 				return err
 			}
 		}
@@ -97,17 +97,17 @@ func (r *runner[T]) runNCCL() error {
 // ncclMeasure times one size, out of place or in place.
 func (r *runner[T]) ncclMeasure(send, recv []T, block, root int, inPlace, check bool, bytes int) (NCCLResult, error) {
 	coll := r.b.Coll
-	call := func() error { return r.impl.Run(r.ctx, r.c, send, recv, comm.Sum, root) }
+	call := func() error { return r.impl.Run(r.ctx, r.c, send, recv, comm.Sum, root, r.opts) }
 	if inPlace {
 		if r.impl.InPlace == nil {
 			return NCCLResult{Skipped: true}, nil
 		}
-		call = func() error { return r.impl.InPlace(r.ctx, r.c, recv, comm.Sum, root) }
+		call = func() error { return r.impl.InPlace(r.ctx, r.c, recv, comm.Sum, root, r.opts) }
 	}
 	prepare := func(iter int) {
 		fill(coll, send, recv, block, r.rank, r.n, root, iter)
-		if inPlace && coll == "allreduce" {
-			copy(recv, send)
+		if inPlace {
+			prepareInPlace(coll, send, recv, block, r.rank)
 		}
 	}
 	prepare(0)

@@ -84,6 +84,7 @@ func rows(out string) []string {
 }
 
 func TestRunCollectives(t *testing.T) {
+	// 3 ranks: roots 1 and 2 exist and blocks are not all alike.
 	for _, c := range []struct {
 		name string
 		args []string
@@ -96,9 +97,16 @@ func TestRunCollectives(t *testing.T) {
 		{"barrier", []string{"-i", "3", "-x", "1", "-f"}, `^ +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +3$`, 1},
 		{"iallreduce", []string{"-m", "8:16", "-i", "3", "-x", "1", "-c", "-t", "2"}, `^\d+( +\d+\.\d\d){4} +Pass$`, 2},
 		{"ibcast", []string{"-m", "8:8", "-i", "2", "-x", "0", "-f"}, `^8( +\d+\.\d\d){9}$`, 1},
+		{"reduce", []string{"-m", "4:32", "-i", "2", "-x", "1", "-c", "-k", "rotate", "-T", "int64"}, `^(8|16|32) +\d+\.\d\d +Pass$`, 3},
+		{"alltoall", []string{"-m", "1:64", "-i", "2", "-x", "1", "-c", "-M", "1M"}, `^\d+ +\d+\.\d\d +Pass$`, 7},
+		{"allgather", []string{"-m", "2:8", "-i", "2", "-x", "1", "-c", "-T", "uint8"}, `^\d+ +\d+\.\d\d +Pass$`, 3},
+		{"reduce_scatter", []string{"-m", "3:48", "-i", "2", "-x", "1", "-c", "-T", "MPI_INT"}, `^\d+ +\d+\.\d\d +Pass$`, 3},
+		{"gather", []string{"-m", "4:8", "-i", "2", "-x", "1", "-c", "-k", "2"}, `^\d+ +\d+\.\d\d +Pass$`, 2},
+		{"scatter", []string{"-m", "4:8", "-i", "2", "-x", "1", "-c", "-k", "rotate", "-T", "float64"}, `^8 +\d+\.\d\d +Pass$`, 1},
+		{"ialltoall", []string{"-m", "8:16", "-i", "2", "-x", "1", "-c"}, `^\d+( +\d+\.\d\d){4} +Pass$`, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out := runBench(t, 2, c.name, c.args...)
+			out := runBench(t, 3, c.name, c.args...)
 			if !strings.Contains(out, "# OSU goccl ") || !strings.Contains(out, "Transport: mem") {
 				t.Errorf("no title or transport line:\n%s", out)
 			}
@@ -110,6 +118,64 @@ func TestRunCollectives(t *testing.T) {
 			for _, l := range r {
 				if !re.MatchString(l) {
 					t.Errorf("row %q does not match %s", l, c.row)
+				}
+			}
+		})
+	}
+}
+
+func TestRunPointToPoint(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		row  string
+		n    int
+	}{
+		{"latency", []string{"-m", ":16", "-i", "3", "-x", "1", "-c"}, `^(1|2|4|8|16) +\d+\.\d\d +Pass$`, 5},
+		{"bw", []string{"-m", "4:64", "-i", "2", "-x", "1", "-W", "4", "-c", "-T", "int32"}, `^\d+ +\d+\.\d\d +Pass$`, 5},
+		{"osu_bibw", []string{"-m", "8:1024", "-i", "2", "-x", "1", "-W", "3", "-c"}, `^\d+ +\d+\.\d\d +Pass$`, 8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := runBench(t, 2, c.name, c.args...)
+			if !strings.Contains(out, "Transport: mem") {
+				t.Errorf("no transport line:\n%s", out)
+			}
+			re := regexp.MustCompile(c.row)
+			r := rows(out)
+			if len(r) != c.n {
+				t.Errorf("%d rows, want %d:\n%s", len(r), c.n, out)
+			}
+			for _, l := range r {
+				if !re.MatchString(l) {
+					t.Errorf("row %q does not match %s", l, c.row)
+				}
+			}
+		})
+	}
+}
+
+// TestRunNCCLCollectives runs every collective in nccl-tests' layout with
+// checking, on 3 ranks.
+func TestRunNCCLCollectives(t *testing.T) {
+	for _, c := range []struct{ name, op, root, in string }{
+		{"bcast", "none", "1", ` +\d+(\.\d+)? +\d+\.\d\d +\d+\.\d\d +0`},
+		{"reduce", "sum", "1", ` +\d+(\.\d+)? +\d+\.\d\d +\d+\.\d\d +0`},
+		{"allgather", "none", "-1", ` +\d+(\.\d+)? +\d+\.\d\d +\d+\.\d\d +0`},
+		{"alltoall", "none", "-1", ` +N/A +N/A +N/A +N/A`},
+		{"reduce_scatter", "sum", "-1", ` +N/A +N/A +N/A +N/A`},
+		{"gather", "none", "1", ` +N/A +N/A +N/A +N/A`},
+		{"scatter", "none", "1", ` +N/A +N/A +N/A +N/A`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := runBench(t, 3, c.name, "--nccl", "-m", "24:96", "-i", "2", "-x", "1", "-k", "1", "-T", "int32")
+			re := regexp.MustCompile(`^ +\d+ +\d+ +int32 +` + c.op + ` +` + c.root + ` +\d+(\.\d+)? +\d+\.\d\d +\d+\.\d\d +0` + c.in + `$`)
+			r := rows(out)
+			if len(r) != 3 {
+				t.Errorf("%d rows, want 3:\n%s", len(r), out)
+			}
+			for _, l := range r {
+				if !re.MatchString(l) {
+					t.Errorf("row %q does not match %s", l, re)
 				}
 			}
 		})
@@ -160,10 +226,14 @@ func TestNotSupported(t *testing.T) {
 			t.Errorf("%s: %v is not ErrNotSupported", b.Name, err)
 		}
 	}
-	for _, name := range []string{"allreduce", "bcast", "barrier", "iallreduce", "ibcast"} {
-		if err := CheckSupported(Lookup(name)); err != nil {
-			t.Errorf("%s: %v", name, err)
+	for _, b := range Benchmarks {
+		if err := CheckSupported(b); err != nil {
+			t.Errorf("%s: %v", b.Name, err)
 		}
+	}
+	err := CheckSupported(&Benchmark{Name: "future", Coll: "future"})
+	if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "comm.future") {
+		t.Errorf("a collective comm lacks: %v", err)
 	}
 }
 

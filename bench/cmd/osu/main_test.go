@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/goccl/goccl/bench/osu"
 )
 
 func runMain(args ...string) (int, string, string) {
@@ -26,6 +28,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"osu", "allreduce", "-q"}, 2, "unknown option -q"},
 		{[]string{"/usr/bin/osu_bcast", "--iterations"}, 2, "option --iterations needs a value"},
 		{[]string{"osu", "plot"}, 2, "Usage: osu plot"},
+		{[]string{"osu", "allreduce", "--algorithm", "nope"}, 2, `allreduce has no algorithm "nope"`},
 	} {
 		code, _, stderr := runMain(c.args...)
 		if code != c.code || !strings.Contains(stderr, c.stderr) {
@@ -36,7 +39,9 @@ func TestUsageErrors(t *testing.T) {
 
 // A benchmark whose collective comm lacks fails before joining the job.
 func TestNotYetSupported(t *testing.T) {
-	for _, args := range [][]string{{"osu", "reduce"}, {"osu", "osu_alltoall", "-c"}, {"bin/osu_latency"}, {"osu_ialltoall"}} {
+	osu.Benchmarks = append(osu.Benchmarks, &osu.Benchmark{Name: "future", OSU: "osu_future", Title: "Future Latency Test", Coll: "future"})
+	defer func() { osu.Benchmarks = osu.Benchmarks[:len(osu.Benchmarks)-1] }()
+	for _, args := range [][]string{{"osu", "future"}, {"osu", "osu_future", "-c"}, {"bin/osu_future"}} {
 		code, out, stderr := runMain(args...)
 		if code != 1 || out != "" || !strings.Contains(stderr, "not yet supported") {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 1 and not yet supported", args, code, out, stderr)
