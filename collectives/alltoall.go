@@ -28,8 +28,9 @@ func PairwiseAlltoall(rank, size, count, elemSize int) Schedule {
 // element sendDispls[j] of BufInput, and rank j's block for this rank lands
 // at element recvDispls[j] of BufData, recvCounts[j] elements long. As in
 // MPI_Alltoallv, sendCounts[j] on rank i must equal recvCounts[i] on rank
-// j; a mismatch is a size mismatch the executor reports. Empty blocks are
-// not sent. The order of steps is that of PairwiseAlltoall.
+// j; a mismatch is a size mismatch the executor reports (the rank's own
+// block, copied locally, is cut to the shorter of its two counts). Empty
+// blocks are not sent. The order of steps is that of PairwiseAlltoall.
 func PairwiseAlltoallv(rank, size int, sendCounts, sendDispls, recvCounts, recvDispls []int, elemSize int) Schedule {
 	s := Schedule{Name: "pairwise", Rank: rank, Size: size}
 	s.copyPre(BufInput, sendDispls[rank]*elemSize, BufData, recvDispls[rank]*elemSize,
