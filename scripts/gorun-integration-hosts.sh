@@ -16,11 +16,14 @@ ns_down() {
 		ip netns del "${NS}h$i" 2>/dev/null
 	done
 	ip netns del "${NS}sw" 2>/dev/null
+	NS_UP=
 }
 
-# ns_up: namespaces h0..h3 on a bridge in namespace sw, sshd in each.
+# ns_up: namespaces h0..h3 on a bridge in namespace sw.
 ns_up() {
 	local i
+	[[ -n "${NS_UP:-}" ]] && return 0
+	NS_UP=1
 	cleanup_fns+=(ns_down)
 	ip netns add "${NS}sw" || return 1
 	ip -n "${NS}sw" link add br0 type bridge &&
@@ -34,6 +37,11 @@ ns_up() {
 			ip -n "${NS}h$i" addr add "$(hostip "$i")/24" dev "eth$i" &&
 			ip -n "${NS}h$i" link set "eth$i" up || return 1
 	done
+}
+
+# sshd_up: an sshd in each host namespace, a key to log in with, and $SSH.
+sshd_up() {
+	local i
 	mkdir -p /run/sshd
 	ssh-keygen -q -t ed25519 -N '' -f "$T/hostkey" && ssh-keygen -q -t ed25519 -N '' -f "$T/id" || return 1
 	cp "$T/id.pub" "$T/authorized_keys"
@@ -115,7 +123,7 @@ part_hosts() {
 	local t0 name pid ms
 	install_pkgs openssh-server openssh-client iproute2 || { skipped "hosts: cannot install openssh-server"; return; }
 	t0=$(date +%s%N)
-	if ! ns_up >"$T/ns.log" 2>&1; then
+	if ! { ns_up && sshd_up; } >"$T/ns.log" 2>&1; then
 		skipped "hosts: cannot create network namespaces with sshd: $(tail -n 3 "$T/ns.log" | tr '\n' ' ')"
 		ns_down
 		return

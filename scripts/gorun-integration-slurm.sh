@@ -2,8 +2,12 @@
 # scripts/gorun-integration.sh, which sources this file (it uses that
 # script's variables and helpers: T, ok, bad, skipped, cleanup_fns, ...).
 #
-# Slurm runs with a private configuration: SLURM_CONF points the daemons
-# and the clients at $T/slurm/slurm.conf, munged uses its own key and
+# Slurm runs twice: as one node (this host, 4 CPUs), then, when network
+# namespaces work, as 4 nodes n0-n3 in the namespaces of the hosts part
+# (slurmctld and slurmd n0 in h0, slurmd nN in hN, each with its own UTS
+# namespace so that its host name is nN). Each time with a private
+# configuration: SLURM_CONF points the daemons and the clients at
+# $T/slurm/slurm.conf, munged uses its own key and
 # socket under $T, the ports are picked per run, and nothing in /etc is
 # touched. The daemons run in the foreground of background jobs, so that
 # their pids are known and cleanup kills exactly them.
@@ -32,12 +36,13 @@ slurm_down() {
 	unset SLURM_CONF
 }
 
-# slurm_up: munged, slurmctld and one slurmd (this host, 4 CPUs).
+# slurm_up one|multi: munged, slurmctld and the slurmds.
 slurm_up() {
-	local d="$T/slurm" node
+	local d="$T/slurm" node i nodes
 	node=$(hostname)
 	SLURM_PIDS=()
 	cleanup_fns+=(slurm_down)
+	rm -rf "$d"
 	mkdir -p "$d/munge" "$d/state" "$d/spool" "$d/home" && chmod 0711 "$d/munge" || return 1
 	dd if=/dev/urandom of="$d/munge/munge.key" bs=1024 count=1 status=none && chmod 0600 "$d/munge/munge.key" || return 1
 	munged -F --force --key-file="$d/munge/munge.key" --socket="$d/munge/sock" --pid-file="$d/munge/pid" \
@@ -48,10 +53,20 @@ slurm_up() {
 		((SECONDS < end)) || { cat "$d/munged.out"; return 1; }
 		sleep 0.1
 	done
-	local port=$((20000 + ($$ % 10000) * 2))
+	local port=$((20000 + ($$ % 10000) * 2)) ctld
+	if [[ "$1" == one ]]; then
+		ctld="$node(127.0.0.1)"
+		nodes="NodeName=$node NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN"
+	else
+		ctld="n0($(hostip 0))"
+		nodes=$(for i in $(seq 0 $((NHOSTS - 1))); do
+			echo "NodeName=n$i NodeAddr=$(hostip "$i") CPUs=2 State=UNKNOWN"
+			mkdir -p "$d/spool/n$i"
+		done)
+	fi
 	cat >"$d/slurm.conf" <<-EOF
 		ClusterName=gorunit
-		SlurmctldHost=$node(127.0.0.1)
+		SlurmctldHost=$ctld
 		SlurmctldPort=$port
 		SlurmdPort=$((port + 1))
 		AuthType=auth/munge
@@ -60,11 +75,11 @@ slurm_up() {
 		SlurmUser=root
 		SlurmdUser=root
 		StateSaveLocation=$d/state
-		SlurmdSpoolDir=$d/spool
+		SlurmdSpoolDir=$d/spool/%n
 		SlurmctldPidFile=$d/slurmctld.pid
-		SlurmdPidFile=$d/slurmd.pid
+		SlurmdPidFile=$d/slurmd-%n.pid
 		SlurmctldLogFile=$d/slurmctld.log
-		SlurmdLogFile=$d/slurmd.log
+		SlurmdLogFile=$d/slurmd-%n.log
 		ProctrackType=proctrack/linuxproc
 		TaskPlugin=task/none
 		MpiDefault=none
@@ -77,82 +92,131 @@ slurm_up() {
 		JobAcctGatherType=jobacct_gather/none
 		AccountingStorageType=accounting_storage/none
 		JobCompType=jobcomp/none
-		NodeName=$node NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
+		$nodes
 		PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 	EOF
 	export SLURM_CONF="$d/slurm.conf"
-	(cd "$d" && exec slurmctld -D -c) >"$d/slurmctld.out" 2>&1 &
-	SLURM_PIDS+=($!)
-	(cd "$d" && exec slurmd -D) >"$d/slurmd.out" 2>&1 &
-	SLURM_PIDS+=($!)
+	local want
+	if [[ "$1" == one ]]; then
+		mkdir -p "$d/spool/$node"
+		(cd "$d" && exec slurmctld -D -c) >"$d/slurmctld.out" 2>&1 &
+		SLURM_PIDS+=($!)
+		(cd "$d" && exec slurmd -D) >"$d/slurmd.out" 2>&1 &
+		SLURM_PIDS+=($!)
+		want="1 idle"
+	else
+		# nsenter, not ip netns exec, which remounts /sys and breaks
+		# slurmd's cgroup plugin.
+		(cd "$d" && exec nsenter --net="/run/netns/${NS}h0" unshare --uts sh -c 'hostname n0; exec slurmctld -D -c') >"$d/slurmctld.out" 2>&1 &
+		SLURM_PIDS+=($!)
+		for i in $(seq 0 $((NHOSTS - 1))); do
+			(cd "$d" && exec nsenter --net="/run/netns/${NS}h$i" unshare --uts sh -c "hostname n$i; exec slurmd -D -N n$i") >"$d/slurmd-$i.out" 2>&1 &
+			SLURM_PIDS+=($!)
+		done
+		want="$NHOSTS idle"
+	fi
 	end=$((SECONDS + 20))
-	until [[ "$(sinfo -h -o %T 2>/dev/null)" == idle ]]; do
+	until [[ "$(slurm_client sinfo -h -o '%D %T' 2>/dev/null)" == "$want" ]]; do
 		if ((SECONDS >= end)); then
-			tail -n 5 "$d/slurmctld.log" "$d/slurmd.log" "$d/slurmctld.out" "$d/slurmd.out"
+			tail -n 5 "$d"/*.log "$d"/*.out
 			return 1
 		fi
 		sleep 0.2
 	done
 }
 
+# slurm_client CMD...: run a Slurm client where it reaches slurmctld (in
+# h0 for the multi-node cluster), in $T/slurm, with HOME there (ranks that
+# meet without gorun keep their secret under $HOME/.goccl).
+slurm_client() {
+	if [[ "${SLURM_MULTI:-}" == 1 ]]; then
+		(cd "$T/slurm" && HOME="$T/slurm/home" exec nsenter --net="/run/netns/${NS}h0" "$@")
+	else
+		(cd "$T/slurm" && HOME="$T/slurm/home" exec "$@")
+	fi
+}
+
+# slurm_check NAME WHAT RANKS [GREP]: the run NAME printed the example's
+# verified line for RANKS ranks (and matches GREP in its stdout+stderr).
+slurm_check() {
+	if ((RC == 0)) && check_allreduce "$T/$1.out" "$3" && { [[ -z "${4:-}" ]] || cat "$T/$1.out" "$T/$1.err" | grep -q -- "$4"; }; then
+		ok "$2: $(grep -o 'over .*' "$T/$1.out" | head -c 100) ($(ms "$t0") ms)"
+	else
+		bad "$2: exit $RC"
+		show "$1"
+	fi
+}
+
 part_slurm() {
-	local t0 name d="$T/slurm"
+	local t0
 	t0=$(date +%s%N)
 	install_pkgs slurm-wlm munge || { skipped "slurm: cannot install slurm-wlm and munge"; return; }
 	say "slurm-wlm and munge present ($(ms "$t0") ms)"
 	t0=$(date +%s%N)
-	if ! slurm_up >"$T/slurm-up.log" 2>&1; then
+	SLURM_MULTI=0
+	if ! slurm_up one >"$T/slurm-up.log" 2>&1; then
 		skipped "slurm: cannot start munged/slurmctld/slurmd: $(tail -n 3 "$T/slurm-up.log" | tr '\n' ' ')"
 		slurm_down
 		return
 	fi
-	say "munged, slurmctld, slurmd up in $(ms "$t0") ms"
-	# Ranks that meet without gorun keep their secret under $HOME/.goccl.
-	local envs=(env HOME="$d/home")
+	say "Slurm with one node up in $(ms "$t0") ms"
+	slurm_one
+	t0=$(date +%s%N)
+	slurm_down
+	say "Slurm stopped in $(ms "$t0") ms"
+
+	t0=$(date +%s%N)
+	if ! ns_up >"$T/ns-slurm.log" 2>&1; then
+		skipped "slurm on 4 nodes: cannot create network namespaces: $(tail -n 3 "$T/ns-slurm.log" | tr '\n' ' ')"
+		ns_down
+		return
+	fi
+	SLURM_MULTI=1
+	if ! slurm_up multi >"$T/slurm-up.log" 2>&1; then
+		bad "slurm on 4 nodes: cannot start the daemons in the namespaces: $(tail -n 3 "$T/slurm-up.log" | tr '\n' ' ')"
+	else
+		say "Slurm with 4 nodes in namespaces up in $(ms "$t0") ms"
+		slurm_multi
+	fi
+	t0=$(date +%s%N)
+	slurm_down
+	SLURM_MULTI=0
+	ns_down
+	say "Slurm and namespaces stopped in $(ms "$t0") ms"
+}
+
+# slurm_one: the checks on the one-node cluster.
+slurm_one() {
+	local t0 name d="$T/slurm"
 	local args=("$T/allreduce" -count 100000 -iters 3)
 
-	# 1. srun -n 4 of the example, without gorun: bootstrap reads SLURM_*.
+	# 1. srun -n 4 of the example, without gorun: bootstrap reads SLURM_*
+	#    alone.
 	name=slurm-srun
 	t0=$(date +%s%N)
-	(cd "$d" && "${envs[@]}" timeout 60 srun -n 4 "${args[@]}") >"$T/$name.out" 2>"$T/$name.err"
+	slurm_client timeout 60 srun -n 4 "${args[@]}" >"$T/$name.out" 2>"$T/$name.err"
 	RC=$?
-	if ((RC == 0)) && check_allreduce "$T/$name.out" 4; then
-		ok "srun -n 4 allreduce (no gorun): $(grep -o 'over .*' "$T/$name.out" | head -c 100) ($(ms "$t0") ms)"
-	else
-		bad "srun -n 4 allreduce (no gorun): exit $RC"
-		show "$name"
-	fi
+	slurm_check "$name" "srun -n 4 allreduce (no gorun)" 4
 
 	# 2. gorun inside salloc -n 4: it starts the ranks with srun.
 	name=slurm-salloc
 	t0=$(date +%s%N)
-	(cd "$d" && "${envs[@]}" timeout 60 salloc -n 4 "$T/gorun" -v "${args[@]}") >"$T/$name.out" 2>"$T/$name.err"
+	slurm_client timeout 60 salloc -n 4 "$T/gorun" -v "${args[@]}" >"$T/$name.out" 2>"$T/$name.err"
 	RC=$?
-	if ((RC == 0)) && check_allreduce "$T/$name.out" 4 && grep -q '^gorun: ranks 0-3: srun --ntasks=4 ' "$T/$name.err"; then
-		ok "salloc -n 4 gorun allreduce: ranks started by srun; $(grep -o 'over .*' "$T/$name.out" | head -c 100) ($(ms "$t0") ms)"
-	else
-		bad "salloc -n 4 gorun allreduce: exit $RC"
-		show "$name"
-	fi
+	slurm_check "$name" "salloc -n 4 gorun allreduce, ranks started by srun" 4 '^gorun: ranks 0-3: srun --ntasks=4 '
 
 	# 3. gorun -n 4 inside an sbatch job of 1 CPU: srun --overcommit.
 	name=slurm-sbatch
 	t0=$(date +%s%N)
-	(cd "$d" && "${envs[@]}" timeout 60 sbatch --wait -n 1 -o "$T/$name.out" \
-		--wrap "$T/gorun -v -n 4 ${args[*]}") >"$T/$name.err" 2>&1
+	slurm_client timeout 60 sbatch --wait -n 1 -o "$T/$name.out" --wrap "$T/gorun -v -n 4 ${args[*]}" >"$T/$name.err" 2>&1
 	RC=$?
-	if ((RC == 0)) && check_allreduce "$T/$name.out" 4 && grep -q '^gorun: ranks 0-3: srun --ntasks=4 .*--overcommit' "$T/$name.out"; then
-		ok "sbatch -n 1 gorun -n 4 allreduce: srun --overcommit; $(grep -o 'over .*' "$T/$name.out" | head -c 100) ($(ms "$t0") ms)"
-	else
-		bad "sbatch -n 1 gorun -n 4 allreduce: exit $RC"
-		show "$name"
-	fi
+	slurm_check "$name" "sbatch -n 1 gorun -n 4 allreduce, srun --overcommit" 4 '^gorun: ranks 0-3: srun --ntasks=4 .*--overcommit'
 
 	# 4. A failing rank under gorun inside salloc: srun stops the others,
 	#    gorun names the rank and exits with its status.
 	name=slurm-fail
 	t0=$(date +%s%N)
-	(cd "$d" && timeout 60 salloc -n 4 "$T/gorun" sh -c 'if [ "$RANK" = 2 ]; then exit 3; fi; exec sleep 30') >"$T/$name.out" 2>"$T/$name.err"
+	slurm_client timeout 60 salloc -n 4 "$T/gorun" sh -c 'if [ "$RANK" = 2 ]; then exit 3; fi; exec sleep 30' >"$T/$name.out" 2>"$T/$name.err"
 	RC=$?
 	if ((RC == 3)) && grep -q '^gorun: rank 2 on .* exited with status 3 (reported by srun)' "$T/$name.err"; then
 		ok "salloc gorun, rank 2 exits 3: gorun exit 3 after $(ms "$t0") ms: $(grep '^gorun: rank' "$T/$name.err")"
@@ -163,12 +227,15 @@ part_slurm() {
 
 	# 5. SIGINT to gorun inside salloc reaches the tasks.
 	name=slurm-sigint
-	(cd "$d" && exec timeout 60 salloc -n 2 "$T/gorun" sh -c 'trap "echo got INT; exit 5" INT; echo up; sleep 30 & wait') >"$T/$name.out" 2>"$T/$name.err" &
-	local spid=$! gpid="" end=$((SECONDS + 20))
+	slurm_client timeout 60 salloc -n 2 "$T/gorun" sh -c 'trap "echo got INT; exit 5" INT; echo up; sleep 30 & wait' >"$T/$name.out" 2>"$T/$name.err" &
+	local spid=$! gpid="" end=$((SECONDS + 20)) p
 	until [[ "$(grep -c '\] up$' "$T/$name.out")" == 2 ]] || ((SECONDS >= end)); do sleep 0.1; done
-	gpid=$(pids_of "$T/gorun" | tr ' ' '\n' | while read -r p; do
-		tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q 'got INT' && [[ -z "$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep '^GORUN_SRUN_SHIM=')" ]] && echo "$p"
-	done | head -n1)
+	for p in $(pids_of "$T/gorun"); do
+		# gorun itself, not one of its srun task shims.
+		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q 'got INT' && ! tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q '^GORUN_SRUN_SHIM='; then
+			gpid=$p
+		fi
+	done
 	if [[ -n "$gpid" ]]; then
 		kill -INT "$gpid"
 		t0=$(date +%s%N)
@@ -183,9 +250,50 @@ part_slurm() {
 		kill -9 "$spid" 2>/dev/null
 		show "$name"
 	fi
+}
+
+# slurm_multi: the checks on the 4-node cluster.
+slurm_multi() {
+	local t0 name
+	local args=("$T/allreduce" -count 100000 -iters 3)
+
+	# 1. srun -N 4 -n 4 without gorun. Node names are not in DNS here, so
+	#    MASTER_ADDR names task 0's node.
+	name=slurm4-srun
 	t0=$(date +%s%N)
-	slurm_down
-	say "Slurm stopped in $(ms "$t0") ms"
+	slurm_client env MASTER_ADDR="$(hostip 0)" timeout 60 srun -N 4 -n 4 "${args[@]}" >"$T/$name.out" 2>"$T/$name.err"
+	RC=$?
+	slurm_check "$name" "4 nodes: srun -N 4 -n 4 allreduce (no gorun, MASTER_ADDR=$(hostip 0))" 4
+
+	# 2. gorun inside salloc -N 4 -n 8: 2 ranks per node, where srun put
+	#    them, with the right local ranks; then the example.
+	name=slurm4-place
+	t0=$(date +%s%N)
+	slurm_client timeout 60 salloc -N 4 -n 8 "$T/gorun" /bin/sh -c 'echo "rank $RANK node $(hostname) local $LOCAL_RANK/$LOCAL_WORLD_SIZE"' >"$T/$name.out" 2>"$T/$name.err"
+	RC=$?
+	local n i
+	n=0
+	for i in $(seq 0 $((NHOSTS - 1))); do
+		n=$((n + $(grep -cE "^\[([0-9])\] rank \1 node n$i local [01]/2\$" "$T/$name.out")))
+	done
+	if ((RC == 0 && n == 8)); then
+		ok "4 nodes: salloc -N 4 -n 8 gorun: 2 ranks on each node n0-n3 with LOCAL_RANK 0/1 of 2 ($(ms "$t0") ms)"
+	else
+		bad "4 nodes: salloc -N 4 -n 8 gorun: exit $RC, $n of 8 ranks placed as expected"
+		show "$name"
+	fi
+	name=slurm4-salloc
+	t0=$(date +%s%N)
+	slurm_client timeout 60 salloc -N 4 -n 8 "$T/gorun" -v "${args[@]}" >"$T/$name.out" 2>"$T/$name.err"
+	RC=$?
+	slurm_check "$name" "4 nodes: salloc -N 4 -n 8 gorun allreduce, store on $(hostip 0)" 8 "^gorun: bootstrap store listening on $(hostip 0):"
+
+	# 3. gorun in an sbatch job on 4 nodes: the batch script runs on n0.
+	name=slurm4-sbatch
+	t0=$(date +%s%N)
+	slurm_client timeout 60 sbatch --wait -N 4 -n 4 -o "$T/$name.out" --wrap "$T/gorun -v ${args[*]}" >"$T/$name.err" 2>&1
+	RC=$?
+	slurm_check "$name" "4 nodes: sbatch -N 4 -n 4 gorun allreduce" 4 '^gorun: ranks 0-3: srun --ntasks=4 '
 }
 
 part_mpirun() {

@@ -13,9 +13,11 @@
 #           forwarded to every rank.
 #   local   SIGKILL of a local rank of the example mid-run, same checks.
 #   slurm   munged, slurmctld and slurmd started here with a private
-#           configuration (SLURM_CONF), one node; srun -n 4 of the example
-#           without gorun, gorun inside salloc, and gorun -n 4 inside an
-#           sbatch job of 1 CPU (srun --overcommit).
+#           configuration (SLURM_CONF). One node: srun -n 4 of the example
+#           without gorun, gorun inside salloc, gorun -n 4 inside an sbatch
+#           job of 1 CPU (srun --overcommit), a failing rank, SIGINT. Then 4
+#           nodes in namespaces: srun -N 4 -n 4 without gorun, gorun inside
+#           salloc -N 4 -n 8 (placement, allreduce) and sbatch -N 4.
 #   mpirun  the example under Open MPI's mpirun -np 2, without gorun.
 #
 # Usage: scripts/gorun-integration.sh [part...]   (default: all parts)
