@@ -21,7 +21,8 @@ DESCRIPTION
         GOCCL_LOCAL_SIZE, LOCAL_WORLD_SIZE the number of ranks on its host
         GOCCL_BOOTSTRAP                    host:port of the store gorun hosts
         GOCCL_SECRET                       hex secret that admits a rank to the store
-        MASTER_ADDR, MASTER_PORT           rank 0's host and a port free for it
+        MASTER_ADDR, MASTER_PORT           rank 0's host, and a port (free on this
+                                           host when gorun started) for it to bind
 
     Local ranks inherit gorun's environment. Remote ranks get only these,
     gorun's own GOCCL_* variables (GOCCL_TRANSPORT, ...) and the -x ones.
@@ -63,10 +64,11 @@ DESCRIPTION
     without -H or --hostfile, gorun starts the ranks with one
     "srun --ntasks=N --label --kill-on-bad-exit=1 --quit-on-interrupt" on
     the allocated nodes, adding --overcommit when N exceeds the
-    allocation's CPUs. srun passes SIGINT to the tasks and ends the step
-    on SIGTERM in its own way. -n defaults
-    to SLURM_NTASKS. Each task runs gorun itself, at the same path, which
-    sets the rank's variables from SLURM_PROCID and friends and execs prog.
+    allocation's CPUs; -n defaults to SLURM_NTASKS. srun passes SIGINT to
+    the tasks and ends the step on SIGTERM in its own way. Each task runs
+    gorun itself, at the same path, which sets the rank's variables from
+    SLURM_PROCID and friends and execs prog. --launcher ssh (or -H) makes
+    gorun start the ranks itself even inside an allocation.
     A goccl program started by srun or Open MPI's mpirun without gorun
     needs none of this: it reads SLURM_* or OMPI_COMM_WORLD_* itself.
 
