@@ -316,3 +316,13 @@ func TestParseTasksPerNode(t *testing.T) {
 		}
 	}
 }
+
+func TestExpandHostlistExported(t *testing.T) {
+	got, err := ExpandHostlist("n[0-1],gpu07")
+	if want := []string{"n0", "n1", "gpu07"}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("ExpandHostlist = %q, %v; want %q", got, err, want)
+	}
+	if _, err := ExpandHostlist("n[1-"); err == nil {
+		t.Errorf("ExpandHostlist accepted a broken list")
+	}
+}
