@@ -408,8 +408,11 @@ func (e *endpoint) flushErr(op string, cause error) error {
 func opName(op transport.Op) string { return op.String() }
 
 // Close disconnects. Pending requests complete with an error wrapping
-// ErrClosed; the peer's with ErrPeerClosed. It blocks until the endpoint's
-// goroutines have exited (a transfer in progress is cut).
+// ErrClosed; the peer's with ErrPeerClosed, except those whose data this
+// side already placed: the writer still sends their acknowledgements, then
+// closes its half. Close blocks until that is done (at most
+// Options.LingerTimeout, for a peer that does not read) and the endpoint's
+// goroutines have exited; a transfer in progress is cut.
 func (e *endpoint) Close() error {
 	e.mu.Lock()
 	if e.closed {
