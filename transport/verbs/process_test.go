@@ -226,17 +226,18 @@ func childMain() error {
 	if err != nil {
 		return err
 	}
-	if err := ep.PostSend(2, rm, 0, 2); err != nil {
-		return err
-	}
-	if c, err := wait(); err != nil || c.Err != nil {
-		return fmt.Errorf("send: %+v, %v", c, err)
-	}
-	// The parent reads, then closes: this receive must fail with it.
+	// The parent reads after the answer, then closes: this receive, posted
+	// before the answer, must fail with that.
 	if err := ep.PostRecv(3, reg, 0, 8); err != nil {
 		return err
 	}
-	if c, err := wait(); err != nil || !errors.Is(c.Err, transport.ErrPeerClosed) {
+	if err := ep.PostSend(2, rm, 0, 2); err != nil {
+		return err
+	}
+	if c, err := wait(); err != nil || c.Err != nil || c.Op != transport.OpSend {
+		return fmt.Errorf("send: %+v, %v", c, err)
+	}
+	if c, err := wait(); err != nil || c.ID != 3 || !errors.Is(c.Err, transport.ErrPeerClosed) {
 		return fmt.Errorf("pending receive after the parent closed: %+v, %v", c, err)
 	}
 	return nil
