@@ -15,9 +15,9 @@
 slurm_down() {
 	local pid p
 	if [[ -n "${SLURM_CONF:-}" ]]; then
-		scancel --quiet --user=root 2>/dev/null
-		local end=$((SECONDS + 5))
-		while [[ -n "$(squeue -h 2>/dev/null)" ]] && ((SECONDS < end)); do sleep 0.2; done
+		slurm_client timeout 5 scancel --quiet --user=root 2>/dev/null
+		local end=$((SECONDS + 3))
+		while [[ -n "$(slurm_client timeout 2 squeue -h 2>/dev/null)" ]] && ((SECONDS < end)); do sleep 0.2; done
 	fi
 	for pid in "${SLURM_PIDS[@]}"; do
 		kill "$pid" 2>/dev/null
@@ -136,6 +136,24 @@ slurm_client() {
 	fi
 }
 
+# sbatch_wait NAME SBATCH-ARGS...: submit a job with its output in
+# $T/NAME.out, wait (at most 60 s) for it to end, and set RC to its exit
+# status. Polls quickly; sbatch --wait polls every few seconds.
+sbatch_wait() {
+	local name=$1 id end code
+	shift
+	RC=1
+	id=$(slurm_client timeout 10 sbatch --parsable -o "$T/$name.out" "$@" 2>"$T/$name.err") || return
+	end=$((SECONDS + 60))
+	while [[ -n "$(slurm_client timeout 5 squeue -h -j "$id" 2>/dev/null)" ]]; do
+		((SECONDS < end)) || { slurm_client scancel "$id"; return; }
+		sleep 0.2
+	done
+	code=$(slurm_client timeout 5 scontrol show job "$id" 2>>"$T/$name.err" | grep -o 'ExitCode=[0-9]*:[0-9]*' | head -n1)
+	[[ "$code" == "ExitCode=0:0" ]] && RC=0
+	echo "job $id: $code" >>"$T/$name.err"
+}
+
 # slurm_check NAME WHAT RANKS [GREP]: the run NAME printed the example's
 # verified line for RANKS ranks (and matches GREP in its stdout+stderr).
 slurm_check() {
@@ -208,8 +226,7 @@ slurm_one() {
 	# 3. gorun -n 4 inside an sbatch job of 1 CPU: srun --overcommit.
 	name=slurm-sbatch
 	t0=$(date +%s%N)
-	slurm_client timeout 60 sbatch --wait -n 1 -o "$T/$name.out" --wrap "$T/gorun -v -n 4 ${args[*]}" >"$T/$name.err" 2>&1
-	RC=$?
+	sbatch_wait "$name" -n 1 --wrap "$T/gorun -v -n 4 ${args[*]}"
 	slurm_check "$name" "sbatch -n 1 gorun -n 4 allreduce, srun --overcommit" 4 '^gorun: ranks 0-3: srun --ntasks=4 .*--overcommit'
 
 	# 4. A failing rank under gorun inside salloc: srun stops the others,
@@ -291,8 +308,7 @@ slurm_multi() {
 	# 3. gorun in an sbatch job on 4 nodes: the batch script runs on n0.
 	name=slurm4-sbatch
 	t0=$(date +%s%N)
-	slurm_client timeout 60 sbatch --wait -N 4 -n 4 -o "$T/$name.out" --wrap "$T/gorun -v ${args[*]}" >"$T/$name.err" 2>&1
-	RC=$?
+	sbatch_wait "$name" -N 4 -n 4 --wrap "$T/gorun -v ${args[*]}"
 	slurm_check "$name" "4 nodes: sbatch -N 4 -n 4 gorun allreduce" 4 '^gorun: ranks 0-3: srun --ntasks=4 '
 }
 
