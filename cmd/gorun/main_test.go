@@ -405,7 +405,7 @@ func TestSigkilledRank(t *testing.T) {
 func TestRootCause(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	t.Setenv("GORUN_TEST_T0", strconv.FormatInt(time.Now().Add(2*time.Second).UnixNano(), 10))
+	t.Setenv("GORUN_TEST_T0", strconv.FormatInt(time.Now().Add(3*time.Second).UnixNano(), 10))
 	code, _, stderr, _ := gorun(t, ctx, "peerfail", "-n", "3")
 	if code != 128+9 {
 		t.Errorf("exit %d, want 137 (rank 2's SIGKILL)", code)

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"syscall"
+	"time"
+)
+
+// outputDrain bounds how long gorun waits, after every rank has exited and
+// their process groups were killed, for the last output to arrive.
+const outputDrain = 2 * time.Second
+
+// failureSettle is how long gorun waits after a rank fails before it
+// stops the others, gathering the failures that happen at about the same
+// time: when one rank is killed, its peers often fail a moment later, and
+// the summary should name the killed one.
+const failureSettle = 250 * time.Millisecond
+
+// exitTimeout is gorun's status when --timeout stopped the job.
+const exitTimeout = 124
+
+// supervise waits for every proc. The first failure, a signal to gorun,
+// ctx's end or the timeout stops the others: the signal (or SIGTERM) at
+// once, SIGKILL after the grace period. It returns gorun's exit status.
+func (j *job) supervise(ctx context.Context, sig *signals) int {
+	var (
+		failures []exit // procs that failed before gorun stopped the job
+		settle   <-chan time.Time
+		gotSig   syscall.Signal
+		timedOut []*proc // the procs still running when the timeout hit
+		killTime <-chan time.Time
+		timeout  <-chan time.Time
+		ctxDone  = ctx.Done()
+		stopping bool
+	)
+	if j.cfg.timeout > 0 {
+		t := time.NewTimer(j.cfg.timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	stopAll := func(s syscall.Signal) {
+		for _, p := range j.procs {
+			if !p.done {
+				p.signal(s)
+			}
+		}
+		if s != syscall.SIGKILL && killTime == nil {
+			killTime = time.After(j.cfg.grace)
+		}
+		stopping = true
+	}
+	for running := len(j.procs); running > 0; {
+		select {
+		case e := <-j.exits:
+			running--
+			e.p.done = true
+			if failed(e) && !stopping {
+				failures = append(failures, e)
+				if running > 0 && settle == nil {
+					settle = time.After(failureSettle)
+				}
+			}
+		case <-settle:
+			settle = nil
+			if !stopping {
+				stopAll(syscall.SIGTERM)
+			}
+		case s := <-sig.c:
+			if gotSig != 0 {
+				stopAll(syscall.SIGKILL)
+				continue
+			}
+			gotSig = s
+			stopAll(s)
+		case <-ctxDone:
+			ctxDone = nil
+			if gotSig == 0 {
+				gotSig = syscall.SIGTERM
+				stopAll(syscall.SIGTERM)
+			}
+		case <-timeout:
+			timeout = nil
+			if !stopping {
+				for _, p := range j.procs {
+					if !p.done {
+						timedOut = append(timedOut, p)
+					}
+				}
+				stopAll(syscall.SIGTERM)
+			}
+		case <-killTime:
+			stopAll(syscall.SIGKILL)
+		}
+	}
+	j.finish()
+
+	switch {
+	case gotSig != 0:
+		j.out.logf("stopped by signal: %v", gotSig)
+		return 128 + int(gotSig)
+	case timedOut != nil:
+		j.out.logf("timed out after %v; ranks still running: %s", j.cfg.timeout, rankList(timedOut))
+		return exitTimeout
+	case failures != nil:
+		first := rootCause(failures)
+		j.srunMu.Lock()
+		cause, code := first.p.describe(first, j.srunFail)
+		j.srunMu.Unlock()
+		if len(failures) > 1 {
+			var also []*proc
+			for _, e := range failures {
+				if e.p != first.p {
+					also = append(also, e.p)
+				}
+			}
+			cause += "; also failed: rank " + rankList(also)
+		}
+		j.out.logf("%s", cause)
+		if code == 0 {
+			code = 1
+		}
+		return code
+	}
+	return 0
+}
+
+// finish kills whatever the ranks left behind (their process groups; a
+// remote rank's wrapper does the same when its control channel closes),
+// then waits (bounded) for their output to drain.
+func (j *job) finish() {
+	for _, p := range j.procs {
+		if p.kind == kindSSH {
+			p.sendControl(syscall.SIGKILL) // closes the channel
+		}
+		p.signalGroup(syscall.SIGKILL)
+	}
+	drained := make(chan struct{})
+	go func() { j.pumps.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(outputDrain):
+		// A process outside the groups holds a pipe open; stop reading.
+		for _, p := range j.procs {
+			for _, f := range p.pipes {
+				f.Close()
+			}
+		}
+		<-drained
+	}
+	for _, p := range j.procs {
+		for _, f := range p.pipes {
+			f.Close()
+		}
+	}
+}
+
+// rootCause picks, among failures gathered in the settle window, the one
+// most likely to have caused the others: the first rank killed by a signal
+// (a crash, the OOM killer, kill -9), else the first to fail.
+func rootCause(failures []exit) exit {
+	for _, e := range failures {
+		if e.p.kind == kindSrun {
+			break
+		}
+		if e.state == nil {
+			continue
+		}
+		ws, ok := e.state.Sys().(syscall.WaitStatus)
+		signaled := ok && ws.Signaled()
+		if code := e.state.ExitCode(); e.p.kind == kindSSH && code > 128 && code < 128+65 {
+			signaled = true // the remote wrapper reports 128+N
+		}
+		if signaled {
+			return e
+		}
+	}
+	return failures[0]
+}
+
+func failed(e exit) bool {
+	return e.state == nil || !e.state.Success()
+}
