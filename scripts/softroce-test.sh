@@ -30,7 +30,7 @@
 # GOCCL_VM_CMDS (lines "name|command") adds guest commands and
 # GOCCL_VM_BINS (main packages, space-separated) the binaries they run;
 # GOCCL_VM_MEM (default 2G); GOCCL_VM_ACCEL (tcg, the default, or kvm); the console
-# log is kept in $GOCCL_VM_CACHE/console.log.
+# log of the last run is kept in $GOCCL_VM_CACHE/console.log.
 set -euo pipefail
 
 # Test packages built and run in the guest. Extend this list (or pass
@@ -92,6 +92,8 @@ fi
 kver=${kpkg#linux-image-}
 kdir="$cache/$kver"
 modules=(e1000 crc32_generic ib_core ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe)
+exec 9>"$cache/.lock"
+flock 9 # one download and unpack at a time
 if [[ ! -f "$kdir/.done" ]]; then
 	deb=$(ls "$cache"/"${kpkg}"_*.deb 2>/dev/null | head -n1 || true)
 	if [[ -z "$deb" ]]; then
@@ -107,6 +109,7 @@ if [[ ! -f "$kdir/.done" ]]; then
 	[[ -f "$kdir/boot/vmlinuz-$kver" ]] || { log "no vmlinuz in $deb"; exit 1; }
 	touch "$kdir/.done"
 fi
+flock -u 9
 
 # 3. The initramfs.
 work=$(mktemp -d "${TMPDIR:-/tmp}/goccl-softroce.XXXXXX")
@@ -230,8 +233,8 @@ log "initramfs $(du -h "$work/initrd" | cut -f1), kernel $kver"
 accel=${GOCCL_VM_ACCEL:-tcg}
 cpu=(-cpu max)
 [[ "$accel" == kvm ]] && cpu=(-cpu host)
-console="$cache/console.log"
-log "booting ($accel), console in $console"
+console="$work/console.log" # private: runs may overlap
+log "booting ($accel)"
 set +e
 timeout --foreground -k 10 "$vm_timeout" qemu-system-x86_64 -accel "$accel" "${cpu[@]}" -smp 2 -m "${GOCCL_VM_MEM:-2G}" \
 	-nographic -no-reboot -monitor none -serial stdio \
@@ -242,6 +245,8 @@ qrc=$?
 set -e
 tr -d '\r' <"$console" >"$console.txt"
 mv "$console.txt" "$console"
+cp "$console" "$cache/console.log.$$" && mv "$cache/console.log.$$" "$cache/console.log"
+kept="$cache/console.log"
 
 # 5. Verdict.
 elapsed=$(($(date +%s) - start))
@@ -254,7 +259,7 @@ ncmdfail=$(grep -cE '^GOCCL-RESULT .* FAIL' "$console" || true)
 nfail=$((nfail + ncmdfail)) # a failed command counts as a failure
 fail=0
 if ((qrc == 124 || qrc == 137)); then log "timeout after ${vm_timeout}s"; fail=1; fi
-grep -q '^GOCCL-DONE' "$console" || { log "the guest did not finish (see $console)"; fail=1; }
+grep -q '^GOCCL-DONE' "$console" || { log "the guest did not finish (see $kept)"; fail=1; }
 grep -q 'GOCCL-ERROR' "$console" && { log "guest setup failed"; fail=1; }
 grep -q 'GOCCL-RESULT .* FAIL' "$console" && fail=1
 ((nfail > 0 || nskip > 0)) && fail=1
@@ -268,11 +273,14 @@ else
 	log "no test proved it ran on rxe"
 	fail=1
 fi
-if ((fail)); then
+if ((fail && npass + nfail == 0)); then
+	log "no test result on the console; its end:"
+	tail -n 40 "$console" >&2
+elif ((fail)); then
 	# The log lines of the tests, without the per-connection chatter.
 	grep -E '^ +[A-Za-z0-9_]+\.go:[0-9]+: ' "$console" | grep -vE 'verbs: opened|path MTU' | head -n 60 || true
 fi
-echo "softroce-test: ${elapsed}s in all ($accel, kernel $kver, console $console)"
+echo "softroce-test: ${elapsed}s in all ($accel, kernel $kver, console $kept)"
 echo "softroce-test: $npass passed, $nfail failed, $nskip skipped"
 if ((fail)); then
 	echo "softroce-test: FAIL"
