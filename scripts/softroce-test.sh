@@ -233,12 +233,14 @@ log "initramfs $(du -h "$work/initrd" | cut -f1), kernel $kver"
 accel=${GOCCL_VM_ACCEL:-tcg}
 cpu=(-cpu max)
 [[ "$accel" == kvm ]] && cpu=(-cpu host)
+nic=(-nic none)
+[[ "$netdev" == lo ]] || nic=(-netdev user,id=n0 -device e1000,netdev=n0,romfile=)
 console="$work/console.log" # private: runs may overlap
 log "booting ($accel)"
 set +e
 timeout --foreground -k 10 "$vm_timeout" qemu-system-x86_64 -accel "$accel" "${cpu[@]}" -smp 2 -m "${GOCCL_VM_MEM:-2G}" \
 	-nographic -no-reboot -monitor none -serial stdio \
-	-netdev user,id=n0 -device e1000,netdev=n0 \
+	"${nic[@]}" \
 	-kernel "$kdir/boot/vmlinuz-$kver" -initrd "$work/initrd" \
 	-append "console=ttyS0 panic=-1 quiet loglevel=3 rdinit=/init" </dev/null >"$console" 2>&1
 qrc=$?
