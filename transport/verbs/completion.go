@@ -5,6 +5,7 @@ package verbs
 // control plane reports (a refused access, a closed or lost peer).
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/goccl/goccl/transport"
@@ -72,7 +73,8 @@ func (ep *endpoint) complete(out []transport.Completion, w *ibv.WC) []transport.
 	c.Err = ep.statusError(r, w)
 	if ep.cause == nil {
 		ep.cause = c.Err
-		if w.Status == ibv.WCRemAccessErr {
+		if errors.Is(c.Err, transport.ErrRemoteAccess) {
+			// The target learns of it even without a receive posted.
 			ep.ctl.send(ctlRefused, w.Status)
 		}
 	}

@@ -415,3 +415,28 @@ func TestMTUAdvertisedSmaller(t *testing.T) {
 		t.Fatalf("write of %d bytes at path MTU %d: %+v", n, small, c)
 	}
 }
+
+// TestRemoteAccessErrorNoRecv: a target without a posted receive learns of
+// the access it refused from the control queue pair: one OpRemoteError.
+func TestRemoteAccessErrorNoRecv(t *testing.T) {
+	p := newPair(t)
+	src, win := alloc(t, 4096), alloc(t, 4096)
+	rs := register(t, p.da, src, transport.AccessLocalWrite)
+	rw := register(t, p.db, win, transport.AccessRemoteWrite) // no remote read
+	if err := p.a.PostRead(1, rs, 0, 64, rw.Remote(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if c := waitN(t, p.qa, 1)[0]; c.ID != 1 || !errors.Is(c.Err, transport.ErrRemoteAccess) {
+		t.Fatalf("initiator completion %+v, want ErrRemoteAccess", c)
+	}
+	c := waitN(t, p.qb, 1)[0]
+	if c.Op != transport.OpRemoteError || c.Endpoint != p.b || !errors.Is(c.Err, transport.ErrRemoteAccess) {
+		t.Fatalf("target completion %+v, want one OpRemoteError", c)
+	}
+	t.Logf("target: %v", c.Err)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if n, err := p.qb.Wait(ctx, make([]transport.Completion, 4)); n != 0 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("target: %d more completions (%v), want none", n, err)
+	}
+}
