@@ -145,6 +145,9 @@ func child(mode string) int {
 		time.Sleep(time.Minute)
 		return 0
 	case "hang":
+		if rank == 2 {
+			signal.Ignore(syscall.SIGTERM) // only SIGKILL stops it
+		}
 		wd, _ := os.Getwd()
 		fmt.Printf("pid %d wd %s\n", os.Getpid(), wd)
 		time.Sleep(time.Minute)

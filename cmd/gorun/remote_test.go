@@ -89,8 +89,9 @@ func TestRemoteRanks(t *testing.T) {
 	}
 }
 
-// Cutting a remote rank's ssh link stops the rank on the remote side; gorun
-// names the rank and stops the others.
+// Cutting a remote rank's ssh link stops the rank on the remote side (with
+// SIGKILL after the grace period: the rank ignores SIGTERM); gorun names the
+// rank and stops the others.
 func TestRemoteLinkDrop(t *testing.T) {
 	ssh := writeFakeSSH(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
