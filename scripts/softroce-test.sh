@@ -72,6 +72,7 @@ done
 ((${#pkgs[@]})) || pkgs=("${GUEST_PKGS[@]}")
 
 start=$(date +%s)
+export PATH="$PATH:/usr/local/go/bin"
 top=$(cd "$(dirname "$0")/.." && pwd)
 cache=${GOCCL_VM_CACHE:-/tmp/goccl-softroce}
 netdev=${GOCCL_VM_NETDEV:-lo}
