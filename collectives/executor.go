@@ -62,8 +62,12 @@ type Call struct {
 	Count int
 	Root  int // -1 when the collective has no root
 	// P2P marks point-to-point calls: Seq is the tag, and the fingerprint
-	// leaves out the count (the executor checks each message's length).
+	// leaves out the collective's name and count (the executor checks each
+	// message's length).
 	P2P bool
+	// VarCount marks calls whose count differs across ranks (alltoallv):
+	// the fingerprint leaves it out.
+	VarCount bool
 
 	fp uint16 // cached fingerprint
 }
@@ -93,7 +97,7 @@ func (c *Call) fingerprint() uint16 {
 	}
 	mix(uint64(c.Type))
 	mix(uint64(c.Op))
-	if !c.P2P {
+	if !c.P2P && !c.VarCount {
 		mix(uint64(c.Count))
 	}
 	mix(uint64(int64(c.Root)))
@@ -325,8 +329,8 @@ func (e *Executor) progress(c *Call) error {
 }
 
 func (e *Executor) source(c *Call, ch *chunk) (transport.Region, int) {
-	if ch.buf == BufToken {
-		return e.Links[ch.peer].Staging, 0
+	if ch.buf == BufToken || ch.len == 0 {
+		return e.Links[ch.peer].Staging, 0 // nothing to read: any region does
 	}
 	t := &c.Bufs[ch.buf]
 	return t.Region, t.Off + ch.off

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/goccl/goccl/collectives"
@@ -139,20 +140,20 @@ func (k collKind) costName() string {
 	return k.String()
 }
 
-// Algorithms lists the algorithms goccl has for a collective ("allreduce",
-// "broadcast", "reduce", "allgather", "reduce-scatter", "alltoall",
-// "gather", "scatter", "barrier").
+// Algorithms lists, sorted, the algorithms goccl has for a collective
+// ("allreduce", "broadcast", "reduce", "allgather", "reduce-scatter",
+// "alltoall", "gather", "scatter", "barrier").
 func Algorithms(collective string) []string {
-	for k, m := range algorithms {
-		if k.String() == collective || k.costName() == collective {
-			names := make([]string, 0, len(m))
-			for name := range m {
-				names = append(names, name)
-			}
-			return names
-		}
+	k, ok := collByName(collective)
+	if !ok {
+		return nil
 	}
-	return nil
+	names := make([]string, 0, len(algorithms[k]))
+	for name := range algorithms[k] {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // parseAlgoEnv reads GOCCL_ALGO, e.g. "allreduce:tree,bcast:pipeline":
@@ -184,11 +185,11 @@ func collByName(name string) (collKind, bool) {
 	switch name {
 	case "bcast":
 		return collBroadcast, true
-	case "reducescatter", "reduce_scatter":
+	case "reducescatter", "reduce_scatter", "reduce-scatter":
 		return collReduceScatter, true
 	}
 	for k := range algorithms {
-		if k.String() == name || k.costName() == name {
+		if k.String() == name {
 			return k, true
 		}
 	}
@@ -215,6 +216,9 @@ func (c *Comm) choose(k collKind, forced string, nbytes int) (string, error) {
 	}
 	if len(m) == 1 {
 		for name := range m {
+			if c.debug {
+				c.debugf("%s(%d bytes) #%d: algorithm %s (the only one)", k, nbytes, c.seq, name)
+			}
 			return name, nil
 		}
 	}

@@ -151,6 +151,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		if r.kind.p2p() {
 			call.Seq, call.P2P = uint32(r.args.tag), true
 		}
+		call.VarCount = r.kind == collAlltoallv
 		if err := c.exec.Run(ctx, &call); err != nil {
 			// Drop every connection at once, so that peers waiting on this
 			// rank fail now rather than at their timeout.
@@ -189,6 +190,9 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 			}
 		}
 	case collReduceScatter:
+		if dlen == 0 {
+			break
+		}
 		block := data()[c.rank*len(r.recv) : (c.rank+1)*len(r.recv)]
 		if err := collectives.Finish(r.dt, r.op, block, c.size); err != nil {
 			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
