@@ -307,7 +307,11 @@ func (e *Executor) progress(c *Call) error {
 			l.imm = dataImm(c.Seq, c.fingerprint())
 			roff := uint64(l.sendSlot * e.SlotSize)
 			if err := l.EP.PostWrite(makeID(idData, peer, idx), region, off, ch.len, l.Remote, roff, &l.imm); err != nil {
-				return fmt.Errorf("%s #%d (%s): rank %d -> %d: post write: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, err)
+				err = fmt.Errorf("%s #%d (%s): rank %d -> %d: post write: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, err)
+				if errors.Is(err, transport.ErrInvalid) {
+					return err // this rank's mistake, not the peer's
+				}
+				return &PeerError{Peer: peer, Err: err}
 			}
 			l.credits--
 			l.sendSlot = (l.sendSlot + 1) % e.NSlots

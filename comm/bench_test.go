@@ -1,10 +1,12 @@
-package comm
+package comm_test
 
 import (
 	"context"
 	"fmt"
 	"sync"
 	"testing"
+
+	. "github.com/goccl/goccl/comm"
 
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/mem"

@@ -1,4 +1,4 @@
-package comm
+package comm_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	. "github.com/goccl/goccl/comm"
 
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/mem"

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"time"
 
 	"github.com/goccl/goccl/bootstrap"
 	"github.com/goccl/goccl/transport"
@@ -23,6 +25,17 @@ import (
 // usable RDMA device exists, else TCP), "tcp", or "verbs" (an error if no
 // device is usable).
 func Init(ctx context.Context, opts Options) (*Comm, error) {
+	// Joining is bounded even when ctx is not: a rank that never shows up
+	// must not hang the others.
+	if _, ok := ctx.Deadline(); !ok {
+		d, err := envDuration("GOCCL_INIT_TIMEOUT", 5*time.Minute)
+		if err != nil {
+			return nil, fmt.Errorf("comm: init: %w", err)
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("not every rank joined within %v (GOCCL_INIT_TIMEOUT)", d))
+		defer cancel()
+	}
 	info, err := bootstrap.FromEnv()
 	if errors.Is(err, bootstrap.ErrNoLauncher) {
 		dev, derr := openTransport("127.0.0.1")
@@ -39,7 +52,12 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
 	}
-	dev, err := openTransport(b.Client().LocalIP().String())
+	advertise, err := advertiseIP(b.Client().LocalIP(), info)
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
+	}
+	dev, err := openTransport(advertise)
 	if err != nil {
 		b.Close()
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
@@ -85,4 +103,54 @@ func openTCP(advertise string) (transport.Device, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// advertiseIP chooses the address peers reach this rank's TCP transport
+// on: GOCCL_SOCKET_IFNAME's interface if set; else the local address of
+// the connection to the bootstrap store, unless that is a loopback address
+// while ranks run on other hosts (a host name that /etc/hosts maps to
+// 127.0.1.1, say), in which case the first up, non-loopback IPv4 address.
+func advertiseIP(storeLocal net.IP, info bootstrap.Info) (string, error) {
+	if name := os.Getenv("GOCCL_SOCKET_IFNAME"); name != "" {
+		ifi, err := net.InterfaceByName(name)
+		if err != nil {
+			return "", fmt.Errorf("GOCCL_SOCKET_IFNAME=%q: %w", name, err)
+		}
+		if ip := firstIPv4(ifi); ip != nil {
+			return ip.String(), nil
+		}
+		return "", fmt.Errorf("GOCCL_SOCKET_IFNAME=%q: interface has no IPv4 address", name)
+	}
+	if storeLocal != nil && (!storeLocal.IsLoopback() || info.LocalSize >= info.Size) {
+		return storeLocal.String(), nil
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return "", err
+	}
+	for i := range ifs {
+		if ifs[i].Flags&net.FlagUp == 0 || ifs[i].Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		if ip := firstIPv4(&ifs[i]); ip != nil {
+			return ip.String(), nil
+		}
+	}
+	if storeLocal != nil {
+		return storeLocal.String(), nil
+	}
+	return "127.0.0.1", nil
+}
+
+func firstIPv4(ifi *net.Interface) net.IP {
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			return n.IP
+		}
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package comm
+package comm_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/goccl/goccl/comm"
 
 	"github.com/goccl/goccl/collectives"
 )

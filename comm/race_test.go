@@ -1,6 +1,6 @@
 //go:build race
 
-package comm
+package comm_test
 
 // Under the race detector (5-10x slower) the table tests shrink: fewer rank
 // counts and a smaller "large" size. The full tables run without -race.

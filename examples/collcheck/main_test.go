@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBadFlags(t *testing.T) {
+	var out, errb bytes.Buffer
+	for _, args := range [][]string{{"-counts", "x"}, {"-counts", "-1"}, {"-types", "complex128"}, {"arg"}} {
+		if code := run(context.Background(), args, &out, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// TestUnderGorun runs one check of every collective in real processes
+// under gorun over TCP, for 2 to 5 ranks.
+func TestUnderGorun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds binaries and starts processes; skipped with -short")
+	}
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/gorun", "./examples/collcheck")
+	build.Dir = filepath.Join("..", "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	for n := 2; n <= 5; n++ {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, filepath.Join(dir, "gorun"), "-n", fmt.Sprint(n),
+				filepath.Join(dir, "collcheck"), "-counts", "0,7,1000", "-types", "float32,int32")
+			cmd.Env = append(os.Environ(), "GOCCL_TRANSPORT=tcp")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("gorun: %v\n%s", err, out)
+			}
+			if got := strings.Count(string(out), "every collective and algorithm verified"); got != 6 {
+				t.Fatalf("%d verified lines, want 6:\n%s", got, out)
+			}
+		})
+	}
+}
