@@ -41,6 +41,9 @@ GUEST_PKGS=(
 # Commands (main packages) built with go build into the guest's /usr/bin,
 # for GUEST_CMDS to use (a launcher, a multi-process test driver).
 GUEST_BINS=(
+	./cmd/gorun
+	./examples/allreduce
+	./examples/collcheck
 )
 # Extra guest commands, "name|shell command", run after the package tests,
 # from /tmp with GOCCL_REQUIRE_VERBS=1 and GOCCL_IB_HCA==rxe0 set. A command
@@ -53,6 +56,10 @@ GUEST_BINS=(
 #   GOCCL_VM_CMDS='allreduce-verbs|GOCCL_TRANSPORT=verbs gorun -n 2 allreduce -count 65536' \
 #   scripts/softroce-test.sh
 GUEST_CMDS=(
+	"allreduce-verbs-2|GOCCL_TRANSPORT=verbs gorun -n 2 allreduce -count 262147"
+	"allreduce-verbs-3|GOCCL_TRANSPORT=verbs gorun -n 3 allreduce -count 100003 -registered"
+	"collectives-verbs-2|GOCCL_TRANSPORT=verbs gorun -n 2 collcheck -counts 0,7,4099 -types float32"
+	"collectives-verbs-3|GOCCL_TRANSPORT=verbs gorun -n 3 collcheck -counts 1,4099 -types int32"
 )
 
 run_re="" bench_re="" test_timeout="6m" count="" build_flags=()
@@ -272,6 +279,8 @@ proof=$(grep -hoE 'DEVICE verbs:rxe[0-9]+.*' "$console" | head -n1 || true)
 [[ -n "$proof" ]] || proof=$(grep -hoE 'verbs: opened rxe[0-9]+.*' "$console" | head -n1 || true)
 if [[ -n "$proof" ]]; then
 	echo "softroce-test: rxe proof: $proof"
+	# What the multi-process commands printed: each names its transport.
+	grep -hE '^\[0\] .* via verbs:' "$console" | sed 's/^/softroce-test: /' || true
 else
 	log "no test proved it ran on rxe"
 	fail=1

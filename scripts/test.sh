@@ -6,8 +6,11 @@
 #   3. go test -race on every package (ranks as goroutines, TCP on loopback,
 #      real processes under gorun)
 #   4. each fuzz target for a short time (FUZZTIME, default 10s)
-#   5. verbs on Soft-RoCE inside QEMU (scripts/softroce-test.sh), when present
-# SKIP_VM=1 skips step 5 (for quick local runs); CI runs everything.
+#   5. gorun across hosts (network namespaces + sshd), under Slurm and under
+#      Open MPI's mpirun (scripts/gorun-integration.sh)
+#   6. verbs on Soft-RoCE inside QEMU (scripts/softroce-test.sh)
+# SKIP_INTEGRATION=1 skips step 5 and SKIP_VM=1 step 6 (for quick local
+# runs); CI runs everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -42,6 +45,11 @@ for pkg in $(go list ./...); do
 		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1 | tail -n 3
 	done
 done
+
+if [[ "${SKIP_INTEGRATION:-0}" != 1 ]]; then
+	step "gorun: hosts over ssh in network namespaces, Slurm, Open MPI's mpirun"
+	GORUN_INTEGRATION_STRICT=1 ./scripts/gorun-integration.sh
+fi
 
 if [[ "${SKIP_VM:-0}" != 1 && -x scripts/softroce-test.sh ]]; then
 	step "verbs on Soft-RoCE in QEMU"
