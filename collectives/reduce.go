@@ -6,7 +6,7 @@ import (
 )
 
 type number interface {
-	~float32 | ~float64 | ~int32 | ~int64 | ~uint8 | ~int8 | ~uint32 | ~uint64
+	~float32 | ~float64 | ~int32 | ~int64 | ~uint8 | ~int8 | ~uint16 | ~uint32 | ~uint64
 }
 
 // asSlice views b as a slice of T. b's length must be a multiple of T's size
@@ -48,6 +48,8 @@ func Reduce(dt DataType, op ReduceOp, dst, src []byte) error {
 		return reduceT(op, asSlice[uint32](dst), asSlice[uint32](src))
 	case Uint64:
 		return reduceT(op, asSlice[uint64](dst), asSlice[uint64](src))
+	case Float16, BFloat16:
+		return reduceHalf(dt, op, asSlice[uint16](dst), asSlice[uint16](src))
 	}
 	return fmt.Errorf("reduce: unsupported data type %s", dt)
 }
@@ -122,13 +124,28 @@ func Finish(dt DataType, op ReduceOp, buf []byte, n int) error {
 	case Int64:
 		divT(asSlice[int64](buf), int64(n))
 	case Uint8:
-		divT(asSlice[uint8](buf), uint8(n))
+		b := asSlice[uint8](buf)
+		for i := range b {
+			b[i] = uint8(int(b[i]) / n) // n may exceed 255
+		}
 	case Int8:
-		divT(asSlice[int8](buf), int8(n))
+		b := asSlice[int8](buf)
+		for i := range b {
+			b[i] = int8(int(b[i]) / n)
+		}
 	case Uint32:
 		divT(asSlice[uint32](buf), uint32(n))
 	case Uint64:
 		divT(asSlice[uint64](buf), uint64(n))
+	case Float16, BFloat16:
+		h := asSlice[uint16](buf)
+		wide, narrow := F16ToF32, F32ToF16
+		if dt == BFloat16 {
+			wide, narrow = BF16ToF32, F32ToBF16
+		}
+		for i := range h {
+			h[i] = narrow(wide(h[i]) / float32(n))
+		}
 	default:
 		return fmt.Errorf("avg: unsupported data type %s", dt)
 	}
@@ -139,4 +156,31 @@ func divT[T number](buf []T, n T) {
 	for i := range buf {
 		buf[i] /= n
 	}
+}
+
+// reduceHalf reduces half-precision elements pairwise in float32, rounding
+// each result. (comm avoids it for whole collectives: it widens the
+// buffers, reduces in float32 and rounds once at the end.)
+func reduceHalf(dt DataType, op ReduceOp, dst, src []uint16) error {
+	wide, narrow := F16ToF32, F32ToF16
+	if dt == BFloat16 {
+		wide, narrow = BF16ToF32, F32ToBF16
+	}
+	for i := range dst {
+		d, s := wide(dst[i]), wide(src[i])
+		switch op {
+		case Sum, Avg:
+			d += s
+		case Prod:
+			d *= s
+		case Min:
+			d = min(d, s)
+		case Max:
+			d = max(d, s)
+		default:
+			return fmt.Errorf("reduce: unsupported operation %s", op)
+		}
+		dst[i] = narrow(d)
+	}
+	return nil
 }

@@ -14,6 +14,11 @@ const (
 	Int8
 	Uint32
 	Uint64
+	// Float16 is IEEE 754 binary16 and BFloat16 the upper half of a
+	// float32. Reductions on them run in float32 and round once (see
+	// Widen and Narrow); as plain data they move as 2-byte elements.
+	Float16
+	BFloat16
 )
 
 // Size is the element size in bytes.
@@ -25,12 +30,18 @@ func (d DataType) Size() int {
 		return 8
 	case Uint8, Int8:
 		return 1
+	case Float16, BFloat16:
+		return 2
 	}
 	return 0
 }
 
 // Valid reports whether d is a known data type.
 func (d DataType) Valid() bool { return d.Size() != 0 }
+
+// Half reports whether d is a 2-byte floating-point type that reduces in
+// float32.
+func (d DataType) Half() bool { return d == Float16 || d == BFloat16 }
 
 func (d DataType) String() string {
 	switch d {
@@ -50,6 +61,10 @@ func (d DataType) String() string {
 		return "uint32"
 	case Uint64:
 		return "uint64"
+	case Float16:
+		return "float16"
+	case BFloat16:
+		return "bfloat16"
 	}
 	return fmt.Sprintf("datatype(%d)", uint8(d))
 }

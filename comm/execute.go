@@ -86,6 +86,9 @@ func (c *Comm) dataBytes(r *Request) (n int, direct bool) {
 // registered memory (the user's when registered, else staging), copies in,
 // runs the plan, and copies out.
 func (c *Comm) execute(ctx context.Context, r *Request) error {
+	if halfReduction(r) {
+		return c.executeHalf(ctx, r)
+	}
 	if !r.kind.p2p() {
 		c.seq++
 	}

@@ -8,8 +8,28 @@ import (
 
 // Number is the set of element types collectives accept on Go slices.
 type Number interface {
-	~float32 | ~float64 | ~int32 | ~int64 | ~uint8 | ~int8 | ~uint32 | ~uint64
+	~float32 | ~float64 | ~int32 | ~int64 | ~uint8 | ~int8 | ~uint32 | ~uint64 | Float16 | BFloat16
 }
+
+// Float16 is an IEEE 754 binary16 value, stored as its bits. Reductions
+// over it run in float32 and round once (to nearest even) at the end.
+type Float16 uint16
+
+// BFloat16 is a bfloat16 value (the upper 16 bits of a float32), stored as
+// its bits; reductions run in float32 and round once.
+type BFloat16 uint16
+
+// F16 converts a float32 to the nearest Float16.
+func F16(f float32) Float16 { return Float16(collectives.F32ToF16(f)) }
+
+// Float32 widens a Float16.
+func (h Float16) Float32() float32 { return collectives.F16ToF32(uint16(h)) }
+
+// BF16 converts a float32 to the nearest BFloat16.
+func BF16(f float32) BFloat16 { return BFloat16(collectives.F32ToBF16(f)) }
+
+// Float32 widens a BFloat16.
+func (h BFloat16) Float32() float32 { return collectives.BF16ToF32(uint16(h)) }
 
 // DataType names an element type for the byte-level API.
 type DataType = collectives.DataType
@@ -27,6 +47,9 @@ const (
 	Int8    = collectives.Int8
 	Uint32  = collectives.Uint32
 	Uint64  = collectives.Uint64
+	// DTFloat16 and DTBFloat16 name the half types in the byte-level API.
+	DTFloat16  = collectives.Float16
+	DTBFloat16 = collectives.BFloat16
 )
 
 // Reduction operations. Avg of integers truncates toward zero.
@@ -58,6 +81,10 @@ func TypeOf[T Number]() DataType {
 		return Uint32
 	case uint64:
 		return Uint64
+	case Float16:
+		return DTFloat16
+	case BFloat16:
+		return DTBFloat16
 	}
 	// Named types (~T): fall back on size and kind via a conversion probe.
 	switch unsafe.Sizeof(z) {
