@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/goccl/goccl/transport"
@@ -99,6 +100,9 @@ func (e *endpoint) connectTimedOut() {
 func (e *endpoint) dial(ctx context.Context, ra address) (*net.TCPConn, error) {
 	peer := ra.String()
 	d := net.Dialer{KeepAlive: -1}
+	if e.dev.from.IsValid() {
+		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(e.dev.from, 0))
+	}
 	nc, err := d.DialContext(ctx, "tcp", peer)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -26,6 +26,11 @@ type Options struct {
 	// their bootstrap connection used. Default: the listen IP if one was
 	// given, else 127.0.0.1.
 	AdvertiseHost string
+	// DialHost, if set, is the local IP address the device's outgoing
+	// connections are bound to (the port is chosen by the system), so that
+	// peers, or a proxy in front of them, see that address as the source.
+	// Default: the system chooses.
+	DialHost string
 	// UserTimeout is TCP_USER_TIMEOUT: how long sent data may stay
 	// unacknowledged before the connection fails. Default 10 s; negative
 	// leaves the system default (which can block ~15 minutes on a cut link).
@@ -103,6 +108,7 @@ type Device struct {
 	ln   *net.TCPListener
 	host netip.Addr
 	port uint16
+	from netip.Addr // DialHost, if set
 
 	regMu   sync.RWMutex
 	regions map[uint64]*region
@@ -134,11 +140,20 @@ func NewDevice(opts Options) (*Device, error) {
 		ln.Close()
 		return nil, err
 	}
+	var from netip.Addr
+	if o.DialHost != "" {
+		if from, err = netip.ParseAddr(o.DialHost); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("tcp: dial host %q is not an IP address: %w", o.DialHost, transport.ErrInvalid)
+		}
+		from = from.Unmap()
+	}
 	d := &Device{
 		opts:       o,
 		ln:         ln,
 		host:       host,
 		port:       la.Port(),
+		from:       from,
 		regions:    make(map[uint64]*region),
 		eps:        make(map[[16]byte]*endpoint),
 		cqs:        make(map[*cq]struct{}),

@@ -1,0 +1,59 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl/transport"
+	"github.com/goccl/goccl/transport/transporttest"
+)
+
+// TestDialHost checks that a device with DialHost set dials from that
+// address: the accepting side sees it as the connection's source.
+func TestDialHost(t *testing.T) {
+	// A's blob (127.0.0.2) is smaller than B's (127.0.0.3): A dials.
+	da, err := NewDevice(Options{ListenAddress: "127.0.0.2:0", DialHost: "127.0.0.9", Logf: t.Logf})
+	if err != nil {
+		t.Skipf("no second loopback address: %v", err)
+	}
+	t.Cleanup(func() { da.Close() })
+	db, err := NewDevice(Options{ListenAddress: "127.0.0.3:0", Logf: t.Logf})
+	if err != nil {
+		t.Skipf("no third loopback address: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	p := &transporttest.Pair{DevA: da, DevB: db}
+	p.CQA, p.CQB = transporttest.NewCQ(t, da), transporttest.NewCQ(t, db)
+	p.A = transporttest.NewEndpoint(t, da, p.CQA)
+	p.B = transporttest.NewEndpoint(t, db, p.CQB)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.B.Connect(ctx, p.A.LocalAddress()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.A.Connect(ctx, p.B.LocalAddress()); err != nil {
+		t.Fatal(err)
+	}
+	pingPong(t, p)
+	eb := p.B.(*endpoint)
+	eb.mu.Lock()
+	c := eb.conn
+	eb.mu.Unlock()
+	if c == nil {
+		t.Fatal("B has no connection after a ping-pong")
+	}
+	if got := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr(); got != netip.MustParseAddr("127.0.0.9") {
+		t.Errorf("B sees the connection from %v, want 127.0.0.9", got)
+	}
+}
+
+func TestDialHostInvalid(t *testing.T) {
+	_, err := NewDevice(Options{ListenAddress: "127.0.0.1:0", DialHost: "not-an-ip"})
+	if !errors.Is(err, transport.ErrInvalid) {
+		t.Fatalf("DialHost not-an-ip: %v, want ErrInvalid", err)
+	}
+}
