@@ -19,6 +19,7 @@ import (
 // places payloads straight into registered memory. Every request leaves its
 // FIFO exactly once, and whoever removes it completes it.
 type endpoint struct {
+	werr  error // the writer's error, while the reader drains (see writeFailed)
 	dev   *Device
 	cq    *cq
 	token [16]byte

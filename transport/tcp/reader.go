@@ -39,7 +39,14 @@ func (e *endpoint) readLoop(c *net.TCPConn) {
 	max := uint64(e.dev.opts.MaxMessage)
 	for !e.failed.Load() {
 		if _, err := io.ReadFull(br, hb); err != nil {
-			e.linkFailed("read", err)
+			e.mu.Lock()
+			werr := e.werr
+			e.mu.Unlock()
+			if werr != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+				e.linkFailed("write", werr) // the write's error is the cause
+			} else {
+				e.linkFailed("read", err)
+			}
 			break
 		}
 		if err := decodeHeader(hb, &h, max); err != nil {

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"net"
+	"time"
 )
 
 const (
@@ -60,7 +61,7 @@ func (e *endpoint) writeLoop(c *net.TCPConn) {
 		clear(batch)
 		w.flush()
 		if w.err != nil {
-			e.linkFailed("write", w.err)
+			e.writeFailed(w.err)
 			return
 		}
 		if final {
@@ -161,4 +162,32 @@ func (w *writer) write(p []byte) {
 		return
 	}
 	_, w.err = w.c.Write(p)
+}
+
+// drainTimeout bounds how long the reader may go on after the writer
+// failed, to take in what the peer sent before it went.
+const drainTimeout = time.Second
+
+// writeFailed handles a failed write. A peer that closed right after it
+// had everything it needed (a collective's last chunk) may reset the
+// connection while its acknowledgements for this side's writes are still
+// in the socket: completing those writes as failed would be wrong, since
+// the data was placed. So the reader, not the writer, fails the endpoint:
+// it takes in what is left (acks complete their requests) until the end of
+// the stream, the reset, or drainTimeout, and then fails with the cause.
+func (e *endpoint) writeFailed(err error) {
+	if e.failed.Load() {
+		return
+	}
+	e.mu.Lock()
+	if e.werr == nil {
+		e.werr = err
+	}
+	c := e.conn
+	e.mu.Unlock()
+	if c == nil {
+		e.linkFailed("write", err)
+		return
+	}
+	c.SetReadDeadline(time.Now().Add(drainTimeout))
 }
