@@ -7,42 +7,16 @@ import (
 	"testing"
 
 	. "github.com/goccl/goccl/comm"
-
-	"github.com/goccl/goccl/transport"
-	"github.com/goccl/goccl/transport/mem"
-	"github.com/goccl/goccl/transport/tcp"
+	"github.com/goccl/goccl/comm/commtest"
 )
 
 // benchRanks starts n ranks as goroutines over the named transport and
-// returns their communicators.
+// returns their communicators, closed when b ends.
 func benchRanks(b *testing.B, kind string, n int) []*Comm {
 	b.Helper()
-	network := mem.NewNetwork(mem.Options{})
-	g := NewLocalGroup(n)
-	comms := make([]*Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var dev transport.Device = network.NewDevice()
-			if kind == "tcp" {
-				d, err := tcp.NewDevice(tcp.Options{ListenAddress: "127.0.0.1:0"})
-				if err != nil {
-					errs[r] = err
-					return
-				}
-				dev = d
-			}
-			comms[r], errs[r] = New(context.Background(), g.Member(r), dev, Options{OwnDevice: true})
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			b.Fatal(err)
-		}
+	comms, err := commtest.Connect(context.Background(), kind, n, Options{})
+	if err != nil {
+		b.Fatal(err)
 	}
 	b.Cleanup(func() {
 		for _, c := range comms {

@@ -5,15 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
 	. "github.com/goccl/goccl/comm"
-
-	"github.com/goccl/goccl/transport"
-	"github.com/goccl/goccl/transport/mem"
-	"github.com/goccl/goccl/transport/tcp"
+	"github.com/goccl/goccl/comm/commtest"
 )
 
 // testOpts uses small chunks and few slots so that even small buffers are
@@ -37,42 +33,9 @@ func runRanks(t *testing.T, n int, opts Options, f func(c *Comm) error) {
 // runRanksOn is runRanks over the named transport.
 func runRanksOn(t *testing.T, kind string, n int, opts Options, f func(c *Comm) error) {
 	t.Helper()
-	network := mem.NewNetwork(mem.Options{})
-	newDevice := func() (transport.Device, error) {
-		if kind == "tcp" {
-			return tcp.NewDevice(tcp.Options{ListenAddress: "127.0.0.1:0"})
-		}
-		return network.NewDevice(), nil
-	}
-	g := NewLocalGroup(n)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			o := opts
-			o.OwnDevice = true
-			dev, err := newDevice()
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			c, err := New(ctx, g.Member(r), dev, o)
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			errs[r] = f(c)
-			if err := c.Close(); err != nil && errs[r] == nil {
-				errs[r] = fmt.Errorf("close: %w", err)
-			}
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
+	for r, err := range commtest.Run(ctx, kind, n, opts, f) {
 		if err != nil {
 			t.Errorf("rank %d: %v", r, err)
 		}
