@@ -50,10 +50,10 @@ func versionTag(v string) string {
 	if v == "" {
 		return "(devel)"
 	}
-	if strings.HasPrefix(v, "v") || strings.HasPrefix(v, "(") {
-		return v
+	if v[0] >= '0' && v[0] <= '9' && strings.Contains(v, ".") {
+		return "v" + v // a bare semantic version, as OSU prints "v7.4"
 	}
-	return "v" + v
+	return v
 }
 
 // writeDatatype prints OSU's "# Datatype: MPI_CHAR." line with goccl's name.

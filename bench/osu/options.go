@@ -40,7 +40,7 @@ type Config struct {
 	Transport         string // sets GOCCL_TRANSPORT before Init when not empty
 	Algorithm         string // forced on every call (comm.WithAlgorithm)
 
-	sizeSet, itersSet, skipSet bool
+	sizeSet, itersSet, skipSet, typeSet bool
 }
 
 // ErrUsage marks command-line errors (exit status 2).
@@ -80,7 +80,7 @@ func (c *Config) ncclDefaults() {
 		c.Skip, c.SkipLarge = 5, 5
 	}
 	c.Validate = true // nccl-tests checks by default (-c 1)
-	if c.OSUType == "MPI_CHAR" && c.Type == "int8" {
+	if !c.typeSet {
 		c.Type, c.OSUType = "float32", "float"
 	}
 }
@@ -226,6 +226,7 @@ func (c *Config) set(name, val string) error {
 		}
 	case "type":
 		err = c.setType(val)
+		c.typeSet = true
 	case "root-rank":
 		err = c.setRoot(val)
 	case "window-size":

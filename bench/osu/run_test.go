@@ -278,6 +278,10 @@ func TestParse(t *testing.T) {
 	if cfg.MinSize != 1 || cfg.MaxSize != 4096 || cfg.Iters != 20 || cfg.Skip != 5 || cfg.Type != "float32" || !cfg.Validate {
 		t.Errorf("nccl defaults: %+v", cfg)
 	}
+	cfg = parse(t, "allreduce", "-T", "MPI_CHAR", "--nccl")
+	if cfg.Type != "int8" {
+		t.Errorf("--nccl replaced the type the user gave: %+v", cfg)
+	}
 	for _, bad := range [][]string{{"-m", "x"}, {"-i", "0"}, {"-q"}, {"--nope"}, {"-m"}, {"-T", "bf16"}, {"-k", "-1"},
 		{"-m", "64:8"}, {"stray"}, {"-o", "xml"}, {"--full=1"}} {
 		if _, err := Parse(Lookup("allreduce"), bad); !errors.Is(err, ErrUsage) {
