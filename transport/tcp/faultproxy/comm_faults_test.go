@@ -116,13 +116,18 @@ func startJob(t *testing.T, count int, topts tcp.Options, popts faultproxy.Optio
 	// Whatever happens, the loops end before the test does.
 	t.Cleanup(func() {
 		j.stop.Store(true)
+		select {
+		case <-j.done:
+			return
+		case <-time.After(5 * time.Second):
+		}
 		for _, p := range j.proxies {
 			p.Cut()
 		}
 		select {
 		case <-j.done:
 		case <-time.After(30 * time.Second):
-			t.Error("allreduce loops still running 30 s after the test")
+			t.Error("allreduce loops still running 35 s after the test")
 		}
 	})
 	return j
