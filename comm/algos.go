@@ -84,6 +84,9 @@ var algorithms = map[collKind]map[string]scheduleFunc{
 		"pairwise": func(r, n int, a *callArgs) collectives.Schedule {
 			return collectives.PairwiseAlltoall(r, n, a.count, a.elemSize)
 		},
+		"bruck": func(r, n int, a *callArgs) collectives.Schedule {
+			return collectives.BruckAlltoall(r, n, a.count, a.elemSize)
+		},
 	},
 	collAlltoallv: {
 		"pairwise": func(r, n int, a *callArgs) collectives.Schedule {
@@ -196,6 +199,27 @@ func collByName(name string) (collKind, bool) {
 	return 0, false
 }
 
+// choiceKey caches the selector's choice per collective and size (the
+// cost model is fixed once the communicator has measured it).
+type choiceKey struct {
+	kind   collKind
+	nbytes int
+}
+
+// Algorithm returns the algorithm the selector picks for a call of the
+// collective ("allreduce", "bcast", "reduce_scatter", ...) on nbytes bytes
+// (priced as collectives.CostOf counts them), honouring GOCCL_ALGO.
+func (c *Comm) Algorithm(collective string, nbytes int) (string, error) {
+	k, ok := collByName(collective)
+	if !ok {
+		return "", fmt.Errorf("comm: unknown collective %q", collective)
+	}
+	if forced := c.algoEnv[k]; forced != "" {
+		return forced, nil
+	}
+	return c.pick(k, nbytes, nil)
+}
+
 // choose picks the algorithm of a call: the call's own choice, else
 // GOCCL_ALGO's, else the cheapest by the cost model with the communicator's
 // measured α and β. Every rank computes the same choice from the same
@@ -214,6 +238,10 @@ func (c *Comm) choose(k collKind, forced string, nbytes int) (string, error) {
 		}
 		return forced, nil
 	}
+	key := choiceKey{k, nbytes}
+	if name, ok := c.choices[key]; ok {
+		return name, nil
+	}
 	if len(m) == 1 {
 		for name := range m {
 			if c.debug {
@@ -222,8 +250,36 @@ func (c *Comm) choose(k collKind, forced string, nbytes int) (string, error) {
 			return name, nil
 		}
 	}
+	var why *strings.Builder
+	if c.debug {
+		why = &strings.Builder{}
+	}
+	best, err := c.pick(k, nbytes, why)
+	if err != nil {
+		return "", err
+	}
+	if c.debug {
+		c.debugf("%s(%d bytes) #%d: algorithm %s (cost model, α=%.1fus β=%.3fns/B:%s)", k, nbytes, c.seq, best, c.alpha*1e6, c.beta*1e9, why.String())
+	}
+	if len(c.choices) >= 4096 {
+		clear(c.choices)
+	}
+	c.choices[key] = best
+	return best, nil
+}
+
+// pick prices every algorithm of k with the cost model and returns the
+// cheapest (the first in collectives.Algorithms order on a tie); why, if
+// not nil, receives the prices. It reads only what New fixed, so any
+// goroutine may call it.
+func (c *Comm) pick(k collKind, nbytes int, why *strings.Builder) (string, error) {
+	m := algorithms[k]
+	if len(m) == 1 {
+		for name := range m {
+			return name, nil
+		}
+	}
 	best, bestT := "", 0.0
-	var why strings.Builder
 	for _, name := range collectives.Algorithms(k.costName()) {
 		if _, ok := m[name]; !ok {
 			continue
@@ -233,8 +289,8 @@ func (c *Comm) choose(k collKind, forced string, nbytes int) (string, error) {
 			continue
 		}
 		t := cost.Time(c.alpha, c.beta, c.opts.ChunkSize)
-		if c.debug {
-			fmt.Fprintf(&why, " %s=%.1fus", name, t*1e6)
+		if why != nil {
+			fmt.Fprintf(why, " %s=%.1fus", name, t*1e6)
 		}
 		if best == "" || t < bestT {
 			best, bestT = name, t
@@ -242,9 +298,6 @@ func (c *Comm) choose(k collKind, forced string, nbytes int) (string, error) {
 	}
 	if best == "" {
 		return "", fmt.Errorf("%s: no algorithm with a cost model", k)
-	}
-	if c.debug {
-		c.debugf("%s(%d bytes) #%d: algorithm %s (cost model, α=%.1fus β=%.3fns/B:%s)", k, nbytes, c.seq, best, c.alpha*1e6, c.beta*1e9, why.String())
 	}
 	return best, nil
 }

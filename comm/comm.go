@@ -70,6 +70,7 @@ type Comm struct {
 	// Algorithm selection: GOCCL_ALGO's choices, and the α-β cost model's
 	// parameters (agreed by all ranks at New).
 	algoEnv     map[collKind]string
+	choices     map[choiceKey]string
 	alpha, beta float64
 	debug       bool
 }
@@ -105,7 +106,7 @@ func New(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Options
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
 	c := &Comm{id: "world", rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, dev: dev, ownDev: opts.OwnDevice,
-		queue: make(chan *Request, 1024), stop: make(chan struct{}), plans: map[planKey]planEntry{}, debug: debugEnabled(), algoEnv: algoEnv}
+		queue: make(chan *Request, 1024), stop: make(chan struct{}), plans: map[planKey]planEntry{}, debug: debugEnabled(), algoEnv: algoEnv, choices: map[choiceKey]string{}}
 	c.life, c.lifeCancel = context.WithCancelCause(context.Background())
 	c.watchdog = time.AfterFunc(time.Hour, func() {
 		c.lifeCancel(fmt.Errorf("collective exceeded the communicator timeout %v (GOCCL_TIMEOUT)", c.opts.Timeout))

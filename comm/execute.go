@@ -30,19 +30,20 @@ type planKey struct {
 // plan returns the compiled plan of a call, from the cache when it has no
 // per-rank counts.
 func (c *Comm) plan(r *Request, algo string) (*collectives.Plan, int, error) {
-	a := r.args
-	a.count, a.elemSize, a.root = r.count, 1, r.root
+	elemSize := 1
 	if r.dt.Valid() {
-		a.elemSize = r.dt.Size()
+		elemSize = r.dt.Size()
 	}
-	k := planKey{kind: r.kind, algo: algo, count: r.count, elemSize: a.elemSize, root: r.root,
-		peer: a.peer, src: a.src, recvCount: a.recvCount, chunkSize: c.opts.ChunkSize}
-	cacheable := a.sendCounts == nil && a.recvCounts == nil
+	k := planKey{kind: r.kind, algo: algo, count: r.count, elemSize: elemSize, root: r.root,
+		peer: r.args.peer, src: r.args.src, recvCount: r.args.recvCount, chunkSize: c.opts.ChunkSize}
+	cacheable := r.args.sendCounts == nil && r.args.recvCounts == nil
 	if cacheable {
 		if e, ok := c.plans[k]; ok {
 			return e.plan, e.scratch, nil
 		}
 	}
+	a := r.args // escapes to the constructor: copied only when compiling
+	a.count, a.elemSize, a.root = r.count, elemSize, r.root
 	s := algorithms[r.kind][algo](c.rank, c.size, &a)
 	p, err := collectives.Compile(s, c.opts.ChunkSize)
 	if err != nil {

@@ -93,7 +93,7 @@ func (c *Comm) markPending(kv keyValue) {
 }
 
 func (c *Comm) isPending(kv keyValue, rank int) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
 	defer cancel()
 	_, err := kv.Get(ctx, c.reportKey(rank)+"/pending")
 	return err == nil
