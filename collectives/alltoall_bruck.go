@@ -9,8 +9,10 @@ import "math/bits"
 //
 // Its buffers are PairwiseAlltoall's: before, BufInput holds size blocks,
 // block j for rank j; after, BufData holds at block j the block rank j had
-// for this rank. BufScratch holds size blocks plus two packing areas of up
-// to size/2 blocks each (Schedule.ScratchBytes).
+// for this rank. BufScratch (Schedule.ScratchBytes) holds size blocks, the
+// slots, then a send area and a receive area of m blocks each, where m is
+// the most slots any round moves (at most size/2): size + 2m blocks in
+// all.
 //
 // Bruck's algorithm works as follows. Rank r first rotates its input so that
 // slot i of its scratch holds its block for rank r+i. In round k it sends
@@ -20,73 +22,59 @@ import "math/bits"
 // the last round slot i of rank r holds the block that rank r-i had for r,
 // which a final local copy puts at block r-i of BufData.
 //
-// Packing the slots of a round into one message, and unpacking the message
-// received, are local copies between rounds. A schedule's local copies come
-// before all its steps, so the algorithm is a sequence of schedules, one per
-// round plus a last one of copies only: schedule k's Pre unpacks round k-1
-// and packs round k. The caller runs them in order over the same buffers
-// (each as a call of its own, with its own sequence number); every rank runs
-// the same number. Each is valid alone: messages of one round never overlap
-// those of the next between two ranks, since each rank finishes a round
-// before it starts the next.
+// A round's slots are packed into the send area before its message and the
+// message received is unpacked from the receive area into them after, by
+// Copy steps: the schedule is rotate, then per round pack, send, receive,
+// unpack, then the final copies. The planner orders each copy after the
+// steps whose bytes it shares and no others, so a round's packing waits for
+// the unpacking of only the slots it moves, and for the previous round's
+// send to leave the send area.
 //
-// Cost: ceil(log2 size) rounds; each rank sends and receives about
-// size/2 * log2(size) blocks.
-func BruckAlltoall(rank, size, count, elemSize int) []Schedule {
+// Cost: ceil(log2 size) messages sent and received per rank; each rank
+// sends and receives the sum over rounds of the slots with bit k set,
+// about size/2 * log2(size) blocks. Locally each block is copied once to
+// rotate, once at the end, and twice (pack, unpack) per round it travels:
+// about log2(size) + 2 copies.
+func BruckAlltoall(rank, size, count, elemSize int) Schedule {
 	b := count * elemSize
+	s := Schedule{Name: "bruck", Rank: rank, Size: size}
 	if size <= 1 || b == 0 {
-		s := Schedule{Name: "bruck", Rank: rank, Size: size}
 		s.copyPre(BufInput, rank*b, BufData, rank*b, b)
-		return []Schedule{s}
+		return s
 	}
 	rounds := bits.Len(uint(size - 1))
 	most := 0
 	for k := range rounds {
 		most = max(most, bruckSlots(size, k))
 	}
-	// Scratch: slots [0, size), the send area and the receive area of
-	// most blocks each.
 	sendAt, recvAt := size*b, (size+most)*b
-	scratch := (size + 2*most) * b
-	// unpack copies the blocks received in round k to their slots.
-	unpack := func(s *Schedule, k int) {
-		at := recvAt
-		for _, run := range bruckRunList(size, k) {
-			n := (run[1] - run[0]) * b
-			s.copyPre(BufScratch, at, BufScratch, run[0]*b, n)
-			at += n
-		}
-	}
-	var phases []Schedule
-	for k := 0; k <= rounds; k++ {
-		s := Schedule{Name: "bruck", Rank: rank, Size: size, ScratchBytes: scratch}
-		if k == 0 {
-			// Rotate: slot i gets the block for rank+i.
-			s.copyPre(BufInput, rank*b, BufScratch, 0, (size-rank)*b)
-			s.copyPre(BufInput, 0, BufScratch, (size-rank)*b, rank*b)
-		} else {
-			unpack(&s, k-1)
-		}
-		if k == rounds {
-			// Slot i holds the block of rank r-i, for r.
-			for i := range size {
-				s.copyPre(BufScratch, i*b, BufData, mod(rank-i, size)*b, b)
-			}
-			phases = append(phases, s)
-			break
-		}
+	s.ScratchBytes = (size + 2*most) * b
+	// Rotate: slot i gets the block for rank+i.
+	s.copyStep(BufInput, rank*b, BufScratch, 0, (size-rank)*b)
+	s.copyStep(BufInput, 0, BufScratch, (size-rank)*b, rank*b)
+	for k := range rounds {
+		runs := bruckRunList(size, k)
 		at := sendAt
-		for _, run := range bruckRunList(size, k) {
+		for _, run := range runs {
 			n := (run[1] - run[0]) * b
-			s.copyPre(BufScratch, run[0]*b, BufScratch, at, n)
+			s.copyStep(BufScratch, run[0]*b, BufScratch, at, n)
 			at += n
 		}
 		n := bruckSlots(size, k) * b
 		s.add(Send, mod(rank+1<<k, size), BufScratch, sendAt, n)
 		s.add(Recv, mod(rank-1<<k, size), BufScratch, recvAt, n)
-		phases = append(phases, s)
+		at = recvAt
+		for _, run := range runs {
+			n := (run[1] - run[0]) * b
+			s.copyStep(BufScratch, at, BufScratch, run[0]*b, n)
+			at += n
+		}
 	}
-	return phases
+	// Slot i holds the block of rank r-i, for r.
+	for i := range size {
+		s.copyStep(BufScratch, i*b, BufData, mod(rank-i, size)*b, b)
+	}
+	return s
 }
 
 // bruckSlots counts the slots i in [1, size) with bit k set.

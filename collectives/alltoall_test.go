@@ -32,6 +32,7 @@ func alltoallCase(size, count int, mk func(r int) Schedule) xcase {
 func TestAlltoallSchedules(t *testing.T) {
 	algos := map[string]func(rank, size, count, elemSize int) Schedule{
 		"pairwise": PairwiseAlltoall,
+		"bruck":    BruckAlltoall,
 	}
 	for name, mk := range algos {
 		t.Run(name, func(t *testing.T) {
@@ -46,13 +47,50 @@ func TestAlltoallSchedules(t *testing.T) {
 	}
 }
 
-func TestBruckAlltoallSchedule(t *testing.T) {
-	for _, size := range simSizes() {
-		for _, count := range blockCounts {
-			c := alltoallCase(size, count, nil)
-			c.phases = func(r int) []Schedule { return BruckAlltoall(r, size, count, 4) }
-			runX(t, fmt.Sprintf("ranks=%d count=%d", size, count), c)
+// splitAtCopies cuts a schedule at its Copy steps into the form schedules
+// had before Copy steps existed: a sequence of schedules run one after the
+// other over the same buffers, each a run of copies (as Pre) and the steps
+// up to the next copy; trailing copies make a last schedule of their own.
+func splitAtCopies(s Schedule) []Schedule {
+	var out []Schedule
+	cur := Schedule{Name: s.Name, Rank: s.Rank, Size: s.Size, ScratchBytes: s.ScratchBytes, Pre: s.Pre}
+	for _, st := range s.Steps {
+		if st.Kind == Copy && len(cur.Steps) > 0 {
+			out = append(out, cur)
+			cur = Schedule{Name: s.Name, Rank: s.Rank, Size: s.Size, ScratchBytes: s.ScratchBytes}
 		}
+		if st.Kind == Copy {
+			cur.copyPre(st.SrcBuf, st.SrcOff, st.Buf, st.Off, st.Len)
+		} else {
+			cur.Steps = append(cur.Steps, st)
+		}
+	}
+	return append(out, cur)
+}
+
+// TestBruckAlltoallRounds checks that Bruck's schedule is the per-round
+// form it had when local copies could only precede a schedule (one
+// schedule per round, whose Pre unpacks the previous round and packs this
+// one, and a last of copies only), joined by Copy steps: split at its
+// copies it has rounds+1 parts on every rank, each round one send and one
+// receive, and run part after part it still delivers every block.
+func TestBruckAlltoallRounds(t *testing.T) {
+	for _, size := range []int{2, 3, 5, 8, 13} {
+		const count = 2
+		for r := range size {
+			ps := splitAtCopies(BruckAlltoall(r, size, count, 4))
+			if want := log2Ceil(size) + 1; len(ps) != want {
+				t.Fatalf("ranks=%d rank %d: %d parts, want %d", size, r, len(ps), want)
+			}
+			for k, ph := range ps[:len(ps)-1] {
+				if len(ph.Steps) != 2 || ph.Steps[0].Kind != Send || ph.Steps[1].Kind != Recv || len(ph.Pre) == 0 {
+					t.Fatalf("ranks=%d rank %d part %d: %v with %d copies, want a pack, a send and a receive", size, r, k, ph.Steps, len(ph.Pre))
+				}
+			}
+		}
+		c := alltoallCase(size, count, nil)
+		c.phases = func(r int) []Schedule { return splitAtCopies(BruckAlltoall(r, size, count, 4)) }
+		runX(t, fmt.Sprintf("ranks=%d", size), c)
 	}
 }
 

@@ -147,7 +147,8 @@ var costTable = []struct {
 		return p - 1, float64(p-1) / float64(p) * n
 	}},
 	{"alltoall", "bruck", false, func(p int, n float64) (int, float64) {
-		// BruckAlltoall: one schedule per round, run in sequence.
+		// A message per round, of the slots with bit k set: about
+		// (p/2)*log2(p) blocks, the same on every rank.
 		blocks := 0
 		for k := range log2Ceil(p) {
 			blocks += bruckSlots(p, k)

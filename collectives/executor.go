@@ -17,8 +17,9 @@ import (
 // Run is thin: a plan says what may run; the executor posts every send whose
 // dependencies are done while the peer has a free slot, consumes every
 // arrived chunk whose dependencies are done (copying or reducing it out of
-// its staging slot and returning the credit), and otherwise waits on the
-// completion queue: spinning briefly, then blocking in the transport.
+// its staging slot and returning the credit), makes every local copy whose
+// dependencies are done, and otherwise waits on the completion queue:
+// spinning briefly, then blocking in the transport.
 type Executor struct {
 	Rank     int
 	Size     int
@@ -37,6 +38,7 @@ type Executor struct {
 	recvHead  []int
 	dirty     []bool
 	dirtyList []int
+	copyReady []int32 // Copy chunks whose dependencies are done
 	done      int
 }
 
@@ -194,6 +196,10 @@ func (e *Executor) reset(p *Plan) {
 	if e.comps == nil {
 		e.comps = make([]transport.Completion, 64)
 	}
+	if cap(e.copyReady) < len(p.copies) {
+		e.copyReady = make([]int32, 0, len(p.copies))
+	}
+	e.copyReady = e.copyReady[:0]
 	e.done = 0
 }
 
@@ -213,6 +219,12 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 			return fmt.Errorf("%s: rank %d has no link to rank %d", c.Desc(), e.Rank, peer)
 		}
 	}
+	for _, idx := range p.copies {
+		ch := &p.chunks[idx]
+		if ch.len > 0 && (c.Bufs[ch.srcBuf].Region == nil || c.Bufs[ch.buf].Region == nil) {
+			return fmt.Errorf("%s: rank %d: local copy between buffers %d and %d, which the call does not provide", c.Desc(), e.Rank, ch.srcBuf, ch.buf)
+		}
+	}
 	e.reset(p)
 	for _, cp := range p.pre {
 		src, dst := &c.Bufs[cp.Src], &c.Bufs[cp.Dst]
@@ -229,6 +241,11 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 	}
 	for _, peer := range p.peers {
 		e.markDirty(peer)
+	}
+	for _, idx := range p.copies {
+		if e.remaining[idx] == 0 {
+			e.copyReady = append(e.copyReady, idx)
+		}
 	}
 	for {
 		if err := e.progress(c); err != nil {
@@ -283,15 +300,32 @@ func (e *Executor) finish(p *Plan, idx int32) {
 	for _, o := range p.dependents(idx) {
 		e.remaining[o]--
 		if e.remaining[o] == 0 {
-			e.markDirty(int(p.chunks[o].peer))
+			if p.chunks[o].kind == Copy {
+				e.copyReady = append(e.copyReady, o) // at most once each: fits in len(p.copies)
+			} else {
+				e.markDirty(int(p.chunks[o].peer))
+			}
 		}
 	}
 }
 
-// progress posts and consumes everything that can go, until nothing more can.
+// progress makes the ready local copies and posts and consumes everything
+// that can go, until nothing more can.
 func (e *Executor) progress(c *Call) error {
 	p := c.Plan
-	for len(e.dirtyList) > 0 {
+	for len(e.dirtyList) > 0 || len(e.copyReady) > 0 {
+		for len(e.copyReady) > 0 {
+			idx := e.copyReady[len(e.copyReady)-1]
+			e.copyReady = e.copyReady[:len(e.copyReady)-1]
+			if ch := &p.chunks[idx]; ch.len > 0 {
+				src, dst := &c.Bufs[ch.srcBuf], &c.Bufs[ch.buf]
+				copy(dst.Region.Bytes()[dst.Off+ch.off:dst.Off+ch.off+ch.len], src.Region.Bytes()[src.Off+ch.srcOff:src.Off+ch.srcOff+ch.len])
+			}
+			e.finish(p, idx)
+		}
+		if len(e.dirtyList) == 0 {
+			break
+		}
 		peer := e.dirtyList[len(e.dirtyList)-1]
 		e.dirtyList = e.dirtyList[:len(e.dirtyList)-1]
 		e.dirty[peer] = false

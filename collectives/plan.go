@@ -12,25 +12,36 @@ import "fmt"
 // (read after write, write after read, write after write), tracked exactly
 // per byte range. Sends to one peer leave
 // in program order and receives from one peer are matched in program order.
+//
+// A Copy step is cut the same way: its chunk i copies the same relative
+// range of source and destination. A copy chunk reads its source range and
+// writes its destination range, so it waits for the earlier chunks that
+// write the source or touch the destination, and later chunks wait for it
+// likewise; it needs no link and runs as soon as those are done. Compile
+// refuses a copy whose source and destination overlap: cut into chunks it
+// would not be a memmove, and no algorithm needs one.
 type Plan struct {
 	Name      string
 	Rank      int
 	Size      int
 	ChunkSize int
 
-	pre    []Copy // local copies before any step
+	pre    []PreCopy // local copies before any step
 	chunks []chunk
 	outs   []int32   // dependents of chunk i: outs[chunks[i].outStart : +nOut]
 	sends  [][]int32 // per peer: send chunks in order
 	recvs  [][]int32 // per peer: receive chunks in order
+	copies []int32   // Copy chunks, in program order
 	peers  []int     // peers with any traffic
 }
 
 type chunk struct {
 	kind     Kind
 	buf      Buf
-	peer     int32
+	srcBuf   Buf   // Copy: the source buffer
+	peer     int32 // -1 for Copy
 	off, len int
+	srcOff   int // Copy: the source range's first byte
 	nDeps    int32
 	outStart int32
 	nOut     int32
@@ -145,21 +156,29 @@ func Compile(s Schedule, chunkSize int) (*Plan, error) {
 	var h hazards
 	deps := make([][]int32, 0, len(s.Steps))
 	for si, st := range s.Steps {
-		if st.Peer < 0 || st.Peer >= s.Size || st.Peer == s.Rank {
-			return nil, fmt.Errorf("compile %s: rank %d step %d (%v): bad peer", s.Name, s.Rank, si, st)
-		}
-		if st.Off < 0 || st.Len < 0 || st.Buf >= numBufs || (st.Buf == BufToken && st.Len != 0) {
-			return nil, fmt.Errorf("compile %s: rank %d step %d (%v): bad range", s.Name, s.Rank, si, st)
+		if err := checkStep(s, st); err != nil {
+			return nil, fmt.Errorf("compile %s: rank %d step %d (%v): %s", s.Name, s.Rank, si, st, err)
 		}
 		for a := st.Off; ; {
 			b := min(a+chunkSize, st.Off+st.Len)
 			idx := int32(len(p.chunks))
-			p.chunks = append(p.chunks, chunk{kind: st.Kind, buf: st.Buf, peer: int32(st.Peer), off: a, len: b - a})
-			d := h.access(st.Buf, a, b, st.Kind != Send, idx, nil)
+			ch := chunk{kind: st.Kind, buf: st.Buf, peer: int32(st.Peer), off: a, len: b - a}
+			var d []int32
+			if st.Kind == Copy {
+				ch.peer, ch.srcBuf, ch.srcOff = -1, st.SrcBuf, st.SrcOff+(a-st.Off)
+				if ch.len > 0 { // an empty copy only orders itself, by its destination
+					d = h.access(ch.srcBuf, ch.srcOff, ch.srcOff+ch.len, false, idx, nil)
+				}
+			}
+			p.chunks = append(p.chunks, ch)
+			d = h.access(st.Buf, a, b, st.Kind != Send, idx, d)
 			deps = append(deps, d)
-			if st.Kind == Send {
+			switch st.Kind {
+			case Send:
 				p.sends[st.Peer] = append(p.sends[st.Peer], idx)
-			} else {
+			case Copy:
+				p.copies = append(p.copies, idx)
+			default:
 				p.recvs[st.Peer] = append(p.recvs[st.Peer], idx)
 			}
 			a = b
@@ -196,6 +215,32 @@ func Compile(s Schedule, chunkSize int) (*Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// checkStep says what is wrong with step st of s, if anything.
+func checkStep(s Schedule, st Step) error {
+	if st.Off < 0 || st.Len < 0 || st.Buf >= numBufs || (st.Buf == BufToken && st.Len != 0) {
+		return fmt.Errorf("bad range")
+	}
+	switch st.Kind {
+	case Send, Recv, RecvReduce:
+		if st.Peer < 0 || st.Peer >= s.Size || st.Peer == s.Rank {
+			return fmt.Errorf("bad peer")
+		}
+		if st.SrcBuf != 0 || st.SrcOff != 0 {
+			return fmt.Errorf("a source on a %s", st.Kind)
+		}
+	case Copy:
+		if st.SrcOff < 0 || st.SrcBuf >= BufToken || st.Buf == BufToken || st.Buf == BufInput {
+			return fmt.Errorf("bad copy")
+		}
+		if st.SrcBuf == st.Buf && st.Len > 0 && st.SrcOff < st.Off+st.Len && st.Off < st.SrcOff+st.Len {
+			return fmt.Errorf("copy within overlapping ranges")
+		}
+	default:
+		return fmt.Errorf("unknown kind")
+	}
+	return nil
 }
 
 func (p *Plan) dependents(i int32) []int32 {

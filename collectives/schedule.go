@@ -4,10 +4,11 @@ import "fmt"
 
 // A schedule is what one rank does in one collective: an ordered list of
 // steps. Each step sends a byte range of one of the collective's buffers to
-// a peer, or receives a byte range from a peer (copying it in place, or
-// reducing it into what is there). Schedules are pure functions of (rank,
-// size, count, element size, root): they never touch a network, so they are
-// tested alone for every rank count.
+// a peer, receives a byte range from a peer (copying it in place, or
+// reducing it into what is there), or copies a byte range locally from one
+// buffer to another. Schedules are pure functions of (rank, size, count,
+// element size, root): they never touch a network, so they are tested alone
+// for every rank count.
 //
 // Messages between two ranks are matched in order: the k-th send from a to b
 // is the k-th receive on b from a, and both have the same length. Order
@@ -26,6 +27,12 @@ const (
 	// RecvReduce receives Len bytes from Peer and reduces them into
 	// Buf[Off:Off+Len] (dst = dst op received).
 	RecvReduce
+	// Copy copies SrcBuf[SrcOff:SrcOff+Len] to Buf[Off:Off+Len] locally,
+	// between steps: it waits for the earlier steps that write its source
+	// or touch its destination, and later steps wait for it likewise. Peer
+	// is ignored (constructors set -1). Buf is never BufInput or BufToken,
+	// and source and destination must not overlap.
+	Copy
 )
 
 func (k Kind) String() string {
@@ -36,6 +43,8 @@ func (k Kind) String() string {
 		return "recv"
 	case RecvReduce:
 		return "recv-reduce"
+	case Copy:
+		return "copy"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -63,16 +72,23 @@ const (
 // NumBufs is the number of buffer kinds.
 const NumBufs = int(numBufs)
 
-// Step is one send or receive of a schedule. Off and Len are in bytes.
+// Step is one send, receive or local copy of a schedule. Off, SrcOff and
+// Len are in bytes.
 type Step struct {
 	Kind Kind
 	Peer int
 	Buf  Buf
 	Off  int
 	Len  int
+	// SrcBuf and SrcOff are a Copy's source; zero for the other kinds.
+	SrcBuf Buf
+	SrcOff int
 }
 
 func (s Step) String() string {
+	if s.Kind == Copy {
+		return fmt.Sprintf("copy buf=%d [%d,%d) <- buf=%d [%d,%d)", s.Buf, s.Off, s.Off+s.Len, s.SrcBuf, s.SrcOff, s.SrcOff+s.Len)
+	}
 	return fmt.Sprintf("%s peer=%d buf=%d [%d,%d)", s.Kind, s.Peer, s.Buf, s.Off, s.Off+s.Len)
 }
 
@@ -88,12 +104,13 @@ type Schedule struct {
 	// steps starts: an out-of-place collective's own block (BufInput to
 	// BufData), or packing into BufScratch. A copy may read what an
 	// earlier one wrote. Schedules of in-place collectives have none.
-	Pre []Copy
+	// Copies between steps are steps of kind Copy.
+	Pre []PreCopy
 }
 
-// Copy is a local copy of Len bytes from Src[SrcOff:] to Dst[DstOff:]. Dst
-// is never BufInput.
-type Copy struct {
+// PreCopy is a local copy of Len bytes from Src[SrcOff:] to Dst[DstOff:]
+// before a schedule's steps. Dst is never BufInput.
+type PreCopy struct {
 	Src    Buf
 	SrcOff int
 	Dst    Buf
@@ -103,7 +120,15 @@ type Copy struct {
 
 func (s *Schedule) copyPre(src Buf, srcOff int, dst Buf, dstOff, n int) {
 	if n > 0 {
-		s.Pre = append(s.Pre, Copy{Src: src, SrcOff: srcOff, Dst: dst, DstOff: dstOff, Len: n})
+		s.Pre = append(s.Pre, PreCopy{Src: src, SrcOff: srcOff, Dst: dst, DstOff: dstOff, Len: n})
+	}
+}
+
+// copyStep adds a Copy step of n bytes from src[srcOff:] to dst[dstOff:];
+// an empty copy adds nothing.
+func (s *Schedule) copyStep(src Buf, srcOff int, dst Buf, dstOff, n int) {
+	if n > 0 {
+		s.Steps = append(s.Steps, Step{Kind: Copy, Peer: -1, Buf: dst, Off: dstOff, Len: n, SrcBuf: src, SrcOff: srcOff})
 	}
 }
 

@@ -117,6 +117,12 @@ func TestSimCatchesBrokenSchedules(t *testing.T) {
 			}
 			return s
 		},
+		"copy of bytes never written": func(r, size int) Schedule {
+			s := RingAllreduce(r, size, 8, elem)
+			s.ScratchBytes = elem
+			s.Steps = append(s.Steps, Step{Kind: Copy, Peer: -1, Buf: BufData, Off: 3 * elem, Len: elem, SrcBuf: BufScratch})
+			return s
+		},
 		"length mismatch": func(r, size int) Schedule {
 			s := RingAllreduce(r, size, 8, elem)
 			if r == 0 {
@@ -222,14 +228,53 @@ func TestXsimCatchesBrokenSchedules(t *testing.T) {
 			s.Steps = append(s.Steps, Step{Kind: Send, Peer: 1 - r, Buf: BufData}, Step{Kind: Recv, Peer: 1 - r, Buf: BufData})
 			return s
 		}),
-		"a round left out": func() xcase {
-			c := alltoallCase(5, 2, nil)
-			c.phases = func(r int) []Schedule {
-				ps := BruckAlltoall(r, 5, 2, elem)
-				return append(ps[:1], ps[2:]...)
+		"a round left out": alltoallCase(5, 2, func(r int) Schedule {
+			// The second round's send and receive: its unpacking copies
+			// the first round's blocks again.
+			s := BruckAlltoall(r, 5, 2, elem)
+			var steps []Step
+			net := 0
+			for _, st := range s.Steps {
+				if st.Kind != Copy {
+					net++
+					if net == 3 || net == 4 {
+						continue
+					}
+				}
+				steps = append(steps, st)
 			}
-			return c
-		}(),
+			s.Steps = steps
+			return s
+		}),
+		"a copy left out": alltoallCase(5, 2, func(r int) Schedule {
+			s := BruckAlltoall(r, 5, 2, elem)
+			if r == 1 {
+				s.Steps = s.Steps[:len(s.Steps)-1]
+			}
+			return s
+		}),
+		"copy to the wrong place": alltoallCase(5, 2, func(r int) Schedule {
+			s := BruckAlltoall(r, 5, 2, elem)
+			if r == 2 {
+				last := &s.Steps[len(s.Steps)-1]
+				last.Off = (last.Off + 2*elem) % (10 * elem)
+			}
+			return s
+		}),
+		"copy from the wrong place": alltoallCase(5, 2, func(r int) Schedule {
+			s := BruckAlltoall(r, 5, 2, elem)
+			if r == 3 {
+				firstStep(&s, Copy).SrcOff -= elem
+			}
+			return s
+		}),
+		"copy source outside its buffer": alltoallCase(5, 2, func(r int) Schedule {
+			s := BruckAlltoall(r, 5, 2, elem)
+			if r == 4 {
+				firstStep(&s, Copy).SrcOff += elem
+			}
+			return s
+		}),
 		// Every rank reduces the others' inputs into its own in rank
 		// order: ranks 0 and 1 compute (x0+x1)+x2, rank 2 (x0+x2)+x1,
 		// which differs in floating point.
@@ -313,5 +358,40 @@ func TestXsimCredits(t *testing.T) {
 				t.Fatalf("one credit, seed %d: the credit cycle went unnoticed", seed)
 			}
 		}
+	}
+}
+
+// TestXsimRunsCopiesByDependencies checks that xsim runs a Copy chunk only
+// once the planner says it may: with the dependencies of Bruck's copies
+// taken away, some random order copies a block before it arrives.
+func TestXsimRunsCopiesByDependencies(t *testing.T) {
+	const size, count, elem = 5, 2, 4
+	c := alltoallCase(size, count, nil)
+	scheds := make([]Schedule, size)
+	plans := make([]*Plan, size)
+	for r := range size {
+		scheds[r] = BruckAlltoall(r, size, count, elem)
+		p, err := Compile(scheds[r], elem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, idx := range p.copies {
+			p.chunks[idx].nDeps = 0
+		}
+		plans[r] = p
+	}
+	failed := 0
+	for seed := range uint64(10) {
+		s, err := newXsim(scheds, plans, elem, c.dataElems, c.inputElems, 0, seed, newExprs())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.init(s)
+		if err := s.run(); err != nil || c.check(s) != nil {
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Fatal("copies run before their dependencies went unnoticed")
 	}
 }

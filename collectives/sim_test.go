@@ -10,8 +10,9 @@ import (
 // sim runs the plans of all ranks of one collective with no network: each
 // rank's data is symbolic (per element, the set of ranks whose input it
 // holds, as a bitmask), messages are queued per (from, to) pair, and at each
-// step one ready chunk of one rank, picked by a seeded random generator,
-// runs. It checks that every message is received exactly once with the
+// step one ready chunk of one rank (a send, a receive or a local copy),
+// picked by a seeded random generator, runs. Only BufData is modelled: a
+// copy from another buffer into it leaves elements holding no input. It checks that every message is received exactly once with the
 // length it was sent with, that no reduction uses an input twice, and that
 // nothing deadlocks.
 type sim struct {
@@ -60,6 +61,7 @@ func (s *sim) run() error {
 	type cand struct {
 		rank, peer int
 		send       bool
+		copyIdx    int32 // a Copy chunk, or -1
 	}
 	for {
 		var ready []cand
@@ -70,11 +72,16 @@ func (s *sim) run() error {
 			}
 			for _, peer := range p.peers {
 				if h := st[r].sendHead[peer]; h < len(p.sends[peer]) && st[r].remaining[p.sends[peer][h]] == 0 {
-					ready = append(ready, cand{r, peer, true})
+					ready = append(ready, cand{r, peer, true, -1})
 				}
 				if h := st[r].recvHead[peer]; h < len(p.recvs[peer]) && st[r].remaining[p.recvs[peer][h]] == 0 &&
 					len(s.queues[[2]int{peer, r}]) > 0 {
-					ready = append(ready, cand{r, peer, false})
+					ready = append(ready, cand{r, peer, false, -1})
+				}
+			}
+			for _, idx := range p.copies {
+				if st[r].remaining[idx] == 0 { // -1 once done
+					ready = append(ready, cand{r, -1, false, idx})
 				}
 			}
 		}
@@ -87,7 +94,19 @@ func (s *sim) run() error {
 		c := ready[s.rng.IntN(len(ready))]
 		p := s.plans[c.rank]
 		var idx int32
-		if c.send {
+		if c.copyIdx >= 0 {
+			idx = c.copyIdx
+			st[c.rank].remaining[idx] = -1
+			ch := p.chunks[idx]
+			if ch.buf == BufData {
+				dst := s.data[c.rank][ch.off/s.elemSize : (ch.off+ch.len)/s.elemSize]
+				if ch.srcBuf == BufData {
+					copy(dst, s.data[c.rank][ch.srcOff/s.elemSize:(ch.srcOff+ch.len)/s.elemSize])
+				} else {
+					clear(dst)
+				}
+			}
+		} else if c.send {
 			idx = p.sends[c.peer][st[c.rank].sendHead[c.peer]]
 			st[c.rank].sendHead[c.peer]++
 			ch := p.chunks[idx]
@@ -149,7 +168,9 @@ func popcount(x uint64) int { return bits.OnesCount64(x) }
 //     a node (a+b == b+a bitwise in IEEE arithmetic, but (a+b)+c is not
 //     a+(b+c)): allreduce must leave the same id on every rank.
 //
-// It also runs the schedules' Pre copies, checks that every step stays
+// It runs the schedules' Pre copies first and Copy chunks in the random
+// order like sends and receives, once the planner's dependencies allow.
+// It also checks that every step (and a copy's source) stays
 // inside its buffer (BufScratch is Schedule.ScratchBytes long), that no
 // step writes BufInput, that no data step is empty, that a reduction
 // combines the same element of the same buffer of disjoint sets of ranks
@@ -272,11 +293,11 @@ func newXsim(scheds []Schedule, plans []*Plan, elem int, dataElems, inputElems f
 			return buf < BufToken && off >= 0 && l >= 0 && off%elem == 0 && l%elem == 0 && off+l <= len(s.bufs[r][buf])*elem
 		}
 		for i, st := range sc.Steps {
-			if !inside(st.Buf, st.Off, st.Len) {
+			if !inside(st.Buf, st.Off, st.Len) || (st.Kind == Copy && !inside(st.SrcBuf, st.SrcOff, st.Len)) {
 				return nil, fmt.Errorf("rank %d step %d (%v): outside its buffer or not whole elements", r, i, st)
 			}
 			if st.Len == 0 && st.Buf != BufToken {
-				return nil, fmt.Errorf("rank %d step %d (%v): empty data message", r, i, st)
+				return nil, fmt.Errorf("rank %d step %d (%v): empty data message or copy", r, i, st)
 			}
 			if st.Kind != Send && st.Buf == BufInput {
 				return nil, fmt.Errorf("rank %d step %d (%v): writes the input buffer", r, i, st)
@@ -324,7 +345,9 @@ func (s *xsim) run() error {
 		total += len(p.chunks)
 	}
 	// The ready set: candidates (rank, peer, send or receive) whose head
-	// chunk can run now, kept up to date as events change them.
+	// chunk can run now, and Copy chunks that can run now, kept up to date
+	// as events change them. A copy's key is 2*n*n plus its place in
+	// copyOf.
 	key := func(r, peer int, send bool) int {
 		k := (r*n + peer) * 2
 		if send {
@@ -332,23 +355,25 @@ func (s *xsim) run() error {
 		}
 		return k
 	}
-	pos := make([]int, 2*n*n)
+	type copyRef struct {
+		r   int
+		idx int32
+	}
+	var copyOf []copyRef
+	copyKey := make([]map[int32]int, n)
+	for r, p := range s.plans {
+		copyKey[r] = map[int32]int{}
+		for _, idx := range p.copies {
+			copyKey[r][idx] = 2*n*n + len(copyOf)
+			copyOf = append(copyOf, copyRef{r, idx})
+		}
+	}
+	pos := make([]int, 2*n*n+len(copyOf))
 	for i := range pos {
 		pos[i] = -1
 	}
 	var ready []int
-	eval := func(r, peer int, send bool) {
-		p := s.plans[r]
-		ok := false
-		if send {
-			h := sendHead[r][peer]
-			ok = h < len(p.sends[peer]) && remaining[r][p.sends[peer][h]] == 0 &&
-				(s.slots <= 0 || len(s.queues[r*n+peer]) < s.slots)
-		} else {
-			h := recvHead[r][peer]
-			ok = h < len(p.recvs[peer]) && remaining[r][p.recvs[peer][h]] == 0 && len(s.queues[peer*n+r]) > 0
-		}
-		k := key(r, peer, send)
+	set := func(k int, ok bool) {
 		switch {
 		case ok && pos[k] < 0:
 			pos[k] = len(ready)
@@ -361,10 +386,29 @@ func (s *xsim) run() error {
 			pos[k] = -1
 		}
 	}
+	evalCopy := func(r int, idx int32) {
+		set(copyKey[r][idx], remaining[r][idx] == 0) // -1 once done
+	}
+	eval := func(r, peer int, send bool) {
+		p := s.plans[r]
+		ok := false
+		if send {
+			h := sendHead[r][peer]
+			ok = h < len(p.sends[peer]) && remaining[r][p.sends[peer][h]] == 0 &&
+				(s.slots <= 0 || len(s.queues[r*n+peer]) < s.slots)
+		} else {
+			h := recvHead[r][peer]
+			ok = h < len(p.recvs[peer]) && remaining[r][p.recvs[peer][h]] == 0 && len(s.queues[peer*n+r]) > 0
+		}
+		set(key(r, peer, send), ok)
+	}
 	for r, p := range s.plans {
 		for _, peer := range p.peers {
 			eval(r, peer, true)
 			eval(r, peer, false)
+		}
+		for _, idx := range p.copies {
+			evalCopy(r, idx)
 		}
 	}
 	for done := 0; done < total; done++ {
@@ -374,9 +418,17 @@ func (s *xsim) run() error {
 		k := ready[s.rng.IntN(len(ready))]
 		send := k%2 == 1
 		r, peer := k/2/n, k/2%n
-		p := s.plans[r]
 		var idx int32
-		if send {
+		if k >= 2*n*n {
+			r, idx = copyOf[k-2*n*n].r, copyOf[k-2*n*n].idx
+		}
+		p := s.plans[r]
+		if k >= 2*n*n {
+			ch := p.chunks[idx]
+			copy(s.elems(r, ch.buf, ch.off, ch.len), s.elems(r, ch.srcBuf, ch.srcOff, ch.len))
+			remaining[r][idx] = -1
+			evalCopy(r, idx)
+		} else if send {
 			idx = p.sends[peer][sendHead[r][peer]]
 			sendHead[r][peer]++
 			ch := p.chunks[idx]
@@ -418,8 +470,11 @@ func (s *xsim) run() error {
 		for _, o := range p.dependents(idx) {
 			remaining[r][o]--
 			if remaining[r][o] == 0 {
-				c := p.chunks[o]
-				eval(r, int(c.peer), c.kind == Send)
+				if c := p.chunks[o]; c.kind == Copy {
+					evalCopy(r, o)
+				} else {
+					eval(r, int(c.peer), c.kind == Send)
+				}
 			}
 		}
 	}
