@@ -3,8 +3,9 @@
 # README names it. Steps, each fatal on failure:
 #   1. system packages (scripts/install-deps.sh), gofmt, go vet
 #   2. a build without cgo (the verbs stub) and its tests
-#   3. go test -race on every package (ranks as goroutines, TCP on loopback,
-#      real processes under gorun)
+#   3. go test on every package (ranks as goroutines over the in-memory and
+#      TCP transports, real processes under gorun), then again under the
+#      race detector with -short (smaller tables, no process tests)
 #   4. each fuzz target for a short time (FUZZTIME, default 10s)
 #   5. gorun across hosts (network namespaces + sshd), under Slurm and under
 #      Open MPI's mpirun (scripts/gorun-integration.sh)
@@ -32,10 +33,13 @@ CGO_ENABLED=0 go vet ./...
 
 step "build and test without cgo"
 CGO_ENABLED=0 go build ./...
-CGO_ENABLED=0 go test -count=1 ./transport/verbs/... ./transport/ ./collectives/
+CGO_ENABLED=0 go test -count=1 ./transport/verbs/... ./transport/
 
-step "go test -race"
-go test -race -count=1 -timeout 15m ./...
+step "go test (everything, full tables, real processes)"
+go test -count=1 -timeout 15m ./...
+
+step "go test -race -short (every package with concurrency, smaller tables)"
+go test -race -short -count=1 -timeout 15m ./...
 
 step "fuzz targets, ${FUZZTIME} each"
 for pkg in $(go list ./...); do
