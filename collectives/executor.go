@@ -30,6 +30,9 @@ type Executor struct {
 	// SpinPolls is how many empty polls of the completion queue (each
 	// followed by a yield) precede a blocking wait.
 	SpinPolls int
+	// OnProgress, if set, is called whenever completions arrive (a
+	// communicator's stall watchdog rearms on it).
+	OnProgress func()
 
 	err       error // sticky: after a failure every Run returns it
 	comps     []transport.Completion
@@ -278,6 +281,7 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 func (e *Executor) wait(ctx context.Context) (int, error) {
 	for i := 0; i <= e.SpinPolls; i++ {
 		if n := e.CQ.Poll(e.comps); n > 0 {
+			e.progressed()
 			return n, nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -285,7 +289,17 @@ func (e *Executor) wait(ctx context.Context) (int, error) {
 		}
 		runtime.Gosched()
 	}
-	return e.CQ.Wait(ctx, e.comps)
+	n, err := e.CQ.Wait(ctx, e.comps)
+	if n > 0 {
+		e.progressed()
+	}
+	return n, err
+}
+
+func (e *Executor) progressed() {
+	if e.OnProgress != nil {
+		e.OnProgress()
+	}
 }
 
 func (e *Executor) markDirty(peer int) {

@@ -55,6 +55,7 @@ type Comm struct {
 	life       context.Context
 	lifeCancel context.CancelCauseFunc
 	watchdog   *time.Timer
+	stallDog   *time.Timer // fires when a running collective sees no completion for StallTimeout
 
 	mu     sync.Mutex // guards closed, err, regs
 	closed bool
@@ -112,6 +113,10 @@ func New(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Options
 		c.lifeCancel(fmt.Errorf("collective exceeded the communicator timeout %v (GOCCL_TIMEOUT)", c.opts.Timeout))
 	})
 	c.watchdog.Stop()
+	c.stallDog = time.AfterFunc(time.Hour, func() {
+		c.lifeCancel(fmt.Errorf("no progress for %v (GOCCL_STALL_TIMEOUT): a peer or link stopped without an error", c.opts.StallTimeout))
+	})
+	c.stallDog.Stop()
 	if err := c.connect(ctx); err != nil {
 		c.teardown()
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", c.rank, c.size, err)
@@ -237,7 +242,8 @@ func (c *Comm) connect(ctx context.Context) error {
 		c.links[peer] = l
 	}
 	c.exec = &collectives.Executor{Rank: c.rank, Size: c.size, Links: c.links, CQ: cq,
-		NSlots: n, SlotSize: slot, SpinPolls: c.opts.SpinPolls}
+		NSlots: n, SlotSize: slot, SpinPolls: c.opts.SpinPolls,
+		OnProgress: func() { c.stallDog.Reset(c.opts.StallTimeout) }}
 	if err := c.rdv.Barrier(ctx); err != nil {
 		return fmt.Errorf("barrier after connect: %w", err)
 	}
@@ -347,6 +353,11 @@ type Options struct {
 	// Timeout bounds every collective that is not given a context deadline
 	// (default 10 minutes, env GOCCL_TIMEOUT).
 	Timeout time.Duration
+	// StallTimeout fails a collective that sees no completion at all for
+	// this long (default 60 s, env GOCCL_STALL_TIMEOUT): the liveness check
+	// that holds whatever the transport, for a peer or link that stops
+	// without an error (a stalled process, a black-holed path).
+	StallTimeout time.Duration
 	// SpinPolls is how many empty polls precede a blocking wait (default 64).
 	SpinPolls int
 	// OwnDevice makes Close close the transport device.
@@ -373,6 +384,11 @@ func (o *Options) fill() error {
 	o.Slots = min(o.Slots, 1<<15)
 	if o.Timeout <= 0 {
 		if o.Timeout, err = envDuration("GOCCL_TIMEOUT", 10*time.Minute); err != nil {
+			return err
+		}
+	}
+	if o.StallTimeout <= 0 {
+		if o.StallTimeout, err = envDuration("GOCCL_STALL_TIMEOUT", time.Minute); err != nil {
 			return err
 		}
 	}

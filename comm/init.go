@@ -98,7 +98,13 @@ func openTransport(advertise string) (transport.Device, error) {
 }
 
 func openTCP(advertise string) (transport.Device, error) {
-	d, err := tcp.NewDevice(tcp.Options{AdvertiseHost: advertise})
+	// GOCCL_SOCKET_TIMEOUT bounds how long unacknowledged data may sit on a
+	// connection (TCP_USER_TIMEOUT) before the link is declared dead.
+	ut, err := envDuration("GOCCL_SOCKET_TIMEOUT", 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	d, err := tcp.NewDevice(tcp.Options{AdvertiseHost: advertise, UserTimeout: ut})
 	if err != nil {
 		return nil, err
 	}

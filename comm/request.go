@@ -253,7 +253,9 @@ func (c *Comm) run(r *Request) {
 		}
 	}
 	c.watchdog.Reset(c.opts.Timeout)
+	c.stallDog.Reset(c.opts.StallTimeout)
 	r.err = c.execute(c.life, r)
+	c.stallDog.Stop()
 	c.watchdog.Stop()
 	if r.err != nil {
 		c.mu.Lock()

@@ -53,6 +53,8 @@ done
 if [[ "${SKIP_INTEGRATION:-0}" != 1 ]]; then
 	step "gorun: hosts over ssh in network namespaces, Slurm, Open MPI's mpirun"
 	GORUN_INTEGRATION_STRICT=1 ./scripts/gorun-integration.sh
+	step "a link cut mid-collective between network namespaces"
+	LINKCUT_STRICT=1 ./scripts/linkcut-test.sh
 fi
 
 if [[ "${SKIP_VM:-0}" != 1 && -x scripts/softroce-test.sh ]]; then

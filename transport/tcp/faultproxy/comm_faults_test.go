@@ -337,7 +337,9 @@ func testSilentLink(t *testing.T, fault func(*faultproxy.Conn, faultproxy.Direct
 		t.Skip("short mode")
 	}
 	const bound = 6 * time.Second
-	j := startJob(t, 1<<16, fastTCP, faultproxy.Options{}, comm.Options{ChunkSize: 64 << 10, Timeout: 2 * time.Second})
+	// The collective timeout is long: the communicator's liveness check
+	// (no completion for StallTimeout) must catch the silent link.
+	j := startJob(t, 1<<16, fastTCP, faultproxy.Options{}, comm.Options{ChunkSize: 64 << 10, Timeout: 60 * time.Second, StallTimeout: 2 * time.Second})
 	j.fault(bound, func() {
 		c, a, b := j.busiestLink()
 		t.Logf("breaking the link between ranks %d and %d (%v so far)", a, b, c.Stats())
