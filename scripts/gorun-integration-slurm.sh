@@ -53,7 +53,7 @@ slurm_up() {
 		((SECONDS < end)) || { cat "$d/munged.out"; return 1; }
 		sleep 0.1
 	done
-	local port=$((20000 + ($$ % 10000) * 2)) ctld
+	local port=$((20000 + (($$ + ${SLURM_TRY:-0} * 4099) % 10000) * 2)) ctld
 	if [[ "$1" == one ]]; then
 		ctld="$node(127.0.0.1)"
 		nodes="NodeName=$node NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN"
@@ -165,6 +165,15 @@ slurm_check() {
 	fi
 }
 
+# slurm_up_retry one|multi: slurm_up, and once more on another port if the
+# daemons did not come up (a port taken by chance, daemons slow under load).
+slurm_up_retry() {
+	slurm_up "$1" && return 0
+	echo "slurm_up $1 failed; retrying on another port"
+	slurm_down
+	SLURM_TRY=1 slurm_up "$1"
+}
+
 part_slurm() {
 	local t0
 	t0=$(date +%s%N)
@@ -172,7 +181,7 @@ part_slurm() {
 	say "slurm-wlm and munge present ($(ms "$t0") ms)"
 	t0=$(date +%s%N)
 	SLURM_MULTI=0
-	if ! slurm_up one >"$T/slurm-up.log" 2>&1; then
+	if ! slurm_up_retry one >"$T/slurm-up.log" 2>&1; then
 		skipped "slurm: cannot start munged/slurmctld/slurmd: $(tail -n 3 "$T/slurm-up.log" | tr '\n' ' ')"
 		slurm_down
 		return
@@ -190,7 +199,7 @@ part_slurm() {
 		return
 	fi
 	SLURM_MULTI=1
-	if ! slurm_up multi >"$T/slurm-up.log" 2>&1; then
+	if ! slurm_up_retry multi >"$T/slurm-up.log" 2>&1; then
 		bad "slurm on 4 nodes: cannot start the daemons in the namespaces: $(tail -n 3 "$T/slurm-up.log" | tr '\n' ' ')"
 	else
 		say "Slurm with 4 nodes in namespaces up in $(ms "$t0") ms"
