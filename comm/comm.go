@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/goccl/goccl/collectives"
@@ -48,6 +49,13 @@ type Comm struct {
 	queue chan *Request
 	stop  chan struct{}
 	wg    sync.WaitGroup
+	// Ordering of calls: pending counts requests submitted and not yet
+	// finished; a blocking call finding it zero runs inline (see submit).
+	// runMu is held by whoever runs a request; inline counts inline runs
+	// so Close can wait for them.
+	pending atomic.Int64
+	runMu   sync.Mutex
+	inline  sync.WaitGroup
 
 	// life is cancelled (with the cause) by Abort, by the watchdog when a
 	// collective outlives Options.Timeout, and when a caller's context ends
@@ -264,6 +272,7 @@ func (c *Comm) Close() error {
 	c.mu.Unlock()
 	close(c.stop)
 	c.wg.Wait()
+	c.inline.Wait()
 	c.lifeCancel(ErrClosed)
 	return c.teardown()
 }
