@@ -288,7 +288,7 @@ func (c *Comm) pick(k collKind, nbytes int, why *strings.Builder) (string, error
 		if !ok {
 			continue
 		}
-		t := cost.Time(c.alpha, c.beta, c.opts.ChunkSize)
+		t := cost.Time(c.alpha, c.beta, c.opts.ChunkSize) + reducedBytes(k, name, c.size, nbytes)*c.gamma
 		if why != nil {
 			fmt.Fprintf(why, " %s=%.1fus", name, t*1e6)
 		}
@@ -311,4 +311,41 @@ func (c *Comm) debugf(format string, args ...any) {
 func debugEnabled() bool {
 	v := os.Getenv("GOCCL_DEBUG")
 	return v != "" && v != "0"
+}
+
+// reducedBytes estimates how many bytes the busiest rank runs through the
+// reduction kernel (the γ term the α-β model leaves out, which matters on
+// a host where the kernel is not much faster than the wire).
+func reducedBytes(k collKind, algo string, p, n int) float64 {
+	if p <= 1 {
+		return 0
+	}
+	fn := float64(n)
+	lg, p2 := 0, 1
+	for p2*2 <= p {
+		p2 *= 2
+		lg++
+	}
+	fold := 0.0
+	if p2 != p {
+		fold = fn
+	}
+	switch k {
+	case collAllreduce:
+		switch algo {
+		case "ring":
+			return float64(p-1) / float64(p) * fn
+		case "recursive-doubling":
+			return float64(lg)*fn + fold
+		case "rabenseifner":
+			return float64(p2-1)/float64(p2)*fn + fold
+		case "tree":
+			return fn // two children's halves at an inner node
+		}
+	case collReduceScatter:
+		return float64(p-1) / float64(p) * fn
+	case collReduce:
+		return float64(lg) * fn
+	}
+	return 0
 }

@@ -81,6 +81,7 @@ type Comm struct {
 	algoEnv     map[collKind]string
 	choices     map[choiceKey]string
 	alpha, beta float64
+	gamma       float64 // seconds per byte reduced
 	debug       bool
 }
 

@@ -2,21 +2,26 @@ package comm
 
 import (
 	"context"
+
 	"slices"
 	"time"
+
+	"github.com/goccl/goccl/collectives"
 )
 
-// The selector's cost model needs α (seconds per message step) and β
-// (seconds per byte) of the transport in use. tune measures them once, at
-// New: α from dissemination barriers (ceil(log2 n) message steps each), β
-// from ring allreduces of tuneBytes (2(n-1) steps moving 2(n-1)/n of the
-// buffer). Rank 0's figures are broadcast, so every rank prices calls
-// alike and picks the same algorithm.
+// The selector's cost model needs α (seconds per message step), β
+// (seconds per byte on the wire) and γ (seconds per byte reduced) of the
+// transport and CPU in use. tune measures them once, at New: α and β by a
+// two-point fit of one algorithm (ring allreduce, 2(n-1) steps moving
+// 2(n-1)/n of the buffer) at a latency-bound and a bandwidth-bound size, so
+// both come from the same code path; γ by timing the reduction kernel.
+// Rank 0's figures are broadcast, so every rank prices calls alike and
+// picks the same algorithm.
 
 const (
-	tuneBytes    = 2 << 20
-	tuneBarriers = 20
-	tuneReduces  = 3
+	tuneSmall   = 8
+	tuneLarge   = 4 << 20
+	tuneRepeats = 5
 )
 
 func (c *Comm) tune(ctx context.Context) error {
@@ -25,51 +30,54 @@ func (c *Comm) tune(ctx context.Context) error {
 		return nil
 	}
 	// Safe defaults while measuring (the measurements force their
-	// algorithms anyway).
-	c.alpha, c.beta = 20e-6, 1/2e9
+	// algorithm anyway).
+	c.alpha, c.beta, c.gamma = 20e-6, 1/2e9, 1/8e9
 	if c.size == 1 {
 		return nil
 	}
-	steps := 0
-	for d := 1; d < c.size; d <<= 1 {
-		steps++
-	}
-	var lat []float64
-	for i := range tuneBarriers + 3 {
-		start := time.Now()
-		if err := c.Barrier(ctx); err != nil {
-			return err
-		}
-		if i >= 3 {
-			lat = append(lat, time.Since(start).Seconds()/float64(steps))
-		}
-	}
-	alpha := median(lat)
-	buf, err := Alloc[float32](c, tuneBytes/4)
+	buf, err := Alloc[float32](c, tuneLarge/4)
 	if err != nil {
 		return err
 	}
 	defer Free(c, buf)
-	var bw []float64
 	ring := WithAlgorithm("ring")
-	for i := range tuneReduces + 1 {
-		start := time.Now()
-		if err := Allreduce(ctx, c, buf, buf, Max, ring); err != nil {
-			return err
+	timeIt := func(n int) (float64, error) {
+		var ts []float64
+		for i := range tuneRepeats + 1 {
+			start := time.Now()
+			if err := Allreduce(ctx, c, buf[:n/4], buf[:n/4], Max, ring); err != nil {
+				return 0, err
+			}
+			if i > 0 {
+				ts = append(ts, time.Since(start).Seconds())
+			}
 		}
-		if i >= 1 {
-			t := time.Since(start).Seconds() - 2*float64(c.size-1)*alpha
-			bytes := 2 * float64(c.size-1) / float64(c.size) * tuneBytes
-			bw = append(bw, max(t, 1e-9)/bytes)
-		}
+		return median(ts), nil
 	}
-	agreed := []float64{alpha, median(bw)}
+	t1, err := timeIt(tuneSmall)
+	if err != nil {
+		return err
+	}
+	t2, err := timeIt(tuneLarge)
+	if err != nil {
+		return err
+	}
+	steps := 2 * float64(c.size-1)
+	wire := func(n int) float64 { return 2 * float64(c.size-1) / float64(c.size) * float64(n) }
+	// γ: the kernel on 1 MiB, in this process.
+	scratch := make([]byte, 2<<20)
+	start := time.Now()
+	collectives.Reduce(collectives.Float32, collectives.Max, scratch[:1<<20], scratch[1<<20:])
+	gamma := time.Since(start).Seconds() / (1 << 20)
+	beta := max((t2-t1)/(wire(tuneLarge)-wire(tuneSmall)), 1e-12)
+	alpha := max(t1/steps, 1e-7)
+	agreed := []float64{alpha, beta, gamma}
 	if err := Broadcast(ctx, c, agreed, 0); err != nil {
 		return err
 	}
-	c.alpha, c.beta = agreed[0], agreed[1]
+	c.alpha, c.beta, c.gamma = agreed[0], agreed[1], agreed[2]
 	if c.debug {
-		c.debugf("cost model: α=%.1fus β=%.3fns/B (%.2f GB/s) measured on %s", c.alpha*1e6, c.beta*1e9, 1/c.beta/1e9, c.dev.Name())
+		c.debugf("cost model: α=%.1fus β=%.3fns/B (%.2f GB/s) γ=%.3fns/B measured on %s", c.alpha*1e6, c.beta*1e9, 1/c.beta/1e9, c.gamma*1e9, c.dev.Name())
 	}
 	return nil
 }
