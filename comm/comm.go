@@ -403,7 +403,9 @@ func (o *Options) fill() error {
 		}
 	}
 	if o.SpinPolls <= 0 {
-		o.SpinPolls = 64
+		if o.SpinPolls, err = envInt("GOCCL_SPIN_POLLS", 64); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/goccl/goccl/bootstrap"
@@ -63,6 +64,11 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
 	}
 	opts.OwnDevice = true
+	if opts.SpinPolls == 0 && os.Getenv("GOCCL_SPIN_POLLS") == "" && info.LocalSize > runtime.NumCPU() {
+		// More ranks than cores on this host: a rank that spins while it
+		// waits takes the core its peer needs. Block at once instead.
+		opts.SpinPolls = 1
+	}
 	// New closes b and dev itself if it fails.
 	return New(ctx, b, dev, opts)
 }
