@@ -36,6 +36,7 @@ var ErrClosed = errors.New("communicator closed")
 type Comm struct {
 	rank, size int
 	id         string // names the communicator in bootstrap keys
+	splits     int    // Split calls so far (names the children)
 	opts       Options
 	rdv        Rendezvous
 	dev        transport.Device
@@ -100,6 +101,11 @@ func (c *Comm) Transport() string { return c.dev.Name() }
 // The communicator owns rdv (closed by Close); dev is closed by Close only
 // if opts.OwnDevice is set.
 func New(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Options) (*Comm, error) {
+	return newComm(ctx, rdv, dev, opts, "world")
+}
+
+// newComm is New with the communicator's id (its prefix in the store).
+func newComm(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Options, id string) (*Comm, error) {
 	if err := opts.fill(); err != nil {
 		rdv.Close()
 		if opts.OwnDevice {
@@ -115,7 +121,7 @@ func New(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Options
 		}
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
-	c := &Comm{id: "world", rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, dev: dev, ownDev: opts.OwnDevice,
+	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, dev: dev, ownDev: opts.OwnDevice,
 		queue: make(chan *Request, 1024), stop: make(chan struct{}), plans: map[planKey]planEntry{}, debug: debugEnabled(), algoEnv: algoEnv, choices: map[choiceKey]string{}}
 	c.life, c.lifeCancel = context.WithCancelCause(context.Background())
 	c.watchdog = time.AfterFunc(time.Hour, func() {

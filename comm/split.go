@@ -1,0 +1,121 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+)
+
+// Split partitions the communicator as MPI_Comm_split does: ranks that
+// pass the same color form a new communicator, ranked by key (ties by
+// their rank here). A negative color (like MPI_UNDEFINED) joins none and
+// gets a nil *Comm. Every rank of c must call Split, in the same order as
+// its other collectives.
+//
+// The new communicator has its own connections (on the same transport
+// device), its own sequence of collectives and its own failure reports, so
+// its messages never mix with c's or a sibling's; c stays usable. Close it
+// before c.
+func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
+	if err := c.usable("split"); err != nil {
+		return nil, err
+	}
+	kv := kvOf(c.rdv)
+	if kv == nil {
+		return nil, fmt.Errorf("comm: split: rank %d: the communicator's rendezvous has no key-value store", c.rank)
+	}
+	mine := []int64{int64(color), int64(key)}
+	all := make([]int64, 2*c.size)
+	if err := Allgather(ctx, c, mine, all); err != nil {
+		return nil, fmt.Errorf("comm: split: %w", err)
+	}
+	c.splits++
+	if color < 0 {
+		return nil, nil
+	}
+	var members []int
+	for r := range c.size {
+		if all[2*r] == int64(color) {
+			members = append(members, r)
+		}
+	}
+	slices.SortStableFunc(members, func(a, b int) int {
+		if d := all[2*a+1] - all[2*b+1]; d != 0 {
+			if d < 0 {
+				return -1
+			}
+			return 1
+		}
+		return a - b
+	})
+	rank := slices.Index(members, c.rank)
+	id := c.id + "/split" + strconv.Itoa(c.splits) + "/color" + strconv.Itoa(color)
+	rdv := &subRendezvous{kv: kv, id: id, rank: rank, size: len(members)}
+	opts := c.opts
+	opts.OwnDevice = false
+	opts.Alpha, opts.Beta = c.alpha, c.beta // same transport: no need to measure again
+	sub, err := newComm(ctx, rdv, c.dev, opts, id)
+	if err != nil {
+		return nil, fmt.Errorf("comm: split (color %d, key %d): rank %d: %w", color, key, c.rank, err)
+	}
+	sub.gamma = c.gamma
+	return sub, nil
+}
+
+// Dup returns a communicator of the same ranks in the same order, with
+// its own connections and sequence of collectives (MPI_Comm_dup): a
+// library can use it without its messages mixing with the caller's.
+func (c *Comm) Dup(ctx context.Context) (*Comm, error) {
+	return c.Split(ctx, 0, c.rank)
+}
+
+// subRendezvous is a sub-communicator's rendezvous: its members meet
+// through the parent's key-value store, under the sub-communicator's own
+// key prefix, so siblings never see each other's keys.
+type subRendezvous struct {
+	kv         keyValue
+	id         string
+	rank, size int
+	seq        int
+}
+
+func (s *subRendezvous) Rank() int    { return s.rank }
+func (s *subRendezvous) Size() int    { return s.size }
+func (s *subRendezvous) Close() error { return nil }
+
+func (s *subRendezvous) key(seq, rank int) string {
+	return "goccl/" + s.id + "/ag/" + strconv.Itoa(seq) + "/" + strconv.Itoa(rank)
+}
+
+// Allgather publishes data and reads every member's.
+func (s *subRendezvous) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
+	s.seq++
+	if err := s.kv.Set(ctx, s.key(s.seq, s.rank), data); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, s.size)
+	for r := range s.size {
+		v, err := s.kv.Get(ctx, s.key(s.seq, r))
+		if err != nil {
+			return nil, fmt.Errorf("sub-communicator %s: waiting for rank %d: %w", s.id, r, err)
+		}
+		out[r] = v
+	}
+	return out, nil
+}
+
+func (s *subRendezvous) Barrier(ctx context.Context) error {
+	_, err := s.Allgather(ctx, nil)
+	return err
+}
+
+// Set and Get let failure reports of the sub-communicator use the store.
+func (s *subRendezvous) Set(ctx context.Context, key string, value []byte) error {
+	return s.kv.Set(ctx, key, value)
+}
+
+func (s *subRendezvous) Get(ctx context.Context, key string) ([]byte, error) {
+	return s.kv.Get(ctx, key)
+}
+
