@@ -118,4 +118,3 @@ func (s *subRendezvous) Set(ctx context.Context, key string, value []byte) error
 func (s *subRendezvous) Get(ctx context.Context, key string) ([]byte, error) {
 	return s.kv.Get(ctx, key)
 }
-
