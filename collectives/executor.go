@@ -33,6 +33,12 @@ type Executor struct {
 	// OnProgress, if set, is called whenever completions arrive (a
 	// communicator's stall watchdog rearms on it).
 	OnProgress func()
+	// Inline is the largest chunk the transport copies at post time
+	// (transport.Inliner; 0 if none). Such a send is done for the run as
+	// soon as it is posted: the bytes it read may be overwritten and the
+	// run may end before the peer's acknowledgement, which arrives later
+	// and is recognised by its epoch.
+	Inline int
 
 	err       error // sticky: after a failure every Run returns it
 	comps     []transport.Completion
@@ -43,6 +49,9 @@ type Executor struct {
 	dirtyList []int
 	copyReady []int32 // Copy chunks whose dependencies are done
 	done      int
+	epoch     uint8  // this run's epoch, in data write ids
+	released  []bool // inline sends already done at post time
+	inflight  int    // inline sends posted and not yet acknowledged
 }
 
 // Target is where a schedule buffer lives: a registered region and the
@@ -184,6 +193,12 @@ func (e *Executor) reset(p *Plan) {
 		e.remaining = make([]int32, n)
 	}
 	e.remaining = e.remaining[:n]
+	if cap(e.released) < n {
+		e.released = make([]bool, n)
+	}
+	e.released = e.released[:n]
+	clear(e.released)
+	e.epoch++
 	for i := range p.chunks {
 		e.remaining[i] = p.chunks[i].nDeps
 	}
@@ -278,6 +293,30 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 	}
 }
 
+// Drain waits until every inline send has been acknowledged by its peer,
+// so that closing the endpoints afterwards loses nothing the peers still
+// need. Other completions are dropped (the links are about to close). It
+// returns the first error completion of a send, or ctx's error.
+func (e *Executor) Drain(ctx context.Context) error {
+	for e.inflight > 0 && e.err == nil {
+		n, err := e.CQ.Wait(ctx, e.comps)
+		if err != nil {
+			return fmt.Errorf("rank %d: waiting for %d sends to be acknowledged: %w", e.Rank, e.inflight, err)
+		}
+		for i := range n {
+			comp := &e.comps[i]
+			if comp.ID&idKind != idData {
+				continue
+			}
+			if comp.Err != nil {
+				return fmt.Errorf("rank %d -> %d: send: %w", e.Rank, idPeer(comp.ID), comp.Err)
+			}
+			e.inflight--
+		}
+	}
+	return nil
+}
+
 func (e *Executor) wait(ctx context.Context) (int, error) {
 	for i := 0; i <= e.SpinPolls; i++ {
 		if n := e.CQ.Poll(e.comps); n > 0 {
@@ -354,7 +393,7 @@ func (e *Executor) progress(c *Call) error {
 			region, off := e.source(c, ch)
 			l.imm = dataImm(c.Seq, c.fingerprint())
 			roff := uint64(l.sendSlot * e.SlotSize)
-			if err := l.EP.PostWrite(makeID(idData, peer, idx), region, off, ch.len, l.Remote, roff, &l.imm); err != nil {
+			if err := l.EP.PostWrite(withEpoch(makeID(idData, peer, idx), e.epoch), region, off, ch.len, l.Remote, roff, &l.imm); err != nil {
 				err = fmt.Errorf("%s #%d (%s): rank %d -> %d: post write: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, err)
 				if errors.Is(err, transport.ErrInvalid) {
 					return err // this rank's mistake, not the peer's
@@ -364,6 +403,12 @@ func (e *Executor) progress(c *Call) error {
 			l.credits--
 			l.sendSlot = (l.sendSlot + 1) % e.NSlots
 			e.sendHead[peer]++
+			if ch.len <= e.Inline {
+				// The transport copied the bytes: done for this run.
+				e.released[idx] = true
+				e.inflight++
+				e.finish(p, idx)
+			}
 		}
 		for e.recvHead[peer] < len(recvs) && l.arrived > 0 {
 			idx := recvs[e.recvHead[peer]]
@@ -441,7 +486,8 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 		if comp.Op == transport.OpRemoteError || peer >= len(e.Links) || e.Links[peer] == nil {
 			return fmt.Errorf("%s #%d (%s): rank %d: %s: %w", c.Desc(), c.Seq, p.Name, e.Rank, what, comp.Err)
 		}
-		if kind := comp.ID & idKind; kind == idToken || kind == idCredit {
+		stale := comp.ID&idKind == idData && idEpoch(comp.ID) != e.epoch
+		if kind := comp.ID & idKind; kind == idToken || kind == idCredit || stale {
 			// A flushed receive token or credit says the connection is
 			// gone. A peer may close once it has all it needs, while this
 			// rank still consumes what the peer sent: that is not an error
@@ -460,7 +506,13 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 	}
 	switch comp.ID & idKind {
 	case idData:
-		e.finish(p, idChunk(comp.ID))
+		// An inline send finished at post time; its acknowledgement (this
+		// run's or an earlier one's) only confirms it.
+		if idx := idChunk(comp.ID); idEpoch(comp.ID) == e.epoch && !e.released[idx] {
+			e.finish(p, idx)
+		} else {
+			e.inflight--
+		}
 	case idCredit:
 	case idToken:
 		if peer >= len(e.Links) || e.Links[peer] == nil {

@@ -56,7 +56,9 @@ func dataImm(seq uint32, fp uint16) uint32 { return immData | (seq&seqMask)<<16 
 func creditImm(n int) uint32               { return immCredit | uint32(n)&0xffff }
 
 // Work request ids: the low 32 bits carry the chunk index (writes of data)
-// or nothing, bits 32..55 the peer, the top byte the kind.
+// or nothing, bits 32..47 the peer, bits 48..55 the run's epoch (so a late
+// completion of an earlier run's inline write is told apart), the top byte
+// the kind.
 const (
 	idData   = 1 << 56
 	idCredit = 2 << 56
@@ -65,10 +67,12 @@ const (
 )
 
 func makeID(kind uint64, peer int, idx int32) uint64 {
-	return kind | uint64(uint32(peer)&0xffffff)<<32 | uint64(uint32(idx))
+	return kind | uint64(uint32(peer)&0xffff)<<32 | uint64(uint32(idx))
 }
-func idPeer(id uint64) int    { return int(id>>32) & 0xffffff }
-func idChunk(id uint64) int32 { return int32(uint32(id)) }
+func withEpoch(id uint64, epoch uint8) uint64 { return id | uint64(epoch)<<48 }
+func idEpoch(id uint64) uint8                 { return uint8(id >> 48) }
+func idPeer(id uint64) int                    { return int(id>>32) & 0xffff }
+func idChunk(id uint64) int32                 { return int32(uint32(id)) }
 
 // StagingSize is the size of the staging region a link needs.
 func StagingSize(nslots, slotSize int) int { return nslots * slotSize }

@@ -259,6 +259,9 @@ func (c *Comm) connect(ctx context.Context) error {
 	c.exec = &collectives.Executor{Rank: c.rank, Size: c.size, Links: c.links, CQ: cq,
 		NSlots: n, SlotSize: slot, SpinPolls: c.opts.SpinPolls,
 		OnProgress: func() { c.stallDog.Reset(c.opts.StallTimeout) }}
+	if in, ok := c.dev.(transport.Inliner); ok {
+		c.exec.Inline = in.MaxInline()
+	}
 	if err := c.rdv.Barrier(ctx); err != nil {
 		return fmt.Errorf("barrier after connect: %w", err)
 	}
@@ -280,8 +283,16 @@ func (c *Comm) Close() error {
 	close(c.stop)
 	c.wg.Wait()
 	c.inline.Wait()
+	// Sends the transport copied at post time may still be on their way:
+	// let them reach the peers before the connections close.
+	var drainErr error
+	if c.exec != nil && c.exec.Err() == nil && c.life.Err() == nil {
+		ctx, cancel := context.WithTimeout(c.life, 10*time.Second)
+		drainErr = c.exec.Drain(ctx)
+		cancel()
+	}
 	c.lifeCancel(ErrClosed)
-	return c.teardown()
+	return errors.Join(drainErr, c.teardown())
 }
 
 // Abort fails every pending and later collective with cause (ErrAborted if

@@ -227,6 +227,14 @@ type Endpoint interface {
 	Close() error
 }
 
+// Inliner is implemented by devices whose endpoints copy the payload of a
+// send or write of at most MaxInline() bytes before the post returns (as
+// verbs' IBV_SEND_INLINE does): the caller may reuse that buffer at once.
+// The request still completes later, when the peer has placed the data.
+type Inliner interface {
+	MaxInline() int
+}
+
 // Sentinel errors. Backends wrap them with %w and add the operation, peer and
 // cause, so callers test with errors.Is.
 var (

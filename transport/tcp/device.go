@@ -194,6 +194,13 @@ func advertised(host string, listen netip.Addr) (netip.Addr, error) {
 // Name returns "tcp".
 func (d *Device) Name() string { return "tcp" }
 
+// maxInline is the largest payload a post copies at once (transport.Inliner).
+const maxInline = 4096
+
+// MaxInline implements transport.Inliner: sends and writes of at most
+// 4 KiB are copied before PostSend and PostWrite return.
+func (d *Device) MaxInline() int { return maxInline }
+
 // Addr is the address the device listens on, as peers see it.
 func (d *Device) Addr() netip.AddrPort { return netip.AddrPortFrom(d.host, d.port) }
 

@@ -165,7 +165,7 @@ func (e *endpoint) PostSend(id uint64, tr transport.Region, off, n int) error {
 	}
 	e.seq++
 	e.sends.push(pending{id: id, seq: e.seq, r: r, off: off, n: n})
-	e.outq = append(e.outq, outItem{h: header{typ: msgSend, id: e.seq, length: uint64(n)}, r: r, off: off})
+	e.outq = append(e.outq, e.outItemLocked(header{typ: msgSend, id: e.seq, length: uint64(n)}, r, off, n))
 	e.cond.Signal()
 	return nil
 }
@@ -193,7 +193,7 @@ func (e *endpoint) PostWrite(id uint64, tr transport.Region, off, n int, remote 
 	e.seq++
 	h.id = e.seq
 	e.writes.push(pending{id: id, seq: e.seq, r: r, off: off, n: n, key: remote.Key, roff: roff})
-	e.outq = append(e.outq, outItem{h: h, r: r, off: off})
+	e.outq = append(e.outq, e.outItemLocked(h, r, off, n))
 	e.cond.Signal()
 	return nil
 }
@@ -448,4 +448,17 @@ func (e *endpoint) Close() error {
 	e.dev.forgetEndpoint(e)
 	e.wg.Wait()
 	return nil
+}
+
+// outItemLocked makes the queue entry of a send or write: a payload of at
+// most maxInline bytes is copied now into a pooled buffer (the caller may
+// reuse its own, see Device.MaxInline); a larger one is written straight
+// from the region later.
+func (e *endpoint) outItemLocked(h header, r *region, off, n int) outItem {
+	if n == 0 || n > maxInline {
+		return outItem{h: h, r: r, off: off}
+	}
+	b := e.getBuf(n)
+	copy((*b)[:n], r.buf[off:off+n])
+	return outItem{h: h, buf: b}
 }
