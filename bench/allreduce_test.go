@@ -2,56 +2,28 @@ package bench
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/goccl/goccl/comm"
-	"github.com/goccl/goccl/transport"
-	"github.com/goccl/goccl/transport/mem"
-	"github.com/goccl/goccl/transport/tcp"
+	"github.com/goccl/goccl/comm/commtest"
 )
 
 // ranks connects n communicators, goroutines of this process, over the
 // named transport ("tcp" on loopback or "mem"), closed when b ends.
 func ranks(b *testing.B, kind string, n int) []*comm.Comm {
 	b.Helper()
-	network := mem.NewNetwork(mem.Options{})
-	g := comm.NewLocalGroup(n)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	comms := make([]*comm.Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var dev transport.Device = network.NewDevice()
-			if kind == "tcp" {
-				d, err := tcp.NewDevice(tcp.Options{ListenAddress: "127.0.0.1:0"})
-				if err != nil {
-					errs[r] = err
-					return
-				}
-				dev = d
-			}
-			comms[r], errs[r] = comm.New(ctx, g.Member(r), dev, comm.Options{OwnDevice: true})
-		}()
+	comms, err := commtest.Connect(ctx, kind, n, comm.Options{})
+	if err != nil {
+		b.Fatal(err)
 	}
-	wg.Wait()
 	b.Cleanup(func() {
 		for _, c := range comms {
-			if c != nil {
-				c.Close()
-			}
+			c.Close()
 		}
 	})
-	for _, err := range errs {
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
 	return comms
 }
 
