@@ -199,6 +199,10 @@ func collByName(name string) (collKind, bool) {
 	return 0, false
 }
 
+// allreducePreference is the order in which the selector considers the
+// allreduce algorithms; the first of equally priced ones wins.
+var allreducePreference = []string{"rabenseifner", "ring", "recursive-doubling", "tree"}
+
 // choiceKey caches the selector's choice per collective and size (the
 // cost model is fixed once the communicator has measured it).
 type choiceKey struct {
@@ -280,7 +284,13 @@ func (c *Comm) pick(k collKind, nbytes int, why *strings.Builder) (string, error
 		}
 	}
 	best, bestT := "", 0.0
-	for _, name := range collectives.Algorithms(k.costName()) {
+	order := collectives.Algorithms(k.costName())
+	if k == collAllreduce {
+		// Ties go to Rabenseifner over ring (equal α-β cost at 2 ranks,
+		// where Rabenseifner measures faster: fewer, larger exchanges).
+		order = allreducePreference
+	}
+	for _, name := range order {
 		if _, ok := m[name]; !ok {
 			continue
 		}
