@@ -10,7 +10,6 @@ import (
 
 	. "github.com/goccl/goccl/comm"
 
-	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/mem"
 )
 
@@ -84,5 +83,4 @@ func testDeadRankNamed(t *testing.T, n, victim int) {
 		}
 		t.Logf("rank %d after %v: %v", r, took[r].Round(time.Millisecond), err)
 	}
-	var _ transport.Device = (*mem.Device)(nil)
 }
