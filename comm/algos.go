@@ -244,6 +244,9 @@ func (c *Comm) choose(k collKind, forced string, nbytes int) (string, error) {
 	}
 	key := choiceKey{k, nbytes}
 	if name, ok := c.choices[key]; ok {
+		if c.debug {
+			c.debugf("%s(%d bytes) #%d: algorithm %s (cost model, priced at this size's first call)", k, nbytes, c.seq, name)
+		}
 		return name, nil
 	}
 	if len(m) == 1 {
