@@ -62,29 +62,9 @@ func BenchmarkWrite(b *testing.B) {
 			p := newBenchPair(b, size)
 			remote := p.dst.Remote()
 			win := benchWindow(size)
-			cs := make([]transport.Completion, 64)
-			ctx := benchContext(b)
-			run := func(n int) {
-				posted, done := 0, 0
-				for done < n {
-					for posted < n && posted-done < win {
-						if err := p.A.PostWrite(uint64(posted), p.src, 0, size, remote, 0, nil); err != nil {
-							b.Fatal(err)
-						}
-						posted++
-					}
-					k, err := p.CQA.Wait(ctx, cs)
-					if err != nil {
-						b.Fatal(err)
-					}
-					for _, c := range cs[:k] {
-						if c.Err != nil {
-							b.Fatal(c.Err)
-						}
-					}
-					done += k
-				}
-			}
+			run := windowed(b, p, win, func(id uint64) error {
+				return p.A.PostWrite(id, p.src, 0, size, remote, 0, nil)
+			}, nil)
 			run(2 * win) // warm up: buffers, rings, pools
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
@@ -99,7 +79,6 @@ func BenchmarkSend(b *testing.B) {
 		b.Run(sizeName(size), func(b *testing.B) {
 			p := newBenchPair(b, size)
 			win := benchWindow(size)
-			cs := make([]transport.Completion, 64)
 			rcs := make([]transport.Completion, 64)
 			ctx := benchContext(b)
 			for i := range win {
@@ -107,43 +86,26 @@ func BenchmarkSend(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			run := func(n int) {
-				posted, done := 0, 0
-				for done < n {
-					for posted < n && posted-done < win {
-						if err := p.A.PostSend(uint64(posted), p.src, 0, size); err != nil {
-							b.Fatal(err)
-						}
-						posted++
-					}
-					k, err := p.CQA.Wait(ctx, cs)
+			run := windowed(b, p, win, func(id uint64) error {
+				return p.A.PostSend(id, p.src, 0, size)
+			}, func(k int) {
+				// Each completed send consumed a receive: post them again.
+				for got := 0; got < k; {
+					m, err := p.CQB.Wait(ctx, rcs[:min(len(rcs), k-got)])
 					if err != nil {
 						b.Fatal(err)
 					}
-					for _, c := range cs[:k] {
+					for _, c := range rcs[:m] {
 						if c.Err != nil {
 							b.Fatal(c.Err)
 						}
-					}
-					done += k
-					// Each completed send consumed a receive: post them again.
-					for got := 0; got < k; {
-						m, err := p.CQB.Wait(ctx, rcs[:min(len(rcs), k-got)])
-						if err != nil {
+						if err := p.B.PostRecv(c.ID, p.dst, 0, size); err != nil {
 							b.Fatal(err)
 						}
-						for _, c := range rcs[:m] {
-							if c.Err != nil {
-								b.Fatal(c.Err)
-							}
-							if err := p.B.PostRecv(c.ID, p.dst, 0, size); err != nil {
-								b.Fatal(err)
-							}
-						}
-						got += m
 					}
+					got += m
 				}
-			}
+			})
 			run(4 * win) // warm up: buffers, rings, pools
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
@@ -224,29 +186,9 @@ func BenchmarkRead(b *testing.B) {
 			into := transporttest.Register(b, p.DevA, make([]byte, size), transport.AccessLocalWrite)
 			remote := p.dst.Remote()
 			win := benchWindow(size)
-			cs := make([]transport.Completion, 64)
-			ctx := benchContext(b)
-			run := func(n int) {
-				posted, done := 0, 0
-				for done < n {
-					for posted < n && posted-done < win {
-						if err := p.A.PostRead(uint64(posted), into, 0, size, remote, 0); err != nil {
-							b.Fatal(err)
-						}
-						posted++
-					}
-					k, err := p.CQA.Wait(ctx, cs)
-					if err != nil {
-						b.Fatal(err)
-					}
-					for _, c := range cs[:k] {
-						if c.Err != nil {
-							b.Fatal(c.Err)
-						}
-					}
-					done += k
-				}
-			}
+			run := windowed(b, p, win, func(id uint64) error {
+				return p.A.PostRead(id, into, 0, size, remote, 0)
+			}, nil)
 			run(4 * win) // warm up: buffers, rings, pools
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
@@ -258,6 +200,38 @@ func BenchmarkRead(b *testing.B) {
 
 // benchContext bounds every wait of a benchmark: a broken transport fails
 // it instead of hanging it.
+// windowed returns a loop that keeps up to win requests posted with post
+// (ids counting up) and returns after n of them completed on p.CQA;
+// after, if set, runs on every batch of k completions.
+func windowed(b *testing.B, p *benchPair, win int, post func(id uint64) error, after func(k int)) func(n int) {
+	cs := make([]transport.Completion, 64)
+	ctx := benchContext(b)
+	return func(n int) {
+		posted, done := 0, 0
+		for done < n {
+			for posted < n && posted-done < win {
+				if err := post(uint64(posted)); err != nil {
+					b.Fatal(err)
+				}
+				posted++
+			}
+			k, err := p.CQA.Wait(ctx, cs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, c := range cs[:k] {
+				if c.Err != nil {
+					b.Fatal(c.Err)
+				}
+			}
+			done += k
+			if after != nil {
+				after(k)
+			}
+		}
+	}
+}
+
 func benchContext(b *testing.B) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	b.Cleanup(cancel)
