@@ -23,49 +23,38 @@ type callArgs struct {
 
 type scheduleFunc func(rank, size int, a *callArgs) collectives.Schedule
 
+// plain adapts a schedule constructor of (rank, size, count, elemSize).
+func plain(f func(rank, size, count, elemSize int) collectives.Schedule) scheduleFunc {
+	return func(r, n int, a *callArgs) collectives.Schedule { return f(r, n, a.count, a.elemSize) }
+}
+
+// rooted adapts a schedule constructor of (rank, size, root, count,
+// elemSize).
+func rooted(f func(rank, size, root, count, elemSize int) collectives.Schedule) scheduleFunc {
+	return func(r, n int, a *callArgs) collectives.Schedule { return f(r, n, a.root, a.count, a.elemSize) }
+}
+
 // algorithms maps each collective to its algorithms by schedule name, in
 // the order the selector prefers on a tie.
 var algorithms = map[collKind]map[string]scheduleFunc{
 	collAllreduce: {
-		"ring": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.RingAllreduce(r, n, a.count, a.elemSize)
-		},
-		"tree": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.TreeAllreduce(r, n, a.count, a.elemSize)
-		},
-		"recursive-doubling": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.RecursiveDoublingAllreduce(r, n, a.count, a.elemSize)
-		},
-		"rabenseifner": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.RabenseifnerAllreduce(r, n, a.count, a.elemSize)
-		},
+		"ring":               plain(collectives.RingAllreduce),
+		"tree":               plain(collectives.TreeAllreduce),
+		"recursive-doubling": plain(collectives.RecursiveDoublingAllreduce),
+		"rabenseifner":       plain(collectives.RabenseifnerAllreduce),
 	},
 	collBroadcast: {
-		"binomial": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.BinomialBroadcast(r, n, a.root, a.count, a.elemSize)
-		},
-		"pipeline": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.PipelineBroadcast(r, n, a.root, a.count, a.elemSize)
-		},
-		"scatter-allgather": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.ScatterAllgatherBroadcast(r, n, a.root, a.count, a.elemSize)
-		},
+		"binomial":          rooted(collectives.BinomialBroadcast),
+		"pipeline":          rooted(collectives.PipelineBroadcast),
+		"scatter-allgather": rooted(collectives.ScatterAllgatherBroadcast),
 	},
 	collReduce: {
-		"binomial": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.BinomialReduce(r, n, a.root, a.count, a.elemSize)
-		},
+		"binomial": rooted(collectives.BinomialReduce),
 	},
 	collAllgather: {
-		"ring": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.RingAllgather(r, n, a.count, a.elemSize)
-		},
-		"recursive-doubling": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.RecursiveDoublingAllgather(r, n, a.count, a.elemSize)
-		},
-		"bruck": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.BruckAllgather(r, n, a.count, a.elemSize)
-		},
+		"ring":               plain(collectives.RingAllgather),
+		"recursive-doubling": plain(collectives.RecursiveDoublingAllgather),
+		"bruck":              plain(collectives.BruckAllgather),
 	},
 	collAllgatherv: {
 		"ring": func(r, n int, a *callArgs) collectives.Schedule {
@@ -73,20 +62,12 @@ var algorithms = map[collKind]map[string]scheduleFunc{
 		},
 	},
 	collReduceScatter: {
-		"ring": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.RingReduceScatter(r, n, a.count, a.elemSize)
-		},
-		"recursive-halving": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.RecursiveHalvingReduceScatter(r, n, a.count, a.elemSize)
-		},
+		"ring":              plain(collectives.RingReduceScatter),
+		"recursive-halving": plain(collectives.RecursiveHalvingReduceScatter),
 	},
 	collAlltoall: {
-		"pairwise": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.PairwiseAlltoall(r, n, a.count, a.elemSize)
-		},
-		"bruck": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.BruckAlltoall(r, n, a.count, a.elemSize)
-		},
+		"pairwise": plain(collectives.PairwiseAlltoall),
+		"bruck":    plain(collectives.BruckAlltoall),
 	},
 	collAlltoallv: {
 		"pairwise": func(r, n int, a *callArgs) collectives.Schedule {
@@ -94,14 +75,10 @@ var algorithms = map[collKind]map[string]scheduleFunc{
 		},
 	},
 	collGather: {
-		"binomial": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.BinomialGather(r, n, a.root, a.count, a.elemSize)
-		},
+		"binomial": rooted(collectives.BinomialGather),
 	},
 	collScatter: {
-		"binomial": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.BinomialScatter(r, n, a.root, a.count, a.elemSize)
-		},
+		"binomial": rooted(collectives.BinomialScatter),
 	},
 	collBarrier: {
 		"dissemination": func(r, n int, a *callArgs) collectives.Schedule {
