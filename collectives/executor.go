@@ -39,6 +39,13 @@ type Executor struct {
 	// run may end before the peer's acknowledgement, which arrives later
 	// and is recognised by its epoch.
 	Inline int
+	// Stalled, if set, is called on the running goroutine when a wait
+	// ends because Run's ctx ended: the communicator ends that context to
+	// poke a stalled run, so that it compares its call with those of the
+	// ranks it waits on (see Waiting). Stalled returns the context to go
+	// on with; or an error, which fails the run; or neither, and the end
+	// of ctx fails the run.
+	Stalled func(ctx context.Context, c *Call) (context.Context, error)
 
 	err       error // sticky: after a failure every Run returns it
 	comps     []transport.Completion
@@ -49,9 +56,14 @@ type Executor struct {
 	dirtyList []int
 	copyReady []int32 // Copy chunks whose dependencies are done
 	done      int
-	epoch     uint8  // this run's epoch, in data write ids
-	released  []bool // inline sends already done at post time
-	inflight  int    // inline sends posted and not yet acknowledged
+	epoch     uint8    // this run's epoch, in data write ids
+	released  []bool   // inline sends already done at post time
+	inflight  int      // inline sends posted and not yet acknowledged
+	sent0     []uint64 // per peer: the link's sent count when this run began
+
+	noticeOut      uint32 // the immediate of the notices being sent
+	noticesPending int    // notices posted and not yet placed
+	noticeLater    bool   // a peer's failure notice about a later collective was kept
 }
 
 // Target is where a schedule buffer lives: a registered region and the
@@ -82,6 +94,13 @@ type Call struct {
 	// VarCount marks calls whose count differs across ranks (alltoallv):
 	// the fingerprint leaves it out.
 	VarCount bool
+	// CollSeq is, for point-to-point calls, the number of collectives the
+	// communicator started before (failure notices compare it).
+	CollSeq uint32
+	// Confirm makes senders-only wait until their receivers complete the
+	// call (see checks.go); set for rooted collectives whose algorithm
+	// is a tree or a chain, never for one whose messages go round a cycle.
+	Confirm bool
 
 	fp uint16 // cached fingerprint
 }
@@ -116,12 +135,27 @@ func (c *Call) fingerprint() uint16 {
 	}
 	mix(uint64(int64(c.Root)))
 	fp := uint16(h>>16) ^ uint16(h)
+	// The top bit tells point-to-point data from a collective's, whose
+	// sequence numbers may coincide with a tag.
+	if c.P2P {
+		fp |= p2pBit
+	} else {
+		fp &^= p2pBit
+	}
 	if fp == 0 {
 		fp = 1
 	}
 	c.fp = fp
 	return fp
 }
+
+// p2pBit is set in the fingerprint of point-to-point calls only.
+const p2pBit = 1 << 15
+
+// Fingerprint is the 16-bit hash of what every rank must agree on in the
+// call (collective, algorithm, type, count, root, operation), as it
+// travels with each chunk.
+func (c *Call) Fingerprint() uint16 { return c.fingerprint() }
 
 // PeerError is a failure caused by one peer: its connection is gone (it
 // closed, died, or the link failed).
@@ -146,9 +180,17 @@ type MismatchError struct {
 	PeerFingerprint uint16
 	Fingerprint     uint16
 	PeerCall        string // the peer's call, if known
+	// Surplus: the peer sent data of this very call beyond what this rank
+	// expects from it (the ranks disagree on sizes that the fingerprint
+	// leaves out).
+	Surplus bool
 }
 
 func (m *MismatchError) Error() string {
+	if m.Surplus {
+		return fmt.Sprintf("collective mismatch: rank %d sent rank %d more data in %s #%d (%s) than rank %d expects: the ranks disagree on the counts",
+			m.Peer, m.Rank, m.Call, m.Seq, m.Algo, m.Rank)
+	}
 	if m.PeerSeq != uint16(m.Seq&seqMask) {
 		return fmt.Sprintf("collective mismatch: rank %d sent data of its collective #%d (mod %d) to rank %d, which is in %s #%d: the ranks called different collectives before (a rooted collective with different roots, or a different number of collectives)",
 			m.Peer, m.PeerSeq, 1<<seqBits, m.Rank, m.Call, m.Seq)
@@ -208,8 +250,14 @@ func (e *Executor) reset(p *Plan) {
 		e.dirty = make([]bool, e.Size)
 		e.dirtyList = make([]int, 0, e.Size)
 	}
+	if len(e.sent0) != e.Size {
+		e.sent0 = make([]uint64, e.Size)
+	}
 	for _, peer := range p.peers {
 		e.sendHead[peer], e.recvHead[peer] = 0, 0
+		if l := e.Links[peer]; l != nil {
+			e.sent0[peer] = l.sent
+		}
 	}
 	if e.comps == nil {
 		e.comps = make([]transport.Completion, 64)
@@ -257,6 +305,10 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 			return err
 		}
 	}
+	if err := e.laterNotice(c); err != nil {
+		e.Fail(err)
+		return err
+	}
 	for _, peer := range p.peers {
 		e.markDirty(peer)
 	}
@@ -270,10 +322,22 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 			e.Fail(err)
 			return err
 		}
-		if e.done == len(p.chunks) {
+		if e.done == len(p.chunks) && e.confirmed(c) {
+			e.releaseCredits(c)
 			return nil
 		}
 		n, err := e.wait(ctx)
+		if err != nil && ctx.Err() != nil && e.Stalled != nil {
+			next, serr := e.Stalled(ctx, c)
+			if serr != nil {
+				e.Fail(serr)
+				return serr
+			}
+			if next != nil {
+				ctx = next
+				continue
+			}
+		}
 		if err != nil && ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
@@ -401,6 +465,7 @@ func (e *Executor) progress(c *Call) error {
 				return &PeerError{Peer: peer, Err: err}
 			}
 			l.credits--
+			l.sent++
 			l.sendSlot = (l.sendSlot + 1) % e.NSlots
 			e.sendHead[peer]++
 			if ch.len <= e.Inline {
@@ -461,6 +526,10 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 	}
 	l.recvSlot = (l.recvSlot + 1) % e.NSlots
 	l.arrived--
+	if e.deferCredit(c, l.Peer) {
+		l.deferred = true
+		return nil
+	}
 	l.imm = creditImm(1)
 	if err := l.EP.PostWrite(makeID(idCredit, l.Peer, 0), l.Staging, 0, 0, l.Remote, 0, &l.imm); err != nil {
 		// The connection is gone: fine if the peer needs nothing more,
@@ -532,15 +601,23 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 				return fmt.Errorf("%s #%d (%s): rank %d <- %d: peer overran the %d staging slots", c.Desc(), c.Seq, p.Name, e.Rank, peer, e.NSlots)
 			}
 			slot := (l.recvSlot + l.arrived) % e.NSlots
-			l.arrFP[slot] = uint16(comp.Imm)
+			fp, seq := uint16(comp.Imm), uint16(comp.Imm>>16&seqMask)
+			l.arrFP[slot] = fp
 			l.arrLen[slot] = comp.Bytes
-			l.arrSeq[slot] = uint16(comp.Imm >> 16 & seqMask)
+			l.arrSeq[slot] = seq
+			if err := e.checkArrival(c, l, seq, fp); err != nil {
+				return err
+			}
 			l.arrived++
 		case immCredit:
-			l.credits += int(comp.Imm & 0xffff)
+			n := int(comp.Imm & 0xffff)
+			l.credits += n
+			l.credited += uint64(n)
 			if l.credits > e.NSlots {
 				return fmt.Errorf("%s #%d (%s): rank %d <- %d: peer returned more credits than slots", c.Desc(), c.Seq, p.Name, e.Rank, peer)
 			}
+		case immNotice:
+			return e.noticed(c, l, comp.Imm)
 		default:
 			return fmt.Errorf("%s #%d (%s): rank %d <- %d: bad immediate %#x", c.Desc(), c.Seq, p.Name, e.Rank, peer, comp.Imm)
 		}
@@ -561,7 +638,10 @@ func (e *Executor) checkDown(c *Call, peer int) error {
 	if l.down == nil {
 		return nil
 	}
-	if e.sendHead[peer] < len(p.sends[peer]) || e.recvHead[peer]+l.arrived < len(p.recvs[peer]) {
+	if e.sendHead[peer] < len(p.sends[peer]) || e.recvHead[peer]+l.arrived < len(p.recvs[peer]) || !e.confirmedPeer(c, peer) {
+		if n, ok := decodeNotice(l.notice, peer, e.Size); ok && n.Reason == NoticeClosed && !c.P2P {
+			return &ClosedError{Call: fmt.Sprintf("%s #%d", c.Desc(), c.Seq), Seq: c.Seq, Rank: e.Rank, Peer: peer, PeerSeq: n.Seq}
+		}
 		return &PeerError{Peer: peer, Err: fmt.Errorf("%s #%d (%s): rank %d <-> %d: connection lost: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, l.down)}
 	}
 	return nil

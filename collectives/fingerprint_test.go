@@ -37,3 +37,27 @@ func TestFingerprintDistinguishesCalls(t *testing.T) {
 		seen[fp] = i
 	}
 }
+
+// FuzzDecodeNotice: a notice's immediate comes from a peer; decoding never
+// panics, and what decodes encodes back to the same immediate.
+func FuzzDecodeNotice(f *testing.F) {
+	f.Add(Notice{Reason: NoticeLost, Rank: 3}.imm(), 1, 4)
+	f.Add(Notice{Reason: NoticeClosed, Rank: 2, Seq: 77}.imm(), 2, 4)
+	f.Add(uint32(immNotice|7<<noticeReasonShift), 0, 2)
+	f.Add(uint32(0xffffffff), 0, 1)
+	f.Fuzz(func(t *testing.T, imm uint32, sender, size int) {
+		if size <= 0 || size > 1<<16 || sender < 0 || sender >= size {
+			return
+		}
+		n, ok := decodeNotice(imm, sender, size)
+		if !ok {
+			return
+		}
+		if n.Rank < 0 || n.Rank >= size {
+			t.Fatalf("%#x decodes to rank %d of %d", imm, n.Rank, size)
+		}
+		if got := n.imm(); got != imm {
+			t.Fatalf("%#x decodes to %+v, which encodes to %#x", imm, n, got)
+		}
+	})
+}

@@ -36,6 +36,13 @@ type Link struct {
 	arrLen   []int
 	arrSeq   []uint16
 	arrFP    []uint16
+	// sent and credited count the chunks written to the peer and the
+	// credits it returned, since the link was made: credits come back in
+	// order, so credited > n says the peer consumed (and checked) the
+	// chunk sent after the first n.
+	sent, credited uint64
+	notice         uint32 // the peer's failure notice (immediate), 0 if none
+	deferred       bool   // a credit kept until the run completes (see deferCredit)
 }
 
 // Immediate data layout: 2 bits of type, 14 bits of collective sequence,
@@ -43,10 +50,11 @@ type Link struct {
 // of collective, algorithm, type, count, root and operation: receivers
 // compare it with their own, so ranks that called different collectives get
 // an error instead of a hang or corrupt data); for a credit, the number of
-// credits.
+// credits. A notice (see notice.go) uses the 30 bits below its type.
 const (
 	immData   = 1 << 30
 	immCredit = 2 << 30
+	immNotice = 3 << 30
 	immType   = 3 << 30
 	seqBits   = 14
 	seqMask   = 1<<seqBits - 1
@@ -63,6 +71,7 @@ const (
 	idData   = 1 << 56
 	idCredit = 2 << 56
 	idToken  = 3 << 56
+	idNotice = 4 << 56
 	idKind   = 0xff << 56
 )
 

@@ -64,7 +64,21 @@ type Comm struct {
 	life       context.Context
 	lifeCancel context.CancelCauseFunc
 	watchdog   *time.Timer
-	stallDog   *time.Timer // fires when a running collective sees no completion for StallTimeout
+	stallDog   *time.Timer // fires every stall step that a running collective sees no completion
+
+	// Stall diagnosis and failure reports (stall.go, explain.go).
+	poke         atomic.Pointer[poke] // the context runs go on under
+	stallStep    time.Duration
+	stallElapsed atomic.Int64  // time without progress, in stall steps run out
+	stallArmed   atomic.Int64  // the duration the stall timer runs now
+	callNo       atomic.Uint64 // runs started plus runs finished: odd while one runs
+	seqNow       atomic.Uint32 // seq, for the responder
+	aborted      atomic.Bool
+	diagMu       sync.Mutex
+	snap         rankState // the stalled run's state (guarded by diagMu)
+	snapCall     uint64    // callNo when snap was taken
+	respCancel   context.CancelFunc
+	respDone     chan struct{}
 
 	mu     sync.Mutex // guards closed, err, regs
 	closed bool
@@ -125,16 +139,21 @@ func newComm(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Opt
 		queue: make(chan *Request, 1024), stop: make(chan struct{}), plans: map[planKey]planEntry{}, debug: debugEnabled(), algoEnv: algoEnv, choices: map[choiceKey]string{}}
 	c.life, c.lifeCancel = context.WithCancelCause(context.Background())
 	c.watchdog = time.AfterFunc(time.Hour, func() {
-		c.lifeCancel(fmt.Errorf("collective exceeded the communicator timeout %v (GOCCL_TIMEOUT)", c.opts.Timeout))
+		c.lifeCancel(&timeoutError{d: c.opts.Timeout})
 	})
 	c.watchdog.Stop()
-	c.stallDog = time.AfterFunc(time.Hour, func() {
-		c.lifeCancel(fmt.Errorf("no progress for %v (GOCCL_STALL_TIMEOUT): a peer or link stopped without an error", c.opts.StallTimeout))
-	})
+	c.stallStep = min(time.Second, c.opts.StallTimeout/2)
+	c.stallDog = time.AfterFunc(time.Hour, c.stallTick)
 	c.stallDog.Stop()
+	c.renewPoke()
 	if err := c.connect(ctx); err != nil {
 		c.teardown()
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", c.rank, c.size, err)
+	}
+	if kv := kvOf(c.rdv); kv != nil && c.size > 1 {
+		rctx, cancel := context.WithCancel(context.Background())
+		c.respCancel, c.respDone = cancel, make(chan struct{})
+		go c.respond(rctx, kv)
 	}
 	c.wg.Add(1)
 	go c.worker()
@@ -258,7 +277,7 @@ func (c *Comm) connect(ctx context.Context) error {
 	}
 	c.exec = &collectives.Executor{Rank: c.rank, Size: c.size, Links: c.links, CQ: cq,
 		NSlots: n, SlotSize: slot, SpinPolls: c.opts.SpinPolls,
-		OnProgress: func() { c.stallDog.Reset(c.opts.StallTimeout) }}
+		OnProgress: c.armStall, Stalled: c.onStall}
 	if in, ok := c.dev.(transport.Inliner); ok {
 		c.exec.Inline = in.MaxInline()
 	}
@@ -284,11 +303,24 @@ func (c *Comm) Close() error {
 	c.wg.Wait()
 	c.inline.Wait()
 	// Sends the transport copied at post time may still be on their way:
-	// let them reach the peers before the connections close.
+	// let them reach the peers before the connections close. Then tell
+	// the peers how many collectives this rank made (a peer still waiting
+	// in one fails at once, with a sequence mismatch) or that it aborted;
+	// a notice placed at a peer also means that everything sent before it,
+	// credits included, is there.
 	var drainErr error
-	if c.exec != nil && c.exec.Err() == nil && c.life.Err() == nil {
+	switch {
+	case c.exec == nil || c.exec.Err() != nil || c.size == 1:
+	case c.life.Err() == nil:
 		ctx, cancel := context.WithTimeout(c.life, 10*time.Second)
 		drainErr = c.exec.Drain(ctx)
+		cancel()
+		ctx, cancel = context.WithTimeout(context.Background(), closeWait)
+		c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeClosed, Rank: c.rank, Seq: uint16(c.seq % collectives.SeqMod)})
+		cancel()
+	case c.aborted.Load():
+		ctx, cancel := context.WithTimeout(context.Background(), notifyWait)
+		c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeAborted, Rank: c.rank, Seq: uint16(c.seq)})
 		cancel()
 	}
 	c.lifeCancel(ErrClosed)
@@ -305,6 +337,7 @@ func (c *Comm) Abort(cause error) {
 	c.mu.Lock()
 	if c.err == nil {
 		c.err = fmt.Errorf("comm: rank %d aborted: %w", c.rank, cause)
+		c.aborted.Store(true)
 	}
 	c.mu.Unlock()
 	// Cancelling the life context wakes the executor, which fails the
@@ -331,7 +364,14 @@ func (c *Comm) breakLinks() error {
 	return errors.Join(errs...)
 }
 
+// closeWait bounds how long Close waits for its notices to reach the peers.
+const closeWait = 2 * time.Second
+
 func (c *Comm) teardown() error {
+	if c.respCancel != nil {
+		c.respCancel()
+		<-c.respDone
+	}
 	errs := []error{c.breakLinks()}
 	for _, l := range c.links {
 		if l != nil {

@@ -92,6 +92,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 	}
 	if !r.kind.p2p() {
 		c.seq++
+		c.seqNow.Store(c.seq)
 	}
 	algo, err := c.choose(r.kind, r.algo, c.costBytes(r))
 	if err != nil {
@@ -145,6 +146,15 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		if err != nil {
 			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 		}
+		if p.NumChunks() == 0 && r.count == 0 && !r.kind.p2p() && r.kind != collAlltoallv {
+			// Nothing to move, but the other ranks must still learn that
+			// this rank is in the call, and with which arguments (one rank
+			// may pass an empty buffer where the others pass data): a
+			// barrier's messages carry the call's fingerprint.
+			if p, _, err = c.plan(&Request{kind: collBarrier, root: -1}, "dissemination"); err != nil {
+				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
+			}
+		}
 		if scratch > 0 {
 			if bufs[collectives.BufScratch], err = c.scratchFor(scratchAlgo, scratch); err != nil {
 				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
@@ -153,14 +163,18 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		call := collectives.Call{Plan: p, Bufs: bufs, Type: r.dt, Op: r.op, Seq: c.seq,
 			Coll: r.kind.String(), Count: r.count, Root: r.root}
 		if r.kind.p2p() {
-			call.Seq, call.P2P = uint32(r.args.tag), true
+			call.Seq, call.P2P, call.CollSeq = uint32(r.args.tag), true, c.seq
 		}
 		call.VarCount = r.kind == collAlltoallv
+		// Rooted collectives on a tree or chain: senders wait until their
+		// receivers complete, so that a disagreement reaches them (see
+		// collectives/checks.go).
+		call.Confirm = r.root >= 0 && (algo == "binomial" || algo == "pipeline") && p.Name == algo
 		if err := c.exec.Run(ctx, &call); err != nil {
-			// Drop every connection at once, so that peers waiting on this
-			// rank fail now rather than at their timeout.
-			c.breakLinks()
-			return fmt.Errorf("comm: %w", c.explain(err, call.Desc()))
+			// Tell the peers and drop every connection at once, so that
+			// peers waiting on this rank fail now rather than at their
+			// timeout.
+			return c.fail(err, &call)
 		}
 	} else {
 		// One rank: only the schedule's local copies.

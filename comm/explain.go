@@ -6,21 +6,26 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/goccl/goccl/bootstrap"
 	"github.com/goccl/goccl/collectives"
 )
 
-// When a collective fails, the rank that failed publishes a short report in
-// the bootstrap store (once per communicator): the call it was in, and the
-// rank it found at the root of the failure. Ranks that failed only because
-// a neighbour dropped its connections read that neighbour's report, so that
-// every survivor's error names the rank that really died or mismatched, not
-// just the neighbour it lost.
+// When a collective fails on a rank, the rank decides which rank is at the
+// root of the failure (itself, the peer whose data did not match, the
+// peer that vanished without a word, the stalled rank at the end of a
+// chain of waits), tells every peer over the data links (a failure notice,
+// see collectives/notice.go), closes its connections, and publishes a
+// short report in the bootstrap store. A rank that gets a notice fails at
+// once and names the rank the notice names, so every survivor blames the
+// same rank, also when the store died with its host; the reports add the
+// details (each rank's call, the argument a rank refused) when the store
+// is there.
 
-// keyValue is the part of the bootstrap store a communicator uses for these
-// reports.
+// keyValue is the part of the bootstrap store a communicator uses for
+// reports and questions.
 type keyValue interface {
 	Set(ctx context.Context, key string, value []byte) error
 	Get(ctx context.Context, key string) ([]byte, error)
@@ -37,26 +42,27 @@ func kvOf(r Rendezvous) keyValue {
 }
 
 const (
-	// mismatchWait bounds the wait for the peer's call after a mismatch.
-	mismatchWait = 3 * time.Second
-	// deadWait is how long a rank whose peer's connection broke waits for
-	// that peer's report before concluding the peer itself failed.
-	deadWait = 500 * time.Millisecond
-	// chainWait bounds the wait for a report that is itself waiting on
-	// another rank's (failures cascade through dropped connections).
-	chainWait = 3 * time.Second
+	// notifyWait bounds the wait for the notices to reach the peers.
+	notifyWait = 300 * time.Millisecond
+	// reportWait bounds the wait for other ranks' reports.
+	reportWait = 500 * time.Millisecond
 )
 
 // report is what a failed rank publishes.
 type report struct {
-	root     int    // the rank at the root of the failure, -1 if none (mismatch, timeout)
-	mismatch bool   // the rank found a collective mismatch
-	call     string // the call the rank was in, e.g. "allreduce(float32, 8, sum) #3"
-	cause    string
+	reason collectives.NoticeReason
+	root   int    // the rank at the root of the failure
+	peer   int    // mismatch: the rank this one disagreed with; else -1
+	seq    uint32 // collectives this rank started
+	call   string // its call, e.g. "allreduce(float32, 8, sum) #3"; "" if none
+	other  string // mismatch: the peer's call as this rank knows it
+	cause  string
 }
 
 func (r report) encode() []byte {
-	return fmt.Appendf(nil, "%d\n%t\n%s\n%s", r.root, r.mismatch, r.call, r.cause)
+	line := func(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+	return fmt.Appendf(nil, "%d %d %d %d\n%s\n%s\n%s", r.reason, r.root, r.peer, r.seq,
+		line(r.call), line(r.other), r.cause)
 }
 
 func decodeReport(b []byte) (report, bool) {
@@ -64,93 +70,318 @@ func decodeReport(b []byte) (report, bool) {
 	if len(parts) != 4 {
 		return report{}, false
 	}
-	root, err1 := strconv.Atoi(parts[0])
-	mm, err2 := strconv.ParseBool(parts[1])
-	if err1 != nil || err2 != nil {
+	f := strings.Fields(parts[0])
+	if len(f) != 4 {
 		return report{}, false
 	}
-	return report{root: root, mismatch: mm, call: parts[2], cause: parts[3]}, true
+	reason, err1 := strconv.ParseUint(f[0], 10, 8)
+	root, err2 := strconv.Atoi(f[1])
+	peer, err3 := strconv.Atoi(f[2])
+	seq, err4 := strconv.ParseUint(f[3], 10, 32)
+	if errors.Join(err1, err2, err3, err4) != nil {
+		return report{}, false
+	}
+	return report{reason: collectives.NoticeReason(reason), root: root, peer: peer, seq: uint32(seq),
+		call: parts[1], other: parts[2], cause: parts[3]}, true
 }
 
 func (c *Comm) reportKey(rank int) string { return fmt.Sprintf("goccl/%s/report/%d", c.id, rank) }
 
-func (c *Comm) readReport(kv keyValue, rank int, wait time.Duration) (report, bool) {
+// readReports reads the reports of ranks, concurrently, waiting at most
+// wait for those not yet published.
+func (c *Comm) readReports(kv keyValue, ranks []int, wait time.Duration) map[int]report {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	v, err := kv.Get(ctx, c.reportKey(rank))
-	if err != nil {
-		return report{}, false
+	var mu sync.Mutex
+	out := map[int]report{}
+	var wg sync.WaitGroup
+	for _, r := range ranks {
+		if r < 0 || r == c.rank {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if v, err := kv.Get(ctx, c.reportKey(r)); err == nil {
+				if rep, ok := decodeReport(v); ok {
+					mu.Lock()
+					out[r] = rep
+					mu.Unlock()
+				}
+			}
+		}()
 	}
-	return decodeReport(v)
-}
-
-// markPending says, before this rank looks for the cause of its failure,
-// that it is alive and will publish a report.
-func (c *Comm) markPending(kv keyValue) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	kv.Set(ctx, c.reportKey(c.rank)+"/pending", []byte{1})
-}
-
-func (c *Comm) isPending(kv keyValue, rank int) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
-	defer cancel()
-	_, err := kv.Get(ctx, c.reportKey(rank)+"/pending")
-	return err == nil
+	wg.Wait()
+	return out
 }
 
 func (c *Comm) publish(kv keyValue, r report) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), queryWait)
 	defer cancel()
 	kv.Set(ctx, c.reportKey(c.rank), r.encode())
 }
 
-// explain turns the executor's error into the one the user sees, and
-// publishes this rank's report. desc names the failed call.
-func (c *Comm) explain(err error, desc string) error {
-	var mm *collectives.MismatchError
-	var pe *collectives.PeerError
+// fault is a failure as this rank understands it.
+type fault struct {
+	reason collectives.NoticeReason
+	root   int    // the rank at the root of the failure
+	peer   int    // mismatch: the other rank of the pair (the root's counterpart); else -1
+	via    int    // the rank whose notice reported it; -1 if found here
+	call   string // this rank's call and number ("" if none)
+	seq    uint32
+	other  string // mismatch: the root's call, if this rank knows it
+	detail string // what this rank found, for its report
+	cause  error  // the error the run failed with
+}
+
+// failed is the error a user sees: the headline names the rank at the
+// root of the failure; it wraps the error the run failed with.
+type failed struct {
+	headline string
+	cause    error
+}
+
+func (e *failed) Error() string { return "comm: " + e.headline + ": " + e.cause.Error() }
+func (e *failed) Unwrap() error { return e.cause }
+
+// fail handles a run of call that failed with err: it finds the rank at
+// the root of the failure, tells every peer, breaks the links, publishes
+// this rank's report and returns the error the user sees.
+func (c *Comm) fail(err error, call *collectives.Call) error {
+	f := c.classify(err, call)
+	ctx, cancel := context.WithTimeout(context.Background(), notifyWait)
+	var skip []int
+	if f.reason == collectives.NoticeStall {
+		skip = append(skip, f.root) // stopped: it would not take the notice
+	}
+	c.exec.Notify(ctx, collectives.Notice{Reason: f.reason, Rank: f.root, Seq: uint16(c.seq)}, skip...)
+	cancel()
+	c.breakLinks()
 	kv := kvOf(c.rdv)
-	if kv == nil {
-		return err
+	if kv != nil {
+		detail := f.detail
+		if detail == "" {
+			detail = err.Error()
+		}
+		c.publish(kv, report{reason: f.reason, root: f.root, peer: f.peer, seq: f.seq, call: f.call, other: f.other, cause: detail})
 	}
-	call := fmt.Sprintf("%s #%d", desc, c.seq)
+	return &failed{headline: c.headline(kv, f), cause: err}
+}
+
+// classify finds the rank at the root of err.
+func (c *Comm) classify(err error, call *collectives.Call) fault {
+	f := fault{root: c.rank, peer: -1, via: -1, seq: c.seq, cause: err, reason: collectives.NoticeFailed}
+	if call != nil {
+		f.call = c.callName(call)
+	}
+	var (
+		ne *collectives.NoticeError
+		ce *collectives.ClosedError
+		mm *collectives.MismatchError
+		dd *disagreement
+		pe *collectives.PeerError
+		se *stallError
+		te *timeoutError
+	)
 	switch {
+	case errors.As(err, &ne):
+		f.reason, f.root, f.via = ne.Notice.Reason, ne.Notice.Rank, ne.Peer
+	case errors.As(err, &ce):
+		f.reason, f.root, f.peer = collectives.NoticeMismatch, ce.Peer, ce.Peer
+		f.other = fmt.Sprintf("collective #%d (mod %d) and then closed the communicator", ce.PeerSeq, collectives.SeqMod)
+		f.detail = ce.Error()
+	case errors.As(err, &dd):
+		f.reason, f.root, f.peer, f.other = collectives.NoticeMismatch, dd.Peer, dd.Peer, dd.PeerCall
 	case errors.As(err, &mm):
-		c.publish(kv, report{root: -1, mismatch: true, call: call, cause: "collective mismatch"})
-		if r, ok := c.readReport(kv, mm.Peer, mismatchWait); ok {
-			mm.PeerCall = r.call
-		}
-		return err
+		f.reason, f.root, f.peer, f.other = collectives.NoticeMismatch, mm.Peer, mm.Peer, mm.PeerCall
 	case errors.As(err, &pe):
-		// Either the peer failed itself (it died, its link broke: no
-		// report comes), or it dropped its connections because of a
-		// failure further away, which its report names.
-		c.markPending(kv)
-		r, ok := c.readReport(kv, pe.Peer, deadWait)
-		if !ok && c.isPending(kv, pe.Peer) {
-			// The peer is alive and still finding out: wait for it.
-			r, ok = c.readReport(kv, pe.Peer, chainWait)
+		c.blameLost(&f, pe.Peer)
+	case errors.As(err, &se) || errors.As(err, &te):
+		if call != nil {
+			root, why := c.blameStall(call)
+			f.detail = why
+			if root >= 0 {
+				f.reason, f.root = collectives.NoticeStall, root
+			}
 		}
-		if ok && r.root == -1 && !r.mismatch {
-			// The peer failed on its own account (timeout): it is the root.
-			ok, r.root = true, pe.Peer
-		}
-		if !ok {
-			c.publish(kv, report{root: pe.Peer, call: call, cause: err.Error()})
-			return fmt.Errorf("rank %d failed or lost its connection: %w", pe.Peer, err)
-		}
-		if r.mismatch {
-			c.publish(kv, report{root: -1, mismatch: true, call: call, cause: "collective mismatch"})
-			return fmt.Errorf("collective mismatch: rank %d called %s while rank %d called %s (%w)", pe.Peer, r.call, c.rank, call, err)
-		}
-		c.publish(kv, report{root: r.root, call: call, cause: r.cause})
-		if r.root == c.rank {
-			return err
-		}
-		return fmt.Errorf("rank %d failed or lost its connection (reported by rank %d: %s): %w", r.root, pe.Peer, r.cause, err)
-	default:
-		c.publish(kv, report{root: -1, call: call, cause: err.Error()})
-		return err
+	case c.aborted.Load():
+		f.reason = collectives.NoticeAborted
 	}
+	return f
+}
+
+// blameLost decides whom to blame for the link to peer going down without
+// a notice: a notice that came meanwhile from anyone names the root; a
+// rank that lost every link is itself cut off; else the peer died or its
+// link broke.
+func (c *Comm) blameLost(f *fault, peer int) {
+	c.exec.Absorb()
+	if _, n, ok := c.exec.PeerState(peer); !ok || n.Reason == collectives.NoticeClosed {
+		c.exec.Settle(context.Background(), settleWait)
+	}
+	f.reason, f.root = collectives.NoticeLost, peer
+	order := []int{peer}
+	for r := range c.size {
+		if r != peer && r != c.rank {
+			order = append(order, r)
+		}
+	}
+	downs := 0
+	for _, r := range order {
+		down, n, ok := c.exec.PeerState(r)
+		if ok && n.Reason != collectives.NoticeClosed {
+			f.reason, f.root, f.via = n.Reason, n.Rank, r
+			return
+		}
+		if down && !ok {
+			downs++
+		}
+	}
+	if c.size > 2 && downs == c.size-1 {
+		f.root = c.rank
+		f.detail = fmt.Sprintf("rank %d lost its connection to every peer", c.rank)
+	}
+}
+
+// headline says what failed, naming the rank at the root, with the
+// details other ranks' reports give.
+func (c *Comm) headline(kv keyValue, f fault) string {
+	by := ""
+	if f.via >= 0 {
+		by = fmt.Sprintf(" (reported by rank %d)", f.via)
+	}
+	var reps map[int]report
+	read := func(ranks ...int) {
+		if kv != nil {
+			reps = c.readReports(kv, ranks, reportWait)
+		}
+	}
+	switch f.reason {
+	case collectives.NoticeMismatch:
+		return c.mismatchHeadline(kv, f)
+	case collectives.NoticeLost:
+		if f.root == c.rank {
+			return fmt.Sprintf("rank %d lost its connection to every peer", c.rank)
+		}
+		if f.via == f.root {
+			return fmt.Sprintf("rank %d lost its connection to every peer%s", f.root, by)
+		}
+		return fmt.Sprintf("rank %d failed or lost its connection%s", f.root, by)
+	case collectives.NoticeStall:
+		why := f.detail
+		if f.via >= 0 {
+			read(f.via)
+			why = reps[f.via].cause
+		}
+		if why == "" {
+			why = fmt.Sprintf("rank %d makes no progress", f.root)
+		}
+		return fmt.Sprintf("rank %d is at the root of a stall: %s%s", f.root, why, by)
+	case collectives.NoticeBadArgs:
+		if f.root == c.rank {
+			return fmt.Sprintf("rank %d refused its arguments", c.rank)
+		}
+		read(f.root)
+		if r, ok := reps[f.root]; ok {
+			return fmt.Sprintf("rank %d refused its arguments to %s: %s", f.root, r.call, r.cause)
+		}
+		return fmt.Sprintf("rank %d refused its arguments%s", f.root, by)
+	case collectives.NoticeAborted:
+		if f.root == c.rank {
+			return fmt.Sprintf("rank %d aborted", c.rank)
+		}
+		return fmt.Sprintf("rank %d aborted%s", f.root, by)
+	}
+	if f.root == c.rank {
+		if f.detail != "" {
+			return fmt.Sprintf("rank %d failed: %s", c.rank, f.detail)
+		}
+		return fmt.Sprintf("rank %d failed", c.rank)
+	}
+	read(f.root)
+	if r, ok := reps[f.root]; ok {
+		return fmt.Sprintf("rank %d failed%s: %s", f.root, by, r.cause)
+	}
+	return fmt.Sprintf("rank %d failed%s", f.root, by)
+}
+
+// side is one rank's call in a mismatch.
+type side struct {
+	rank int
+	seq  uint32
+	call string
+}
+
+// mismatchHeadline names the two calls that differ, the rank whose call
+// differs from the others' first: the pair is this rank and its peer, or
+// the pair a notice named; a third rank's call (this rank's own, or a
+// report) tells which of the two differs.
+func (c *Comm) mismatchHeadline(kv keyValue, f fault) string {
+	a, b := c.rank, f.root // a found that b's call differs from its own
+	if f.via >= 0 {
+		a = f.via
+	}
+	sides := map[int]side{c.rank: {rank: c.rank, seq: f.seq, call: f.call}}
+	if f.via < 0 && f.other != "" {
+		sides[b] = side{rank: b, call: f.other, seq: seqOf(f.other, f.seq)}
+	}
+	if kv != nil {
+		want := []int{a, b}
+		if c.rank == a || c.rank == b {
+			for r := range c.size { // a third opinion
+				if r != a && r != b {
+					want = append(want, r)
+					break
+				}
+			}
+		}
+		reps := c.readReports(kv, want, reportWait)
+		for r, rep := range reps {
+			if _, ok := sides[r]; !ok && rep.call != "" {
+				sides[r] = side{rank: r, seq: rep.seq, call: rep.call}
+			}
+		}
+		if rep, ok := reps[a]; ok && rep.peer == b && rep.other != "" {
+			if _, ok := sides[b]; !ok {
+				sides[b] = side{rank: b, call: rep.other, seq: seqOf(rep.other, rep.seq)}
+			}
+		}
+	}
+	sa, okA := sides[a]
+	sb, okB := sides[b]
+	if !okA || !okB || sa.call == sb.call {
+		if f.via < 0 {
+			return "collective mismatch" // the run's error says what differs
+		}
+		return fmt.Sprintf("collective mismatch between ranks %d and %d (reported by rank %d)", a, b, f.via)
+	}
+	for r, s := range sides { // which of the two differs from a third?
+		if r != a && r != b {
+			if s.call == sa.call && s.call != sb.call {
+				break // b differs
+			}
+			if s.call == sb.call {
+				sa, sb = sb, sa // a differs
+			}
+			break
+		}
+	}
+	what := "collective mismatch"
+	if sa.seq != sb.seq {
+		what = "sequence mismatch (the ranks called different numbers of collectives)"
+	}
+	return fmt.Sprintf("%s: rank %d called %s while rank %d called %s", what, sb.rank, sb.call, sa.rank, sa.call)
+}
+
+// seqOf reads the number at the end of a call's name ("... #12"), or def.
+func seqOf(call string, def uint32) uint32 {
+	i := strings.LastIndex(call, "#")
+	if i < 0 {
+		return def
+	}
+	n, err := strconv.ParseUint(strings.Fields(call[i+1:] + " ")[0], 10, 32)
+	if err != nil {
+		return def
+	}
+	return uint32(n)
 }

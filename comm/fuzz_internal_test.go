@@ -1,7 +1,10 @@
 package comm
 
 import (
+	"reflect"
 	"testing"
+
+	"github.com/goccl/goccl/collectives"
 
 	"github.com/goccl/goccl/transport"
 )
@@ -30,9 +33,9 @@ func FuzzParseBlobs(f *testing.F) {
 }
 
 func FuzzDecodeReport(f *testing.F) {
-	f.Add(report{root: 3, call: "allreduce(float32, 8, sum) #2", cause: "lost"}.encode())
-	f.Add(report{root: -1, mismatch: true, call: "x", cause: "a\nb"}.encode())
-	f.Add([]byte("1\ntrue\n"))
+	f.Add(report{reason: collectives.NoticeLost, root: 3, peer: -1, seq: 2, call: "allreduce(float32, 8, sum) #2", cause: "lost"}.encode())
+	f.Add(report{reason: collectives.NoticeMismatch, root: 1, peer: 1, call: "x", other: "y #3", cause: "a\nb"}.encode())
+	f.Add([]byte("1 2 3\n\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, ok := decodeReport(b)
 		if ok {
@@ -41,6 +44,23 @@ func FuzzDecodeReport(f *testing.F) {
 			r2, ok2 := decodeReport(r.encode())
 			if !ok2 || r2 != r {
 				t.Fatalf("%q decodes to %+v, which round-trips to %+v (%v)", b, r, r2, ok2)
+			}
+		}
+	})
+}
+
+// FuzzDecodeState: the answers ranks give each other about their state
+// (stall diagnosis) come through the store.
+func FuzzDecodeState(f *testing.F) {
+	f.Add(rankState{seq: 5, running: true, stalled: true, call: "broadcast(float32, 8, root=1) #5", fp: 77, waiting: []int{0, 3}}.encode())
+	f.Add(rankState{seq: 1}.encode())
+	f.Add([]byte("1 true true 3 false\n1,,2\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, ok := decodeState(b)
+		if ok {
+			s2, ok2 := decodeState(s.encode())
+			if !ok2 || !reflect.DeepEqual(s, s2) {
+				t.Fatalf("%q decodes to %+v, which round-trips to %+v (%v)", b, s, s2, ok2)
 			}
 		}
 	})

@@ -75,9 +75,12 @@ type Request struct {
 	count int // elements of the buffer, or of one block for block collectives
 	algo  string
 	args  callArgs
-	ctx   context.Context // nil: the communicator's timeout applies
-	done  chan struct{}
-	err   error
+	// refused is why this rank refused the call's arguments: the call
+	// fails in its turn and breaks the communicator (see refuse).
+	refused error
+	ctx     context.Context // nil: the communicator's timeout applies
+	done    chan struct{}
+	err     error
 	// pooled requests belong to blocking calls (and persistent ones): the
 	// worker signals done with a send instead of closing it, and the
 	// request is reused.
@@ -207,15 +210,12 @@ func (c *Comm) submit(r *Request) *Request {
 	return r
 }
 
-// reject finishes r at once with err (bad arguments: nothing was queued or
-// sent, and the communicator stays usable).
+// reject queues r, a call whose arguments this rank refused with err: in
+// its turn it fails, and breaks the communicator on every rank (see
+// refuse).
 func (c *Comm) reject(r *Request, kind collKind, err error) *Request {
-	r.c, r.kind, r.err = c, kind, err
-	if r.done == nil {
-		r.done = make(chan struct{})
-	}
-	r.finish()
-	return r
+	r.kind, r.refused = kind, err
+	return c.submit(r)
 }
 
 // worker runs queued collectives one at a time, in order.
@@ -277,8 +277,14 @@ func (c *Comm) run(r *Request) {
 		}
 	}
 	c.watchdog.Reset(c.opts.Timeout)
-	c.stallDog.Reset(c.opts.StallTimeout)
-	r.err = c.execute(c.life, r)
+	c.armStall()
+	c.callNo.Add(1)
+	if r.refused != nil {
+		r.err = c.refuse(r)
+	} else {
+		r.err = c.execute(c.callCtx(), r)
+	}
+	c.callNo.Add(1)
 	c.stallDog.Stop()
 	c.watchdog.Stop()
 	if r.err != nil {

@@ -1,7 +1,11 @@
 package comm
 
 import (
+	"context"
 	"fmt"
+	"strings"
+
+	"github.com/goccl/goccl/collectives"
 )
 
 // The prep functions check a call's arguments and fill its request. An
@@ -42,6 +46,42 @@ func (c *Comm) checkPeer(k collKind, dt DataType, what string, peer int) error {
 		return c.errorf(k, dt, "%s %d is not another rank of [0, %d)", what, peer, c.size)
 	}
 	return nil
+}
+
+// refuse fails r, a call whose arguments this rank refused, in its turn. A
+// collective that one rank cannot join leaves the others waiting for it,
+// so the rank tells every peer that it refused its arguments (a notice
+// naming itself), publishes the refused argument for their errors, and
+// breaks the communicator: every rank's call fails at once, and every later
+// one, as MPI's default error handler makes errors fatal.
+func (c *Comm) refuse(r *Request) error {
+	err := r.refused
+	c.exec.Fail(err)
+	if c.size == 1 {
+		return err
+	}
+	seq := c.seq
+	if !r.kind.p2p() {
+		seq++ // the number the others give the call
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), notifyWait)
+	c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeBadArgs, Rank: c.rank, Seq: uint16(seq)})
+	cancel()
+	c.breakLinks()
+	if kv := kvOf(c.rdv); kv != nil {
+		call := fmt.Sprintf("%s #%d", r.kind, seq)
+		if r.dt.Valid() {
+			call = fmt.Sprintf("%s(%s) #%d", r.kind, r.dt, seq)
+		}
+		// The cause without "comm: allreduce(float32): rank 3: ", which
+		// the others' errors say in their own words.
+		cause := err.Error()
+		if _, after, ok := strings.Cut(cause, fmt.Sprintf("rank %d: ", c.rank)); ok {
+			cause = after
+		}
+		c.publish(kv, report{reason: collectives.NoticeBadArgs, root: c.rank, peer: -1, seq: seq, call: call, cause: cause})
+	}
+	return err
 }
 
 // submitOrReject submits r, or finishes it with err.

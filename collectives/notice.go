@@ -1,0 +1,314 @@
+package collectives
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// Failure notices. A rank that fails a collective tells every peer why
+// before it closes its connections: a zero-length write whose immediate
+// says what went wrong and which rank is at the root of it. A peer that
+// receives one fails its own call at once, naming that rank, without
+// asking anyone (the bootstrap store may have died with its host); a
+// connection that goes down without a notice means that the peer itself
+// died, or that the link between the two broke. Closing a communicator
+// sends a notice too (NoticeClosed, with the number of collectives the
+// rank finished), which peers take as an error only if their call still
+// needs the rank: a rank that called fewer collectives than the others.
+
+// NoticeReason says why a rank broke its connections.
+type NoticeReason uint8
+
+const (
+	// NoticeLost: Rank died or lost its connections (nobody heard from
+	// it); Rank equal to the sender: the sender lost every connection.
+	NoticeLost NoticeReason = iota + 1
+	// NoticeMismatch: Rank called a different collective than the rank
+	// that found the mismatch (or a different number of collectives).
+	NoticeMismatch
+	// NoticeBadArgs: Rank refused its own arguments to the call.
+	NoticeBadArgs
+	// NoticeStall: Rank is alive but makes no progress (stopped, hung, or
+	// it has not called the collective the others wait in).
+	NoticeStall
+	// NoticeAborted: Rank aborted its communicator.
+	NoticeAborted
+	// NoticeFailed: Rank failed for a cause of its own (a cancelled
+	// context, a timeout, a local error).
+	NoticeFailed
+	// NoticeClosed: the sender closed the communicator after Seq
+	// collectives; not a failure unless a peer's call still needs it.
+	NoticeClosed
+	numNoticeReasons
+)
+
+func (r NoticeReason) String() string {
+	switch r {
+	case NoticeLost:
+		return "lost"
+	case NoticeMismatch:
+		return "mismatch"
+	case NoticeBadArgs:
+		return "bad arguments"
+	case NoticeStall:
+		return "stall"
+	case NoticeAborted:
+		return "aborted"
+	case NoticeFailed:
+		return "failed"
+	case NoticeClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+// Notice is what a failure notice says.
+type Notice struct {
+	Reason NoticeReason
+	// Rank is the rank at the root of the failure (for NoticeClosed, the
+	// sender).
+	Rank int
+	// Seq is the sender's collective count when it failed (its failed
+	// collective's number, or the number of collectives before its failed
+	// point-to-point call), mod 2^11; for NoticeClosed, the number of
+	// collectives it made, mod 2^14. A peer still in an earlier collective
+	// finishes it and fails the next.
+	Seq uint16
+}
+
+// Notice immediate: 2 bits of type, 3 bits of reason, 27 bits of value:
+// the root rank (16 bits) and Seq (11 bits), or for NoticeClosed Seq (14
+// bits).
+const (
+	noticeReasonShift = 27
+	noticeRankBits    = 16
+	noticeSeqBits     = 11
+	noticeSeqMask     = 1<<noticeSeqBits - 1
+)
+
+func (n Notice) imm() uint32 {
+	v := uint32(n.Rank)&(1<<noticeRankBits-1) | (uint32(n.Seq)&noticeSeqMask)<<noticeRankBits
+	if n.Reason == NoticeClosed {
+		v = uint32(n.Seq) & seqMask
+	}
+	return immNotice | uint32(n.Reason)<<noticeReasonShift | v
+}
+
+// after reports whether a notice's sequence number n (mod 2^11) is later
+// than the collective count cur: the peer failed in a collective this
+// rank has not reached.
+func noticeAfter(n uint16, cur uint32) bool {
+	d := (uint32(n) - cur) & noticeSeqMask
+	return d != 0 && d < 1<<(noticeSeqBits-1)
+}
+
+// decodeNotice reads a notice immediate that sender sent in a job of size
+// ranks; ok is false if it is malformed.
+func decodeNotice(imm uint32, sender, size int) (n Notice, ok bool) {
+	if imm&immType != immNotice {
+		return Notice{}, false
+	}
+	r := NoticeReason(imm >> noticeReasonShift & 7)
+	v := imm & (1<<noticeReasonShift - 1)
+	switch {
+	case r == 0 || r >= numNoticeReasons:
+		return Notice{}, false
+	case r == NoticeClosed:
+		if v > seqMask {
+			return Notice{}, false
+		}
+		return Notice{Reason: r, Rank: sender, Seq: uint16(v)}, true
+	}
+	rank := int(v & (1<<noticeRankBits - 1))
+	if rank >= size {
+		return Notice{}, false
+	}
+	return Notice{Reason: r, Rank: rank, Seq: uint16(v >> noticeRankBits)}, true
+}
+
+// NoticeError is a call failed by a peer's notice: the peer broke its
+// connections because of Notice.
+type NoticeError struct {
+	Call   string // this rank's call, e.g. "allreduce(float32, 8, sum) #3 (ring)"
+	Rank   int    // this rank
+	Peer   int    // the rank that sent the notice
+	Notice Notice
+}
+
+func (e *NoticeError) Error() string {
+	n := e.Notice
+	var what string
+	switch n.Reason {
+	case NoticeLost:
+		if n.Rank == e.Peer {
+			what = fmt.Sprintf("rank %d lost its connection to every peer", n.Rank)
+		} else {
+			what = fmt.Sprintf("rank %d failed or lost its connection", n.Rank)
+		}
+	case NoticeMismatch:
+		what = fmt.Sprintf("collective mismatch with rank %d", n.Rank)
+	case NoticeBadArgs:
+		what = fmt.Sprintf("rank %d refused its arguments", n.Rank)
+	case NoticeStall:
+		what = fmt.Sprintf("rank %d makes no progress (stopped, hung, or not in the collective)", n.Rank)
+	case NoticeAborted:
+		what = fmt.Sprintf("rank %d aborted", n.Rank)
+	case NoticeFailed:
+		what = fmt.Sprintf("rank %d failed", n.Rank)
+	case NoticeClosed:
+		what = fmt.Sprintf("rank %d closed the communicator", n.Rank)
+	}
+	return fmt.Sprintf("%s: rank %d: rank %d broke its connections: %s", e.Call, e.Rank, e.Peer, what)
+}
+
+// ClosedError is a call that still needs a peer that closed the
+// communicator after PeerSeq collectives: when PeerSeq is below this call's
+// number, the peer called fewer collectives than this rank.
+type ClosedError struct {
+	Call    string // this rank's call with its number
+	Seq     uint32 // this call's number
+	Rank    int
+	Peer    int
+	PeerSeq uint16 // mod 2^14
+}
+
+func (e *ClosedError) Error() string {
+	if e.PeerSeq != uint16(e.Seq&seqMask) {
+		return fmt.Sprintf("sequence mismatch: rank %d closed the communicator after its collective #%d (mod %d) while rank %d is in %s, which needs it: the ranks called different numbers of collectives",
+			e.Peer, e.PeerSeq, 1<<seqBits, e.Rank, e.Call)
+	}
+	return fmt.Sprintf("rank %d closed the communicator while rank %d is in %s, which still needs it", e.Peer, e.Rank, e.Call)
+}
+
+// SeqMod is the number of distinct sequence numbers the immediate carries.
+const SeqMod = 1 << seqBits
+
+// Waiting returns the peers that run c (running or failed) still waits
+// on: those with sends or receives to do, or whose checking of this
+// rank's sends is not yet confirmed.
+func (e *Executor) Waiting(c *Call) []int {
+	var out []int
+	p := c.Plan
+	if p == nil || len(e.sendHead) != e.Size {
+		return nil
+	}
+	for _, peer := range p.peers {
+		l := e.Links[peer]
+		if l == nil {
+			continue
+		}
+		if e.sendHead[peer] < len(p.sends[peer]) || e.recvHead[peer] < len(p.recvs[peer]) || !e.confirmedPeer(c, peer) {
+			out = append(out, peer)
+		}
+	}
+	return out
+}
+
+// PeerState says what is known of the link to peer: whether it went down,
+// and the notice the peer sent, if any.
+func (e *Executor) PeerState(peer int) (down bool, n Notice, noticed bool) {
+	if peer < 0 || peer >= len(e.Links) || e.Links[peer] == nil {
+		return false, Notice{}, false
+	}
+	l := e.Links[peer]
+	if l.notice != 0 {
+		n, noticed = decodeNotice(l.notice, peer, e.Size)
+	}
+	return l.down != nil, n, noticed
+}
+
+// Absorb takes every completion already queued, without waiting,
+// recording which links went down and the notices peers sent. It may be
+// called on a failed executor.
+func (e *Executor) Absorb() {
+	for {
+		n := e.CQ.Poll(e.comps)
+		if n == 0 {
+			return
+		}
+		e.record(n)
+	}
+}
+
+// Settle polls the completion queue of a failed executor for d (or until
+// ctx ends), recording which links go down and the notices peers send:
+// the events of a failure arrive close together, and the rank that sees
+// all of them blames better than the one that sees the first.
+func (e *Executor) Settle(ctx context.Context, d time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for ctx.Err() == nil {
+		if !e.pollAftermath(ctx) {
+			return
+		}
+	}
+}
+
+// Notify sends n to every peer whose link is up, except the ranks in skip,
+// and waits until the notices are placed at the peers (or ctx ends), so
+// that closing the connections afterwards loses none of them. Meanwhile it
+// records links that go down and notices that peers send. It may be
+// called on a failed executor; nothing else may use it concurrently.
+func (e *Executor) Notify(ctx context.Context, n Notice, skip ...int) {
+	pending := 0
+	e.noticeOut = n.imm()
+	for peer, l := range e.Links {
+		if l == nil || l.down != nil || slices.Contains(skip, peer) {
+			continue
+		}
+		if err := l.EP.PostWrite(makeID(idNotice, peer, 0), l.Staging, 0, 0, l.Remote, 0, &e.noticeOut); err != nil {
+			continue
+		}
+		pending++
+	}
+	e.noticesPending = pending
+	for e.noticesPending > 0 && ctx.Err() == nil {
+		if !e.pollAftermath(ctx) {
+			return
+		}
+	}
+}
+
+// pollAftermath waits for completions after a failure and records what
+// they say about the links; it returns false if the queue is closed.
+func (e *Executor) pollAftermath(ctx context.Context) bool {
+	n, err := e.CQ.Wait(ctx, e.comps)
+	if err != nil {
+		return ctx.Err() != nil
+	}
+	e.record(n)
+	return true
+}
+
+// record notes what the first n completions of e.comps say about the
+// links, after a failure.
+func (e *Executor) record(n int) {
+	for i := range n {
+		comp := &e.comps[i]
+		peer := idPeer(comp.ID)
+		if comp.Op == transport.OpRemoteError || peer >= len(e.Links) || e.Links[peer] == nil {
+			continue
+		}
+		l := e.Links[peer]
+		kind := comp.ID & idKind
+		if kind == idNotice {
+			e.noticesPending--
+		}
+		if comp.Err != nil {
+			if l.down == nil {
+				l.down = comp.Err
+			}
+			continue
+		}
+		if kind == idToken {
+			_ = l.EP.PostRecv(comp.ID, l.Staging, 0, 0)
+			if comp.HasImm && comp.Imm&immType == immNotice && l.notice == 0 {
+				l.notice = comp.Imm
+			}
+		}
+	}
+}

@@ -1,0 +1,278 @@
+package comm_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/goccl/goccl/comm"
+	"github.com/goccl/goccl/comm/commtest"
+)
+
+// These tests check that ranks which disagree, or one rank that refuses
+// its arguments, fail every rank in the same call, fast, with an error
+// naming the rank at the root (issue 11 items 3, 4, 7, 9 and 10).
+
+// trials is how many times the randomised cases repeat: GOCCL_TEST_TRIALS,
+// else def (small, for CI).
+func trials(t *testing.T, def int) int {
+	if s := os.Getenv("GOCCL_TEST_TRIALS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("GOCCL_TEST_TRIALS=%q: want a positive integer", s)
+		}
+		return n
+	}
+	return def
+}
+
+// outcome is one rank's result of the call under test.
+type outcome struct {
+	err  error
+	took time.Duration
+}
+
+// runCall connects n ranks, makes warm calls first, then the call under
+// test on every rank (each rank's own version), and returns each rank's
+// outcome. The job must end within limit.
+func runCall(t *testing.T, n int, opts Options, limit time.Duration, call func(ctx context.Context, c *Comm) error) []outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit+20*time.Second)
+	defer cancel()
+	comms, err := commtest.Connect(ctx, "mem", n, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]outcome, n)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			buf := make([]float32, 64)
+			for range 3 {
+				if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
+					out[r].err = fmt.Errorf("warm-up: %w", err)
+					return
+				}
+			}
+			start := time.Now()
+			out[r].err = call(ctx, c)
+			out[r].took = time.Since(start)
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit + 15*time.Second):
+		t.Fatalf("ranks still running %v after the call", limit+15*time.Second)
+	}
+	return out
+}
+
+// testOptsFast fails a stalled collective after 3 s: a test that needs the
+// stall timeout says so.
+var testOptsFast = Options{ChunkSize: 4096, Slots: 3, Timeout: 60 * time.Second, StallTimeout: 30 * time.Second}
+
+// TestRootMismatch: ranks that pass different roots to a rooted collective
+// all fail in that call, fast, and every error names both roots. With two
+// ranks each passing itself, both are roots that only send; with three or
+// more some also stall with no data at all (nobody thinks it is the root).
+func TestRootMismatch(t *testing.T) {
+	colls := []struct {
+		name string
+		run  func(ctx context.Context, c *Comm, root int) error
+	}{
+		{"broadcast", func(ctx context.Context, c *Comm, root int) error {
+			return Broadcast(ctx, c, make([]int64, 100), root)
+		}},
+		{"broadcast-binomial", func(ctx context.Context, c *Comm, root int) error {
+			return Broadcast(ctx, c, make([]int64, 100), root, WithAlgorithm("binomial"))
+		}},
+		{"broadcast-pipeline", func(ctx context.Context, c *Comm, root int) error {
+			return Broadcast(ctx, c, make([]int64, 100), root, WithAlgorithm("pipeline"))
+		}},
+		{"reduce", func(ctx context.Context, c *Comm, root int) error {
+			return Reduce(ctx, c, make([]float32, 100), make([]float32, 100), Sum, root)
+		}},
+		{"gather", func(ctx context.Context, c *Comm, root int) error {
+			return Gather(ctx, c, make([]float32, 10), make([]float32, 10*c.Size()), root)
+		}},
+		{"scatter", func(ctx context.Context, c *Comm, root int) error {
+			return Scatter(ctx, c, make([]float32, 10*c.Size()), make([]float32, 10), root)
+		}},
+	}
+	cases := [][]int{
+		{0, 1},       // each its own root
+		{1, 0},       // each thinks the other is: nobody sends
+		{0, 1, 1},    // one rank disagrees
+		{1, 2, 0},    // nobody is root
+		{0, 1, 2},    // everyone is
+		{0, 0, 2, 2}, // two halves
+		{1, 2, 3, 0}, // nobody is root
+		{0, 0, 0, 3}, // one rank disagrees
+		{2, 2, 2, 2, 4},
+	}
+	for _, coll := range colls {
+		for _, roots := range cases {
+			t.Run(fmt.Sprintf("%s/roots=%v", coll.name, roots), func(t *testing.T) {
+				out := runCall(t, len(roots), testOptsFast, 5*time.Second, func(ctx context.Context, c *Comm) error {
+					return coll.run(ctx, c, roots[c.Rank()])
+				})
+				for r, o := range out {
+					if o.err == nil {
+						t.Errorf("rank %d (root=%d): no error", r, roots[r])
+						continue
+					}
+					msg := o.err.Error()
+					named := 0
+					for _, root := range roots {
+						if strings.Contains(msg, fmt.Sprintf("root=%d", root)) {
+							named++
+						}
+					}
+					if named < 2 && !strings.Contains(msg, "mismatch") {
+						t.Errorf("rank %d: error names neither a mismatch nor two roots: %v", r, o.err)
+					}
+					if o.took > 5*time.Second {
+						t.Errorf("rank %d: failed after %v", r, o.took)
+					}
+					t.Logf("rank %d after %v: %v", r, o.took.Round(time.Millisecond), o.err)
+				}
+			})
+		}
+	}
+}
+
+// TestBadInputFailsEveryRank: one rank passes arguments that it refuses
+// (an out-of-range root, a short receive buffer, an unknown operation or
+// type, bad counts or displacements) or that disagree with the others' (an
+// empty buffer, a wrong receive length): every rank's call fails within a
+// second, naming that rank and the argument, and none returns nil. In a
+// broadcast or scatter of three or more ranks a rank whose part of the tree
+// does not involve the bad rank may complete first, with the root's data;
+// its next call fails (see collectives/checks.go).
+func TestBadInputFailsEveryRank(t *testing.T) {
+	const bad = 1
+	f32 := func(n int) []float32 { return make([]float32, n) }
+	cases := []struct {
+		what   string
+		ranks  int
+		rooted bool     // broadcast or scatter: see above
+		want   []string // in every rank's error
+		call   func(ctx context.Context, c *Comm, isBad bool) error
+	}{
+		{"root out of range", 3, true, []string{"rank 1", "root 7 out of range"}, func(ctx context.Context, c *Comm, isBad bool) error {
+			root := 0
+			if isBad {
+				root = 7
+			}
+			return Broadcast(ctx, c, f32(16), root)
+		}},
+		{"short receive buffer", 3, false, []string{"rank 1", "recv has 80 bytes"}, func(ctx context.Context, c *Comm, isBad bool) error {
+			recv := f32(30)
+			if isBad {
+				recv = f32(20)
+			}
+			return Allgather(ctx, c, f32(10), recv)
+		}},
+		{"short receive buffer at the root", 3, false, []string{"rank 1", "root's recv has"}, func(ctx context.Context, c *Comm, isBad bool) error {
+			recv := f32(30)
+			if isBad {
+				recv = f32(29)
+			}
+			return Gather(ctx, c, f32(10), recv, bad)
+		}},
+		{"unknown operation", 3, false, []string{"rank 1", "unsupported reduction"}, func(ctx context.Context, c *Comm, isBad bool) error {
+			op := Sum
+			if isBad {
+				op = Op(99)
+			}
+			return Allreduce(ctx, c, f32(16), f32(16), op)
+		}},
+		{"unknown type", 3, false, []string{"rank 1", "unsupported data type"}, func(ctx context.Context, c *Comm, isBad bool) error {
+			dt := Float32
+			if isBad {
+				dt = DataType(99)
+			}
+			return c.AllreduceBytes(make([]byte, 64), make([]byte, 64), dt, Sum).Wait(ctx)
+		}},
+		{"bad counts", 3, false, []string{"rank 1", "2 recv counts for 3 ranks"}, func(ctx context.Context, c *Comm, isBad bool) error {
+			counts := []int{4, 4, 4}
+			if isBad {
+				counts = counts[:2]
+			}
+			return Allgatherv(ctx, c, f32(4), f32(12), counts, nil)
+		}},
+		{"bad displacements", 3, false, []string{"rank 1", "outside a buffer of 12 elements"}, func(ctx context.Context, c *Comm, isBad bool) error {
+			displs := []int{0, 4, 8}
+			if isBad {
+				displs = []int{0, 4, 9}
+			}
+			return Allgatherv(ctx, c, f32(4), f32(12), []int{4, 4, 4}, displs)
+		}},
+		{"empty buffer", 3, false, []string{"rank 1 called allreduce(float32, 0, sum)", "allreduce(float32, 16, sum)"}, func(ctx context.Context, c *Comm, isBad bool) error {
+			if isBad {
+				return Allreduce[float32](ctx, c, nil, nil, Sum)
+			}
+			return Allreduce(ctx, c, f32(16), f32(16), Sum)
+		}},
+		{"wrong receive length, two ranks", 2, false, []string{"rank 1 called scatter(float32, 12, root=0)", "scatter(float32, 10, root=0)"}, func(ctx context.Context, c *Comm, isBad bool) error {
+			recv := f32(10)
+			if isBad {
+				recv = f32(12)
+			}
+			return Scatter(ctx, c, f32(10*c.Size()), recv, 0)
+		}},
+		{"wrong receive length", 3, true, []string{"rank 1 called scatter(float32, 12, root=0)", "scatter(float32, 10, root=0)"}, func(ctx context.Context, c *Comm, isBad bool) error {
+			recv := f32(10)
+			if isBad {
+				recv = f32(12)
+			}
+			return Scatter(ctx, c, f32(10*c.Size()), recv, 0)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.what, func(t *testing.T) {
+			for trial := range trials(t, 3) {
+				out := runCall(t, tc.ranks, testOptsFast, 5*time.Second, func(ctx context.Context, c *Comm) error {
+					err := tc.call(ctx, c, c.Rank() == bad)
+					if err == nil && tc.rooted {
+						// Completed before the failure reached it: the
+						// communicator is broken all the same.
+						buf := f32(1)
+						if err2 := Allreduce(ctx, c, buf, buf, Sum); err2 != nil {
+							return fmt.Errorf("next call: %w", err2)
+						}
+						return fmt.Errorf("the call and the next one returned nil")
+					}
+					return err
+				})
+				for r, o := range out {
+					switch {
+					case o.err == nil:
+						t.Errorf("trial %d: rank %d: no error", trial, r)
+						continue
+					case o.took > time.Second:
+						t.Errorf("trial %d: rank %d: failed after %v", trial, r, o.took)
+					}
+					for _, w := range tc.want {
+						if !strings.Contains(o.err.Error(), w) {
+							t.Errorf("trial %d: rank %d: error lacks %q: %v", trial, r, w, o.err)
+						}
+					}
+					if trial == 0 {
+						t.Logf("rank %d after %v: %v", r, o.took.Round(time.Millisecond), o.err)
+					}
+				}
+			}
+		})
+	}
+}
