@@ -176,10 +176,16 @@ type ClosedError struct {
 	PeerSeq uint16 // mod 2^14
 }
 
+// PeerCount is the number of collectives the peer made, taken to be at
+// most this call's number.
+func (e *ClosedError) PeerCount() uint32 {
+	return e.Seq - (e.Seq-uint32(e.PeerSeq))&seqMask
+}
+
 func (e *ClosedError) Error() string {
 	if e.PeerSeq != uint16(e.Seq&seqMask) {
-		return fmt.Sprintf("sequence mismatch: rank %d closed the communicator after its collective #%d (mod %d) while rank %d is in %s, which needs it: the ranks called different numbers of collectives",
-			e.Peer, e.PeerSeq, 1<<seqBits, e.Rank, e.Call)
+		return fmt.Sprintf("sequence mismatch: rank %d closed the communicator after %d collectives while rank %d is in %s, which needs it: the ranks called different numbers of collectives",
+			e.Peer, e.PeerCount(), e.Rank, e.Call)
 	}
 	return fmt.Sprintf("rank %d closed the communicator while rank %d is in %s, which still needs it", e.Peer, e.Rank, e.Call)
 }

@@ -77,9 +77,9 @@ func runCall(t *testing.T, n int, opts Options, limit time.Duration, call func(c
 	return out
 }
 
-// testOptsFast fails a stalled collective after 3 s: a test that needs the
-// stall timeout says so.
-var testOptsFast = Options{ChunkSize: 4096, Slots: 3, Timeout: 60 * time.Second, StallTimeout: 30 * time.Second}
+// testOptsFast skips the measurement at New (Alpha, Beta given); a test
+// that needs a short stall timeout sets one.
+var testOptsFast = Options{ChunkSize: 4096, Slots: 3, Timeout: 60 * time.Second, StallTimeout: 30 * time.Second, Alpha: 20e-6, Beta: 1 / 2e9}
 
 // TestRootMismatch: ranks that pass different roots to a rooted collective
 // all fail in that call, fast, and every error names both roots. With two
@@ -274,5 +274,89 @@ func TestBadInputFailsEveryRank(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSkippedCall: a rank skips one of a loop of identical allreduces (its
+// calls match the others' one number early, so no data shows it) and then
+// closes its communicator, or stays alive without calling: the others'
+// last allreduce fails with a sequence mismatch naming that rank and both
+// numbers; when it stays alive, within the stall timeout plus a second.
+func TestSkippedCall(t *testing.T) {
+	const skipper, n, loops = 2, 4, 6
+	for _, idle := range []bool{false, true} {
+		t.Run(fmt.Sprintf("idle=%v", idle), func(t *testing.T) {
+			opts := testOptsFast
+			const stall = 2 * time.Second
+			opts.StallTimeout = stall
+			var others sync.WaitGroup
+			others.Add(n - 1)
+			out := runCall(t, n, opts, 10*time.Second, func(ctx context.Context, c *Comm) error {
+				if c.Rank() != skipper {
+					defer others.Done()
+				}
+				buf := make([]float32, 64)
+				for i := range loops {
+					if c.Rank() == skipper && i == 3 {
+						continue
+					}
+					if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
+						return err
+					}
+				}
+				if c.Rank() == skipper && idle {
+					others.Wait() // alive, in no collective, until the others failed
+				}
+				return nil
+			})
+			for r, o := range out {
+				if r == skipper {
+					continue
+				}
+				switch {
+				case o.err == nil:
+					t.Errorf("rank %d: no error", r)
+					continue
+				case !strings.Contains(o.err.Error(), fmt.Sprintf("rank %d", skipper)):
+					t.Errorf("rank %d: error does not name rank %d: %v", r, skipper, o.err)
+				case idle && o.took > stall+time.Second:
+					t.Errorf("rank %d: failed after %v, stall timeout %v", r, o.took, stall)
+				case !idle && o.took > time.Second:
+					t.Errorf("rank %d: failed after %v", r, o.took)
+				}
+				t.Logf("rank %d after %v: %v", r, o.took.Round(time.Millisecond), o.err)
+			}
+		})
+	}
+}
+
+// TestMismatchNamesDifferingRank: one rank of five passes a different
+// count; every rank's error names that rank with its call and the others'
+// call, never two identical calls (issue 11 item 10).
+func TestMismatchNamesDifferingRank(t *testing.T) {
+	const n, odd = 5, 3
+	for trial := range trials(t, 3) {
+		out := runCall(t, n, testOptsFast, 5*time.Second, func(ctx context.Context, c *Comm) error {
+			count := 30000
+			if c.Rank() == odd {
+				count = 30003
+			}
+			buf := make([]float32, count)
+			return Allreduce(ctx, c, buf, buf, Sum)
+		})
+		want := fmt.Sprintf("rank %d called allreduce(float32, 30003, sum)", odd)
+		for r, o := range out {
+			switch {
+			case o.err == nil:
+				t.Errorf("trial %d: rank %d: no error", trial, r)
+			case !strings.Contains(o.err.Error(), want) || !strings.Contains(o.err.Error(), "called allreduce(float32, 30000, sum)"):
+				t.Errorf("trial %d: rank %d: error does not name rank %d's call first and the others' (%q): %v", trial, r, odd, want, o.err)
+			case o.took > time.Second:
+				t.Errorf("trial %d: rank %d: failed after %v", trial, r, o.took)
+			}
+			if trial == 0 && o.err != nil {
+				t.Logf("rank %d after %v: %v", r, o.took.Round(time.Millisecond), o.err)
+			}
+		}
 	}
 }

@@ -74,6 +74,7 @@ type Comm struct {
 	callNo       atomic.Uint64 // runs started plus runs finished: odd while one runs
 	seqNow       atomic.Uint32 // seq, for the responder
 	aborted      atomic.Bool
+	failRoot     atomic.Int64 // the rank a failure was blamed on; noRoot before
 	diagMu       sync.Mutex
 	snap         rankState // the stalled run's state (guarded by diagMu)
 	snapCall     uint64    // callNo when snap was taken
@@ -138,6 +139,7 @@ func newComm(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Opt
 	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, dev: dev, ownDev: opts.OwnDevice,
 		queue: make(chan *Request, 1024), stop: make(chan struct{}), plans: map[planKey]planEntry{}, debug: debugEnabled(), algoEnv: algoEnv, choices: map[choiceKey]string{}}
 	c.life, c.lifeCancel = context.WithCancelCause(context.Background())
+	c.failRoot.Store(noRoot)
 	c.watchdog = time.AfterFunc(time.Hour, func() {
 		c.lifeCancel(&timeoutError{d: c.opts.Timeout})
 	})

@@ -149,6 +149,7 @@ func (e *failed) Unwrap() error { return e.cause }
 // this rank's report and returns the error the user sees.
 func (c *Comm) fail(err error, call *collectives.Call) error {
 	f := c.classify(err, call)
+	c.failRoot.Store(int64(f.root))
 	ctx, cancel := context.WithTimeout(context.Background(), notifyWait)
 	var skip []int
 	if f.reason == collectives.NoticeStall {
@@ -165,7 +166,7 @@ func (c *Comm) fail(err error, call *collectives.Call) error {
 		}
 		c.publish(kv, report{reason: f.reason, root: f.root, peer: f.peer, seq: f.seq, call: f.call, other: f.other, cause: detail})
 	}
-	return &failed{headline: c.headline(kv, f), cause: err}
+	return &failed{headline: c.headline(kv, f), cause: f.cause}
 }
 
 // classify finds the rank at the root of err.
@@ -186,9 +187,17 @@ func (c *Comm) classify(err error, call *collectives.Call) fault {
 	switch {
 	case errors.As(err, &ne):
 		f.reason, f.root, f.via = ne.Notice.Reason, ne.Notice.Rank, ne.Peer
+		if f.reason == collectives.NoticeMismatch {
+			f.peer = ne.Peer
+			if f.root == c.rank {
+				// The sender found this rank's call different from its
+				// own: from here, the sender's differs.
+				f.root = ne.Peer
+			}
+		}
 	case errors.As(err, &ce):
 		f.reason, f.root, f.peer = collectives.NoticeMismatch, ce.Peer, ce.Peer
-		f.other = fmt.Sprintf("collective #%d (mod %d) and then closed the communicator", ce.PeerSeq, collectives.SeqMod)
+		f.other = fmt.Sprintf("Close after its collective #%d", ce.PeerCount())
 		f.detail = ce.Error()
 	case errors.As(err, &dd):
 		f.reason, f.root, f.peer, f.other = collectives.NoticeMismatch, dd.Peer, dd.Peer, dd.PeerCall
@@ -197,12 +206,18 @@ func (c *Comm) classify(err error, call *collectives.Call) fault {
 	case errors.As(err, &pe):
 		c.blameLost(&f, pe.Peer)
 	case errors.As(err, &se) || errors.As(err, &te):
-		if call != nil {
-			root, why := c.blameStall(call)
-			f.detail = why
-			if root >= 0 {
-				f.reason, f.root = collectives.NoticeStall, root
-			}
+		if call == nil {
+			break
+		}
+		root, why, derr := c.blameStall(call)
+		if errors.As(derr, &dd) {
+			f.reason, f.root, f.peer, f.other = collectives.NoticeMismatch, dd.Peer, dd.Peer, dd.PeerCall
+			f.cause = fmt.Errorf("%w; %w", derr, err)
+			break
+		}
+		f.detail = why
+		if root >= 0 {
+			f.reason, f.root = collectives.NoticeStall, root
 		}
 	case c.aborted.Load():
 		f.reason = collectives.NoticeAborted
@@ -313,64 +328,82 @@ type side struct {
 }
 
 // mismatchHeadline names the two calls that differ, the rank whose call
-// differs from the others' first: the pair is this rank and its peer, or
-// the pair a notice named; a third rank's call (this rank's own, or a
-// report) tells which of the two differs.
+// differs from the others' first. It knows this rank's call, the culprit's
+// (f.root) when it found the mismatch itself or from a report, and reads a
+// third rank's (the one that reported it, or any other) to tell which of
+// the two differs from the rest.
 func (c *Comm) mismatchHeadline(kv keyValue, f fault) string {
-	a, b := c.rank, f.root // a found that b's call differs from its own
-	if f.via >= 0 {
-		a = f.via
-	}
+	b := f.root
 	sides := map[int]side{c.rank: {rank: c.rank, seq: f.seq, call: f.call}}
 	if f.via < 0 && f.other != "" {
 		sides[b] = side{rank: b, call: f.other, seq: seqOf(f.other, f.seq)}
 	}
 	if kv != nil {
-		want := []int{a, b}
-		if c.rank == a || c.rank == b {
-			for r := range c.size { // a third opinion
-				if r != a && r != b {
-					want = append(want, r)
+		// First the reporter's report (which may quote b's call) or a
+		// third rank's; then b's own, if still unknown (b may be gone).
+		third := f.via
+		if third < 0 || third == b {
+			third = -1
+			for r := range c.size {
+				if r != c.rank && r != b {
+					third = r
 					break
 				}
 			}
 		}
-		reps := c.readReports(kv, want, reportWait)
+		reps := c.readReports(kv, []int{third}, reportWait)
+		var more []int
+		if rep, ok := reps[third]; ok {
+			if rep.root == b && rep.other != "" {
+				if _, ok := sides[b]; !ok {
+					sides[b] = side{rank: b, call: rep.other, seq: seqOf(rep.other, rep.seq)}
+				}
+			}
+			if rep.peer >= 0 && rep.peer != c.rank && rep.peer != b {
+				more = append(more, rep.peer) // who told the reporter: maybe the odd one
+			}
+		}
+		if _, ok := sides[b]; !ok && b != c.rank {
+			more = append(more, b)
+		}
+		for r, rep := range c.readReports(kv, more, reportWait) {
+			reps[r] = rep
+		}
 		for r, rep := range reps {
 			if _, ok := sides[r]; !ok && rep.call != "" {
 				sides[r] = side{rank: r, seq: rep.seq, call: rep.call}
 			}
 		}
-		if rep, ok := reps[a]; ok && rep.peer == b && rep.other != "" {
-			if _, ok := sides[b]; !ok {
-				sides[b] = side{rank: b, call: rep.other, seq: seqOf(rep.other, rep.seq)}
-			}
-		}
 	}
-	sa, okA := sides[a]
-	sb, okB := sides[b]
-	if !okA || !okB || sa.call == sb.call {
+	// The culprit's call against the others': the odd one out when three
+	// ranks' calls are known.
+	sb, ok := sides[b]
+	if !ok {
 		if f.via < 0 {
 			return "collective mismatch" // the run's error says what differs
 		}
-		return fmt.Sprintf("collective mismatch between ranks %d and %d (reported by rank %d)", a, b, f.via)
+		return fmt.Sprintf("collective mismatch with rank %d (reported by rank %d)", b, f.via)
 	}
-	for r, s := range sides { // which of the two differs from a third?
-		if r != a && r != b {
-			if s.call == sa.call && s.call != sb.call {
-				break // b differs
-			}
-			if s.call == sb.call {
-				sa, sb = sb, sa // a differs
-			}
-			break
+	var agree, differ []side
+	for _, s := range sides {
+		if s.call == sb.call {
+			agree = append(agree, s)
+		} else {
+			differ = append(differ, s)
 		}
 	}
+	if len(differ) == 0 {
+		return fmt.Sprintf("collective mismatch with rank %d (reported by rank %d)", b, f.via)
+	}
+	odd, other := sb, differ[0]
+	if len(differ) == 1 && len(agree) > 1 {
+		odd, other = differ[0], sb // b agrees with a third rank: the other side differs
+	}
 	what := "collective mismatch"
-	if sa.seq != sb.seq {
+	if odd.seq != other.seq {
 		what = "sequence mismatch (the ranks called different numbers of collectives)"
 	}
-	return fmt.Sprintf("%s: rank %d called %s while rank %d called %s", what, sb.rank, sb.call, sa.rank, sa.call)
+	return fmt.Sprintf("%s: rank %d called %s while rank %d called %s", what, odd.rank, odd.call, other.rank, other.call)
 }
 
 // seqOf reads the number at the end of a call's name ("... #12"), or def.

@@ -53,7 +53,7 @@ const (
 	// events of the failure before it decides whom to blame.
 	settleWait = 100 * time.Millisecond
 	// blameWait bounds the search for the rank at the root of a stall.
-	blameWait = 500 * time.Millisecond
+	blameWait = 700 * time.Millisecond
 )
 
 // poke is the context runs go on under: the stall watchdog ends it (with
@@ -92,16 +92,22 @@ func (c *Comm) stallTick() {
 	next := min(c.stallStep, left)
 	c.stallArmed.Store(int64(next))
 	c.stallDog.Reset(next)
-	steps := int64(elapsed / c.stallStep)
-	if steps&(steps-1) == 0 && left >= c.stallStep {
+	// Poke at 1, 2, 4, 8... steps.
+	if steps := int64(elapsed / c.stallStep); steps&(steps-1) == 0 {
 		c.poke.Load().cancel(errPoke)
 	}
 }
 
+// lookWait bounds one look-around of a stalled run.
+const lookWait = 500 * time.Millisecond
+
 // onStall is the executor's Stalled hook: see the top of this file.
 func (c *Comm) onStall(ctx context.Context, call *collectives.Call) (context.Context, error) {
-	if c.life.Err() != nil || context.Cause(ctx) != errPoke {
-		return nil, nil
+	if context.Cause(ctx) != errPoke {
+		return nil, nil // the run's end: let it fail
+	}
+	if c.life.Err() != nil {
+		return c.life, nil // ended meanwhile: the next wait fails with the cause
 	}
 	next := c.renewPoke()
 	if c.stallElapsed.Load() == 0 {
@@ -109,33 +115,35 @@ func (c *Comm) onStall(ctx context.Context, call *collectives.Call) (context.Con
 	}
 	st := c.snapshot(call)
 	kv := kvOf(c.rdv)
-	if kv == nil || len(st.waiting) == 0 {
+	// The look-around holds up the run's completions: not so close to the
+	// stall timeout that it could make the run miss it.
+	left := c.opts.StallTimeout - time.Duration(c.stallElapsed.Load())
+	if kv == nil || len(st.waiting) == 0 || left < lookWait+200*time.Millisecond {
 		return next.ctx, nil
 	}
-	qctx, cancel := context.WithTimeout(c.life, queryWait)
+	lctx, cancel := context.WithTimeout(c.life, lookWait)
+	defer cancel()
+	qctx, qcancel := context.WithTimeout(lctx, queryWait)
 	answers := c.query(qctx, kv, st.waiting)
-	cancel()
+	qcancel()
 	var again []int
 	for _, w := range st.waiting {
-		if a, ok := answers[w]; ok && a.running && !a.stalled {
+		if a, ok := answers[w]; ok && a.running && !a.stalled && !a.failed {
 			again = append(again, w) // probably about to look around too
 		}
 	}
 	if len(again) > 0 {
 		select {
-		case <-time.After(200 * time.Millisecond):
-		case <-c.life.Done():
-			return nil, nil
+		case <-time.After(100 * time.Millisecond):
+		case <-lctx.Done():
 		}
-		qctx, cancel := context.WithTimeout(c.life, queryWait)
-		for w, a := range c.query(qctx, kv, again) {
+		for w, a := range c.query(lctx, kv, again) {
 			answers[w] = a
 		}
-		cancel()
 	}
 	for _, w := range st.waiting {
 		if a, ok := answers[w]; ok {
-			if err := c.compare(call, st, w, a); err != nil {
+			if err := c.compare(st, w, a); err != nil {
 				return nil, err
 			}
 		}
@@ -160,8 +168,8 @@ func (d *disagreement) Error() string {
 
 // compare finds a difference between this rank's stalled call and the
 // state of rank w, which it waits on.
-func (c *Comm) compare(call *collectives.Call, st rankState, w int, a rankState) error {
-	if !a.running || !a.stalled || st.p2p || a.p2p {
+func (c *Comm) compare(st rankState, w int, a rankState) error {
+	if !a.running || !a.stalled || a.failed || st.p2p || a.p2p {
 		return nil
 	}
 	d := &disagreement{Rank: c.rank, Peer: w, Call: st.call, Seq: st.seq, PeerCall: a.call, PeerSeq: a.seq, PeerFP: a.fp, OwnFP: st.fp}
@@ -178,6 +186,8 @@ func (c *Comm) compare(call *collectives.Call, st rankState, w int, a rankState)
 type rankState struct {
 	seq     uint32 // collectives started
 	running bool   // in a call
+	failed  bool   // the communicator failed; root is the rank it blamed
+	root    int
 	stalled bool   // the call below has had no progress for a while
 	call    string // e.g. "broadcast(float32, 8, root=1) #5"
 	fp      uint16
@@ -190,7 +200,7 @@ func (s rankState) encode() []byte {
 	for i, r := range s.waiting {
 		w[i] = strconv.Itoa(r)
 	}
-	return fmt.Appendf(nil, "%d %t %t %d %t\n%s\n%s", s.seq, s.running, s.stalled, s.fp, s.p2p, strings.Join(w, ","), s.call)
+	return fmt.Appendf(nil, "%d %t %t %d %t %t %d\n%s\n%s", s.seq, s.running, s.stalled, s.fp, s.p2p, s.failed, s.root, strings.Join(w, ","), s.call)
 }
 
 func decodeState(b []byte) (rankState, bool) {
@@ -200,7 +210,7 @@ func decodeState(b []byte) (rankState, bool) {
 		return s, false
 	}
 	f := strings.Fields(parts[0])
-	if len(f) != 5 {
+	if len(f) != 7 {
 		return s, false
 	}
 	seq, err1 := strconv.ParseUint(f[0], 10, 32)
@@ -208,10 +218,12 @@ func decodeState(b []byte) (rankState, bool) {
 	stalled, err3 := strconv.ParseBool(f[2])
 	fp, err4 := strconv.ParseUint(f[3], 10, 16)
 	p2p, err5 := strconv.ParseBool(f[4])
-	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+	failed, err6 := strconv.ParseBool(f[5])
+	root, err7 := strconv.Atoi(f[6])
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
 		return s, false
 	}
-	s = rankState{seq: uint32(seq), running: run, stalled: stalled, fp: uint16(fp), p2p: p2p, call: parts[2]}
+	s = rankState{seq: uint32(seq), running: run, stalled: stalled, fp: uint16(fp), p2p: p2p, failed: failed, root: root, call: parts[2]}
 	if parts[1] != "" {
 		for _, x := range strings.Split(parts[1], ",") {
 			r, err := strconv.Atoi(x)
@@ -237,7 +249,11 @@ func (c *Comm) snapshot(call *collectives.Call) rankState {
 // stateNow is this rank's answer.
 func (c *Comm) stateNow() rankState {
 	n := c.callNo.Load()
-	st := rankState{seq: c.seqNow.Load(), running: n%2 == 1}
+	st := rankState{seq: c.seqNow.Load(), running: n%2 == 1, root: -1}
+	if r := c.failRoot.Load(); r != noRoot {
+		st.failed, st.root = true, int(r)
+		return st
+	}
 	if !st.running || c.stallElapsed.Load() == 0 {
 		return st
 	}
@@ -316,40 +332,50 @@ func (c *Comm) query(ctx context.Context, kv keyValue, ranks []int) map[int]rank
 	return out
 }
 
+// noRoot is failRoot while the communicator has not failed.
+const noRoot = -2
+
 // blameStall finds the rank at the root of a stall that ended call: it
 // follows the ranks that wait on one another, from the ones this rank
 // waits on, to the first that does not answer (stopped, hung or
-// unreachable), is in no collective, or is not stalled. It returns -1 if
+// unreachable), is in no collective, or is not stalled; a rank stalled in
+// a different call is a mismatch (returned as an error). It returns -1 if
 // every rank answers and waits on another.
-func (c *Comm) blameStall(call *collectives.Call) (int, string) {
+func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
 	frontier := c.exec.Waiting(call)
 	if len(frontier) == 0 {
-		return -1, "this rank waits on nobody"
+		return -1, "this rank waits on nobody", nil
 	}
 	kv := kvOf(c.rdv)
 	if kv == nil {
-		return -1, ""
+		return -1, "", nil
 	}
+	c.snapshot(call) // for the ranks that follow the chain through this one
 	ctx, cancel := context.WithTimeout(context.Background(), blameWait)
 	defer cancel()
 	seen := map[int]bool{c.rank: true}
+	own := rankState{seq: c.seq, call: c.callName(call), fp: call.Fingerprint(), p2p: call.P2P}
 	var cycle []int
-	for len(frontier) > 0 && ctx.Err() == nil {
+	for len(frontier) > 0 {
 		answers := c.query(ctx, kv, frontier)
-		if ctx.Err() != nil && len(answers) == 0 {
-			break // the store itself does not answer: no conclusion
-		}
 		var next []int
 		for _, w := range frontier {
 			seen[w] = true
 			a, ok := answers[w]
 			switch {
 			case !ok:
-				return w, fmt.Sprintf("rank %d does not answer (stopped, hung or unreachable)", w)
+				return w, fmt.Sprintf("rank %d does not answer (stopped, hung or unreachable)", w), nil
+			case a.failed && a.root >= 0:
+				return a.root, fmt.Sprintf("rank %d failed and found rank %d at the root", w, a.root), nil
+			case a.failed:
+				return w, fmt.Sprintf("rank %d failed", w), nil
 			case !a.running:
-				return w, fmt.Sprintf("rank %d is alive but in no collective: it started %d collectives and has not called #%d", w, a.seq, c.seq)
+				return w, fmt.Sprintf("rank %d is alive but in no collective: it made %d collectives and has not called #%d", w, a.seq, c.seq), nil
 			case !a.stalled:
-				return w, fmt.Sprintf("rank %d is alive and running collective #%d but has not served this rank's %s", w, a.seq, c.callName(call))
+				return w, fmt.Sprintf("rank %d is alive and running collective #%d but has not served this rank's %s", w, a.seq, c.callName(call)), nil
+			}
+			if err := c.compare(own, w, a); err != nil {
+				return -1, "", err
 			}
 			cycle = append(cycle, w)
 			for _, v := range a.waiting {
@@ -360,8 +386,5 @@ func (c *Comm) blameStall(call *collectives.Call) (int, string) {
 		}
 		frontier = next
 	}
-	if ctx.Err() != nil {
-		return -1, "the search for the stalled rank did not finish"
-	}
-	return -1, fmt.Sprintf("ranks %v answer and wait on one another: the links between them are stalled", cycle)
+	return -1, fmt.Sprintf("ranks %v answer and wait on one another: the links between them are stalled", cycle), nil
 }

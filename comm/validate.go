@@ -57,6 +57,7 @@ func (c *Comm) checkPeer(k collKind, dt DataType, what string, peer int) error {
 func (c *Comm) refuse(r *Request) error {
 	err := r.refused
 	c.exec.Fail(err)
+	c.failRoot.Store(int64(c.rank))
 	if c.size == 1 {
 		return err
 	}
