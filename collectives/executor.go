@@ -257,6 +257,7 @@ func (e *Executor) reset(p *Plan) {
 		e.sendHead[peer], e.recvHead[peer] = 0, 0
 		if l := e.Links[peer]; l != nil {
 			e.sent0[peer] = l.sent
+			l.unplaced = 0
 		}
 	}
 	if e.comps == nil {
@@ -473,6 +474,8 @@ func (e *Executor) progress(c *Call) error {
 				e.released[idx] = true
 				e.inflight++
 				e.finish(p, idx)
+			} else {
+				l.unplaced++
 			}
 		}
 		for e.recvHead[peer] < len(recvs) && l.arrived > 0 {
@@ -578,6 +581,7 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 		// An inline send finished at post time; its acknowledgement (this
 		// run's or an earlier one's) only confirms it.
 		if idx := idChunk(comp.ID); idEpoch(comp.ID) == e.epoch && !e.released[idx] {
+			e.Links[peer].unplaced--
 			e.finish(p, idx)
 		} else {
 			e.inflight--

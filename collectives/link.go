@@ -43,6 +43,7 @@ type Link struct {
 	sent, credited uint64
 	notice         uint32 // the peer's failure notice (immediate), 0 if none
 	deferred       bool   // a credit kept until the run completes (see deferCredit)
+	unplaced       int    // this run's sends posted and not yet placed at the peer
 }
 
 // Immediate data layout: 2 bits of type, 14 bits of collective sequence,

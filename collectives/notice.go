@@ -207,7 +207,7 @@ func (e *Executor) Waiting(c *Call) []int {
 		if l == nil {
 			continue
 		}
-		if e.sendHead[peer] < len(p.sends[peer]) || e.recvHead[peer] < len(p.recvs[peer]) || !e.confirmedPeer(c, peer) {
+		if e.sendHead[peer] < len(p.sends[peer]) || e.recvHead[peer] < len(p.recvs[peer]) || l.unplaced > 0 || !e.confirmedPeer(c, peer) {
 			out = append(out, peer)
 		}
 	}

@@ -8,8 +8,12 @@ import (
 // (Allreduce), an asynchronous one that returns a *Request at once
 // (AllreduceAsync), and a byte-level asynchronous one with an explicit data
 // type (AllreduceBytes), for frameworks that hold raw tensors. Arguments are
-// checked before anything is queued: a bad call fails alone, without effect
-// on the buffers or the communicator.
+// checked before anything is sent; a call whose arguments a rank refuses
+// (an out-of-range root, a buffer of the wrong length, an unknown type or
+// operation) fails on that rank with an error naming the argument, and, as
+// MPI's default error handler makes errors fatal, breaks the communicator:
+// the other ranks' call fails at once with an error naming that rank and
+// the argument, and so does every later call.
 //
 // A blocking call's ctx bounds the collective; if it ends mid-way the
 // communicator breaks (the ranks can no longer agree on its state), as do

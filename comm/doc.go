@@ -14,8 +14,21 @@
 // order they were called; an asynchronous call returns a Request at once.
 //
 // Errors name the collective, its sequence number, the ranks involved and
-// the cause. After a failure (a dead peer, a broken link, an abandoned
-// collective) the communicator refuses every later call with that cause.
+// the cause. A failure fails the call on every rank, fast, naming the same
+// rank at its root: the rank that fails tells every peer why over the data
+// links before it closes them (so survivors agree also when the bootstrap
+// store died with its host) and publishes details in the store. Ranks that
+// disagree on a call (collective, count, type, operation, root, or how
+// many collectives they made) fail in that call with an error naming both
+// calls, the differing rank first; a rank that refuses its own arguments
+// breaks the communicator on every rank. A stalled collective compares its
+// call with those of the ranks it waits on after a second without progress,
+// and at the stall timeout blames the rank at the end of the chain of waits
+// (a stopped or hung process, or one that is in no collective). In a
+// broadcast or scatter of three or more ranks, a rank that received what
+// its call expects from ranks that agree with it may complete before a
+// disagreement elsewhere reaches it; its next call fails. After a failure
+// the communicator refuses every later call with that cause.
 //
 // comm wires the layers together: it imports bootstrap, collectives,
 // transport and the concrete transports; nothing below imports it.

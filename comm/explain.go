@@ -149,7 +149,11 @@ func (e *failed) Unwrap() error { return e.cause }
 // this rank's report and returns the error the user sees.
 func (c *Comm) fail(err error, call *collectives.Call) error {
 	f := c.classify(err, call)
-	c.failRoot.Store(int64(f.root))
+	if f.root != c.rank || f.reason != collectives.NoticeFailed {
+		c.failRoot.Store(int64(f.root))
+	} else {
+		c.failRoot.Store(-1) // failed, without a conclusion about the root
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), notifyWait)
 	var skip []int
 	if f.reason == collectives.NoticeStall {

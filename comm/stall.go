@@ -354,10 +354,13 @@ func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), blameWait)
 	defer cancel()
 	seen := map[int]bool{c.rank: true}
-	own := rankState{seq: c.seq, call: c.callName(call), fp: call.Fingerprint(), p2p: call.P2P}
+	own := rankState{seq: c.seq, call: c.callName(call), fp: call.Fingerprint(), p2p: call.P2P, waiting: frontier}
+	states := map[int]rankState{c.rank: own}
 	var cycle []int
 	for len(frontier) > 0 {
-		answers := c.query(ctx, kv, frontier)
+		qctx, qcancel := context.WithTimeout(ctx, queryWait)
+		answers := c.query(qctx, kv, frontier)
+		qcancel()
 		var next []int
 		for _, w := range frontier {
 			seen[w] = true
@@ -368,7 +371,7 @@ func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
 			case a.failed && a.root >= 0:
 				return a.root, fmt.Sprintf("rank %d failed and found rank %d at the root", w, a.root), nil
 			case a.failed:
-				return w, fmt.Sprintf("rank %d failed", w), nil
+				continue // failed without a conclusion: its notice tells the rest
 			case !a.running:
 				return w, fmt.Sprintf("rank %d is alive but in no collective: it made %d collectives and has not called #%d", w, a.seq, c.seq), nil
 			case !a.stalled:
@@ -378,6 +381,7 @@ func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
 				return -1, "", err
 			}
 			cycle = append(cycle, w)
+			states[w] = a
 			for _, v := range a.waiting {
 				if !seen[v] && !slices.Contains(next, v) {
 					next = append(next, v)
@@ -385,6 +389,14 @@ func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
 			}
 		}
 		frontier = next
+	}
+	// Two ranks that wait on each other, both alive: the link between them.
+	for x, sx := range states {
+		for _, y := range sx.waiting {
+			if sy, ok := states[y]; ok && x < y && slices.Contains(sy.waiting, x) {
+				return -1, fmt.Sprintf("ranks %d and %d are alive and wait on each other: the link between them is stalled", x, y), nil
+			}
+		}
 	}
 	return -1, fmt.Sprintf("ranks %v answer and wait on one another: the links between them are stalled", cycle), nil
 }
