@@ -88,6 +88,8 @@ type Comm struct {
 
 	// Owned by the worker goroutine.
 	seq     uint32
+	cur     callSummary // this collective (number seq), for failure reports
+	prev    callSummary // the one before
 	plans   map[planKey]planEntry
 	scratch [numScratch]scratchBuf
 	wide    []byte // registered float32 buffer of half-type reductions

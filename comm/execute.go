@@ -93,6 +93,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 	if !r.kind.p2p() {
 		c.seq++
 		c.seqNow.Store(c.seq)
+		c.prev, c.cur = c.cur, callSummary{kind: r.kind, dt: r.dt, op: r.op, count: r.count, root: r.root}
 	}
 	algo, err := c.choose(r.kind, r.algo, c.costBytes(r))
 	if err != nil {

@@ -129,7 +129,13 @@ type fault struct {
 	via    int    // the rank whose notice reported it; -1 if found here
 	call   string // this rank's call and number ("" if none)
 	seq    uint32
-	other  string // mismatch: the root's call, if this rank knows it
+	// earlier: the failure is about an earlier collective than this
+	// rank's call, which this rank completed: its side is prev (its call
+	// of that number, "" if not known)
+	earlier bool
+	prev    string
+	about   uint32 // the number of the collective the failure is about (notices carry it)
+	other   string // mismatch: the root's call, if this rank knows it
 	detail string // what this rank found, for its report
 	cause  error  // the error the run failed with
 }
@@ -159,7 +165,7 @@ func (c *Comm) fail(err error, call *collectives.Call) error {
 	if f.reason == collectives.NoticeStall {
 		skip = append(skip, f.root) // stopped: it would not take the notice
 	}
-	c.exec.Notify(ctx, collectives.Notice{Reason: f.reason, Rank: f.root, Seq: uint16(c.seq)}, skip...)
+	c.exec.Notify(ctx, collectives.Notice{Reason: f.reason, Rank: f.root, Seq: uint16(f.about)}, skip...)
 	cancel()
 	c.breakLinks()
 	kv := kvOf(c.rdv)
@@ -168,14 +174,19 @@ func (c *Comm) fail(err error, call *collectives.Call) error {
 		if detail == "" {
 			detail = err.Error()
 		}
-		c.publish(kv, report{reason: f.reason, root: f.root, peer: f.peer, seq: f.seq, call: f.call, other: f.other, cause: detail})
+		// The call the failure is about: this rank's of that number.
+		call, seq := f.call, f.seq
+		if f.earlier {
+			call, seq = f.prev, f.about
+		}
+		c.publish(kv, report{reason: f.reason, root: f.root, peer: f.peer, seq: seq, call: call, other: f.other, cause: detail})
 	}
 	return &failed{headline: c.headline(kv, f), cause: f.cause}
 }
 
 // classify finds the rank at the root of err.
 func (c *Comm) classify(err error, call *collectives.Call) fault {
-	f := fault{root: c.rank, peer: -1, via: -1, seq: c.seq, cause: err, reason: collectives.NoticeFailed}
+	f := fault{root: c.rank, peer: -1, via: -1, seq: c.seq, about: c.seq, cause: err, reason: collectives.NoticeFailed}
 	if call != nil {
 		f.call = c.callName(call)
 	}
@@ -190,15 +201,7 @@ func (c *Comm) classify(err error, call *collectives.Call) fault {
 	)
 	switch {
 	case errors.As(err, &ne):
-		f.reason, f.root, f.via = ne.Notice.Reason, ne.Notice.Rank, ne.Peer
-		if f.reason == collectives.NoticeMismatch {
-			f.peer = ne.Peer
-			if f.root == c.rank {
-				// The sender found this rank's call different from its
-				// own: from here, the sender's differs.
-				f.root = ne.Peer
-			}
-		}
+		c.adopt(&f, ne.Notice, ne.Peer, call.P2P)
 	case errors.As(err, &ce):
 		f.reason, f.root, f.peer = collectives.NoticeMismatch, ce.Peer, ce.Peer
 		f.other = fmt.Sprintf("Close after its collective #%d", ce.PeerCount())
@@ -207,8 +210,13 @@ func (c *Comm) classify(err error, call *collectives.Call) fault {
 		f.reason, f.root, f.peer, f.other = collectives.NoticeMismatch, dd.Peer, dd.Peer, dd.PeerCall
 	case errors.As(err, &mm):
 		f.reason, f.root, f.peer, f.other = collectives.NoticeMismatch, mm.Peer, mm.Peer, mm.PeerCall
+		if !call.P2P && uint32(mm.PeerSeq) == (c.seq-1)%collectives.SeqMod {
+			// Data of the previous collective, which this rank completed
+			// without it: the peer's call of that number differs.
+			f.earlier, f.prev, f.about = true, c.prevName(), c.seq-1
+		}
 	case errors.As(err, &pe):
-		c.blameLost(&f, pe.Peer)
+		c.blameLost(&f, pe.Peer, call != nil && call.P2P)
 	case errors.As(err, &se) || errors.As(err, &te):
 		if call == nil {
 			break
@@ -229,11 +237,32 @@ func (c *Comm) classify(err error, call *collectives.Call) fault {
 	return f
 }
 
+// adopt takes the cause of a failure from notice n, which rank via sent.
+func (c *Comm) adopt(f *fault, n collectives.Notice, via int, p2p bool) {
+	f.reason, f.root, f.via = n.Reason, n.Rank, via
+	const mask = 1<<11 - 1 // notices carry 11 bits of the number
+	f.about = c.seq - (c.seq-uint32(n.Seq))&mask
+	if !p2p && f.about != c.seq {
+		f.earlier = true // a collective this rank completed
+		if f.about == c.seq-1 {
+			f.prev = c.prevName()
+		}
+	}
+	if f.reason == collectives.NoticeMismatch {
+		f.peer = via
+		if f.root == c.rank {
+			// The sender found this rank's call different from its own:
+			// from here, the sender's differs.
+			f.root = via
+		}
+	}
+}
+
 // blameLost decides whom to blame for the link to peer going down without
 // a notice: a notice that came meanwhile from anyone names the root; a
 // rank that lost every link is itself cut off; else the peer died or its
 // link broke.
-func (c *Comm) blameLost(f *fault, peer int) {
+func (c *Comm) blameLost(f *fault, peer int, p2p bool) {
 	c.exec.Absorb()
 	if _, n, ok := c.exec.PeerState(peer); !ok || n.Reason == collectives.NoticeClosed {
 		c.exec.Settle(context.Background(), settleWait)
@@ -249,7 +278,7 @@ func (c *Comm) blameLost(f *fault, peer int) {
 	for _, r := range order {
 		down, n, ok := c.exec.PeerState(r)
 		if ok && n.Reason != collectives.NoticeClosed {
-			f.reason, f.root, f.via = n.Reason, n.Rank, r
+			c.adopt(f, n, r, p2p)
 			return
 		}
 		if down && !ok {
@@ -338,7 +367,13 @@ type side struct {
 // the two differs from the rest.
 func (c *Comm) mismatchHeadline(kv keyValue, f fault) string {
 	b := f.root
-	sides := map[int]side{c.rank: {rank: c.rank, seq: f.seq, call: f.call}}
+	sides := map[int]side{}
+	switch {
+	case !f.earlier:
+		sides[c.rank] = side{rank: c.rank, seq: f.seq, call: f.call}
+	case f.prev != "":
+		sides[c.rank] = side{rank: c.rank, seq: f.seq - 1, call: f.prev}
+	}
 	if f.via < 0 && f.other != "" {
 		sides[b] = side{rank: b, call: f.other, seq: seqOf(f.other, f.seq)}
 	}
@@ -407,6 +442,9 @@ func (c *Comm) mismatchHeadline(kv keyValue, f fault) string {
 	if odd.seq != other.seq {
 		what = "sequence mismatch (the ranks called different numbers of collectives)"
 	}
+	if f.earlier {
+		what += " in an earlier collective, which this rank completed"
+	}
 	return fmt.Sprintf("%s: rank %d called %s while rank %d called %s", what, odd.rank, odd.call, other.rank, other.call)
 }
 
@@ -421,4 +459,26 @@ func seqOf(call string, def uint32) uint32 {
 		return def
 	}
 	return uint32(n)
+}
+
+// callSummary is what names a collective call in a failure report; the
+// worker keeps the current and the previous one (copied, not formatted,
+// per call).
+type callSummary struct {
+	kind  collKind
+	dt    DataType
+	op    Op
+	count int
+	root  int
+}
+
+// prevName names the collective before the current one, e.g.
+// "broadcast(float32, 8, root=0) #4"; "" if there is none.
+func (c *Comm) prevName() string {
+	p := c.prev
+	if p.kind == 0 || c.seq < 2 {
+		return ""
+	}
+	call := collectives.Call{Coll: p.kind.String(), Type: p.dt, Op: p.op, Count: p.count, Root: p.root}
+	return fmt.Sprintf("%s #%d", call.Desc(), c.seq-1)
 }
