@@ -136,8 +136,8 @@ type fault struct {
 	prev    string
 	about   uint32 // the number of the collective the failure is about (notices carry it)
 	other   string // mismatch: the root's call, if this rank knows it
-	detail string // what this rank found, for its report
-	cause  error  // the error the run failed with
+	detail  string // what this rank found, for its report
+	cause   error  // the error the run failed with
 }
 
 // failed is the error a user sees: the headline names the rank at the
