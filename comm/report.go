@@ -1,0 +1,283 @@
+package comm
+
+// Failure reports: what a failed rank publishes in the bootstrap store
+// (its call, the rank it blamed, the other side of a mismatch), and the
+// headline of the error a user sees, composed from this rank's view and
+// the reports of a few others.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/goccl/goccl/collectives"
+)
+
+// report is what a failed rank publishes.
+type report struct {
+	reason collectives.NoticeReason
+	root   int    // the rank at the root of the failure
+	peer   int    // mismatch: the rank this one disagreed with; else -1
+	seq    uint32 // collectives this rank started
+	call   string // its call, e.g. "allreduce(float32, 8, sum) #3"; "" if none
+	other  string // mismatch: the peer's call as this rank knows it
+	cause  string
+}
+
+func (r report) encode() []byte {
+	line := func(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+	return fmt.Appendf(nil, "%d %d %d %d\n%s\n%s\n%s", r.reason, r.root, r.peer, r.seq,
+		line(r.call), line(r.other), r.cause)
+}
+
+func decodeReport(b []byte) (report, bool) {
+	parts := strings.SplitN(string(b), "\n", 4)
+	if len(parts) != 4 {
+		return report{}, false
+	}
+	f := strings.Fields(parts[0])
+	if len(f) != 4 {
+		return report{}, false
+	}
+	reason, err1 := strconv.ParseUint(f[0], 10, 8)
+	root, err2 := strconv.Atoi(f[1])
+	peer, err3 := strconv.Atoi(f[2])
+	seq, err4 := strconv.ParseUint(f[3], 10, 32)
+	if errors.Join(err1, err2, err3, err4) != nil {
+		return report{}, false
+	}
+	return report{reason: collectives.NoticeReason(reason), root: root, peer: peer, seq: uint32(seq),
+		call: parts[1], other: parts[2], cause: parts[3]}, true
+}
+
+func (c *Comm) reportKey(rank int) string { return fmt.Sprintf("goccl/%s/report/%d", c.id, rank) }
+
+// readReports reads the reports of ranks, concurrently, waiting at most
+// wait for those not yet published.
+func (c *Comm) readReports(kv keyValue, ranks []int, wait time.Duration) map[int]report {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var mu sync.Mutex
+	out := map[int]report{}
+	var wg sync.WaitGroup
+	for _, r := range ranks {
+		if r < 0 || r == c.rank {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if v, err := kv.Get(ctx, c.reportKey(r)); err == nil {
+				if rep, ok := decodeReport(v); ok {
+					mu.Lock()
+					out[r] = rep
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (c *Comm) publish(kv keyValue, r report) {
+	ctx, cancel := context.WithTimeout(context.Background(), queryWait)
+	defer cancel()
+	kv.Set(ctx, c.reportKey(c.rank), r.encode())
+}
+
+// headline says what failed, naming the rank at the root, with the
+// details other ranks' reports give.
+func (c *Comm) headline(kv keyValue, f fault) string {
+	by := ""
+	if f.via >= 0 {
+		by = fmt.Sprintf(" (reported by rank %d)", f.via)
+	}
+	var reps map[int]report
+	read := func(ranks ...int) {
+		if kv != nil {
+			reps = c.readReports(kv, ranks, reportWait)
+		}
+	}
+	switch f.reason {
+	case collectives.NoticeMismatch:
+		return c.mismatchHeadline(kv, f)
+	case collectives.NoticeLost:
+		if f.root == c.rank {
+			return fmt.Sprintf("rank %d lost its connection to every peer", c.rank)
+		}
+		if f.via == f.root {
+			return fmt.Sprintf("rank %d lost its connection to every peer%s", f.root, by)
+		}
+		return fmt.Sprintf("rank %d failed or lost its connection%s", f.root, by)
+	case collectives.NoticeStall:
+		why := f.detail
+		if f.via >= 0 {
+			read(f.via)
+			why = reps[f.via].cause
+		}
+		if why == "" {
+			why = fmt.Sprintf("rank %d makes no progress", f.root)
+		}
+		return fmt.Sprintf("rank %d is at the root of a stall: %s%s", f.root, why, by)
+	case collectives.NoticeBadArgs:
+		if f.root == c.rank {
+			return fmt.Sprintf("rank %d refused its arguments", c.rank)
+		}
+		read(f.root)
+		if r, ok := reps[f.root]; ok {
+			return fmt.Sprintf("rank %d refused its arguments to %s: %s", f.root, r.call, r.cause)
+		}
+		return fmt.Sprintf("rank %d refused its arguments%s", f.root, by)
+	case collectives.NoticeAborted:
+		if f.root == c.rank {
+			return fmt.Sprintf("rank %d aborted", c.rank)
+		}
+		return fmt.Sprintf("rank %d aborted%s", f.root, by)
+	}
+	if f.root == c.rank {
+		if f.detail != "" {
+			return fmt.Sprintf("rank %d failed: %s", c.rank, f.detail)
+		}
+		return fmt.Sprintf("rank %d failed", c.rank)
+	}
+	read(f.root)
+	if r, ok := reps[f.root]; ok {
+		return fmt.Sprintf("rank %d failed%s: %s", f.root, by, r.cause)
+	}
+	return fmt.Sprintf("rank %d failed%s", f.root, by)
+}
+
+// side is one rank's call in a mismatch.
+type side struct {
+	rank int
+	seq  uint32
+	call string
+}
+
+// mismatchHeadline names the two calls that differ, the rank whose call
+// differs from the others' first. It knows this rank's call, the culprit's
+// (f.root) when it found the mismatch itself or from a report, and reads a
+// third rank's (the one that reported it, or any other) to tell which of
+// the two differs from the rest.
+func (c *Comm) mismatchHeadline(kv keyValue, f fault) string {
+	b := f.root
+	sides := map[int]side{}
+	switch {
+	case !f.earlier:
+		sides[c.rank] = side{rank: c.rank, seq: f.seq, call: f.call}
+	case f.prev != "":
+		sides[c.rank] = side{rank: c.rank, seq: f.seq - 1, call: f.prev}
+	}
+	if f.via < 0 && f.other != "" {
+		sides[b] = side{rank: b, call: f.other, seq: seqOf(f.other, f.seq)}
+	}
+	if kv != nil {
+		// First the reporter's report (which may quote b's call) or a
+		// third rank's; then b's own, if still unknown (b may be gone).
+		third := f.via
+		if third < 0 || third == b {
+			third = -1
+			for r := range c.size {
+				if r != c.rank && r != b {
+					third = r
+					break
+				}
+			}
+		}
+		reps := c.readReports(kv, []int{third}, reportWait)
+		var more []int
+		if rep, ok := reps[third]; ok {
+			if rep.root == b && rep.other != "" {
+				if _, ok := sides[b]; !ok {
+					sides[b] = side{rank: b, call: rep.other, seq: seqOf(rep.other, rep.seq)}
+				}
+			}
+			if rep.peer >= 0 && rep.peer != c.rank && rep.peer != b {
+				more = append(more, rep.peer) // who told the reporter: maybe the odd one
+			}
+		}
+		if _, ok := sides[b]; !ok && b != c.rank {
+			more = append(more, b)
+		}
+		for r, rep := range c.readReports(kv, more, reportWait) {
+			reps[r] = rep
+		}
+		for r, rep := range reps {
+			if _, ok := sides[r]; !ok && rep.call != "" {
+				sides[r] = side{rank: r, seq: rep.seq, call: rep.call}
+			}
+		}
+	}
+	// The culprit's call against the others': the odd one out when three
+	// ranks' calls are known.
+	sb, ok := sides[b]
+	if !ok {
+		if f.via < 0 {
+			return "collective mismatch" // the run's error says what differs
+		}
+		return fmt.Sprintf("collective mismatch with rank %d (reported by rank %d)", b, f.via)
+	}
+	var agree, differ []side
+	for _, s := range sides {
+		if s.call == sb.call {
+			agree = append(agree, s)
+		} else {
+			differ = append(differ, s)
+		}
+	}
+	if len(differ) == 0 {
+		return fmt.Sprintf("collective mismatch with rank %d (reported by rank %d)", b, f.via)
+	}
+	odd, other := sb, differ[0]
+	if len(differ) == 1 && len(agree) > 1 {
+		odd, other = differ[0], sb // b agrees with a third rank: the other side differs
+	}
+	what := "collective mismatch"
+	if odd.seq != other.seq {
+		what = "sequence mismatch (the ranks called different numbers of collectives)"
+	}
+	if f.earlier {
+		what += " in an earlier collective, which this rank completed"
+	}
+	return fmt.Sprintf("%s: rank %d called %s while rank %d called %s", what, odd.rank, odd.call, other.rank, other.call)
+}
+
+// seqOf reads the number at the end of a call's name ("... #12"), or def.
+func seqOf(call string, def uint32) uint32 {
+	i := strings.LastIndex(call, "#")
+	if i < 0 {
+		return def
+	}
+	n, err := strconv.ParseUint(strings.Fields(call[i+1:] + " ")[0], 10, 32)
+	if err != nil {
+		return def
+	}
+	return uint32(n)
+}
+
+// callSummary is what names a collective call in a failure report; the
+// worker keeps the current and the previous one (copied, not formatted,
+// per call).
+type callSummary struct {
+	kind  collKind
+	dt    DataType
+	op    Op
+	count int
+	root  int
+}
+
+// prevName names the collective before the current one, e.g.
+// "broadcast(float32, 8, root=0) #4"; "" if there is none.
+func (c *Comm) prevName() string {
+	p := c.prev
+	if p.kind == 0 || c.seq < 2 {
+		return ""
+	}
+	call := collectives.Call{Coll: p.kind.String(), Type: p.dt, Op: p.op, Count: p.count, Root: p.root}
+	return fmt.Sprintf("%s #%d", call.Desc(), c.seq-1)
+}
