@@ -47,9 +47,13 @@ type Comm struct {
 	staging    [][]byte // Alloc'd staging memory, freed on Close
 	exec       *collectives.Executor
 
-	queue chan *Request
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	// Submitted requests wait in a list through Request.next, guarded by
+	// mu: unbounded, so submitting never blocks, whatever the number of
+	// outstanding requests. wake (capacity 1) wakes the worker.
+	qhead, qtail *Request
+	wake         chan struct{}
+	stop         chan struct{}
+	wg           sync.WaitGroup
 	// Ordering of calls: pending counts requests submitted and not yet
 	// finished; a blocking call finding it zero runs inline (see submit).
 	// runMu is held by whoever runs a request; inline counts inline runs
@@ -66,7 +70,7 @@ type Comm struct {
 	watchdog   *time.Timer
 	stallDog   *time.Timer // fires when a running collective sees no completion for StallTimeout
 
-	mu     sync.Mutex // guards closed, err, regs
+	mu     sync.Mutex // guards closed, err, regs, the queue
 	closed bool
 	err    error
 	regs   []registration
@@ -122,7 +126,7 @@ func newComm(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Opt
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
 	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, dev: dev, ownDev: opts.OwnDevice,
-		queue: make(chan *Request, 1024), stop: make(chan struct{}), plans: map[planKey]planEntry{}, debug: debugEnabled(), algoEnv: algoEnv, choices: map[choiceKey]string{}}
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), plans: map[planKey]planEntry{}, debug: debugEnabled(), algoEnv: algoEnv, choices: map[choiceKey]string{}}
 	c.life, c.lifeCancel = context.WithCancelCause(context.Background())
 	c.watchdog = time.AfterFunc(time.Hour, func() {
 		c.lifeCancel(fmt.Errorf("collective exceeded the communicator timeout %v (GOCCL_TIMEOUT)", c.opts.Timeout))
@@ -296,8 +300,10 @@ func (c *Comm) Close() error {
 }
 
 // Abort fails every pending and later collective with cause (ErrAborted if
-// nil) and tears the communicator down without waiting for anything. It may
-// be called from any goroutine, also while collectives are running.
+// nil) and tears the communicator down. It may be called from any
+// goroutine, also while collectives are running; it never waits on a peer:
+// queued collectives fail at once, the running one as soon as the executor
+// sees the cancellation.
 func (c *Comm) Abort(cause error) {
 	if cause == nil {
 		cause = ErrAborted
@@ -306,7 +312,17 @@ func (c *Comm) Abort(cause error) {
 	if c.err == nil {
 		c.err = fmt.Errorf("comm: rank %d aborted: %w", c.rank, cause)
 	}
+	err := c.err
+	queued := c.qhead
+	c.qhead, c.qtail = nil, nil
 	c.mu.Unlock()
+	for r := queued; r != nil; {
+		next := r.next
+		r.next, r.err = nil, err
+		c.pending.Add(-1)
+		r.finish()
+		r = next
+	}
 	// Cancelling the life context wakes the executor, which fails the
 	// running collective; Close below tears down the rest.
 	c.lifeCancel(cause)

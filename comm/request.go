@@ -78,6 +78,7 @@ type Request struct {
 	ctx   context.Context // nil: the communicator's timeout applies
 	done  chan struct{}
 	err   error
+	next  *Request // the next request in the communicator's queue
 	// pooled requests belong to blocking calls (and persistent ones): the
 	// worker signals done with a send instead of closing it, and the
 	// request is reused.
@@ -202,8 +203,30 @@ func (c *Comm) submit(r *Request) *Request {
 		return r
 	}
 	c.pending.Add(1)
-	c.queue <- r
+	if c.qtail == nil {
+		c.qhead = r
+	} else {
+		c.qtail.next = r
+	}
+	c.qtail = r
 	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+	return r
+}
+
+// dequeueLocked takes the oldest queued request, or nil. c.mu is held.
+func (c *Comm) dequeueLocked() *Request {
+	r := c.qhead
+	if r == nil {
+		return nil
+	}
+	c.qhead, r.next = r.next, nil
+	if c.qhead == nil {
+		c.qtail = nil
+	}
 	return r
 }
 
@@ -218,22 +241,26 @@ func (c *Comm) reject(r *Request, kind collKind, err error) *Request {
 	return r
 }
 
-// worker runs queued collectives one at a time, in order.
+// worker runs queued collectives one at a time, in order. Once the
+// communicator is closed (nothing more can be queued) it runs what is left
+// and returns.
 func (c *Comm) worker() {
 	defer c.wg.Done()
 	for {
-		select {
-		case r := <-c.queue:
+		c.mu.Lock()
+		r := c.dequeueLocked()
+		closed := c.closed
+		c.mu.Unlock()
+		if r != nil {
 			c.runQueued(r)
+			continue
+		}
+		if closed {
+			return
+		}
+		select {
+		case <-c.wake:
 		case <-c.stop:
-			for {
-				select {
-				case r := <-c.queue:
-					c.runQueued(r)
-				default:
-					return
-				}
-			}
 		}
 	}
 }
