@@ -107,11 +107,10 @@ var algorithms = map[collKind]map[string]scheduleFunc{
 	},
 }
 
-// costName is the collective's name in collectives.CostOf.
+// costName is the collective's name in collectives.CostOf: the v-variants
+// are priced as their regular collective.
 func (k collKind) costName() string {
 	switch k {
-	case collReduceScatter:
-		return "reduce-scatter"
 	case collAllgatherv:
 		return "allgather"
 	case collAlltoallv:
@@ -120,12 +119,15 @@ func (k collKind) costName() string {
 	return k.String()
 }
 
-// Algorithms lists, sorted, the algorithms goccl has for a collective
-// ("allreduce", "broadcast", "reduce", "allgather", "reduce-scatter",
-// "alltoall", "gather", "scatter", "barrier").
+// Algorithms lists, sorted, the algorithms goccl has for a collective,
+// named canonically: "allreduce", "broadcast", "reduce", "allgather",
+// "allgatherv", "reduce-scatter", "alltoall", "alltoallv", "gather",
+// "scatter", "barrier", "send", "recv", "sendrecv". Any other name, other
+// spellings included ("bcast"), gives nil; Comm.Algorithm and GOCCL_ALGO
+// report them as errors that name the canonical spelling.
 func Algorithms(collective string) []string {
-	k, ok := collByName(collective)
-	if !ok {
+	k, err := collByName(collective)
+	if err != nil {
 		return nil
 	}
 	names := make([]string, 0, len(algorithms[k]))
@@ -136,7 +138,7 @@ func Algorithms(collective string) []string {
 	return names
 }
 
-// parseAlgoEnv reads GOCCL_ALGO, e.g. "allreduce:tree,bcast:pipeline":
+// parseAlgoEnv reads GOCCL_ALGO, e.g. "allreduce:tree,broadcast:pipeline":
 // per collective, the algorithm every call uses unless the call names its
 // own. Unknown collectives or algorithms are an error.
 func parseAlgoEnv(v string) (map[collKind]string, error) {
@@ -149,9 +151,9 @@ func parseAlgoEnv(v string) (map[collKind]string, error) {
 		if !ok {
 			return nil, fmt.Errorf("GOCCL_ALGO=%q: item %q is not collective:algorithm", v, item)
 		}
-		k, ok := collByName(coll)
-		if !ok {
-			return nil, fmt.Errorf("GOCCL_ALGO=%q: unknown collective %q", v, coll)
+		k, err := collByName(coll)
+		if err != nil {
+			return nil, fmt.Errorf("GOCCL_ALGO=%q: %w", v, err)
 		}
 		if _, ok := algorithms[k][algo]; !ok {
 			return nil, fmt.Errorf("GOCCL_ALGO=%q: %s has no algorithm %q (have %s)", v, k, algo, strings.Join(Algorithms(k.String()), ", "))
@@ -161,19 +163,30 @@ func parseAlgoEnv(v string) (map[collKind]string, error) {
 	return out, nil
 }
 
-func collByName(name string) (collKind, bool) {
-	switch name {
-	case "bcast":
-		return collBroadcast, true
-	case "reducescatter", "reduce_scatter", "reduce-scatter":
-		return collReduceScatter, true
-	}
-	for k := range algorithms {
+// collByName finds a collective by its canonical name (collKind.String).
+// Another spelling of one ("bcast", "reduce_scatter", "AllReduce") is an
+// error that names the canonical one.
+func collByName(name string) (collKind, error) {
+	var names []string
+	for k := collKind(1); k <= numColls; k++ {
 		if k.String() == name {
-			return k, true
+			return k, nil
+		}
+		names = append(names, k.String())
+	}
+	loose := func(s string) string {
+		s = strings.ToLower(s)
+		if s == "bcast" {
+			return "broadcast"
+		}
+		return strings.NewReplacer("-", "", "_", "", " ", "").Replace(s)
+	}
+	for k := collKind(1); k <= numColls; k++ {
+		if loose(k.String()) == loose(name) {
+			return 0, fmt.Errorf("unknown collective %q: goccl spells it %q", name, k)
 		}
 	}
-	return 0, false
+	return 0, fmt.Errorf("unknown collective %q (have %s)", name, strings.Join(names, ", "))
 }
 
 // allreducePreference is the order in which the selector considers the
@@ -188,15 +201,27 @@ type choiceKey struct {
 }
 
 // Algorithm returns the algorithm the selector picks for a call of the
-// collective ("allreduce", "bcast", "reduce_scatter", ...) on nbytes bytes
-// (priced as collectives.CostOf counts them), honouring GOCCL_ALGO.
-func (c *Comm) Algorithm(collective string, nbytes int) (string, error) {
-	k, ok := collByName(collective)
-	if !ok {
-		return "", fmt.Errorf("comm: unknown collective %q", collective)
+// collective (its canonical name, see Algorithms) on nbytes bytes of
+// elements of type dt (priced as collectives.CostOf counts them: the full
+// buffer), honouring GOCCL_ALGO; a call forced with WithAlgorithm uses its
+// own. Reductions of float16 and bfloat16 run in float32 and are priced
+// so.
+func (c *Comm) Algorithm(collective string, dt DataType, nbytes int) (string, error) {
+	if c == nil {
+		return "", errNilComm("algorithm")
+	}
+	k, err := collByName(collective)
+	if err != nil {
+		return "", fmt.Errorf("comm: algorithm: %w", err)
+	}
+	if !dt.Valid() {
+		return "", fmt.Errorf("comm: algorithm of %s: unsupported data type %s", k, dt)
 	}
 	if forced := c.algoEnv[k]; forced != "" {
 		return forced, nil
+	}
+	if widened(k, dt) {
+		nbytes *= 2 // float32 partial results: twice the bytes
 	}
 	return c.pick(k, nbytes, nil)
 }

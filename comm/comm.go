@@ -90,14 +90,31 @@ type Comm struct {
 	debug       bool
 }
 
-// Rank is this process's rank, 0 <= Rank < Size.
-func (c *Comm) Rank() int { return c.rank }
+// Rank is this process's rank, 0 <= Rank < Size; -1 for a nil *Comm (the
+// result of Split with a negative color, MPI_UNDEFINED).
+func (c *Comm) Rank() int {
+	if c == nil {
+		return -1
+	}
+	return c.rank
+}
 
-// Size is the number of ranks.
-func (c *Comm) Size() int { return c.size }
+// Size is the number of ranks; 0 for a nil *Comm.
+func (c *Comm) Size() int {
+	if c == nil {
+		return 0
+	}
+	return c.size
+}
 
-// Transport names the transport in use ("tcp", "mem", "verbs:rxe0", ...).
-func (c *Comm) Transport() string { return c.dev.Name() }
+// Transport names the transport in use ("tcp", "mem", "verbs:rxe0", ...);
+// "" for a nil *Comm.
+func (c *Comm) Transport() string {
+	if c == nil {
+		return ""
+	}
+	return c.dev.Name()
+}
 
 // New builds a communicator over a rendezvous and a transport device: it
 // creates an endpoint and staging slots per peer, exchanges their addresses
@@ -275,8 +292,12 @@ func (c *Comm) connect(ctx context.Context) error {
 // Close ends the communicator: it waits for queued collectives to finish (or
 // fail), then releases endpoints, registrations and the rendezvous. Close
 // does not synchronise with other ranks; a rank that closes while peers still
-// run collectives with it makes those collectives fail on the peers.
+// run collectives with it makes those collectives fail on the peers. Close
+// of a nil *Comm does nothing.
 func (c *Comm) Close() error {
+	if c == nil {
+		return nil
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -303,8 +324,11 @@ func (c *Comm) Close() error {
 // nil) and tears the communicator down. It may be called from any
 // goroutine, also while collectives are running; it never waits on a peer:
 // queued collectives fail at once, the running one as soon as the executor
-// sees the cancellation.
+// sees the cancellation. Abort of a nil *Comm does nothing.
 func (c *Comm) Abort(cause error) {
+	if c == nil {
+		return
+	}
 	if cause == nil {
 		cause = ErrAborted
 	}

@@ -97,6 +97,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 	if err != nil {
 		return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 	}
+	r.used = algo
 	var bufs [collectives.NumBufs]collectives.Target
 	// BufData.
 	dlen, direct := c.dataBytes(r)

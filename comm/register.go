@@ -96,6 +96,9 @@ func (c *Comm) register(mem []byte, owned bool) error {
 }
 
 func (c *Comm) deregister(mem []byte, owned bool) error {
+	if c == nil {
+		return errNilComm("deregister")
+	}
 	start := uintptr(unsafe.Pointer(&mem[0]))
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -2,6 +2,7 @@ package comm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -23,8 +24,11 @@ const (
 	collSend
 	collRecv
 	collSendRecv
+	numColls = collSendRecv // the last kind
 )
 
+// String is the collective's canonical name, the one errors, logs,
+// GOCCL_ALGO, Algorithms and Algorithm use.
 func (k collKind) String() string {
 	switch k {
 	case collAllreduce:
@@ -40,7 +44,7 @@ func (k collKind) String() string {
 	case collAllgatherv:
 		return "allgatherv"
 	case collReduceScatter:
-		return "reducescatter"
+		return "reduce-scatter"
 	case collAlltoall:
 		return "alltoall"
 	case collAlltoallv:
@@ -79,6 +83,7 @@ type Request struct {
 	done  chan struct{}
 	err   error
 	next  *Request // the next request in the communicator's queue
+	used  string   // the algorithm the call ran, once chosen
 	// pooled requests belong to blocking calls (and persistent ones): the
 	// worker signals done with a send instead of closing it, and the
 	// request is reused.
@@ -121,26 +126,50 @@ func (r *Request) finish() {
 	}
 }
 
+// ErrNilRequest is returned by the methods of a nil *Request.
+var ErrNilRequest = errors.New("comm: nil *Request")
+
 // Wait blocks until the collective has finished and returns its error. If
 // ctx ends first Wait returns ctx's error, and the collective goes on: call
 // Wait again before touching its buffers, or Abort the communicator.
 func (r *Request) Wait(ctx context.Context) error {
+	if r == nil {
+		return ErrNilRequest
+	}
 	select {
 	case <-r.done:
 		return r.err
 	case <-ctx.Done():
-		return fmt.Errorf("comm: rank %d: waiting for %s: %w", r.c.rank, r.kind, ctx.Err())
+		return fmt.Errorf("comm: rank %d: waiting for %s: %w", r.c.Rank(), r.kind, ctx.Err())
 	}
 }
 
 // Test reports whether the collective has finished, and its error if so.
 // It never blocks.
 func (r *Request) Test() (bool, error) {
+	if r == nil {
+		return true, ErrNilRequest
+	}
 	select {
 	case <-r.done:
 		return true, r.err
 	default:
 		return false, nil
+	}
+}
+
+// Algorithm names the algorithm the finished call ran (a name from
+// Algorithms, e.g. "ring"): "" while it runs, if it failed before one was
+// chosen, or for a nil request. It never blocks.
+func (r *Request) Algorithm() string {
+	if r == nil {
+		return ""
+	}
+	select {
+	case <-r.done: // closed: requests handed to callers are never pooled
+		return r.used
+	default:
+		return ""
 	}
 }
 
@@ -158,8 +187,18 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 	return first
 }
 
-// usable returns the communicator's sticky error, or ErrClosed.
+// ErrNilComm is the cause of the errors of calls on a nil *Comm (Split
+// returns one to the ranks that pass a negative color).
+var ErrNilComm = errors.New("nil *Comm")
+
+func errNilComm(op string) error { return fmt.Errorf("comm: %s: %w", op, ErrNilComm) }
+
+// usable returns the communicator's sticky error, or ErrClosed (or
+// ErrNilComm for a nil c).
 func (c *Comm) usable(op string) error {
+	if c == nil {
+		return errNilComm(op)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.usableLocked(op)

@@ -83,8 +83,13 @@ func (c *Comm) tune(ctx context.Context) error {
 }
 
 // CostModel returns the α (seconds per message step) and β (seconds per
-// byte) the communicator's algorithm selector uses.
-func (c *Comm) CostModel() (alpha, beta float64) { return c.alpha, c.beta }
+// byte) the communicator's algorithm selector uses (zeros for a nil *Comm).
+func (c *Comm) CostModel() (alpha, beta float64) {
+	if c == nil {
+		return 0, 0
+	}
+	return c.alpha, c.beta
+}
 
 func median(xs []float64) float64 {
 	if len(xs) == 0 {

@@ -12,6 +12,9 @@ func (c *Comm) errorf(k collKind, dt DataType, format string, args ...any) error
 }
 
 func (c *Comm) checkType(k collKind, dt DataType, bufs ...[]byte) error {
+	if c == nil { // every prep function checks the type first
+		return errNilComm(k.String())
+	}
 	if !dt.Valid() {
 		return fmt.Errorf("comm: %s: rank %d: unsupported data type %s", k, c.rank, dt)
 	}
@@ -248,7 +251,11 @@ func (c *Comm) scatter(r *Request, send, recv []byte, dt DataType, root int) *Re
 
 func (c *Comm) barrier(r *Request) *Request {
 	r.kind, r.root = collBarrier, -1
-	return c.submitOrReject(r, collBarrier, nil)
+	var err error
+	if c == nil {
+		err = errNilComm("barrier")
+	}
+	return c.submitOrReject(r, collBarrier, err)
 }
 
 func (c *Comm) p2p(r *Request, k collKind, buf []byte, dt DataType, peer, tag int) *Request {
