@@ -35,6 +35,18 @@ func (c *Comm) tune(ctx context.Context) error {
 	if c.size == 1 {
 		return nil
 	}
+	// The measurement is invisible to the user: it logs nothing, the
+	// user's first collective is #1 (every rank resets its sequence after
+	// the same number of calls, all finished), and choices priced with the
+	// defaults above are forgotten.
+	debug := c.debug
+	c.debug = false
+	defer func() {
+		c.runMu.Lock()
+		c.seq, c.debug = 0, debug
+		clear(c.choices)
+		c.runMu.Unlock()
+	}()
 	buf, err := Alloc[float32](c, tuneLarge/4)
 	if err != nil {
 		return err
@@ -76,7 +88,8 @@ func (c *Comm) tune(ctx context.Context) error {
 		return err
 	}
 	c.alpha, c.beta, c.gamma = agreed[0], agreed[1], agreed[2]
-	if c.debug {
+	if debug {
+		c.debug = true
 		c.debugf("cost model: α=%.1fus β=%.3fns/B (%.2f GB/s) γ=%.3fns/B measured on %s", c.alpha*1e6, c.beta*1e9, 1/c.beta/1e9, c.gamma*1e9, c.dev.Name())
 	}
 	return nil
