@@ -409,10 +409,19 @@ func (c *Comm) teardown() error {
 	return errors.Join(errs...)
 }
 
+// The range of Options.ChunkSize (GOCCL_CHUNK_SIZE). Below it a chunk
+// costs more in per-message overhead than it carries; above it the staging
+// slots (Slots chunks per peer) take more memory than they can use.
+const (
+	MinChunkSize = 1 << 10
+	MaxChunkSize = 64 << 20
+)
+
 // Options tune a communicator. The zero value is the default.
 type Options struct {
 	// ChunkSize is the pipelining unit and staging slot size in bytes
-	// (default 512 KiB, env GOCCL_CHUNK_SIZE).
+	// (default 512 KiB, env GOCCL_CHUNK_SIZE), from MinChunkSize to
+	// MaxChunkSize (others are refused), rounded down to a multiple of 64.
 	ChunkSize int
 	// Slots is the number of staging slots per peer: chunks in flight per
 	// link (default 8, env GOCCL_SLOTS).
@@ -437,12 +446,17 @@ type Options struct {
 
 func (o *Options) fill() error {
 	var err error
+	what := "Options.ChunkSize"
 	if o.ChunkSize <= 0 {
 		if o.ChunkSize, err = envInt("GOCCL_CHUNK_SIZE", 512<<10); err != nil {
 			return err
 		}
+		what = "GOCCL_CHUNK_SIZE"
 	}
-	o.ChunkSize = max(64, o.ChunkSize&^63) // a multiple of every element size
+	if o.ChunkSize < MinChunkSize || o.ChunkSize > MaxChunkSize {
+		return fmt.Errorf("%s=%d: the chunk size must be from %d (1 KiB) to %d (64 MiB) bytes", what, o.ChunkSize, MinChunkSize, MaxChunkSize)
+	}
+	o.ChunkSize &^= 63 // a multiple of every element size
 	if o.Slots <= 0 {
 		if o.Slots, err = envInt("GOCCL_SLOTS", 8); err != nil {
 			return err

@@ -29,7 +29,7 @@ type planKey struct {
 
 // plan returns the compiled plan of a call, from the cache when it has no
 // per-rank counts.
-func (c *Comm) plan(r *Request, algo string) (*collectives.Plan, int, error) {
+func (c *Comm) plan(ctx context.Context, r *Request, algo string) (*collectives.Plan, int, error) {
 	elemSize := 1
 	if r.dt.Valid() {
 		elemSize = r.dt.Size()
@@ -45,7 +45,7 @@ func (c *Comm) plan(r *Request, algo string) (*collectives.Plan, int, error) {
 	a := r.args // escapes to the constructor: copied only when compiling
 	a.count, a.elemSize, a.root = r.count, elemSize, r.root
 	s := algorithms[r.kind][algo](c.rank, c.size, &a)
-	p, err := collectives.Compile(s, c.opts.ChunkSize)
+	p, err := collectives.CompileContext(ctx, s, c.opts.ChunkSize)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -142,7 +142,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		bufs[collectives.BufInput] = t
 	}
 	if c.size > 1 {
-		p, scratch, err := c.plan(r, algo)
+		p, scratch, err := c.plan(ctx, r, algo)
 		if err != nil {
 			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 		}
@@ -165,7 +165,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		}
 	} else {
 		// One rank: only the schedule's local copies.
-		p, _, err := c.plan(r, algo)
+		p, _, err := c.plan(ctx, r, algo)
 		if err != nil {
 			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 		}
