@@ -75,9 +75,9 @@ type Call struct {
 	Coll  string
 	Count int
 	Root  int // -1 when the collective has no root
-	// P2P marks point-to-point calls: Seq is the tag, and the fingerprint
-	// leaves out the collective's name and count (the executor checks each
-	// message's length).
+	// P2P marks point-to-point calls: Seq is the tag (0..MaxTag), which
+	// travels whole instead of the sequence number and fingerprint (the
+	// executor checks each message's length).
 	P2P bool
 	// VarCount marks calls whose count differs across ranks (alltoallv):
 	// the fingerprint leaves it out.
@@ -391,7 +391,7 @@ func (e *Executor) progress(c *Call) error {
 			}
 			ch := &p.chunks[idx]
 			region, off := e.source(c, ch)
-			l.imm = dataImm(c.Seq, c.fingerprint())
+			l.imm = c.imm()
 			roff := uint64(l.sendSlot * e.SlotSize)
 			if err := l.EP.PostWrite(withEpoch(makeID(idData, peer, idx), e.epoch), region, off, ch.len, l.Remote, roff, &l.imm); err != nil {
 				err = fmt.Errorf("%s #%d (%s): rank %d -> %d: post write: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, err)
@@ -439,7 +439,11 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 	p := c.Plan
 	slot := l.recvSlot
 	n, seq, fp := l.arrLen[slot], l.arrSeq[slot], l.arrFP[slot]
-	if seq != uint16(c.Seq&seqMask) || fp != c.fingerprint() {
+	if c.P2P || l.arrP2P[slot] {
+		if err := e.checkTag(c, l.Peer, seq, fp, l.arrP2P[slot]); err != nil {
+			return err
+		}
+	} else if seq != uint16(c.Seq&seqMask) || fp != c.fingerprint() {
 		return &MismatchError{Call: c.Desc(), Seq: c.Seq, Algo: p.Name, Rank: e.Rank, Peer: l.Peer,
 			PeerSeq: seq, PeerFingerprint: fp, Fingerprint: c.fingerprint()}
 	}
@@ -527,7 +531,7 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 			return fmt.Errorf("%s #%d (%s): rank %d <- %d: unexpected message without immediate", c.Desc(), c.Seq, p.Name, e.Rank, peer)
 		}
 		switch comp.Imm & immType {
-		case immData:
+		case immData, immP2P:
 			if l.arrived >= e.NSlots {
 				return fmt.Errorf("%s #%d (%s): rank %d <- %d: peer overran the %d staging slots", c.Desc(), c.Seq, p.Name, e.Rank, peer, e.NSlots)
 			}
@@ -535,6 +539,7 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 			l.arrFP[slot] = uint16(comp.Imm)
 			l.arrLen[slot] = comp.Bytes
 			l.arrSeq[slot] = uint16(comp.Imm >> 16 & seqMask)
+			l.arrP2P[slot] = comp.Imm&immType == immP2P
 			l.arrived++
 		case immCredit:
 			l.credits += int(comp.Imm & 0xffff)

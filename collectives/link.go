@@ -36,23 +36,31 @@ type Link struct {
 	arrLen   []int
 	arrSeq   []uint16
 	arrFP    []uint16
+	arrP2P   []bool // a point-to-point message: arrSeq<<16 | arrFP is its tag
 }
 
-// Immediate data layout: 2 bits of type, 14 bits of collective sequence,
-// 16 bits of value: for data, the fingerprint of the sender's call (a hash
-// of collective, algorithm, type, count, root and operation: receivers
-// compare it with their own, so ranks that called different collectives get
-// an error instead of a hang or corrupt data); for a credit, the number of
-// credits.
+// Immediate data layout: 2 bits of type, then
+//   - collective data: 14 bits of collective sequence and 16 bits of the
+//     fingerprint of the sender's call (a hash of collective, algorithm,
+//     type, count, root and operation: receivers compare it with their
+//     own, so ranks that called different collectives get an error instead
+//     of a hang or corrupt data);
+//   - point-to-point data: the 30-bit tag, whole (tags match exactly; the
+//     receiver checks the length of every message);
+//   - a credit: the number of credits in the low 16 bits.
 const (
 	immData   = 1 << 30
 	immCredit = 2 << 30
-	immType   = 3 << 30
+	immP2P    = 3 << 30
+	immType   = 3 << 30 // the mask of the type bits
 	seqBits   = 14
 	seqMask   = 1<<seqBits - 1
+	// MaxTag is the largest point-to-point tag.
+	MaxTag = 1<<30 - 1
 )
 
 func dataImm(seq uint32, fp uint16) uint32 { return immData | (seq&seqMask)<<16 | uint32(fp) }
+func p2pImm(tag uint32) uint32             { return immP2P | tag&MaxTag }
 func creditImm(n int) uint32               { return immCredit | uint32(n)&0xffff }
 
 // Work request ids: the low 32 bits carry the chunk index (writes of data)
@@ -86,7 +94,8 @@ func TokensPerLink(nslots int) int { return 2*nslots + 4 }
 // the peer's. NewLink posts the receive tokens.
 func NewLink(peer int, ep transport.Endpoint, staging transport.Region, remote transport.RemoteRegion, nslots int) (*Link, error) {
 	l := &Link{Peer: peer, EP: ep, Staging: staging, Remote: remote, credits: nslots,
-		arrLen: make([]int, nslots), arrSeq: make([]uint16, nslots), arrFP: make([]uint16, nslots)}
+		arrLen: make([]int, nslots), arrSeq: make([]uint16, nslots), arrFP: make([]uint16, nslots),
+		arrP2P: make([]bool, nslots)}
 	for range TokensPerLink(nslots) {
 		if err := ep.PostRecv(makeID(idToken, peer, 0), staging, 0, 0); err != nil {
 			return nil, fmt.Errorf("link to rank %d: post receive: %w", peer, err)

@@ -263,8 +263,8 @@ func (c *Comm) p2p(r *Request, k collKind, buf []byte, dt DataType, peer, tag in
 	if err == nil {
 		err = c.checkPeer(k, dt, "peer", peer)
 	}
-	if err == nil && tag < 0 {
-		err = c.errorf(k, dt, "negative tag %d", tag)
+	if err == nil && (tag < 0 || tag > MaxTag) {
+		err = c.errorf(k, dt, "tag %d outside 0..%d (MaxTag)", tag, MaxTag)
 	}
 	r.kind, r.dt, r.root = k, dt, -1
 	r.args.peer, r.args.src, r.args.tag = peer, peer, tag
@@ -289,8 +289,8 @@ func (c *Comm) sendRecv(r *Request, send []byte, dst int, recv []byte, src int, 
 	if err == nil {
 		err = c.checkPeer(k, dt, "source", src)
 	}
-	if err == nil && tag < 0 {
-		err = c.errorf(k, dt, "negative tag %d", tag)
+	if err == nil && (tag < 0 || tag > MaxTag) {
+		err = c.errorf(k, dt, "tag %d outside 0..%d (MaxTag)", tag, MaxTag)
 	}
 	if err == nil && overlap(send, recv) {
 		err = c.errorf(k, dt, "send and recv overlap")
