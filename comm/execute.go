@@ -133,7 +133,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 	// BufInput: the send buffer of out-of-place collectives.
 	if usesInput(r.kind) && len(r.send) > 0 {
 		t, ok := c.lookup(r.send)
-		if !ok {
+		if !ok || (stagesInPlace[r.kind] && overlap(r.send, r.recv)) {
 			if t, err = c.scratchFor(scratchInput, len(r.send)); err != nil {
 				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 			}
@@ -209,10 +209,25 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		}
 	default:
 		if staged && dlen > 0 {
-			copy(r.recv, data())
+			if r.args.recvCounts != nil {
+				// The v-collectives deliver blocks: the bytes between them
+				// are the caller's, not the staging buffer's leftovers.
+				copyBlocks(r.recv, data(), r.args.recvCounts, r.args.recvDispls, r.dt.Size())
+			} else {
+				copy(r.recv, data())
+			}
 		}
 	}
 	return nil
+}
+
+// copyBlocks copies the blocks of counts[j] elements at displs[j] (in
+// elements of size bytes) from src to dst, and nothing else.
+func copyBlocks(dst, src []byte, counts, displs []int, size int) {
+	for j, n := range counts {
+		a, b := displs[j]*size, (displs[j]+n)*size
+		copy(dst[a:b], src[a:b])
+	}
 }
 
 // costBytes is the size the cost model prices a call at: the full buffer
@@ -229,6 +244,12 @@ func (c *Comm) costBytes(r *Request) int {
 	}
 	return len(r.recv)
 }
+
+// stagesInPlace marks the collectives whose in-place form (send is recv)
+// reads send from a staging copy: they overwrite blocks of recv that they
+// have yet to send. The others read their send buffer only in the
+// schedule's Pre copies, before anything arrives.
+var stagesInPlace = [numColls + 1]bool{collAlltoall: true, collAlltoallv: true}
 
 // usesInput says whether the collective reads a separate send buffer.
 func usesInput(k collKind) bool {

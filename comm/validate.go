@@ -186,8 +186,8 @@ func (c *Comm) alltoall(r *Request, send, recv []byte, dt DataType) *Request {
 	if err == nil && (len(send) != len(recv) || len(send)%(c.size*dt.Size()) != 0) {
 		err = c.errorf(k, dt, "send (%d bytes) and recv (%d bytes) must be equal and hold %d whole blocks", len(send), len(recv), c.size)
 	}
-	if err == nil && overlap(send, recv) {
-		err = c.errorf(k, dt, "send and recv overlap")
+	if err == nil && overlap(send, recv) && !sameBytes(send, recv) {
+		err = c.errorf(k, dt, "send and recv overlap (in place, send is recv)")
 	}
 	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, -1
 	if err == nil {
@@ -206,8 +206,11 @@ func (c *Comm) alltoallv(r *Request, send []byte, sendCounts, sendDispls []int, 
 	if err == nil {
 		r.args.recvDispls, err = c.checkV(k, dt, "recv", recvCounts, recvDispls, len(recv)/dt.Size())
 	}
-	if err == nil && overlap(send, recv) {
-		err = c.errorf(k, dt, "send and recv overlap")
+	if err == nil && overlap(send, recv) && !sameBytes(send, recv) {
+		err = c.errorf(k, dt, "send and recv overlap (in place, send is recv)")
+	}
+	if err == nil && sendCounts[c.rank] != recvCounts[c.rank] {
+		err = c.errorf(k, dt, "sendCounts[%d] is %d but recvCounts[%d] is %d: this rank's block to itself", c.rank, sendCounts[c.rank], c.rank, recvCounts[c.rank])
 	}
 	if err == nil {
 		r.args.sendCounts = append([]int(nil), sendCounts...)
@@ -241,6 +244,9 @@ func (c *Comm) scatter(r *Request, send, recv []byte, dt DataType, root int) *Re
 	}
 	if err == nil && c.rank == root && len(send) != c.size*len(recv) {
 		err = c.errorf(k, dt, "root's send has %d bytes, want %d ranks x %d bytes of recv", len(send), c.size, len(recv))
+	}
+	if err == nil && c.rank == root && overlap(send, recv) && !sameBytes(recv, send[root*len(recv):(root+1)*len(recv)]) {
+		err = c.errorf(k, dt, "root's recv overlaps send other than as root's own block (in place)")
 	}
 	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, root
 	if err == nil {
