@@ -79,7 +79,8 @@ type Comm struct {
 	seq     uint32
 	plans   map[planKey]planEntry
 	scratch [numScratch]scratchBuf
-	wide    []byte // registered float32 buffer of half-type reductions
+	wide    []byte        // registered float32 buffer of half-type reductions
+	selfq   []selfMessage // messages this rank sent itself, oldest first
 
 	// Algorithm selection: GOCCL_ALGO's choices, and the α-β cost model's
 	// parameters (agreed by all ranks at New).

@@ -90,6 +90,9 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 	if halfReduction(r) {
 		return c.executeHalf(ctx, r)
 	}
+	if r.kind.p2p() && (r.args.peer == c.rank || r.args.src == c.rank) {
+		return c.executeSelf(ctx, r)
+	}
 	if !r.kind.p2p() {
 		c.seq++
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,5 +69,83 @@ func TestTagsMatchExactly(t *testing.T) {
 		} else {
 			t.Log(recvErr)
 		}
+	}
+}
+
+// TestSendToSelf checks point-to-point calls of a rank with itself, which
+// MPI allows (issue 11 item 14c: they were refused): Send then Recv,
+// SendRecv with itself on one or both sides, and a Recv with nothing sent
+// failing at once without breaking the communicator.
+func TestSendToSelf(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range []int{1, 2} {
+		runRanks(t, n, testOpts, func(c *Comm) error {
+			me, peer := c.Rank(), (c.Rank()+1)%n
+			// Send to oneself, then receive, with messages queued in order.
+			if err := Send(ctx, c, []int64{1, 2, 3}, me, 5); err != nil {
+				return err
+			}
+			req := SendAsync(c, []int64{4}, me, 6)
+			got := make([]int64, 3)
+			if err := Recv(ctx, c, got, me, 5); err != nil {
+				return err
+			}
+			if err := req.Wait(ctx); err != nil {
+				return err
+			}
+			one := []int64{0}
+			if err := Recv(ctx, c, one, me, 6); err != nil {
+				return err
+			}
+			if !slices.Equal(got, []int64{1, 2, 3}) || one[0] != 4 {
+				return fmt.Errorf("received %v and %v from itself", got, one)
+			}
+			if alg := req.Algorithm(); alg != "direct" {
+				return fmt.Errorf("send to itself ran %q", alg)
+			}
+			// SendRecv with itself on both sides.
+			if err := SendRecv(ctx, c, []int64{7, 8}, me, got[:2], me, 9); err != nil {
+				return err
+			}
+			if got[0] != 7 || got[1] != 8 {
+				return fmt.Errorf("sendrecv with itself: %v", got[:2])
+			}
+			// SendRecv with itself on one side: send to the right, receive
+			// from oneself, then the reverse.
+			if err := Send(ctx, c, []int64{int64(10 + me)}, me, 11); err != nil {
+				return err
+			}
+			if err := SendRecv(ctx, c, []int64{int64(20 + me)}, peer, one, me, 11); err != nil {
+				return err
+			}
+			if one[0] != int64(10+me) {
+				return fmt.Errorf("sendrecv from itself: %v", one)
+			}
+			left := (me + n - 1) % n
+			if err := SendRecv(ctx, c, []int64{int64(30 + me)}, me, one, left, 11); err != nil {
+				return err
+			}
+			if one[0] != int64(20+left) {
+				return fmt.Errorf("sendrecv from rank %d: %v, want %d", left, one, 20+left)
+			}
+			if err := Recv(ctx, c, one, me, 11); err != nil || one[0] != int64(30+me) {
+				return fmt.Errorf("recv of the sendrecv to itself: %v, %v", one, err)
+			}
+			// Nothing to receive, or the wrong tag: an error at once.
+			if err := Recv(ctx, c, one, me, 1); err == nil || !strings.Contains(err.Error(), "no message") {
+				return fmt.Errorf("recv from itself with nothing sent: %v", err)
+			}
+			if err := Send(ctx, c, one, me, 2); err != nil {
+				return err
+			}
+			if err := Recv(ctx, c, one, me, 3); err == nil || !strings.Contains(err.Error(), "tag 2") {
+				return fmt.Errorf("recv from itself with another tag: %v", err)
+			}
+			if err := Recv(ctx, c, one, me, 2); err != nil {
+				return err
+			}
+			// The communicator is still usable.
+			return Allreduce(ctx, c, one, one, Sum)
+		})
 	}
 }

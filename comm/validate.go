@@ -41,8 +41,8 @@ func (c *Comm) checkRoot(k collKind, dt DataType, root int) error {
 }
 
 func (c *Comm) checkPeer(k collKind, dt DataType, what string, peer int) error {
-	if peer < 0 || peer >= c.size || peer == c.rank {
-		return c.errorf(k, dt, "%s %d is not another rank of [0, %d)", what, peer, c.size)
+	if peer < 0 || peer >= c.size {
+		return c.errorf(k, dt, "%s %d is not a rank of [0, %d)", what, peer, c.size)
 	}
 	return nil
 }
