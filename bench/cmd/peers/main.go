@@ -259,6 +259,11 @@ func parseArgs(args []string) (*options, error) {
 		if o.command != nil {
 			return nil, errors.New("build takes no command")
 		}
+		for _, name := range o.cfg.Peers {
+			if peers.PeerNamed(name) == nil {
+				return nil, fmt.Errorf("unknown peer %q (have %s)", name, strings.Join(peers.PeerNames(), ", "))
+			}
+		}
 		o.build = true
 		return o, nil
 	}

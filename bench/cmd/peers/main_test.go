@@ -38,6 +38,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-x", "-1", "allreduce"}, `invalid warm-up count "-1"`},
 		{[]string{"-bogus", "allreduce"}, "flag provided but not defined: -bogus"},
 		{[]string{"build", "--", "cmd"}, "build takes no command"},
+		{[]string{"build", "-peers", "nccl"}, `unknown peer "nccl"`},
 	} {
 		code, out, stderr := runMain(c.args...)
 		if code != 2 || out != "" || strings.Count(stderr, "\n") != 1 ||
