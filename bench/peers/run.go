@@ -3,7 +3,6 @@ package peers
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -45,7 +44,7 @@ func PeerProgram(p *Peer, bin string, c *Config) Program {
 
 // runProcs starts procs together, each in its own process group, and waits
 // for all of them. The first one's standard output is the result. When one
-// fails, or ctx is done, the others' groups are killed (so that nothing is
+// fails, or ctx is done, the others' groups are stopped (so that nothing is
 // left waiting for a peer that is gone) and the error names the process
 // and ends with the tail of its standard error.
 func runProcs(parent context.Context, procs []proc) ([]byte, error) {
@@ -56,12 +55,18 @@ func runProcs(parent context.Context, procs []proc) ([]byte, error) {
 		stderrs = make([]tailBuffer, len(procs))
 		errs    = make([]error, len(procs))
 		wg      sync.WaitGroup
+		mu      sync.Mutex
+		first   = -1 // the process that failed first: the cause
 	)
 	for i, p := range procs {
 		cmd := exec.CommandContext(ctx, p.argv[0], p.argv[1:]...)
 		cmd.Env = append(os.Environ(), p.env...)
+		// Its own process group, so that stopping it reaches what it
+		// started (mpirun's and gorun's ranks): SIGTERM first, which
+		// mpirun and gorun pass on to their ranks; what is left after
+		// WaitDelay or after the leader exits gets SIGKILL.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 		cmd.WaitDelay = 5 * time.Second
 		if i == 0 {
 			cmd.Stdout = &out
@@ -76,7 +81,15 @@ func runProcs(parent context.Context, procs []proc) ([]byte, error) {
 		go func() {
 			defer wg.Done()
 			if errs[i] = cmd.Wait(); errs[i] != nil {
+				mu.Lock()
+				if first < 0 {
+					first = i
+				}
+				mu.Unlock()
 				cancel()
+			}
+			if ctx.Err() != nil {
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // leftovers of a stopped run
 			}
 		}()
 	}
@@ -87,32 +100,15 @@ func runProcs(parent context.Context, procs []proc) ([]byte, error) {
 		}
 		return strings.Join(procs[i].argv, " ")
 	}
-	// A process that failed by itself is the cause; the others were
-	// killed because of it, or because parent is done.
-	for i, err := range errs {
-		if err != nil && !isSignal(err) {
-			return nil, fmt.Errorf("%s: %v%s", name(i), err, stderrs[i].tail())
-		}
-	}
+	// The others were stopped because of the first failure, or because
+	// parent is done.
 	if err := parent.Err(); err != nil {
 		return nil, err
 	}
-	for i, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v%s", name(i), err, stderrs[i].tail())
-		}
+	if first >= 0 {
+		return nil, fmt.Errorf("%s: %v%s", name(first), errs[first], stderrs[first].tail())
 	}
 	return out.Bytes(), nil
-}
-
-func isSignal(err error) bool {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok {
-			return ws.Signaled()
-		}
-	}
-	return false
 }
 
 // tailBuffer keeps the last tailMax bytes written to it.
