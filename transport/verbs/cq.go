@@ -55,12 +55,22 @@ type cq struct {
 	// Blocking (Wait): one goroutine at a time, the leader, sleeps on file;
 	// the others wait for notify, closed and replaced when the leader
 	// leaves or a synthetic completion is queued.
-	file   *os.File // a dup of the channel fd, in the netpoller
-	rc     syscall.RawConn
-	lead   chan struct{} // capacity 1: held by the leader
-	nmu    sync.Mutex
-	notify chan struct{}
-	done   chan struct{} // closed by Close
+	file      *os.File // a dup of the channel fd, in the netpoller
+	rc        syscall.RawConn
+	lead      chan struct{}      // capacity 1: held by the leader
+	readable  func(uintptr) bool // the leader's callback in rc.Read (allocated once)
+	evErr     error              // set by readable; the leader's only
+	nmu       sync.Mutex         // guards followers and notify
+	followers int
+	notify    chan struct{}
+	done      chan struct{} // closed by Close
+
+	// The context whose end pokes the leader (watch): registered once and
+	// kept while callers pass the same one, so that steady-state waits
+	// allocate nothing.
+	watchMu sync.Mutex
+	watched context.Context
+	unwatch func() bool
 }
 
 var _ transport.CompletionQueue = (*cq)(nil)
@@ -81,7 +91,7 @@ func newCQ(d *Device, depth int) (*cq, error) {
 		hw.Close()
 		return nil, fmt.Errorf("completion channel: %w", err)
 	}
-	return &cq{
+	q := &cq{
 		dev:    d,
 		hw:     hw,
 		depth:  int64(depth),
@@ -91,7 +101,19 @@ func newCQ(d *Device, depth int) (*cq, error) {
 		lead:   make(chan struct{}, 1),
 		notify: make(chan struct{}),
 		done:   make(chan struct{}),
-	}, nil
+	}
+	// An event pending means completions may be queued that raised no
+	// event of their own: take it, re-arm, and let the leader poll again.
+	// Without one the queue is armed, and the next completion raises one.
+	q.readable = func(uintptr) bool {
+		ok, err := q.consumeEvent()
+		if err != nil {
+			q.evErr = err
+			return true
+		}
+		return ok
+	}
+	return q, nil
 }
 
 // channelFile puts a completion channel into the Go netpoller: a dup of its
@@ -119,18 +141,42 @@ func (q *cq) reserve() error {
 // unreserve gives back the entry of a request the adapter refused.
 func (q *cq) unreserve() { q.held.Add(-1) }
 
-// wakeFollowers wakes the goroutines that wait for the leader.
+// wakeFollowers wakes the goroutines that wait for the leader, if any.
 func (q *cq) wakeFollowers() {
 	q.nmu.Lock()
-	close(q.notify)
-	q.notify = make(chan struct{})
+	if q.followers > 0 {
+		close(q.notify)
+		q.notify = make(chan struct{})
+	}
 	q.nmu.Unlock()
 }
 
-func (q *cq) waitChan() chan struct{} {
+// follow registers a goroutine that may wait for the leader and returns
+// what to wait on; unfollow ends it.
+func (q *cq) follow() chan struct{} {
 	q.nmu.Lock()
 	defer q.nmu.Unlock()
+	q.followers++
 	return q.notify
+}
+
+func (q *cq) unfollow() {
+	q.nmu.Lock()
+	q.followers--
+	q.nmu.Unlock()
+}
+
+// leave ends the leader's turn and wakes the followers, one of which leads
+// next. Under nmu: a goroutine that registered as a follower either sees
+// the lead free or is woken.
+func (q *cq) leave() {
+	q.nmu.Lock()
+	<-q.lead
+	if q.followers > 0 {
+		close(q.notify)
+		q.notify = make(chan struct{})
+	}
+	q.nmu.Unlock()
 }
 
 // poke interrupts the leader's sleep on the completion channel, so that it
@@ -262,7 +308,6 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 		}
 	}
 	for {
-		ch := q.waitChan()
 		if n := q.Poll(out); n > 0 {
 			return n, nil
 		}
@@ -275,18 +320,35 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 		select {
 		case q.lead <- struct{}{}:
 			n, err := q.leadWait(ctx, out)
-			<-q.lead
-			q.wakeFollowers() // one of them leads next
+			q.leave()
 			return n, err
 		default:
 		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-q.done:
-			return 0, fmt.Errorf("verbs: wait: %w", transport.ErrClosed)
+		if n, done, err := q.followWait(ctx, out); done {
+			return n, err
 		}
+	}
+}
+
+// followWait waits while another goroutine leads: until the leader leaves
+// (then the caller tries to lead), a synthetic completion, ctx or Close.
+func (q *cq) followWait(ctx context.Context, out []transport.Completion) (n int, done bool, err error) {
+	ch := q.follow()
+	defer q.unfollow()
+	select {
+	case q.lead <- struct{}{}: // the leader left meanwhile
+		n, err := q.leadWait(ctx, out)
+		q.leave()
+		return n, true, err
+	default:
+	}
+	select {
+	case <-ch:
+		return 0, false, nil
+	case <-ctx.Done():
+		return 0, true, ctx.Err()
+	case <-q.done:
+		return 0, true, fmt.Errorf("verbs: wait: %w", transport.ErrClosed)
 	}
 }
 
@@ -295,8 +357,7 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 // completion, ctx, Close) pokes the sleep with a past read deadline, which
 // the loop clears before it looks for that cause, so none is missed.
 func (q *cq) leadWait(ctx context.Context, out []transport.Completion) (int, error) {
-	stop := context.AfterFunc(ctx, q.poke)
-	defer stop()
+	q.watch(ctx)
 	for {
 		q.file.SetReadDeadline(time.Time{})
 		if n := q.Poll(out); n > 0 {
@@ -308,26 +369,44 @@ func (q *cq) leadWait(ctx context.Context, out []transport.Completion) (int, err
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		// An event pending means completions may be queued that raised
-		// no event of their own: take it, re-arm, and poll again. Without
-		// one the queue is armed, and the next completion raises one.
-		var evErr error
-		err := q.rc.Read(func(uintptr) bool {
-			ok, err := q.consumeEvent()
-			if err != nil {
-				evErr = err
-				return true
-			}
-			return ok
-		})
+		q.evErr = nil
+		err := q.rc.Read(q.readable)
 		switch {
-		case evErr != nil:
-			return 0, fmt.Errorf("verbs: wait on %s: %w: %w", q.dev.name, evErr, transport.ErrLink)
+		case q.evErr != nil:
+			return 0, fmt.Errorf("verbs: wait on %s: %w: %w", q.dev.name, q.evErr, transport.ErrLink)
 		case errors.Is(err, os.ErrDeadlineExceeded):
 		case err != nil:
 			return 0, fmt.Errorf("verbs: wait: %w: %w", err, transport.ErrClosed)
 		}
 	}
+}
+
+// watch makes the end of ctx poke the leader. A communicator waits with
+// the same context call after call: the registration is kept for it.
+func (q *cq) watch(ctx context.Context) {
+	if ctx.Done() == nil {
+		return // never ends
+	}
+	q.watchMu.Lock()
+	defer q.watchMu.Unlock()
+	if sameContext(q.watched, ctx) {
+		return
+	}
+	if q.unwatch != nil {
+		q.unwatch()
+	}
+	q.watched, q.unwatch = ctx, context.AfterFunc(ctx, q.poke)
+}
+
+// sameContext compares two contexts; a context type that cannot be
+// compared is never the same.
+func sameContext(a, b context.Context) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
 }
 
 // consumeEvent takes one event of the completion channel (acknowledged,
@@ -375,6 +454,12 @@ func (q *cq) Close() error {
 	q.ready = nil
 	q.mu.Unlock()
 	q.file.Close() // waits for a leader inside Read to leave it
+	q.watchMu.Lock()
+	if q.unwatch != nil {
+		q.unwatch()
+		q.watched, q.unwatch = nil, nil
+	}
+	q.watchMu.Unlock()
 	q.dev.forgetCQ(q)
 	if err := q.hw.Close(); err != nil {
 		return fmt.Errorf("verbs: close completion queue: %w", err)

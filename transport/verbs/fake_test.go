@@ -295,3 +295,45 @@ func TestWaitHasNoHelperGoroutine(t *testing.T) {
 		t.Fatalf("completion %+v", c)
 	}
 }
+
+// TestWaitBlockingAllocatesNothing: a Wait that sleeps on the completion
+// channel (no spinning) and is woken by a completion allocates nothing when
+// the caller passes the same context each time, as a communicator does.
+func TestWaitBlockingAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("skipping: the race detector allocates on its own")
+	}
+	p := newPairOn(t, fakeOpener(ibvfake.New(), ibvfake.DeviceConfig{}, Config{GIDIndex: -1, Spin: -1}))
+	src := register(t, p.da, alloc(t, 64), 0)
+	dst := register(t, p.db, alloc(t, 64), transport.AccessAll)
+	kick, quit := make(chan struct{}), make(chan struct{})
+	defer close(quit)
+	go func() { // posts a write once Wait is asleep
+		for {
+			select {
+			case <-kick:
+			case <-quit:
+				return
+			}
+			time.Sleep(200 * time.Microsecond)
+			if err := p.a.PostWrite(1, src, 0, 8, dst.Remote(), 0, nil); err != nil {
+				panic(err)
+			}
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make([]transport.Completion, 4)
+	roundTrip := func() {
+		kick <- struct{}{}
+		if n, err := p.qa.Wait(ctx, out); n != 1 || err != nil || out[0].Err != nil {
+			t.Fatalf("wait: %d, %v, %+v", n, err, out[0])
+		}
+	}
+	for range 50 { // warm up: slices and maps reach their size
+		roundTrip()
+	}
+	if allocs := testing.AllocsPerRun(200, roundTrip); allocs >= 0.1 {
+		t.Fatalf("%.2f allocations per blocking wait and post; want none", allocs)
+	}
+}

@@ -71,7 +71,7 @@ type DeviceConfig struct {
 	LID         uint16
 	MaxCQE      int // default 32767
 	MaxQPWR     int // default 16384
-	MaxInline   int // default 256
+	MaxInline   int // default 256, at most 1024
 	MaxQPRdAtom int // default 128
 	// CQShortfall makes every completion queue this many entries smaller
 	// than asked: a device that lies about its depth.
@@ -137,6 +137,7 @@ func (f *Fabric) AddDevice(cfg DeviceConfig) *Device {
 	if cfg.MaxInline == 0 {
 		cfg.MaxInline = 256
 	}
+	cfg.MaxInline = min(cfg.MaxInline, maxInline)
 	if cfg.MaxQPRdAtom == 0 {
 		cfg.MaxQPRdAtom = 128
 	}

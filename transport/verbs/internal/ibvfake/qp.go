@@ -21,11 +21,16 @@ func (s qpState) String() string {
 	return [...]string{"RESET", "INIT", "RTR", "RTS", "ERR"}[s]
 }
 
+// maxInline bounds DeviceConfig.MaxInline: the payload of an inline send is
+// copied into its work request.
+const maxInline = 1024
+
 // sendWR is a posted send-queue request; inline holds the payload copied at
-// post time.
+// post time when isInline.
 type sendWR struct {
 	ibv.SendWR
-	inline []byte
+	isInline bool
+	inline   [maxInline]byte
 }
 
 type recvWR struct {
@@ -204,13 +209,14 @@ func (q *qp) PostSend(wr ibv.SendWR) error {
 	case wr.Len < 0 || wr.Op < ibv.OpSend || wr.Op > ibv.OpRead || (wr.Inline && wr.Op == ibv.OpRead):
 		return fmt.Errorf("ibv_post_send: %+v: %w", wr, syscall.EINVAL)
 	}
-	w := sendWR{SendWR: wr}
+	q.sq = append(q.sq, sendWR{SendWR: wr})
 	if wr.Inline && wr.Len > 0 {
 		// The payload is copied now: the caller may reuse its buffer, and
 		// the lkey is not checked (as with IBV_SEND_INLINE).
-		w.inline = append([]byte(nil), bytesAt(wr.Addr, wr.Len)...)
+		w := &q.sq[len(q.sq)-1]
+		w.isInline = true
+		copy(w.inline[:], bytesAt(wr.Addr, wr.Len))
 	}
-	q.sq = append(q.sq, w)
 	f.pumpLocked()
 	return nil
 }

@@ -54,6 +54,14 @@ func (t *qp) remoteLocked(raddr uint64, n int, rkey uint32, right ibv.Access) ([
 	return bytesAt(uintptr(raddr), n), true
 }
 
+// popFront removes the first element, keeping the slice's storage (a fake
+// that allocated per request would hide the transport's allocations).
+func popFront[T any](s []T) []T {
+	n := copy(s, s[1:])
+	clear(s[n:])
+	return s[:n]
+}
+
 // pumpLocked executes posted requests, in order per queue pair, until none
 // can make progress (a send waiting for a receive, a peer not yet ready).
 func (f *Fabric) pumpLocked() {
@@ -76,17 +84,19 @@ func (f *Fabric) pumpLocked() {
 // stepLocked executes the head of q's send queue; false if it must wait.
 func (q *qp) stepLocked() bool {
 	f := q.f()
-	w := q.sq[0]
+	w := &q.sq[0]
 	op := sendOpcode(w.Op)
 	fail := func(status uint32) bool {
-		q.sq = q.sq[1:]
-		q.completeLocked(w.WRID, status, op, 0)
+		wrid := w.WRID
+		q.sq = popFront(q.sq)
+		q.completeLocked(wrid, status, op, 0)
 		q.failLocked()
 		return true
 	}
 	done := func(n int) bool {
-		q.sq = q.sq[1:]
-		q.completeLocked(w.WRID, ibv.WCSuccess, op, n)
+		wrid := w.WRID
+		q.sq = popFront(q.sq)
+		q.completeLocked(wrid, ibv.WCSuccess, op, n)
 		return true
 	}
 	t := f.qps[q.rtr.DestQPN]
@@ -101,8 +111,8 @@ func (q *qp) stepLocked() bool {
 	}
 	var src []byte
 	if w.Op != ibv.OpRead {
-		if w.inline != nil {
-			src = w.inline
+		if w.isInline {
+			src = w.inline[:w.Len]
 		} else {
 			var ok bool
 			if src, ok = q.localLocked(w.Addr, w.Len, w.LKey, false); !ok {
@@ -117,20 +127,20 @@ func (q *qp) stepLocked() bool {
 		}
 		r := t.rq[0]
 		if w.Len > r.n {
-			t.rq = t.rq[1:]
+			t.rq = popFront(t.rq)
 			t.completeLocked(r.wrid, ibv.WCLocLenErr, ibv.WCOpRecv, 0)
 			t.failLocked()
 			return fail(ibv.WCRemInvReqErr)
 		}
 		dst, ok := t.localLocked(r.addr, w.Len, r.lkey, true)
 		if !ok {
-			t.rq = t.rq[1:]
+			t.rq = popFront(t.rq)
 			t.completeLocked(r.wrid, ibv.WCLocProtErr, ibv.WCOpRecv, 0)
 			t.failLocked()
 			return fail(ibv.WCRemOpErr)
 		}
 		copy(dst, src)
-		t.rq = t.rq[1:]
+		t.rq = popFront(t.rq)
 		t.completeLocked(r.wrid, ibv.WCSuccess, ibv.WCOpRecv, w.Len)
 		return done(w.Len)
 	case ibv.OpWrite, ibv.OpWriteImm:
@@ -140,7 +150,7 @@ func (q *qp) stepLocked() bool {
 				// rxe completes the receive the refused write consumed
 				// with the responder's status.
 				r := t.rq[0]
-				t.rq = t.rq[1:]
+				t.rq = popFront(t.rq)
 				t.completeLocked(r.wrid, ibv.WCRemAccessErr, ibv.WCOpRecv, 0)
 			}
 			t.failLocked()
@@ -152,7 +162,7 @@ func (q *qp) stepLocked() bool {
 		copy(dst, src)
 		if w.Op == ibv.OpWriteImm {
 			r := t.rq[0]
-			t.rq = t.rq[1:]
+			t.rq = popFront(t.rq)
 			t.cq.pushLocked(ibv.WC{WRID: r.wrid, Status: ibv.WCSuccess, Opcode: ibv.WCOpRecvRDMAWithImm,
 				ByteLen: uint32(w.Len), Imm: w.Imm, HasImm: true, QPNum: t.num})
 		}
