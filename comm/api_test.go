@@ -36,7 +36,8 @@ func async(f func(c *Comm, opts ...CallOption) *Request) form {
 }
 
 // everyForm lists, per canonical collective name, its four forms (typed
-// and bytes, blocking and async) on 2 ranks with blocks of 2 float32s.
+// and bytes, blocking and async; allreduce also persistent) on 2 ranks
+// with blocks of 2 float32s.
 func everyForm() map[string][]form {
 	const k = 2
 	b := func() []float32 { return make([]float32, 2*k) } // two blocks
@@ -61,6 +62,17 @@ func everyForm() map[string][]form {
 			async(func(c *Comm, o ...CallOption) *Request {
 				return c.AllreduceBytesAsync(rawOf(blk()), rawOf(blk()), TypeFloat32, Sum, o...)
 			}),
+			func(c *Comm, o ...CallOption) (string, bool, error) { // persistent
+				p, err := AllreduceInit(c, nil, blk(), Sum, o...)
+				if err != nil {
+					return "", false, err
+				}
+				if err := p.Start(); err != nil {
+					return "", false, err
+				}
+				err = p.Wait(context.Background())
+				return p.Algorithm(), true, err
+			},
 		},
 		"broadcast": {
 			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error { return Broadcast(ctx, c, blk(), 0, o...) }),

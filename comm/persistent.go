@@ -23,8 +23,9 @@ type Persistent struct {
 var ErrRunning = errors.New("persistent collective still running")
 
 // AllreduceInit prepares an allreduce of send into recv (same length; send
-// nil or equal to recv for in place). Arguments are checked now.
-func AllreduceInit[T Number](c *Comm, send, recv []T, op Op) (*Persistent, error) {
+// nil or equal to recv for in place), with opts applying to every start.
+// Arguments are checked now.
+func AllreduceInit[T Number](c *Comm, send, recv []T, op Op, opts ...CallOption) (*Persistent, error) {
 	if send == nil {
 		send = recv
 	}
@@ -32,6 +33,7 @@ func AllreduceInit[T Number](c *Comm, send, recv []T, op Op) (*Persistent, error
 	p.r.done = make(chan struct{}, 1)
 	p.r.pooled = true // signal done with a send, never close
 	p.r.persistent = true
+	applyOpts(&p.r, opts)
 	if err := c.prepAllreduce(&p.r, asBytes(send), asBytes(recv), TypeOf[T](), op); err != nil {
 		return nil, err
 	}
