@@ -86,6 +86,7 @@ type Comm struct {
 	// parameters (agreed by all ranks at New).
 	algoEnv     map[collKind]string
 	choices     map[choiceKey]string
+	prices      []collectives.Price // the selector's scratch
 	alpha, beta float64
 	gamma       float64 // seconds per byte reduced
 	debug       bool

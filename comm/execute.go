@@ -42,9 +42,13 @@ func (c *Comm) plan(ctx context.Context, r *Request, algo string) (*collectives.
 			return e.plan, e.scratch, nil
 		}
 	}
-	a := r.args // escapes to the constructor: copied only when compiling
-	a.count, a.elemSize, a.root = r.count, elemSize, r.root
-	s := algorithms[r.kind][algo](c.rank, c.size, &a)
+	al, err := collectives.LookupAlgo(r.kind, algo)
+	if err != nil {
+		return nil, 0, err
+	}
+	a := r.args.schedArgs() // escapes to the constructor: made only when compiling
+	a.Count, a.ElemSize, a.Root = r.count, elemSize, r.root
+	s := al.Schedule(c.rank, c.size, &a)
 	p, err := collectives.CompileContext(ctx, s, c.opts.ChunkSize)
 	if err != nil {
 		return nil, 0, err
@@ -90,10 +94,10 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 	if halfReduction(r) {
 		return c.executeHalf(ctx, r)
 	}
-	if r.kind.p2p() && (r.args.peer == c.rank || r.args.src == c.rank) {
+	if r.kind.Info().P2P && (r.args.peer == c.rank || r.args.src == c.rank) {
 		return c.executeSelf(ctx, r)
 	}
-	if !r.kind.p2p() {
+	if !r.kind.Info().P2P {
 		c.seq++
 	}
 	algo, err := c.choose(r.kind, r.algo, c.costBytes(r))
@@ -134,9 +138,9 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		}
 	}
 	// BufInput: the send buffer of out-of-place collectives.
-	if usesInput(r.kind) && len(r.send) > 0 {
+	if r.kind.Info().Input && len(r.send) > 0 {
 		t, ok := c.lookup(r.send)
-		if !ok || (stagesInPlace[r.kind] && overlap(r.send, r.recv)) {
+		if !ok || (r.kind.Info().StagedInPlace && overlap(r.send, r.recv)) {
 			if t, err = c.scratchFor(scratchInput, len(r.send)); err != nil {
 				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 			}
@@ -156,7 +160,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		}
 		call := collectives.Call{Plan: p, Bufs: bufs, Type: r.dt, Op: r.op, Seq: c.seq,
 			Coll: r.kind.String(), Count: r.count, Root: r.root}
-		if r.kind.p2p() {
+		if r.kind.Info().P2P {
 			call.Seq, call.P2P = uint32(r.args.tag), true
 		}
 		call.VarCount = r.kind == collAlltoallv
@@ -233,34 +237,14 @@ func copyBlocks(dst, src []byte, counts, displs []int, size int) {
 	}
 }
 
-// costBytes is the size the cost model prices a call at: the full buffer
-// of allreduce, broadcast and reduce; all size blocks of the block
-// collectives.
+// costBytes is the size the cost model prices a call at (see
+// collectives.Coll.PricedBytes).
 func (c *Comm) costBytes(r *Request) int {
-	switch r.kind {
-	case collReduce, collReduceScatter, collAlltoall, collAlltoallv:
-		return len(r.send)
-	case collGather:
-		return c.size * len(r.send)
-	case collScatter:
-		return c.size * len(r.recv)
+	es := 1
+	if r.dt.Valid() {
+		es = r.dt.Size()
 	}
-	return len(r.recv)
-}
-
-// stagesInPlace marks the collectives whose in-place form (send is recv)
-// reads send from a staging copy: they overwrite blocks of recv that they
-// have yet to send. The others read their send buffer only in the
-// schedule's Pre copies, before anything arrives.
-var stagesInPlace = [numColls + 1]bool{collAlltoall: true, collAlltoallv: true}
-
-// usesInput says whether the collective reads a separate send buffer.
-func usesInput(k collKind) bool {
-	switch k {
-	case collAllgather, collAllgatherv, collAlltoall, collAlltoallv, collGather, collScatter, collSend, collSendRecv:
-		return true
-	}
-	return false
+	return r.kind.PricedBytes(c.size, r.count, es)
 }
 
 func sameBytes(a, b []byte) bool {

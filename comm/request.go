@@ -7,65 +7,6 @@ import (
 	"sync"
 )
 
-type collKind uint8
-
-const (
-	collAllreduce collKind = iota + 1
-	collBroadcast
-	collBarrier
-	collReduce
-	collAllgather
-	collAllgatherv
-	collReduceScatter
-	collAlltoall
-	collAlltoallv
-	collGather
-	collScatter
-	collSend
-	collRecv
-	collSendRecv
-	numColls = collSendRecv // the last kind
-)
-
-// String is the collective's canonical name, the one errors, logs,
-// GOCCL_ALGO, Algorithms and Algorithm use.
-func (k collKind) String() string {
-	switch k {
-	case collAllreduce:
-		return "allreduce"
-	case collBroadcast:
-		return "broadcast"
-	case collBarrier:
-		return "barrier"
-	case collReduce:
-		return "reduce"
-	case collAllgather:
-		return "allgather"
-	case collAllgatherv:
-		return "allgatherv"
-	case collReduceScatter:
-		return "reduce-scatter"
-	case collAlltoall:
-		return "alltoall"
-	case collAlltoallv:
-		return "alltoallv"
-	case collGather:
-		return "gather"
-	case collScatter:
-		return "scatter"
-	case collSend:
-		return "send"
-	case collRecv:
-		return "recv"
-	case collSendRecv:
-		return "sendrecv"
-	}
-	return "collective"
-}
-
-// p2p reports whether k is point-to-point (not called by every rank).
-func (k collKind) p2p() bool { return k == collSend || k == collRecv || k == collSendRecv }
-
 // Request is an asynchronous collective. Until Wait (or Test) reports it
 // done, its buffers belong to the communicator: do not read or write them.
 type Request struct {
