@@ -101,6 +101,9 @@ func Current() Level { return current.Load().level }
 // already running finishes on the level it started with (every level gives
 // the same bits).
 func SetLevel(l Level) error {
+	if l >= numLevels {
+		return fmt.Errorf("unknown SIMD level %d", uint8(l))
+	}
 	if !Supported(l) {
 		return fmt.Errorf("SIMD level %s: %s", l, missing(l))
 	}
