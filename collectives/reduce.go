@@ -61,7 +61,7 @@ func Finish(dt DataType, op ReduceOp, buf []byte, n int) error {
 	if s := dt.Size(); s == 0 || len(buf)%s != 0 {
 		return fmt.Errorf("avg %s: length %d is not a multiple of the element size", dt, len(buf))
 	}
-	if n >= 1<<31 {
+	if int64(n) >= 1<<31 {
 		return fmt.Errorf("avg %s: %d ranks is out of range", dt, n)
 	}
 	kernels.Div(kernels.Type(dt), buf, n)

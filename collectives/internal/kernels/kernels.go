@@ -49,7 +49,7 @@ func Reduce(t Type, op Op, out, a, b []byte) {
 // rounding once). d must be in [1, 2^31).
 func Div(t Type, buf []byte, d int) {
 	s := t.Size()
-	if s == 0 || d <= 0 || d >= 1<<31 || len(buf)%s != 0 {
+	if s == 0 || d <= 0 || int64(d) >= 1<<31 || len(buf)%s != 0 {
 		panic(fmt.Sprintf("kernels: div %s by %d: bad arguments (length %d)", t, d, len(buf)))
 	}
 	k := current.Load().div[t]
