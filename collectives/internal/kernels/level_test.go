@@ -113,3 +113,23 @@ func TestNarrowAllExponents(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelsAllocateNothing: the steady state of a collective allocates
+// nothing, kernels included.
+func TestKernelsAllocateNothing(t *testing.T) {
+	a, b, out := make([]byte, 4096), make([]byte, 4096), make([]byte, 4096)
+	wide := make([]byte, 8192)
+	allocs := testing.AllocsPerRun(20, func() {
+		for _, ty := range Types {
+			for _, op := range Ops {
+				Reduce(ty, op, out, a, b)
+			}
+			Div(ty, out, 3)
+		}
+		Widen(F16, wide, a)
+		Narrow(BF16, out[:2048], b)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per run", allocs)
+	}
+}

@@ -99,9 +99,13 @@ func bf16ReduceSpec(lv level, op string) *spec {
 		fop(c, op, 4, c.r(3), c.r(5), c.r(2), c.r(7), c.r(8)) // odd
 		// A NaN result is an operand's (low half zero) made quiet, or the
 		// default NaN: rounding adds at most 0x8000 to a zero low half
-		// and leaves it as is, so no NaN case is needed here.
-		roundBF16(c, c.r(6), c.r(7), one, bias)
-		roundBF16(c, c.r(2), c.r(7), one, bias)
+		// and leaves it as is, so no NaN case is needed here. Min and Max
+		// yield an operand, the OR or AND of two (equal zeros), or a
+		// NaN, all with a zero low half: exact, nothing to round.
+		if op == "Sum" || op == "Prod" {
+			roundBF16(c, c.r(6), c.r(7), one, bias)
+			roundBF16(c, c.r(2), c.r(7), one, bias)
+		}
 		g.ins("VPSRLD", "$16", c.r(6), c.r(6))
 		mergeBF16(c, c.r(2), c.r(6), hi)
 		c.store(mv, c.r(6), c.mem("DI", 2))
