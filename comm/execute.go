@@ -47,9 +47,12 @@ func (c *Comm) plan(r *Request, algo string, fuse int) (*collectives.Plan, int, 
 	a := r.args // escapes to the constructor: copied only when compiling
 	a.count, a.elemSize, a.root = r.count, elemSize, r.root
 	s := algorithms[r.kind][algo](c.rank, c.size, &a)
-	p, err := collectives.Compile(s, c.opts.ChunkSize)
+	var p *collectives.Plan
+	var err error
 	if fuse > 0 {
 		p, err = collectives.CompileFused(s, c.opts.ChunkSize, fuse)
+	} else {
+		p, err = collectives.Compile(s, c.opts.ChunkSize)
 	}
 	if err != nil {
 		return nil, 0, err
