@@ -8,16 +8,17 @@ import (
 // CompileFused compiles the schedule of an out-of-place reduction (its
 // BufData, dataLen bytes, starts as a copy of BufInput: allreduce, reduce
 // and reduce-scatter with separate send and receive buffers) so that the
-// copy is mostly not made. A receive-and-reduce into bytes of BufData that
-// no earlier step wrote becomes the fused out = input op received
+// copy is not made: a receive-and-reduce into bytes of BufData that no
+// earlier step wrote becomes the fused out = input op received
 // (ReduceTo), which reads and writes each byte once instead of copying it
-// first and reducing it after; only the bytes that are sent or copied
-// before any step writes them, and those no step writes at all, are copied
-// from BufInput, before the first step. In a ring allreduce over n ranks
-// that is 1/n of the buffer instead of all of it.
+// first and reducing it after; a send or local copy of such bytes reads
+// them from BufInput. Only bytes that a step reads while partly written,
+// and bytes no step writes at all, are copied from BufInput before the
+// first step. A ring allreduce copies nothing.
 //
-// The call must then provide BufInput. A schedule with local copies before
-// its steps (Schedule.Pre) is compiled as Compile does.
+// The call must then provide BufInput, registered like BufData (sends read
+// it). A schedule with local copies before its steps (Schedule.Pre) is
+// compiled as Compile does.
 func CompileFused(s Schedule, chunkSize, dataLen int) (*Plan, error) {
 	p, err := Compile(s, chunkSize)
 	if err != nil || len(s.Pre) > 0 {
@@ -33,14 +34,22 @@ func CompileFused(s Schedule, chunkSize, dataLen int) (*Plan, error) {
 		switch {
 		case ch.kind == Copy:
 			if ch.srcBuf == BufData {
-				need.addMissing(&written, ch.srcOff, ch.srcOff+ch.len)
+				if written.disjoint(ch.srcOff, ch.srcOff+ch.len) {
+					ch.srcBuf, p.fused = BufInput, true
+				} else {
+					need.addMissing(&written, ch.srcOff, ch.srcOff+ch.len)
+				}
 			}
 			if ch.buf == BufData {
 				written.add(a, b)
 			}
 		case ch.buf != BufData:
 		case ch.kind == Send:
-			need.addMissing(&written, a, b)
+			if written.disjoint(a, b) {
+				ch.buf, p.fused = BufInput, true // the same bytes; later writers still wait for it
+			} else {
+				need.addMissing(&written, a, b)
+			}
 		case ch.kind == Recv:
 			written.add(a, b)
 		case ch.kind == RecvReduce:

@@ -78,17 +78,18 @@ func TestFusedReductions(t *testing.T) {
 	}
 }
 
-// TestFusedRingCopiesOneBlock checks that fusing pays: a ring allreduce
-// over n ranks copies only the block each rank sends before it receives
-// anything, 1/n of the buffer, and fuses every other first reduction.
-func TestFusedRingCopiesOneBlock(t *testing.T) {
+// TestFusedRingCopiesNothing checks that fusing pays: a ring allreduce
+// over n ranks copies nothing, sends the block it sends before receiving
+// anything (1/n of the buffer) from the input, and fuses every other first
+// reduction.
+func TestFusedRingCopiesNothing(t *testing.T) {
 	const n, count = 4, 1 << 16
 	for r := range n {
 		p, err := CompileFused(RingAllreduce(r, n, count, 4), 4096, 4*count)
 		if err != nil {
 			t.Fatal(err)
 		}
-		copied, fusedBytes := 0, 0
+		copied, fusedBytes, fromInput := 0, 0, 0
 		for _, c := range p.pre {
 			copied += c.Len
 		}
@@ -96,9 +97,13 @@ func TestFusedRingCopiesOneBlock(t *testing.T) {
 			if ch.fused {
 				fusedBytes += ch.len
 			}
+			if ch.kind == Send && ch.buf == BufInput {
+				fromInput += ch.len
+			}
 		}
-		if copied != 4*count/n || fusedBytes != 4*count*(n-1)/n {
-			t.Errorf("rank %d: copies %d bytes and fuses %d, want %d and %d", r, copied, fusedBytes, 4*count/n, 4*count*(n-1)/n)
+		if copied != 0 || fusedBytes != 4*count*(n-1)/n || fromInput != 4*count/n {
+			t.Errorf("rank %d: copies %d bytes, fuses %d, sends %d from the input; want 0, %d, %d",
+				r, copied, fusedBytes, fromInput, 4*count*(n-1)/n, 4*count/n)
 		}
 	}
 }

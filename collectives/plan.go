@@ -27,7 +27,7 @@ type Plan struct {
 	ChunkSize int
 
 	pre    []PreCopy // local copies before any step
-	fused  bool      // some chunk reduces from BufInput (CompileFused)
+	fused  bool      // some chunk reads BufInput for BufData (CompileFused)
 	chunks []chunk
 	outs   []int32   // dependents of chunk i: outs[chunks[i].outStart : +nOut]
 	sends  [][]int32 // per peer: send chunks in order
