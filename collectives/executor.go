@@ -255,6 +255,9 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 			return fmt.Errorf("%s: rank %d: local copy between buffers %d and %d, which the call does not provide", c.Desc(), e.Rank, ch.srcBuf, ch.buf)
 		}
 	}
+	if p.fused && c.Bufs[BufInput].Region == nil {
+		return fmt.Errorf("%s: rank %d: fused plan without an input buffer", c.Desc(), e.Rank)
+	}
 	e.reset(p)
 	for _, cp := range p.pre {
 		src, dst := &c.Bufs[cp.Src], &c.Bufs[cp.Dst]
@@ -519,7 +522,12 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 		t := &c.Bufs[ch.buf]
 		dst := t.Region.Bytes()[t.Off+ch.off : t.Off+ch.off+n]
 		if ch.kind == RecvReduce {
-			if err := Reduce(c.Type, c.Op, dst, src); err != nil {
+			a := dst
+			if ch.fused { // dst = input op received: see CompileFused
+				in := &c.Bufs[BufInput]
+				a = in.Region.Bytes()[in.Off+ch.off : in.Off+ch.off+n]
+			}
+			if err := ReduceTo(c.Type, c.Op, dst, a, src); err != nil {
 				return fmt.Errorf("%s #%d (%s): rank %d <- %d: %w", c.Desc(), c.Seq, p.Name, e.Rank, l.Peer, err)
 			}
 		} else {

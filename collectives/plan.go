@@ -32,6 +32,7 @@ type Plan struct {
 	ChunkSize int
 
 	pre    []PreCopy // local copies before any step
+	fused  bool      // some chunk reads BufInput for BufData (CompileFused)
 	chunks []chunk
 	outs   []int32   // dependents of chunk i: outs[chunks[i].outStart : +nOut]
 	sends  [][]int32 // per peer: send chunks in order
@@ -46,7 +47,8 @@ type chunk struct {
 	srcBuf   Buf   // Copy: the source buffer
 	peer     int32 // -1 for Copy
 	off, len int
-	srcOff   int // Copy: the source range's first byte
+	srcOff   int  // Copy: the source range's first byte
+	fused    bool // RecvReduce: BufData = BufInput op received (CompileFused)
 	nDeps    int32
 	outStart int32
 	nOut     int32

@@ -137,6 +137,9 @@ func newComm(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Opt
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
 	algoEnv, err := parseAlgoEnv(os.Getenv("GOCCL_ALGO"))
+	if err == nil {
+		err = simdFromEnv()
+	}
 	if err != nil {
 		rdv.Close()
 		if opts.OwnDevice {

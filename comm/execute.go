@@ -25,17 +25,19 @@ type planKey struct {
 	peer, src int
 	recvCount int
 	chunkSize int
+	fused     bool
 }
 
 // plan returns the compiled plan of a call, from the cache when it has no
-// per-rank counts.
-func (c *Comm) plan(ctx context.Context, r *Request, algo string) (*collectives.Plan, int, error) {
+// per-rank counts. fuse > 0 compiles it with collectives.CompileFused for
+// a BufData of fuse bytes that starts as a copy of BufInput.
+func (c *Comm) plan(ctx context.Context, r *Request, algo string, fuse int) (*collectives.Plan, int, error) {
 	elemSize := 1
 	if r.dt.Valid() {
 		elemSize = r.dt.Size()
 	}
 	k := planKey{kind: r.kind, algo: algo, count: r.count, elemSize: elemSize, root: r.root,
-		peer: r.args.peer, src: r.args.src, recvCount: r.args.recvCount, chunkSize: c.opts.ChunkSize}
+		peer: r.args.peer, src: r.args.src, recvCount: r.args.recvCount, chunkSize: c.opts.ChunkSize, fused: fuse > 0}
 	cacheable := r.args.sendCounts == nil && r.args.recvCounts == nil
 	if cacheable {
 		if e, ok := c.plans[k]; ok {
@@ -49,7 +51,12 @@ func (c *Comm) plan(ctx context.Context, r *Request, algo string) (*collectives.
 	a := r.args.schedArgs() // escapes to the constructor: made only when compiling
 	a.Count, a.ElemSize, a.Root = r.count, elemSize, r.root
 	s := al.Schedule(c.rank, c.size, &a)
-	p, err := collectives.CompileContext(ctx, s, c.opts.ChunkSize)
+	var p *collectives.Plan
+	if fuse > 0 {
+		p, err = collectives.CompileFusedContext(ctx, s, c.opts.ChunkSize, fuse)
+	} else {
+		p, err = collectives.CompileContext(ctx, s, c.opts.ChunkSize)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -126,11 +133,19 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		t := bufs[collectives.BufData]
 		return t.Region.Bytes()[t.Off : t.Off+dlen]
 	}
-	// Initial content of BufData.
+	// Initial content of BufData. An out-of-place reduction from a
+	// registered send buffer reads it directly instead: most of the copy
+	// becomes part of the first reduction of each chunk
+	// (collectives.CompileFused).
+	fuse := 0
 	switch r.kind {
 	case collAllreduce, collReduce, collReduceScatter:
 		if dlen > 0 && (staged || !sameBytes(r.send, r.recv)) {
-			copy(data(), r.send)
+			if t, ok := c.lookup(r.send); ok && c.size > 1 {
+				bufs[collectives.BufInput], fuse = t, dlen
+			} else {
+				copy(data(), r.send)
+			}
 		}
 	case collBroadcast:
 		if staged && c.rank == r.root {
@@ -149,7 +164,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		bufs[collectives.BufInput] = t
 	}
 	if c.size > 1 {
-		p, scratch, err := c.plan(ctx, r, algo)
+		p, scratch, err := c.plan(ctx, r, algo, fuse)
 		if err != nil {
 			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 		}
@@ -172,7 +187,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		}
 	} else {
 		// One rank: only the schedule's local copies.
-		p, _, err := c.plan(ctx, r, algo)
+		p, _, err := c.plan(ctx, r, algo, 0)
 		if err != nil {
 			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 		}
