@@ -20,7 +20,7 @@ func scheduleFor(coll, algo string, rank, size, n int) (Schedule, bool) {
 	if c.Info().Blocked {
 		count = n / size
 	}
-	return a.Schedule(rank, size, &Args{Count: count, ElemSize: 1}), true
+	return a.Build(rank, size, &Args{Count: count, ElemSize: 1}), true
 }
 
 // TestCostMatchesSchedules checks the cost table against the schedules: the

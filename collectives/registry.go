@@ -157,7 +157,7 @@ type Algo struct {
 	Coll Coll
 	// Name is the schedule's name, e.g. "ring".
 	Name string
-	// Schedule builds rank's schedule.
+	// Schedule builds rank's schedule (unnamed: Build names it).
 	Schedule func(rank, size int, a *Args) Schedule
 	// Cost is the α-β cost on size ranks of a call priced at n bytes
 	// (Coll.PricedBytes): message steps on the critical path and bytes
@@ -286,15 +286,15 @@ var algoTable = []Algo{
 		Doc:  "ceil(log2 n) rounds of zero-byte messages"},
 
 	{Coll: CollSend, Name: "direct", Schedule: func(r, n int, a *Args) Schedule {
-		return Schedule{Name: "direct", Rank: r, Size: n,
+		return Schedule{Rank: r, Size: n,
 			Steps: []Step{{Kind: Send, Peer: a.Peer, Buf: BufInput, Len: a.Count * a.ElemSize}}}
 	}, Doc: "one message"},
 	{Coll: CollRecv, Name: "direct", Schedule: func(r, n int, a *Args) Schedule {
-		return Schedule{Name: "direct", Rank: r, Size: n,
+		return Schedule{Rank: r, Size: n,
 			Steps: []Step{{Kind: Recv, Peer: a.Src, Buf: BufData, Len: a.RecvCount * a.ElemSize}}}
 	}, Doc: "one message"},
 	{Coll: CollSendRecv, Name: "direct", Schedule: func(r, n int, a *Args) Schedule {
-		return Schedule{Name: "direct", Rank: r, Size: n, Steps: []Step{
+		return Schedule{Rank: r, Size: n, Steps: []Step{
 			{Kind: Send, Peer: a.Peer, Buf: BufInput, Len: a.Count * a.ElemSize},
 			{Kind: Recv, Peer: a.Src, Buf: BufData, Len: a.RecvCount * a.ElemSize},
 		}}
@@ -315,6 +315,14 @@ func plain(f func(rank, size, count, elemSize int) Schedule) func(int, int, *Arg
 // elemSize).
 func rooted(f func(rank, size, root, count, elemSize int) Schedule) func(int, int, *Args) Schedule {
 	return func(r, n int, a *Args) Schedule { return f(r, n, a.Root, a.Count, a.ElemSize) }
+}
+
+// Build is rank's schedule of a on size ranks, named as the table names
+// the algorithm.
+func (a *Algo) Build(rank, size int, args *Args) Schedule {
+	s := a.Schedule(rank, size, args)
+	s.Name = a.Name
+	return s
 }
 
 // Algos lists the algorithms of c in the selector's order of preference.

@@ -34,7 +34,7 @@ func TestRegistryIsConsistent(t *testing.T) {
 				require.True(t, ci.Reducing, "%s/%s reduces but %s does not", ci.Name, a.Name, ci.Name)
 			}
 			// The schedule names itself as the table does.
-			s := a.Schedule(0, 4, &Args{Count: 8, ElemSize: 4, Root: 0, Peer: 1, Src: 1, RecvCount: 8,
+			s := a.Build(0, 4, &Args{Count: 8, ElemSize: 4, Root: 0, Peer: 1, Src: 1, RecvCount: 8,
 				SendCounts: []int{1, 2, 3, 4}, SendDispls: []int{0, 1, 3, 6}, RecvCounts: []int{1, 2, 3, 4}, RecvDispls: []int{0, 1, 3, 6}})
 			require.Equal(t, a.Name, s.Name, "%s/%s builds a schedule named %q", ci.Name, a.Name, s.Name)
 		}

@@ -50,7 +50,7 @@ func (c *Comm) plan(ctx context.Context, r *Request, algo string, fuse int) (*co
 	}
 	a := r.args.schedArgs() // escapes to the constructor: made only when compiling
 	a.Count, a.ElemSize, a.Root = r.count, elemSize, r.root
-	s := al.Schedule(c.rank, c.size, &a)
+	s := al.Build(c.rank, c.size, &a)
 	var p *collectives.Plan
 	if fuse > 0 {
 		p, err = collectives.CompileFusedContext(ctx, s, c.opts.ChunkSize, fuse)
