@@ -258,4 +258,9 @@ var (
 	// ErrFlushed: the request was pending when the endpoint entered the error
 	// state; the wrapped cause says why.
 	ErrFlushed = errors.New("request flushed")
+	// ErrQueueFull: a post was refused because every entry of the
+	// endpoint's completion queue is held by a request posted and not yet
+	// taken (NewCompletionQueue(depth) holds depth completions; a request
+	// holds one from its post until Poll or Wait takes its completion).
+	ErrQueueFull = errors.New("completion queue full")
 )

@@ -1,0 +1,510 @@
+package shm
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// endpoint is one side of a connection.
+//
+// Each side owns a transmit segment holding the ring it produces; the peer
+// maps it and consumes the ring. Sends, immediates, staged writes and read
+// requests travel as records in the ring; a write or read whose target is
+// in a shared mapping (or reachable by cross-memory attach) is one copy by
+// the initiator, straight between the two regions.
+//
+// Locks: txMu is held while executing posted requests (copies, producing
+// records), rxMu while consuming the peer's ring, mu (innermost, short)
+// for the request FIFOs and the state. Order: rxMu or txMu, then mu, then
+// the completion queue's lock.
+//
+// A posted send, write or read is pushed into the FIFO of its kind and
+// executed at once by the posting goroutine if nothing is queued before
+// it; otherwise it waits in txq and is executed by whoever drives progress
+// next (Poll, Wait, a post, or a nudge from the peer). A request is done
+// when its copy is done (direct write or read without immediate), when
+// the peer has consumed its last record (send, write with immediate,
+// staged write: the ring's head passed it), or when the last chunk of the
+// answer arrived (staged read). Completions leave each FIFO in post order.
+type endpoint struct {
+	dev   *Device
+	cq    *cq
+	token [16]byte // also the probe the peer reads to detect CMA
+	blob  []byte
+
+	// Set by Connect before live; constant afterwards.
+	peer     address
+	peerName string
+	conn     *net.UnixConn
+	self     *Device // the peer's device when it lives in this process
+	cma      bool
+	txFD     int
+	tx       []byte // my transmit segment
+	peerTx   []byte
+	peerCtl  []byte // part 1 of the peer's control segment (bells)
+	peerTab  []byte // part 2: the peer's region table (read only)
+	peerBell bell   // the bell of the peer endpoint's completion queue
+	out      producer
+	in       consumer
+	maxChunk int
+	// Flags in the transmit segments (see ctl.go).
+	myBusy, peerBusy       *atomic.Uint64
+	myNudge, peerNudge     *atomic.Uint32
+	myBlocked, peerBlocked *atomic.Uint32
+	myOpen, peerOpen       *atomic.Uint32
+	myClock, peerClock     *atomic.Uint64 // race builds (raceclock.go)
+
+	live     atomic.Bool // connected and mapped; cleared by Close before unmapping
+	failed   atomic.Bool // in the error state
+	peerGone atomic.Bool // the peer will never touch our memory again (hung up)
+	reader   sync.WaitGroup
+	incoming chan *offer // a dialer's connection, for the accepting side
+
+	segMu sync.Mutex
+	segs  map[uint64][]byte // the peer's Alloc segments, mapped here
+
+	txMu      sync.Mutex
+	txAgain   atomic.Bool
+	published uint64 // the tail last stored
+	// watchPeer's state: since when the peer leaves work undone, and the
+	// delay before the next nudge.
+	stuckSince, nudgeDelay time.Duration
+	liov                   [1]unix.Iovec // CMA vectors, under txMu
+	riov                   [1]unix.RemoteIovec
+
+	rxMu    sync.Mutex
+	rxAgain atomic.Bool
+
+	mu         sync.Mutex
+	connecting bool
+	dialer     bool // this side dials (Connect was called)
+	closed     bool
+	err        error // the error state's cause
+	sends      fifo[req]
+	writes     fifo[req]
+	reads      fifo[req]
+	recvs      fifo[recv]
+	txq        fifo[qop]      // requests waiting to be executed, in post order
+	answers    fifo[readTask] // the peer's staged reads to answer
+	spare      []byte         // a snapshot buffer to reuse
+	staged     int            // staged writes and reads not done
+	rcvActive  bool           // a message is being placed into recvs' head
+	rcvTotal   uint64
+	rcvGot     uint64
+}
+
+var _ transport.Endpoint = (*endpoint)(nil)
+
+// Request states.
+const (
+	stQueued = iota // waiting in txq (maybe partly executed: moved > 0)
+	stRing          // records pushed; done when the peer's head passes end
+	stData          // staged read asked for; done when all data arrived
+	stDone          // finished (err says how), waiting for its turn
+)
+
+// req is a posted send, write or read.
+type req struct {
+	id     uint64
+	r      *region
+	off, n int
+	rkey   uint64
+	roff   uint64
+	imm    uint32
+	hasImm bool
+	state  uint8
+	err    error
+	end    uint64 // ring position after the last record (stRing)
+	moved  int    // payload pushed (send, staged write) or received (staged read)
+	staged bool   // counted in endpoint.staged
+}
+
+// recv is a posted receive.
+type recv struct {
+	id     uint64
+	r      *region
+	off, n int
+}
+
+// qop names a queued request: its kind and its number in the kind's FIFO.
+type qop struct {
+	kind uint8
+	seq  uint64
+}
+
+// readTask is a peer's staged read this side answers chunk by chunk.
+type readTask struct {
+	key, off, n, moved, seq uint64
+	snap                    []byte // the bytes [moved, n) as the request found them
+	done                    bool
+}
+
+func newEndpoint(d *Device, q *cq, tok [16]byte) *endpoint {
+	e := &endpoint{dev: d, cq: q, token: tok, txFD: -1, incoming: make(chan *offer, 1), segs: map[uint64][]byte{}}
+	a := address{pid: uint32(d.pid), host: d.host, device: d.token, token: tok}
+	e.blob = a.encode()
+	e.maxChunk = d.maxChunk()
+	q.addEndpoint(e)
+	return e
+}
+
+// LocalAddress returns the endpoint's address blob (a copy).
+func (e *endpoint) LocalAddress() []byte { return append([]byte(nil), e.blob...) }
+
+func (e *endpoint) String() string { return e.peerName }
+
+func (e *endpoint) fifoOf(kind uint8) *fifo[req] {
+	switch kind {
+	case opSend:
+		return &e.sends
+	case opWrite:
+		return &e.writes
+	}
+	return &e.reads
+}
+
+func opOf(kind uint8) transport.Op {
+	switch kind {
+	case opSend:
+		return transport.OpSend
+	case opWrite:
+		return transport.OpWrite
+	}
+	return transport.OpRead
+}
+
+// postableLocked says why a request cannot be posted now, or nil.
+func (e *endpoint) postableLocked(op string) error {
+	switch {
+	case e.closed:
+		return fmt.Errorf("shm: post %s: endpoint: %w", op, transport.ErrClosed)
+	case e.err != nil:
+		return fmt.Errorf("shm: post %s to %s: %w", op, e.peerName, e.err)
+	case !e.live.Load():
+		return fmt.Errorf("shm: post %s: endpoint not connected: %w", op, transport.ErrInvalid)
+	}
+	return nil
+}
+
+// checkLocal validates the local part of a request.
+func (e *endpoint) checkLocal(op string, tr transport.Region, off, n int, need transport.Access) (*region, error) {
+	r, ok := e.dev.localRegion(tr)
+	if !ok {
+		return nil, fmt.Errorf("shm: post %s: region of another device: %w", op, transport.ErrInvalid)
+	}
+	if off < 0 || n < 0 || !inBounds(uint64(off), uint64(n), uint64(len(r.buf))) {
+		return nil, fmt.Errorf("shm: post %s: offset %d len %d out of bounds of local region (len %d): %w", op, off, n, len(r.buf), transport.ErrInvalid)
+	}
+	if r.access&need != need {
+		return nil, fmt.Errorf("shm: post %s: local region grants %v, needs %v: %w", op, r.access, need, transport.ErrInvalid)
+	}
+	if r.isRevoked() {
+		return nil, fmt.Errorf("shm: post %s: local region key %#x is deregistered: %w", op, r.key, transport.ErrInvalid)
+	}
+	return r, nil
+}
+
+// PostSend sends r.Bytes()[off:off+n] as one message. It never blocks: the
+// payload is copied into the ring now (in chunks of at most RingSize/16
+// bytes, the rest when the peer has made room). The buffer belongs to the
+// transport until the completion, which arrives once the peer placed the
+// message into a posted receive. If the peer dies or closes first, the send
+// completes with ErrFlushed wrapping ErrPeerClosed. A full completion
+// queue refuses the post with ErrQueueFull.
+func (e *endpoint) PostSend(id uint64, tr transport.Region, off, n int) error {
+	r, err := e.checkLocal("send", tr, off, n, 0)
+	if err != nil {
+		return err
+	}
+	return e.post("send", opSend, req{id: id, r: r, off: off, n: n})
+}
+
+// PostWrite writes local.Bytes()[off:off+n] into the peer's region at
+// roff. It never blocks. If the target region is in the peer's shared
+// memory (from Alloc) or cross-memory attach works, the caller copies the
+// data into it before PostWrite returns, after checking key, bounds and
+// access in the peer's table; otherwise the data goes through the ring and
+// the peer checks and places it. A write without immediate completes once
+// its data is placed; one with an immediate once the immediate consumed a
+// receive on the peer. A refused access completes the write with
+// ErrRemoteAccess and puts both endpoints into the error state.
+func (e *endpoint) PostWrite(id uint64, tr transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32) error {
+	r, err := e.checkLocal("write", tr, off, n, 0)
+	if err != nil {
+		return err
+	}
+	q := req{id: id, r: r, off: off, n: n, rkey: remote.Key, roff: roff}
+	if imm != nil {
+		q.imm, q.hasImm = *imm, true
+	}
+	return e.post("write", opWrite, q)
+}
+
+// PostRead reads n bytes of the peer's region at roff into
+// local.Bytes()[off:off+n]. It never blocks; as PostWrite, the read is one
+// copy by the caller when the source is shared or reachable by
+// cross-memory attach, else the peer answers it through the ring (copying
+// the data when the request arrives, so the read sees every write posted
+// before it).
+func (e *endpoint) PostRead(id uint64, tr transport.Region, off, n int, remote transport.RemoteRegion, roff uint64) error {
+	r, err := e.checkLocal("read", tr, off, n, transport.AccessLocalWrite)
+	if err != nil {
+		return err
+	}
+	return e.post("read", opRead, req{id: id, r: r, off: off, n: n, rkey: remote.Key, roff: roff})
+}
+
+// post queues q and executes it if nothing is queued before it.
+func (e *endpoint) post(op string, kind uint8, q req) error {
+	if err := e.cq.reserve(); err != nil {
+		return fmt.Errorf("shm: post %s to %s: %w", op, e.peerName, err)
+	}
+	e.txMu.Lock()
+	e.mu.Lock()
+	if err := e.postableLocked(op); err != nil {
+		e.mu.Unlock()
+		e.txMu.Unlock()
+		e.cq.unreserve()
+		return err
+	}
+	f := e.fifoOf(kind)
+	seq := f.next()
+	f.push(q)
+	queued := e.txq.len() > 0
+	if queued {
+		e.txq.push(qop{kind, seq})
+	}
+	e.mu.Unlock()
+	if !queued && e.exec(kind, seq) {
+		e.mu.Lock()
+		if e.err == nil {
+			e.txq.push(qop{kind, seq})
+		}
+		e.mu.Unlock()
+	}
+	e.flushTx()
+	e.txMu.Unlock()
+	e.complete()
+	return nil
+}
+
+// PostRecv posts a receive. It never blocks; the buffer belongs to the
+// transport until the completion. A message or immediate already waiting
+// in the ring completes it at once (placed by this call). A message longer
+// than n fails it with ErrLength and puts both endpoints into the error
+// state. On a dead peer it completes with ErrFlushed wrapping
+// ErrPeerClosed.
+func (e *endpoint) PostRecv(id uint64, tr transport.Region, off, n int) error {
+	r, err := e.checkLocal("recv", tr, off, n, transport.AccessLocalWrite)
+	if err != nil {
+		return err
+	}
+	if err := e.cq.reserve(); err != nil {
+		return fmt.Errorf("shm: post recv from %s: %w", e.peerName, err)
+	}
+	e.mu.Lock()
+	if err := e.postableLocked("recv"); err != nil {
+		e.mu.Unlock()
+		e.cq.unreserve()
+		return err
+	}
+	e.recvs.push(recv{id: id, r: r, off: off, n: n})
+	e.mu.Unlock()
+	e.runRx()
+	return nil
+}
+
+// failure names how the endpoint failed, for fail.
+type failure struct {
+	cause error
+	// kind and seq name the request the failure is about (completed with
+	// cause itself rather than flushed); kind 0 for none.
+	kind uint8
+	seq  uint64
+	// recvFirst: the oldest receive completes with cause itself.
+	recvFirst bool
+	// remote, if set, is an OpRemoteError completion to report first.
+	remote error
+	// bye, if set, is sent to the peer.
+	bye *frame
+}
+
+// fail moves the endpoint into the error state (the first cause wins):
+// the peer is told (f.bye) and stops touching this side's memory, done
+// requests complete as they finished and all others with ErrFlushed
+// wrapping the cause, in post order per kind.
+func (e *endpoint) fail(f failure) {
+	e.mu.Lock()
+	if e.err != nil {
+		e.mu.Unlock()
+		return
+	}
+	e.err = f.cause
+	e.failed.Store(true)
+	if e.myOpen != nil {
+		e.myOpen.Store(0)
+	}
+	if f.remote != nil {
+		e.cq.push(transport.Completion{Op: transport.OpRemoteError, Err: f.remote, Endpoint: e})
+	}
+	if f.kind != 0 {
+		if p := e.fifoOf(f.kind).seq(f.seq); p != nil && p.state != stDone {
+			p.state, p.err = stDone, f.cause
+		}
+	}
+	for first := true; e.recvs.len() > 0; first = false {
+		rv := e.recvs.pop()
+		err := e.flushErr("recv", f.cause)
+		if first && f.recvFirst {
+			err = f.cause
+		}
+		e.cq.push(transport.Completion{ID: rv.id, Op: transport.OpRecv, Err: err, Endpoint: e})
+	}
+	for _, kind := range []uint8{opSend, opWrite, opRead} {
+		q := e.fifoOf(kind)
+		for q.len() > 0 {
+			p := q.pop()
+			c := transport.Completion{ID: p.id, Op: opOf(kind), Endpoint: e}
+			if p.state == stDone {
+				c.Err = p.err
+				if c.Err == nil {
+					c.Bytes = p.n
+				}
+			} else {
+				c.Err = e.flushErr(opOf(kind).String(), f.cause)
+			}
+			e.cq.push(c)
+		}
+	}
+	e.txq.clear()
+	e.answers.clear()
+	e.staged = 0
+	e.rcvActive = false
+	conn := e.conn
+	e.mu.Unlock()
+	if f.bye != nil && conn != nil {
+		conn.SetWriteDeadline(time.Now().Add(e.dev.opts.HandshakeTimeout))
+		writeFrame(conn, f.bye)
+	}
+}
+
+func (e *endpoint) flushErr(op string, cause error) error {
+	dir := "to"
+	if op == "recv" {
+		dir = "from"
+	}
+	return fmt.Errorf("shm: %s %s %s: %w: %w", op, dir, e.peerName, transport.ErrFlushed, cause)
+}
+
+// Close disconnects. Pending requests complete with an error wrapping
+// ErrClosed; the peer's with ErrPeerClosed. Close blocks until the peer
+// has finished any copy into or out of this side's memory it had started
+// (bounded by Options.RevokeTimeout; it starts no new one) and this side's
+// copies are done, then unmaps the peer's memory.
+func (e *endpoint) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	peer := e.peerName
+	e.mu.Unlock()
+	e.fail(failure{cause: fmt.Errorf("shm: endpoint to %s closed: %w", peer, transport.ErrClosed), bye: &frame{typ: frameBye, status: byeClosed}})
+	if e.live.Load() {
+		e.waitPeerIdle(0) // the peer's copies into our memory are over
+	}
+	e.dev.forgetEndpoint(e) // no Deregister looks at our mappings after this
+	e.live.Store(false)     // no progress starts touching them
+	e.rxMu.Lock()           // and none is still doing so
+	e.txMu.Lock()
+	e.mu.Lock()
+	conn := e.conn
+	e.mu.Unlock()
+	if conn != nil {
+		conn.Close() // the peer sees the hang-up: we will not touch its memory again
+	}
+	e.txMu.Unlock()
+	e.rxMu.Unlock()
+	for drained := false; !drained; {
+		select {
+		case o := <-e.incoming:
+			o.c.Close()
+		default:
+			drained = true
+		}
+	}
+	e.reader.Wait()
+	e.mu.Lock()
+	e.unmapLocked()
+	e.mu.Unlock()
+	e.cq.removeEndpoint(e)
+	if raceEnabled {
+		raceClocks.Delete(e.token)
+	}
+	return nil
+}
+
+// unmapLocked releases every mapping of the endpoint. Called under mu
+// once live is false: every use of a mapping checks live under mu, or
+// under rxMu or txMu, which Close cycled after clearing live.
+func (e *endpoint) unmapLocked() {
+	e.segMu.Lock()
+	for id, m := range e.segs {
+		unix.Munmap(m)
+		delete(e.segs, id)
+	}
+	e.segMu.Unlock()
+	for _, m := range []*[]byte{&e.peerTx, &e.peerCtl, &e.peerTab, &e.tx} {
+		if *m != nil {
+			unix.Munmap(*m)
+			*m = nil
+		}
+	}
+	if e.txFD >= 0 {
+		unix.Close(e.txFD)
+		e.txFD = -1
+	}
+}
+
+// waitPeerIdle waits until the peer is not copying into or out of this
+// side's memory: for busy 0, any copy; else a copy of the region in slot
+// busy-1. A peer that hung up is not waited for; one that overruns
+// RevokeTimeout is cut off.
+func (e *endpoint) waitPeerIdle(busy uint64) {
+	if e.peerBusy == nil || e.peerGone.Load() {
+		return
+	}
+	idle := func() bool {
+		b := e.peerBusy.Load()
+		if b == 0 || (busy != 0 && b != busy) {
+			e.raceAcquire()
+			return true
+		}
+		return false
+	}
+	if idle() {
+		return
+	}
+	deadline := time.Now().Add(e.dev.opts.RevokeTimeout)
+	for d := time.Microsecond; !idle(); d = min(2*d, time.Millisecond) {
+		if e.peerGone.Load() {
+			return
+		}
+		if time.Now().After(deadline) {
+			err := fmt.Errorf("shm: %s: the peer did not finish a copy within %v: %w", e.peerName, e.dev.opts.RevokeTimeout, transport.ErrLink)
+			e.dev.logf("%v; cutting it off", err)
+			e.fail(failure{cause: err, bye: &frame{typ: frameBye, status: byeProtocol}})
+			e.peerGone.Store(true)
+			return
+		}
+		time.Sleep(d)
+	}
+}

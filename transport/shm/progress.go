@@ -1,0 +1,499 @@
+package shm
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// progress moves the endpoint forward: consume the peer's ring, push what
+// waits to be pushed, complete what is done. Any goroutine may call it;
+// the parts that need the ring are serialized by try-locks (a caller that
+// finds one held leaves a mark so that the holder runs once more).
+func (e *endpoint) progress() {
+	if !e.live.Load() || e.failed.Load() {
+		return
+	}
+	e.runRx()
+	e.runTx()
+	e.complete()
+}
+
+func (e *endpoint) runRx() {
+	e.rxAgain.Store(true)
+	for e.rxAgain.Load() && e.rxMu.TryLock() {
+		for e.rxAgain.Swap(false) {
+			e.rxStep()
+		}
+		e.rxMu.Unlock()
+	}
+}
+
+func (e *endpoint) runTx() {
+	e.txAgain.Store(true)
+	for e.txAgain.Load() && e.txMu.TryLock() {
+		for e.txAgain.Swap(false) {
+			e.txStep()
+		}
+		e.txMu.Unlock()
+	}
+}
+
+// complete marks requests whose records the peer consumed as done and
+// hands every finished request, in post order per kind, to the queue.
+func (e *endpoint) complete() {
+	e.mu.Lock()
+	if e.live.Load() && e.err == nil {
+		head := e.out.head.Load()
+		e.raceAcquire()
+		e.consumedLocked(&e.sends, head)
+		e.consumedLocked(&e.writes, head)
+	}
+	e.emitLocked(opSend)
+	e.emitLocked(opWrite)
+	e.emitLocked(opRead)
+	e.mu.Unlock()
+}
+
+// consumedLocked marks the requests of f whose last record lies before
+// head as done, up to the first that is not.
+func (e *endpoint) consumedLocked(f *fifo[req], head uint64) {
+	for i := 0; i < f.len(); i++ {
+		p := f.at(i)
+		switch {
+		case p.state == stDone:
+			continue
+		case p.state == stRing && p.end <= head:
+			p.state = stDone
+			if p.staged {
+				p.staged = false
+				e.staged--
+			}
+			continue
+		}
+		return
+	}
+}
+
+func (e *endpoint) emitLocked(kind uint8) {
+	f := e.fifoOf(kind)
+	for f.len() > 0 && f.at(0).state == stDone {
+		p := f.pop()
+		c := transport.Completion{ID: p.id, Op: opOf(kind), Err: p.err, Endpoint: e}
+		if p.err == nil {
+			c.Bytes = p.n
+		}
+		e.cq.push(c)
+	}
+}
+
+// setState records a request's new state, unless it was flushed.
+func (e *endpoint) setState(kind uint8, seq uint64, st uint8, end uint64) {
+	e.mu.Lock()
+	if p := e.fifoOf(kind).seq(seq); p != nil && e.err == nil {
+		p.state, p.end = st, end
+	}
+	e.mu.Unlock()
+}
+
+// saveMoved records how much of a request's payload was pushed, and
+// whether it went staged.
+func (e *endpoint) saveMoved(kind uint8, seq uint64, moved int) {
+	e.mu.Lock()
+	if p := e.fifoOf(kind).seq(seq); p != nil && e.err == nil {
+		p.moved = moved
+	}
+	e.mu.Unlock()
+}
+
+// markStaged counts a request that went through the ring into the peer's
+// memory: direct copies wait until it is done.
+func (e *endpoint) markStaged(kind uint8, seq uint64) {
+	e.mu.Lock()
+	if p := e.fifoOf(kind).seq(seq); p != nil && e.err == nil && !p.staged {
+		p.staged = true
+		e.staged++
+	}
+	e.mu.Unlock()
+}
+
+// txStep answers the peer's staged reads and executes queued requests
+// while the ring has room. Under txMu.
+func (e *endpoint) txStep() {
+	if !e.live.Load() || e.failed.Load() {
+		return
+	}
+	for e.answerOne() {
+	}
+	for {
+		e.mu.Lock()
+		if e.err != nil || e.txq.len() == 0 {
+			e.mu.Unlock()
+			break
+		}
+		q := *e.txq.at(0)
+		e.mu.Unlock()
+		if e.exec(q.kind, q.seq) {
+			break
+		}
+		e.mu.Lock()
+		if e.txq.len() > 0 && *e.txq.at(0) == q {
+			e.txq.pop()
+		}
+		e.mu.Unlock()
+	}
+	e.flushTx()
+	e.watchPeer()
+}
+
+// Nudges from a caller that polls without sleeping: while the peer leaves
+// our records unconsumed (or has its own waiting for room), nudge it after
+// firstNudge, then at doubling intervals up to maxNudge.
+const (
+	firstNudge = 100 * time.Microsecond
+	maxNudge   = 20 * time.Millisecond
+)
+
+var epoch = time.Now()
+
+// watchPeer nudges a peer that seems not to drive progress. Under txMu.
+func (e *endpoint) watchPeer() {
+	if !e.live.Load() || e.failed.Load() {
+		return
+	}
+	if e.out.tail.Load() == e.out.head.Load() && e.peerBlocked.Load() == 0 {
+		e.stuckSince = 0
+		return
+	}
+	now := time.Since(epoch)
+	if e.stuckSince == 0 {
+		e.stuckSince, e.nudgeDelay = now, firstNudge
+		return
+	}
+	if now-e.stuckSince < e.nudgeDelay {
+		return
+	}
+	e.stuckSince, e.nudgeDelay = now, min(2*e.nudgeDelay, maxNudge)
+	if !e.peerBell.sleeping() {
+		e.sendNudge()
+	}
+}
+
+// flushTx publishes the records written since the last publish, rings the
+// peer, and says in the shared blocked flag whether records wait for room.
+// Under txMu.
+func (e *endpoint) flushTx() {
+	if !e.live.Load() {
+		return
+	}
+	if e.out.pos != e.published {
+		e.out.publish()
+		e.published = e.out.pos
+		e.peerBell.ring()
+	}
+	e.mu.Lock()
+	blocked := e.err == nil && (e.txq.len() > 0 || e.answers.len() > 0)
+	e.mu.Unlock()
+	var v uint32
+	if blocked {
+		v = 1
+	}
+	if e.myBlocked.Load() != v {
+		e.myBlocked.Store(v)
+	}
+}
+
+// exec executes request seq of kind, under txMu. It returns true if the
+// request has to wait (no room in the ring, staged requests before it, the
+// peer going away); what it did so far is saved in the request.
+func (e *endpoint) exec(kind uint8, seq uint64) (blocked bool) {
+	e.mu.Lock()
+	p := e.fifoOf(kind).seq(seq)
+	if p == nil || e.err != nil || !e.live.Load() {
+		e.mu.Unlock()
+		return false
+	}
+	q := *p
+	staged := e.staged
+	e.mu.Unlock()
+	switch kind {
+	case opSend:
+		return e.execSend(seq, &q)
+	case opWrite:
+		return e.execWrite(seq, &q, staged)
+	}
+	return e.execRead(seq, &q, staged)
+}
+
+func (e *endpoint) execSend(seq uint64, q *req) bool {
+	for first := true; first || q.moved < q.n; first = false {
+		chunk := min(q.n-q.moved, e.maxChunk)
+		cells := 1 + payloadCells(chunk)
+		if !e.out.reserve(cells) {
+			e.saveMoved(opSend, seq, q.moved)
+			return true
+		}
+		rec := record{kind: recSend, cells: cells, n: uint32(chunk), total: uint64(q.n), off: uint64(q.moved), seq: seq}
+		if q.moved == 0 {
+			rec.flags |= flagFirst
+		}
+		if q.moved+chunk == q.n {
+			rec.flags |= flagLast
+		}
+		cell := e.out.cell(e.out.pos)
+		if chunk > 0 {
+			if !q.r.acquire() {
+				e.localGone(opSend, seq, q.r)
+				return false
+			}
+			copy(cell[cellSize:cellSize+chunk], q.r.buf[q.off+q.moved:])
+			q.r.release()
+		}
+		rec.encode(cell)
+		e.out.pos += uint64(cells)
+		q.moved += chunk
+	}
+	e.setState(opSend, seq, stRing, e.out.pos)
+	return false
+}
+
+func (e *endpoint) execWrite(seq uint64, q *req, staged int) bool {
+	if !q.staged {
+		t, path, reason := e.remote(q.rkey, q.roff, q.n, transport.AccessRemoteWrite)
+		switch path {
+		case pathWait:
+			return true
+		case pathRefused:
+			e.refuseLocal(opWrite, seq, q, reason, t.size)
+			return false
+		case pathDirect, pathCMA:
+			if staged > 0 || (q.hasImm && !e.out.reserve(1)) {
+				e.releaseRemote()
+				return true
+			}
+			if !q.r.acquire() {
+				e.releaseRemote()
+				e.localGone(opWrite, seq, q.r)
+				return false
+			}
+			src := q.r.buf[q.off : q.off+q.n]
+			var err error
+			if path == pathDirect {
+				copy(t.mem, src)
+			} else {
+				err = e.cmaWrite(t.addr, src)
+			}
+			q.r.release()
+			e.releaseRemote()
+			if err != nil {
+				return e.cmaFailed(opWrite, seq, q, err)
+			}
+			if !q.hasImm {
+				e.setState(opWrite, seq, stDone, 0)
+				return false
+			}
+			rec := record{kind: recImm, cells: 1, imm: q.imm, total: uint64(q.n), seq: seq}
+			rec.encode(e.out.cell(e.out.pos))
+			e.out.pos++
+			e.setState(opWrite, seq, stRing, e.out.pos)
+			return false
+		}
+	}
+	// Staged: the data goes through the ring; the peer checks and places it.
+	for first := true; first || q.moved < q.n; first = false {
+		chunk := min(q.n-q.moved, e.maxChunk)
+		cells := 1 + payloadCells(chunk)
+		if !e.out.reserve(cells) {
+			e.saveMoved(opWrite, seq, q.moved)
+			return true
+		}
+		rec := record{kind: recWrite, cells: cells, n: uint32(chunk), total: uint64(q.n), key: q.rkey, off: q.roff + uint64(q.moved), seq: seq}
+		if q.moved == 0 {
+			rec.flags |= flagFirst
+		}
+		if q.moved+chunk == q.n {
+			rec.flags |= flagLast
+			if q.hasImm {
+				rec.flags |= flagImm
+				rec.imm = q.imm
+			}
+		}
+		cell := e.out.cell(e.out.pos)
+		if chunk > 0 {
+			if !q.r.acquire() {
+				e.localGone(opWrite, seq, q.r)
+				return false
+			}
+			copy(cell[cellSize:cellSize+chunk], q.r.buf[q.off+q.moved:])
+			q.r.release()
+		}
+		rec.encode(cell)
+		e.out.pos += uint64(cells)
+		if q.moved == 0 {
+			q.staged = true
+			e.markStaged(opWrite, seq)
+		}
+		q.moved += chunk
+		e.saveMoved(opWrite, seq, q.moved)
+	}
+	e.setState(opWrite, seq, stRing, e.out.pos)
+	return false
+}
+
+func (e *endpoint) execRead(seq uint64, q *req, staged int) bool {
+	t, path, reason := e.remote(q.rkey, q.roff, q.n, transport.AccessRemoteRead)
+	switch path {
+	case pathWait:
+		return true
+	case pathRefused:
+		e.refuseLocal(opRead, seq, q, reason, t.size)
+		return false
+	case pathDirect, pathCMA:
+		if staged > 0 {
+			e.releaseRemote()
+			return true
+		}
+		if !q.r.acquire() {
+			e.releaseRemote()
+			e.localGone(opRead, seq, q.r)
+			return false
+		}
+		dst := q.r.buf[q.off : q.off+q.n]
+		var err error
+		if path == pathDirect {
+			copy(dst, t.mem)
+		} else {
+			err = e.cmaRead(t.addr, dst)
+		}
+		q.r.release()
+		e.releaseRemote()
+		if err != nil {
+			return e.cmaFailed(opRead, seq, q, err)
+		}
+		e.setState(opRead, seq, stDone, 0)
+		return false
+	}
+	if !e.out.reserve(1) {
+		return true
+	}
+	rec := record{kind: recReadReq, cells: 1, total: uint64(q.n), key: q.rkey, off: q.roff, seq: seq}
+	rec.encode(e.out.cell(e.out.pos))
+	e.out.pos++
+	e.markStaged(opRead, seq)
+	e.setState(opRead, seq, stData, 0)
+	return false
+}
+
+// cmaFailed handles an error of process_vm_writev or process_vm_readv: a
+// peer that is gone is waited for (its hang-up fails the endpoint), a
+// kernel that refuses CMA turns it off for this connection (the request
+// goes again, staged), and a bad address is a refused access.
+func (e *endpoint) cmaFailed(kind uint8, seq uint64, q *req, err error) bool {
+	switch {
+	case cmaGone(err):
+		e.peerGone.Store(true)
+		return true
+	case cmaRefused(err):
+		e.dev.logf("%s: cross-memory attach refused (%v); using the ring", e.peerName, err)
+		e.cma = false
+		return true
+	}
+	e.refuseLocal(kind, seq, q, reasonBounds, 0)
+	return false
+}
+
+// refuseLocal fails a request whose access the peer's table refuses: the
+// request completes with ErrRemoteAccess, the peer reports OpRemoteError,
+// and both endpoints enter the error state.
+func (e *endpoint) refuseLocal(kind uint8, seq uint64, q *req, reason uint8, size uint64) {
+	op := "write"
+	if kind == opRead {
+		op = "read"
+	}
+	err := refusal(op, e.peerName, q.rkey, q.roff, uint64(q.n), reason, size)
+	e.fail(failure{cause: err, kind: kind, seq: seq,
+		bye: &frame{typ: frameBye, status: byeRemoteAccess, kind: kind, reason: reason, b: q.rkey, c: q.roff, d: uint64(q.n), e: size}})
+}
+
+// localGone fails the endpoint when the local region of a request in
+// flight was deregistered (as an RC queue pair meeting a local protection
+// error).
+func (e *endpoint) localGone(kind uint8, seq uint64, r *region) {
+	err := fmt.Errorf("shm: %v with %s: local region key %#x deregistered while the request was in flight: %w", opOf(kind), e.peerName, r.key, transport.ErrInvalid)
+	e.fail(failure{cause: err, kind: kind, seq: seq, bye: &frame{typ: frameBye, status: byeProtocol}})
+}
+
+// protocolError fails the endpoint when the peer broke the protocol.
+func (e *endpoint) protocolError(err error) {
+	cause := fmt.Errorf("shm: connection to %s: %v: %w", e.peerName, err, transport.ErrLink)
+	e.dev.logf("%v", cause)
+	e.fail(failure{cause: cause, bye: &frame{typ: frameBye, status: byeProtocol}})
+}
+
+// answerOne pushes the answer to the oldest staged read of the peer, as far
+// as the ring has room. It reports whether it finished one.
+func (e *endpoint) answerOne() bool {
+	e.mu.Lock()
+	if e.err != nil || e.answers.len() == 0 {
+		e.mu.Unlock()
+		return false
+	}
+	t := *e.answers.at(0)
+	e.mu.Unlock()
+	// The snapshot holds bytes [moved, n) of the answer as of its request.
+	src := t.snap[:t.n-t.moved]
+	base := t.moved
+	e.answerFrom(&t, src)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.answers.len() == 0 {
+		return false
+	}
+	if !t.done {
+		a := e.answers.at(0)
+		a.snap = a.snap[t.moved-base:]
+		a.moved = t.moved
+		return false
+	}
+	if done := e.answers.pop(); cap(done.snap) > cap(e.spare) {
+		e.spare = done.snap[:0]
+	}
+	return true
+}
+
+// answerFrom pushes chunks of the answer t while the ring has room. src
+// holds the answer's bytes [t.moved, t.n). Under txMu.
+func (e *endpoint) answerFrom(t *readTask, src []byte) {
+	for first := true; first || t.moved < t.n; first = false {
+		chunk := min(t.n-t.moved, uint64(e.maxChunk))
+		cells := 1 + payloadCells(int(chunk))
+		if !e.out.reserve(cells) {
+			return
+		}
+		rec := record{kind: recReadData, cells: cells, n: uint32(chunk), off: t.moved, seq: t.seq}
+		if t.moved+chunk == t.n {
+			rec.flags = flagLast
+		}
+		cell := e.out.cell(e.out.pos)
+		copy(cell[cellSize:cellSize+chunk], src[:chunk])
+		src = src[chunk:]
+		rec.encode(cell)
+		e.out.pos += uint64(cells)
+		t.moved += chunk
+	}
+	t.done = true
+}
+
+// refuseRemote refuses the peer's request seq of kind: OpRemoteError here,
+// the request fails with ErrRemoteAccess there, both endpoints enter the
+// error state.
+func (e *endpoint) refuseRemote(kind uint8, seq, key, off, n uint64, reason uint8, size uint64) {
+	op := "write"
+	if kind == opRead {
+		op = "read"
+	}
+	err := refusal(op, e.peerName, key, off, n, reason, size)
+	e.fail(failure{cause: err, remote: err,
+		bye: &frame{typ: frameBye, status: byeRemoteAccess, kind: kind, reason: reason, hasSeq: true, a: seq, b: key, c: off, d: n, e: size}})
+}
