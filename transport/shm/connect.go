@@ -402,6 +402,7 @@ func (e *endpoint) readLoop(fr *frameReader) {
 		case frameSegment:
 			e.mapSegment(f.a, f.b, fds[0])
 			unix.Close(fds[0])
+			e.progress() // requests may wait for it
 		case frameForget:
 			e.unmapSegment(f.a)
 		case frameNudge:

@@ -61,6 +61,10 @@ type endpoint struct {
 	myOpen, peerOpen       *atomic.Uint32
 	myClock, peerClock     *atomic.Uint64 // race builds (raceclock.go)
 
+	// paths counts the writes and reads by the path they took (pathDirect,
+	// pathCMA, pathStaged), for tests and diagnostics.
+	paths [4]atomic.Uint64
+
 	live     atomic.Bool // connected and mapped; cleared by Close before unmapping
 	failed   atomic.Bool // in the error state
 	peerGone atomic.Bool // the peer will never touch our memory again (hung up)
@@ -76,6 +80,9 @@ type endpoint struct {
 	// watchPeer's state: since when the peer leaves work undone, and the
 	// delay before the next nudge.
 	stuckSince, nudgeDelay time.Duration
+	// awaitSegment's state: the segment waited for, since when.
+	segWaitID    uint64
+	segWaitSince time.Duration
 	liov                   [1]unix.Iovec // CMA vectors, under txMu
 	riov                   [1]unix.RemoteIovec
 

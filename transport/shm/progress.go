@@ -289,6 +289,7 @@ func (e *endpoint) execWrite(seq uint64, q *req, staged int) bool {
 			if err != nil {
 				return e.cmaFailed(opWrite, seq, q, err)
 			}
+			e.paths[path].Add(1)
 			if !q.hasImm {
 				e.setState(opWrite, seq, stDone, 0)
 				return false
@@ -333,6 +334,7 @@ func (e *endpoint) execWrite(seq uint64, q *req, staged int) bool {
 		if q.moved == 0 {
 			q.staged = true
 			e.markStaged(opWrite, seq)
+			e.paths[pathStaged].Add(1)
 		}
 		q.moved += chunk
 		e.saveMoved(opWrite, seq, q.moved)
@@ -371,6 +373,7 @@ func (e *endpoint) execRead(seq uint64, q *req, staged int) bool {
 		if err != nil {
 			return e.cmaFailed(opRead, seq, q, err)
 		}
+		e.paths[path].Add(1)
 		e.setState(opRead, seq, stDone, 0)
 		return false
 	}
@@ -380,6 +383,7 @@ func (e *endpoint) execRead(seq uint64, q *req, staged int) bool {
 	rec := record{kind: recReadReq, cells: 1, total: uint64(q.n), key: q.rkey, off: q.roff, seq: seq}
 	rec.encode(e.out.cell(e.out.pos))
 	e.out.pos++
+	e.paths[pathStaged].Add(1)
 	e.markStaged(opRead, seq)
 	e.setState(opRead, seq, stData, 0)
 	return false

@@ -3,6 +3,7 @@ package shm
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -78,6 +79,12 @@ func (e *endpoint) remote(key, roff uint64, n int, need transport.Access) (t tar
 		e.segMu.Unlock()
 		if m != nil && inBounds(info.segOff, info.len, uint64(len(m))) {
 			mem = m[info.segOff : info.segOff+info.len]
+		} else if m == nil && e.awaitSegment(info.seg) {
+			// The peer sent the segment before it published the slot: the
+			// frame is on its way to our reader, which runs progress once
+			// it mapped it.
+			e.myBusy.Store(0)
+			return t, pathWait, 0
 		}
 	}
 	if mem == nil && !e.cma {
@@ -101,6 +108,27 @@ func (e *endpoint) remote(key, roff uint64, n int, need transport.Access) (t tar
 	}
 	t.addr = info.addr + roff
 	return t, pathCMA, 0
+}
+
+// segmentWait bounds how long a request waits for the peer's segment to be
+// mapped before it takes another path.
+const segmentWait = time.Second
+
+// awaitSegment reports whether a request should wait for segment id.
+// Under txMu.
+func (e *endpoint) awaitSegment(id uint64) bool {
+	now := time.Since(epoch)
+	if e.segWaitID != id {
+		e.segWaitID, e.segWaitSince = id, now
+		return true
+	}
+	if now-e.segWaitSince < segmentWait {
+		return true
+	}
+	if now-e.segWaitSince < segmentWait+time.Millisecond {
+		e.dev.logf("%s: segment %d of the peer not mapped after %v; copying another way", e.peerName, id, segmentWait)
+	}
+	return false
 }
 
 func (e *endpoint) releaseRemote() {
