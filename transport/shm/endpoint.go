@@ -83,8 +83,8 @@ type endpoint struct {
 	// awaitSegment's state: the segment waited for, since when.
 	segWaitID    uint64
 	segWaitSince time.Duration
-	liov                   [1]unix.Iovec // CMA vectors, under txMu
-	riov                   [1]unix.RemoteIovec
+	liov         [1]unix.Iovec // CMA vectors, under txMu
+	riov         [1]unix.RemoteIovec
 
 	rxMu    sync.Mutex
 	rxAgain atomic.Bool
