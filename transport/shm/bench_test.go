@@ -1,0 +1,170 @@
+package shm
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// Benchmarks between two processes: this one and a child (child_test.go)
+// that answers writes with immediate. Run them with -benchmem; steady state
+// allocates nothing.
+//
+//	go test ./transport/shm/ -run '^$' -bench 'Proc|Memcpy' -benchmem -count 5
+
+// procPaths are the ways a write can reach the child's memory.
+var procPaths = []struct {
+	name string
+	env  []string
+	cma  bool
+}{
+	{"Shared", []string{"GOCCL_SHM_CHILD_MEM=alloc"}, true},
+	{"CMA", []string{"GOCCL_SHM_CHILD_MEM=heap"}, true},
+	{"Staged", []string{"GOCCL_SHM_CHILD_MEM=heap", "GOCCL_SHM_CHILD_CMA=0"}, false},
+}
+
+// benchChild starts a child with a region of size bytes and connects to
+// it; the returned side has a region of size bytes too.
+func benchChild(b *testing.B, size int, env []string, cma bool) (*procSide, peerLine, *child) {
+	b.Helper()
+	env = append(env, "GOCCL_SHM_CHILD_SIZE="+strconv.Itoa(size))
+	c := startChild(b, env...)
+	p := c.newEndpoint("p")
+	o := testOptions(b)
+	o.DisableCMA = !cma
+	s := newProcSide(b, o, size)
+	for i := range s.mem {
+		s.mem[i] = byte(i)
+	}
+	connectChild(b, c, "p", p, s.ep, s.reg.Remote())
+	c.send("ECHO p")
+	return s, p, c
+}
+
+// BenchmarkProcLatency is the one-way latency of an 8-byte write with
+// immediate between two processes: a ping-pong (this side writes, the
+// child's echo writes back), half a round trip per ns/oneway.
+func BenchmarkProcLatency(b *testing.B) {
+	for _, path := range procPaths {
+		b.Run(path.name, func(b *testing.B) {
+			s, p, _ := benchChild(b, 1<<20, path.env, path.cma)
+			cs := make([]transport.Completion, 8)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			imm := uint32(1)
+			round := func() {
+				if err := s.ep.PostRecv(0, s.reg, 0, 0); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.ep.PostWrite(1, s.reg, 4096, 8, p.rr, 0, &imm); err != nil {
+					b.Fatal(err)
+				}
+				for got := 0; got < 2; {
+					n, err := s.cq.Wait(ctx, cs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, c := range cs[:n] {
+						if c.Err != nil {
+							b.Fatal(c.Err)
+						}
+					}
+					got += n
+				}
+			}
+			for range 1000 {
+				round()
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				round()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/oneway")
+		})
+	}
+}
+
+var bandwidthSizes = []int{64 << 10, 1 << 20, 64 << 20}
+
+// BenchmarkProcWrite writes size bytes into the child's region, keeping a
+// few writes in flight; MB/s is the bandwidth.
+func BenchmarkProcWrite(b *testing.B) {
+	for _, path := range procPaths {
+		for _, size := range bandwidthSizes {
+			b.Run(fmt.Sprintf("%s/%s", path.name, sizeName(size)), func(b *testing.B) {
+				s, p, _ := benchChild(b, size, path.env, path.cma)
+				win := 4
+				cs := make([]transport.Completion, 64)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				defer cancel()
+				run := func(n int) {
+					posted, done := 0, 0
+					for done < n {
+						for posted < n && posted-done < win {
+							if err := s.ep.PostWrite(uint64(posted), s.reg, 0, size, p.rr, 0, nil); err != nil {
+								b.Fatal(err)
+							}
+							posted++
+						}
+						k, err := s.cq.Wait(ctx, cs)
+						if err != nil {
+							b.Fatal(err)
+						}
+						for _, c := range cs[:k] {
+							if c.Err != nil {
+								b.Fatal(c.Err)
+							}
+						}
+						done += k
+					}
+				}
+				run(8) // touch the pages on both sides
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				b.ResetTimer()
+				run(b.N)
+			})
+		}
+	}
+}
+
+// BenchmarkMemcpy is the reference for the bandwidth: copy between two
+// Alloc'd buffers in one process.
+func BenchmarkMemcpy(b *testing.B) {
+	for _, size := range bandwidthSizes {
+		b.Run(sizeName(size), func(b *testing.B) {
+			src, err := Alloc(size)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer Free(src)
+			dst, err := Alloc(size)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer Free(dst)
+			copy(dst, src)
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			for range b.N {
+				copy(dst, src)
+			}
+		})
+	}
+}
+
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
