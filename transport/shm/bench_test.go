@@ -80,12 +80,14 @@ func BenchmarkProcLatency(b *testing.B) {
 				round()
 			}
 			b.ReportAllocs()
+			st := ReadStats()
 			b.ResetTimer()
 			for range b.N {
 				round()
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/oneway")
+			reportStats(b, st)
 		})
 	}
 }
@@ -157,6 +159,16 @@ func BenchmarkMemcpy(b *testing.B) {
 			}
 		})
 	}
+}
+
+// reportStats reports this process's sleeps, wake-ups and nudges per op
+// since st.
+func reportStats(b *testing.B, st Stats) {
+	now := ReadStats()
+	n := float64(b.N)
+	b.ReportMetric(float64(now.Sleeps-st.Sleeps)/n, "sleeps/op")
+	b.ReportMetric(float64(now.Wakes-st.Wakes)/n, "wakes/op")
+	b.ReportMetric(float64(now.Nudges-st.Nudges)/n, "nudges/op")
 }
 
 func sizeName(n int) string {

@@ -501,6 +501,9 @@ func (e *endpoint) unmapSegment(id uint64) {
 	m := e.segs[id]
 	delete(e.segs, id)
 	e.segMu.Unlock()
+	if e.lastSegID == id {
+		e.lastSegID, e.lastSeg = 0, nil
+	}
 	e.txMu.Unlock()
 	if m != nil {
 		unix.Munmap(m)

@@ -36,7 +36,8 @@ type cq struct {
 
 	mu       sync.Mutex
 	fifo     fifo[transport.Completion]
-	reserved int // entries held by posted requests
+	queued   atomic.Int32 // fifo.len(), for Poll's fast path
+	reserved int          // entries held by posted requests
 	closed   atomic.Bool
 
 	waiting atomic.Int32 // goroutines inside Wait
@@ -81,6 +82,7 @@ func (q *cq) push(c transport.Completion) {
 		return
 	}
 	q.fifo.push(c)
+	q.queued.Store(int32(q.fifo.len()))
 	q.bell.ring() // under mu: Close unmaps nothing while we hold it
 	q.mu.Unlock()
 }
@@ -120,7 +122,7 @@ func (q *cq) Poll(out []transport.Completion) int {
 }
 
 func (q *cq) take(out []transport.Completion) int {
-	if len(out) == 0 {
+	if len(out) == 0 || q.queued.Load() == 0 {
 		return 0
 	}
 	q.mu.Lock()
@@ -133,6 +135,7 @@ func (q *cq) take(out []transport.Completion) int {
 		out[n] = c
 		n++
 	}
+	q.queued.Store(int32(q.fifo.len()))
 	q.mu.Unlock()
 	return n
 }
@@ -194,14 +197,13 @@ func (q *cq) sleep(d time.Duration) {
 		for _, e := range *q.eps.Load() {
 			e.progress()
 		}
-		q.mu.Lock()
-		ready = q.fifo.len() > 0
-		q.mu.Unlock()
+		ready = q.queued.Load() != 0
 	}
 	if !ready {
 		for _, e := range *q.eps.Load() {
 			e.nudgePeer()
 		}
+		stats.sleeps.Add(1)
 		futexSleep(q.bell.seq, s, d)
 	}
 	q.bell.waiters.Add(^uint32(0))
@@ -217,6 +219,7 @@ func (q *cq) Close() error {
 	}
 	q.closed.Store(true)
 	q.fifo.clear()
+	q.queued.Store(0)
 	q.bell.seq.Add(1)
 	futexWakeAll(q.bell.seq)
 	q.mu.Unlock()

@@ -104,7 +104,26 @@ func (b bell) ring() {
 	if b.waiters.Load() != 0 {
 		b.seq.Add(1)
 		futexWakeAll(b.seq)
+		stats.wakes.Add(1)
 	}
+}
+
+// stats counts events of the process's shm transport, for tests,
+// benchmarks and diagnostics (Stats).
+var stats struct {
+	wakes, sleeps, nudges atomic.Uint64
+}
+
+// Stats are counters of the process's shm transport since it started:
+// futex wake-ups sent to sleeping waiters (here or in peers), sleeps of
+// waiters, and nudges sent to peers that did not drive progress.
+type Stats struct {
+	Wakes, Sleeps, Nudges uint64
+}
+
+// ReadStats returns the process's counters.
+func ReadStats() Stats {
+	return Stats{Wakes: stats.wakes.Load(), Sleeps: stats.sleeps.Load(), Nudges: stats.nudges.Load()}
 }
 
 // sleeping reports whether a waiter of the queue is asleep (or about to

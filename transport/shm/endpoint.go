@@ -3,6 +3,7 @@ package shm
 import (
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,11 +66,23 @@ type endpoint struct {
 	// pathCMA, pathStaged), for tests and diagnostics.
 	paths [4]atomic.Uint64
 
-	live     atomic.Bool // connected and mapped; cleared by Close before unmapping
-	failed   atomic.Bool // in the error state
-	peerGone atomic.Bool // the peer will never touch our memory again (hung up)
-	reader   sync.WaitGroup
-	incoming chan *offer // a dialer's connection, for the accepting side
+	live atomic.Bool // connected and mapped; cleared by Close before unmapping
+	// pollers counts goroutines inside progress: Close clears live, then
+	// waits for none before it unmaps (progress checks live after it
+	// counted itself), so progress reads shared words without a lock.
+	pollers atomic.Int32
+	// Hints for progress's fast path, kept under mu: requests queued or
+	// answers pending (txWork), requests posted and not yet handed to the
+	// queue (inflight), a request became done outside complete (doneDirty),
+	// the head complete last saw (lastHead).
+	txWork    atomic.Int32
+	inflight  atomic.Int32
+	doneDirty atomic.Bool
+	lastHead  atomic.Uint64
+	failed    atomic.Bool // in the error state
+	peerGone  atomic.Bool // the peer will never touch our memory again (hung up)
+	reader    sync.WaitGroup
+	incoming  chan *offer // a dialer's connection, for the accepting side
 
 	segMu sync.Mutex
 	segs  map[uint64][]byte // the peer's Alloc segments, mapped here
@@ -83,8 +96,12 @@ type endpoint struct {
 	// awaitSegment's state: the segment waited for, since when.
 	segWaitID    uint64
 	segWaitSince time.Duration
-	liov         [1]unix.Iovec // CMA vectors, under txMu
-	riov         [1]unix.RemoteIovec
+	// The last segment looked up, under txMu.
+	lastSegID uint64
+	lastSeg   []byte
+	watchTick uint32
+	liov      [1]unix.Iovec // CMA vectors, under txMu
+	riov      [1]unix.RemoteIovec
 
 	rxMu    sync.Mutex
 	rxAgain atomic.Bool
@@ -101,7 +118,7 @@ type endpoint struct {
 	txq        fifo[qop]      // requests waiting to be executed, in post order
 	answers    fifo[readTask] // the peer's staged reads to answer
 	spare      []byte         // a snapshot buffer to reuse
-	staged     int            // staged writes and reads not done
+	staged     atomic.Int32   // staged writes and reads not done (changed under mu)
 	rcvActive  bool           // a message is being placed into recvs' head
 	rcvTotal   uint64
 	rcvGot     uint64
@@ -284,15 +301,18 @@ func (e *endpoint) post(op string, kind uint8, q req) error {
 	f := e.fifoOf(kind)
 	seq := f.next()
 	f.push(q)
+	e.inflight.Add(1)
 	queued := e.txq.len() > 0
 	if queued {
 		e.txq.push(qop{kind, seq})
+		e.noteTxWorkLocked()
 	}
 	e.mu.Unlock()
-	if !queued && e.exec(kind, seq) {
+	if !queued && e.execReq(kind, seq, &q) {
 		e.mu.Lock()
 		if e.err == nil {
 			e.txq.push(qop{kind, seq})
+			e.noteTxWorkLocked()
 		}
 		e.mu.Unlock()
 	}
@@ -301,6 +321,9 @@ func (e *endpoint) post(op string, kind uint8, q req) error {
 	e.complete()
 	return nil
 }
+
+// noteTxWorkLocked refreshes the txWork hint after txq or answers changed.
+func (e *endpoint) noteTxWorkLocked() { e.txWork.Store(int32(e.txq.len() + e.answers.len())) }
 
 // PostRecv posts a receive. It never blocks; the buffer belongs to the
 // transport until the completion. A message or immediate already waiting
@@ -392,7 +415,9 @@ func (e *endpoint) fail(f failure) {
 	}
 	e.txq.clear()
 	e.answers.clear()
-	e.staged = 0
+	e.noteTxWorkLocked()
+	e.inflight.Store(0)
+	e.staged.Store(0)
 	e.rcvActive = false
 	conn := e.conn
 	e.mu.Unlock()
@@ -430,7 +455,10 @@ func (e *endpoint) Close() error {
 	}
 	e.dev.forgetEndpoint(e) // no Deregister looks at our mappings after this
 	e.live.Store(false)     // no progress starts touching them
-	e.rxMu.Lock()           // and none is still doing so
+	for e.pollers.Load() != 0 {
+		runtime.Gosched()
+	}
+	e.rxMu.Lock() // and none is still doing so
 	e.txMu.Lock()
 	e.mu.Lock()
 	conn := e.conn
@@ -463,6 +491,7 @@ func (e *endpoint) Close() error {
 // once live is false: every use of a mapping checks live under mu, or
 // under rxMu or txMu, which Close cycled after clearing live.
 func (e *endpoint) unmapLocked() {
+	e.lastSegID, e.lastSeg = 0, nil
 	e.segMu.Lock()
 	for id, m := range e.segs {
 		unix.Munmap(m)

@@ -11,13 +11,25 @@ import (
 // waits to be pushed, complete what is done. Any goroutine may call it;
 // the parts that need the ring are serialized by try-locks (a caller that
 // finds one held leaves a mark so that the holder runs once more).
+//
+// The fast path looks at shared words without locks (progress counts
+// itself in pollers, see Close) and takes a lock only where there is
+// something to do: records to consume, requests or answers queued, our
+// records unconsumed (watchPeer), requests whose completion may be due.
 func (e *endpoint) progress() {
-	if !e.live.Load() || e.failed.Load() {
-		return
+	e.pollers.Add(1)
+	if e.live.Load() && !e.failed.Load() {
+		if e.rxAgain.Load() || e.in.tail.Load() != e.in.head.Load() {
+			e.runRx()
+		}
+		if e.txWork.Load() != 0 || e.txAgain.Load() || e.out.tail.Load() != e.out.head.Load() || e.peerBlocked.Load() != 0 {
+			e.runTx()
+		}
+		if e.inflight.Load() != 0 && (e.doneDirty.Load() || e.out.head.Load() != e.lastHead.Load()) {
+			e.complete()
+		}
 	}
-	e.runRx()
-	e.runTx()
-	e.complete()
+	e.pollers.Add(-1)
 }
 
 func (e *endpoint) runRx() {
@@ -44,9 +56,11 @@ func (e *endpoint) runTx() {
 // hands every finished request, in post order per kind, to the queue.
 func (e *endpoint) complete() {
 	e.mu.Lock()
+	e.doneDirty.Store(false)
 	if e.live.Load() && e.err == nil {
 		head := e.out.head.Load()
 		e.raceAcquire()
+		e.lastHead.Store(head)
 		e.consumedLocked(&e.sends, head)
 		e.consumedLocked(&e.writes, head)
 	}
@@ -68,7 +82,7 @@ func (e *endpoint) consumedLocked(f *fifo[req], head uint64) {
 			p.state = stDone
 			if p.staged {
 				p.staged = false
-				e.staged--
+				e.staged.Add(-1)
 			}
 			continue
 		}
@@ -80,6 +94,7 @@ func (e *endpoint) emitLocked(kind uint8) {
 	f := e.fifoOf(kind)
 	for f.len() > 0 && f.at(0).state == stDone {
 		p := f.pop()
+		e.inflight.Add(-1)
 		c := transport.Completion{ID: p.id, Op: opOf(kind), Err: p.err, Endpoint: e}
 		if p.err == nil {
 			c.Bytes = p.n
@@ -93,6 +108,9 @@ func (e *endpoint) setState(kind uint8, seq uint64, st uint8, end uint64) {
 	e.mu.Lock()
 	if p := e.fifoOf(kind).seq(seq); p != nil && e.err == nil {
 		p.state, p.end = st, end
+		if st == stDone {
+			e.doneDirty.Store(true)
+		}
 	}
 	e.mu.Unlock()
 }
@@ -113,7 +131,7 @@ func (e *endpoint) markStaged(kind uint8, seq uint64) {
 	e.mu.Lock()
 	if p := e.fifoOf(kind).seq(seq); p != nil && e.err == nil && !p.staged {
 		p.staged = true
-		e.staged++
+		e.staged.Add(1)
 	}
 	e.mu.Unlock()
 }
@@ -124,24 +142,27 @@ func (e *endpoint) txStep() {
 	if !e.live.Load() || e.failed.Load() {
 		return
 	}
-	for e.answerOne() {
-	}
-	for {
-		e.mu.Lock()
-		if e.err != nil || e.txq.len() == 0 {
+	if e.txWork.Load() != 0 {
+		for e.answerOne() {
+		}
+		for {
+			e.mu.Lock()
+			if e.err != nil || e.txq.len() == 0 {
+				e.mu.Unlock()
+				break
+			}
+			q := *e.txq.at(0)
 			e.mu.Unlock()
-			break
+			if e.exec(q.kind, q.seq) {
+				break
+			}
+			e.mu.Lock()
+			if e.txq.len() > 0 && *e.txq.at(0) == q {
+				e.txq.pop()
+				e.noteTxWorkLocked()
+			}
+			e.mu.Unlock()
 		}
-		q := *e.txq.at(0)
-		e.mu.Unlock()
-		if e.exec(q.kind, q.seq) {
-			break
-		}
-		e.mu.Lock()
-		if e.txq.len() > 0 && *e.txq.at(0) == q {
-			e.txq.pop()
-		}
-		e.mu.Unlock()
 	}
 	e.flushTx()
 	e.watchPeer()
@@ -165,6 +186,9 @@ func (e *endpoint) watchPeer() {
 	if e.out.tail.Load() == e.out.head.Load() && e.peerBlocked.Load() == 0 {
 		e.stuckSince = 0
 		return
+	}
+	if e.watchTick++; e.watchTick&31 != 1 && e.stuckSince != 0 {
+		return // look at the clock now and then only
 	}
 	now := time.Since(epoch)
 	if e.stuckSince == 0 {
@@ -192,11 +216,8 @@ func (e *endpoint) flushTx() {
 		e.published = e.out.pos
 		e.peerBell.ring()
 	}
-	e.mu.Lock()
-	blocked := e.err == nil && (e.txq.len() > 0 || e.answers.len() > 0)
-	e.mu.Unlock()
 	var v uint32
-	if blocked {
+	if e.txWork.Load() != 0 && !e.failed.Load() {
 		v = 1
 	}
 	if e.myBlocked.Load() != v {
@@ -215,15 +236,21 @@ func (e *endpoint) exec(kind uint8, seq uint64) (blocked bool) {
 		return false
 	}
 	q := *p
-	staged := e.staged
 	e.mu.Unlock()
+	return e.execReq(kind, seq, &q)
+}
+
+// execReq is exec with the request's state at hand (a copy: the original
+// is updated under mu).
+func (e *endpoint) execReq(kind uint8, seq uint64, q *req) (blocked bool) {
+	staged := int(e.staged.Load())
 	switch kind {
 	case opSend:
-		return e.execSend(seq, &q)
+		return e.execSend(seq, q)
 	case opWrite:
-		return e.execWrite(seq, &q, staged)
+		return e.execWrite(seq, q, staged)
 	}
-	return e.execRead(seq, &q, staged)
+	return e.execRead(seq, q, staged)
 }
 
 func (e *endpoint) execSend(seq uint64, q *req) bool {
@@ -463,6 +490,7 @@ func (e *endpoint) answerOne() bool {
 	if done := e.answers.pop(); cap(done.snap) > cap(e.spare) {
 		e.spare = done.snap[:0]
 	}
+	e.noteTxWorkLocked()
 	return true
 }
 

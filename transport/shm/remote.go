@@ -74,9 +74,15 @@ func (e *endpoint) remote(key, roff uint64, n int, need transport.Access) (t tar
 			mem = r.buf
 		}
 	} else if info.seg != 0 {
-		e.segMu.Lock()
-		m := e.segs[info.seg]
-		e.segMu.Unlock()
+		m := e.lastSeg
+		if e.lastSegID != info.seg {
+			e.segMu.Lock()
+			m = e.segs[info.seg]
+			e.segMu.Unlock()
+			if m != nil {
+				e.lastSegID, e.lastSeg = info.seg, m
+			}
+		}
 		if m != nil && inBounds(info.segOff, info.len, uint64(len(m))) {
 			mem = m[info.segOff : info.segOff+info.len]
 		} else if m == nil && e.awaitSegment(info.seg) {

@@ -240,6 +240,7 @@ func (e *endpoint) acceptRead(rec *record) bool {
 	t.snap = append(e.takeSnap(), r.buf[t.off+t.moved:t.off+t.n]...)
 	e.mu.Lock()
 	e.answers.push(t)
+	e.noteTxWorkLocked()
 	e.mu.Unlock()
 	return true
 }
@@ -278,9 +279,10 @@ func (e *endpoint) placeReadData(rec *record, cell []byte) {
 		p.moved += int(rec.n)
 		if last {
 			p.state = stDone
+			e.doneDirty.Store(true)
 			if p.staged {
 				p.staged = false
-				e.staged--
+				e.staged.Add(-1)
 			}
 		}
 	}
@@ -298,6 +300,7 @@ func (e *endpoint) recvGone(r *region) {
 // may not be polling while we wait for it. At most one nudge is pending.
 func (e *endpoint) sendNudge() {
 	if e.peerNudge.CompareAndSwap(0, 1) {
+		stats.nudges.Add(1)
 		writeFrame(e.conn, &frame{typ: frameNudge})
 	}
 }

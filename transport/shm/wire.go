@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -215,15 +217,53 @@ func writeFrame(c *net.UnixConn, f *frame, fds ...int) error {
 	return nil
 }
 
-// frameReader reads frames with their descriptors.
+// frameReader reads frames with their descriptors. It calls recvmsg
+// itself, without asking for the sender's address, so that reading a
+// frame allocates nothing (net.UnixConn.ReadMsgUnix allocates the address
+// of every packet).
 type frameReader struct {
-	c   *net.UnixConn
-	buf [frameSize + 1]byte
-	oob []byte
+	c    *net.UnixConn
+	raw  syscall.RawConn
+	buf  [frameSize + 1]byte
+	oob  []byte
+	iov  unix.Iovec
+	msg  unix.Msghdr
+	rfn  func(fd uintptr) bool // r.recv, bound once
+	n    int
+	oobn int
+	flag int
+	err  error
 }
 
 func newFrameReader(c *net.UnixConn) *frameReader {
-	return &frameReader{c: c, oob: make([]byte, unix.CmsgSpace(4*4))}
+	r := &frameReader{c: c, oob: make([]byte, unix.CmsgSpace(4*4))}
+	r.raw, r.err = c.SyscallConn()
+	r.iov.Base = &r.buf[0]
+	r.iov.SetLen(len(r.buf))
+	r.msg.Iov = &r.iov
+	r.msg.SetIovlen(1)
+	r.msg.Control = &r.oob[0]
+	r.rfn = r.recv
+	return r
+}
+
+// recv is one recvmsg; it reports false to wait for the socket to be
+// readable (the netpoller).
+func (r *frameReader) recv(fd uintptr) bool {
+	r.msg.SetControllen(len(r.oob))
+	r.msg.Flags = 0
+	n, _, errno := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.msg)), unix.MSG_CMSG_CLOEXEC)
+	if errno == unix.EAGAIN {
+		return false
+	}
+	if errno == unix.EINTR {
+		return r.recv(fd)
+	}
+	r.n, r.oobn, r.flag, r.err = int(n), int(r.msg.Controllen), int(r.msg.Flags), nil
+	if errno != 0 {
+		r.err = errno
+	}
+	return true
 }
 
 // read returns the next frame and exactly the descriptors its type
@@ -231,11 +271,17 @@ func newFrameReader(c *net.UnixConn) *frameReader {
 // descriptors, truncated control data or a malformed body is an error;
 // every descriptor received with it is closed.
 func (r *frameReader) read(f *frame, deadline time.Time) ([]int, error) {
+	if r.err != nil && r.raw == nil {
+		return nil, r.err
+	}
 	r.c.SetReadDeadline(deadline)
-	n, oobn, flags, _, err := r.c.ReadMsgUnix(r.buf[:], r.oob)
-	if err != nil {
+	if err := r.raw.Read(r.rfn); err != nil {
 		return nil, err
 	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	n, oobn, flags := r.n, r.oobn, r.flag
 	var fds []int
 	if oobn > 0 {
 		msgs, perr := unix.ParseSocketControlMessage(r.oob[:oobn])
