@@ -118,6 +118,7 @@ type endpoint struct {
 	txq        fifo[qop]      // requests waiting to be executed, in post order
 	answers    fifo[readTask] // the peer's staged reads to answer
 	spare      []byte         // a snapshot buffer to reuse
+	inlFree    []*[]byte      // MaxInline buffers to reuse
 	staged     atomic.Int32   // staged writes and reads not done (changed under mu)
 	rcvActive  bool           // a message is being placed into recvs' head
 	rcvTotal   uint64
@@ -145,9 +146,28 @@ type req struct {
 	hasImm bool
 	state  uint8
 	err    error
-	end    uint64 // ring position after the last record (stRing)
-	moved  int    // payload pushed (send, staged write) or received (staged read)
-	staged bool   // counted in endpoint.staged
+	end    uint64  // ring position after the last record (stRing)
+	moved  int     // payload pushed (send, staged write) or received (staged read)
+	staged bool    // counted in endpoint.staged
+	inl    *[]byte // the payload, copied at post (MaxInline), if not executed then
+}
+
+// src is the payload of a send or write.
+func (q *req) src() []byte {
+	if q.inl != nil {
+		return (*q.inl)[:q.n]
+	}
+	return q.r.buf[q.off : q.off+q.n]
+}
+
+// pin pins the local region for a copy; a payload copied at post needs
+// none. A true result must be paired with unpin.
+func (q *req) pin() bool { return q.inl != nil || q.r.acquire() }
+
+func (q *req) unpin() {
+	if q.inl == nil {
+		q.r.release()
+	}
 }
 
 // recv is a posted receive.
@@ -315,11 +335,49 @@ func (e *endpoint) post(op string, kind uint8, q req) error {
 			e.noteTxWorkLocked()
 		}
 		e.mu.Unlock()
+		queued = true
+	}
+	if queued && kind != opRead && q.n <= maxInline {
+		e.inline(kind, seq)
 	}
 	e.flushTx()
 	e.txMu.Unlock()
 	e.complete()
 	return nil
+}
+
+// maxInline is the largest payload a post copies before it returns
+// (transport.Inliner): one executed at once is copied then anyway; one that
+// has to wait is copied aside.
+const maxInline = 4096
+
+// MaxInline implements transport.Inliner: sends and writes of at most
+// 4 KiB are copied before PostSend and PostWrite return.
+func (d *Device) MaxInline() int { return maxInline }
+
+// inline copies the payload of a waiting send or write aside, so that the
+// caller may reuse its buffer. Under txMu.
+func (e *endpoint) inline(kind uint8, seq uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.fifoOf(kind).seq(seq)
+	if p == nil || e.err != nil || p.inl != nil || p.moved > 0 || p.state != stQueued {
+		return
+	}
+	var b *[]byte
+	if k := len(e.inlFree); k > 0 {
+		b, e.inlFree = e.inlFree[k-1], e.inlFree[:k-1]
+	} else {
+		b = new([]byte)
+		*b = make([]byte, maxInline)
+	}
+	if !p.r.acquire() {
+		e.inlFree = append(e.inlFree, b)
+		return // executing it will find the region gone
+	}
+	copy(*b, p.r.buf[p.off:p.off+p.n])
+	p.r.release()
+	p.inl = b
 }
 
 // noteTxWorkLocked refreshes the txWork hint after txq or answers changed.
@@ -401,6 +459,9 @@ func (e *endpoint) fail(f failure) {
 		q := e.fifoOf(kind)
 		for q.len() > 0 {
 			p := q.pop()
+			if p.inl != nil {
+				e.inlFree = append(e.inlFree, p.inl)
+			}
 			c := transport.Completion{ID: p.id, Op: opOf(kind), Endpoint: e}
 			if p.state == stDone {
 				c.Err = p.err

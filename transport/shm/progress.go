@@ -95,6 +95,9 @@ func (e *endpoint) emitLocked(kind uint8) {
 	for f.len() > 0 && f.at(0).state == stDone {
 		p := f.pop()
 		e.inflight.Add(-1)
+		if p.inl != nil {
+			e.inlFree = append(e.inlFree, p.inl)
+		}
 		c := transport.Completion{ID: p.id, Op: opOf(kind), Err: p.err, Endpoint: e}
 		if p.err == nil {
 			c.Bytes = p.n
@@ -270,12 +273,12 @@ func (e *endpoint) execSend(seq uint64, q *req) bool {
 		}
 		cell := e.out.cell(e.out.pos)
 		if chunk > 0 {
-			if !q.r.acquire() {
+			if !q.pin() {
 				e.localGone(opSend, seq, q.r)
 				return false
 			}
-			copy(cell[cellSize:cellSize+chunk], q.r.buf[q.off+q.moved:])
-			q.r.release()
+			copy(cell[cellSize:cellSize+chunk], q.src()[q.moved:])
+			q.unpin()
 		}
 		rec.encode(cell)
 		e.out.pos += uint64(cells)
@@ -299,19 +302,19 @@ func (e *endpoint) execWrite(seq uint64, q *req, staged int) bool {
 				e.releaseRemote()
 				return true
 			}
-			if !q.r.acquire() {
+			if !q.pin() {
 				e.releaseRemote()
 				e.localGone(opWrite, seq, q.r)
 				return false
 			}
-			src := q.r.buf[q.off : q.off+q.n]
+			src := q.src()
 			var err error
 			if path == pathDirect {
 				copy(t.mem, src)
 			} else {
 				err = e.cmaWrite(t.addr, src)
 			}
-			q.r.release()
+			q.unpin()
 			e.releaseRemote()
 			if err != nil {
 				return e.cmaFailed(opWrite, seq, q, err)
@@ -349,12 +352,12 @@ func (e *endpoint) execWrite(seq uint64, q *req, staged int) bool {
 		}
 		cell := e.out.cell(e.out.pos)
 		if chunk > 0 {
-			if !q.r.acquire() {
+			if !q.pin() {
 				e.localGone(opWrite, seq, q.r)
 				return false
 			}
-			copy(cell[cellSize:cellSize+chunk], q.r.buf[q.off+q.moved:])
-			q.r.release()
+			copy(cell[cellSize:cellSize+chunk], q.src()[q.moved:])
+			q.unpin()
 		}
 		rec.encode(cell)
 		e.out.pos += uint64(cells)
