@@ -28,14 +28,16 @@ type target struct {
 }
 
 // remote decides how to reach [roff, roff+n) of the peer's region key with
-// right need, and for a direct or CMA copy checks key, bounds and access
-// in the peer's table first. On pathDirect and pathCMA the peer's region
-// is held (our busy word names its slot) until releaseRemote; the caller
-// copies in between. Called under txMu.
+// right need. A direct copy (through our mapping of the peer's segment, or
+// into its buffer when it lives in this process) or a CMA copy is checked
+// here against the peer's table: key, bounds, access; the staged path is
+// checked by the peer. On pathDirect and pathCMA the peer's region is held
+// (our busy word names its slot) until releaseRemote; the caller copies in
+// between. Called under txMu.
 //
 // The busy word and the peer's revocation form a handshake (a Dekker
 // pair, sequentially consistent atomics on both sides): we store busy,
-// then load the slot's state and the peer's open flag; the peer's
+// then load the peer's open flag and the slot's state; the peer's
 // Deregister stores the state (not live), then waits while busy names the
 // slot; its Close clears open, then waits for busy 0. So either we see the
 // revocation and refuse, or the peer waits for our copy to end. Neither
