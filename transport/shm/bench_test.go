@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/transport"
+	"github.com/goccl/goccl/transport/transporttest"
 )
 
 // Benchmarks between two processes: this one and a child (child_test.go)
@@ -179,4 +180,96 @@ func sizeName(n int) string {
 		return fmt.Sprintf("%dKiB", n>>10)
 	}
 	return fmt.Sprintf("%dB", n)
+}
+
+// BenchmarkPingPong is the in-process ping-pong of an 8-byte write with
+// immediate between two devices (goroutines), the CPU cost of the
+// latency path without a second process: one op is a round trip.
+func BenchmarkPingPong(b *testing.B) {
+	o := Options{Logf: b.Logf}
+	n := 0
+	p := transporttest.NewPair(b, func(t testing.TB) transport.Device {
+		n++
+		return newTestDevice(t, o)
+	})
+	mk := func(dev transport.Device) transport.Region {
+		mem, err := Alloc(4096)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := dev.Register(mem, transport.AccessAll)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { dev.Deregister(r); Free(mem) })
+		return r
+	}
+	ra, rb := mk(p.DevA), mk(p.DevB)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	echo := func(n int) {
+		cs := make([]transport.Completion, 8)
+		imm := uint32(2)
+		for i := 0; i < n; {
+			k, err := p.CQB.Wait(ctx, cs)
+			if err != nil {
+				done <- err
+				return
+			}
+			for _, c := range cs[:k] {
+				if c.Op != transport.OpRecv {
+					continue
+				}
+				i++
+				if err := p.B.PostRecv(0, rb, 0, 0); err != nil {
+					done <- err
+					return
+				}
+				if err := p.B.PostWrite(1, rb, 8, 8, ra.Remote(), 0, &imm); err != nil {
+					done <- err
+					return
+				}
+			}
+		}
+		done <- nil
+	}
+	cs := make([]transport.Completion, 8)
+	imm := uint32(1)
+	round := func() {
+		if err := p.A.PostRecv(0, ra, 0, 0); err != nil {
+			b.Fatal(err)
+		}
+		if err := p.A.PostWrite(1, ra, 8, 8, rb.Remote(), 0, &imm); err != nil {
+			b.Fatal(err)
+		}
+		for got := false; !got; {
+			k, err := p.CQA.Wait(ctx, cs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, c := range cs[:k] {
+				got = got || c.Op == transport.OpRecv
+			}
+		}
+	}
+	if err := p.B.PostRecv(0, rb, 0, 0); err != nil {
+		b.Fatal(err)
+	}
+	go echo(1000 + b.N)
+	for range 1000 {
+		round()
+	}
+	b.ReportAllocs()
+	st := ReadStats()
+	b.ResetTimer()
+	for range b.N {
+		round()
+	}
+	b.StopTimer()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/oneway")
+	reportStats(b, st)
 }

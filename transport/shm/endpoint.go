@@ -99,7 +99,7 @@ type endpoint struct {
 	// The last segment looked up, under txMu.
 	lastSegID uint64
 	lastSeg   []byte
-	watchTick uint32
+	watchTick atomic.Uint32 // watchPeer runs every 32nd time
 	liov      [1]unix.Iovec // CMA vectors, under txMu
 	riov      [1]unix.RemoteIovec
 

@@ -22,8 +22,15 @@ func (e *endpoint) progress() {
 		if e.rxAgain.Load() || e.in.tail.Load() != e.in.head.Load() {
 			e.runRx()
 		}
-		if e.txWork.Load() != 0 || e.txAgain.Load() || e.out.tail.Load() != e.out.head.Load() || e.peerBlocked.Load() != 0 {
+		if e.txWork.Load() != 0 || e.txAgain.Load() {
 			e.runTx()
+		} else if e.out.tail.Load() != e.out.head.Load() || e.peerBlocked.Load() != 0 {
+			// Waiting for the peer: look whether it needs a nudge now and
+			// then.
+			if e.watchTick.Add(1)&31 == 0 && e.txMu.TryLock() {
+				e.watchPeer()
+				e.txMu.Unlock()
+			}
 		}
 		if e.inflight.Load() != 0 && (e.doneDirty.Load() || e.out.head.Load() != e.lastHead.Load()) {
 			e.complete()
@@ -168,7 +175,9 @@ func (e *endpoint) txStep() {
 		}
 	}
 	e.flushTx()
-	e.watchPeer()
+	if e.watchTick.Add(1)&31 == 0 {
+		e.watchPeer()
+	}
 }
 
 // Nudges from a caller that polls without sleeping: while the peer leaves
@@ -189,9 +198,6 @@ func (e *endpoint) watchPeer() {
 	if e.out.tail.Load() == e.out.head.Load() && e.peerBlocked.Load() == 0 {
 		e.stuckSince = 0
 		return
-	}
-	if e.watchTick++; e.watchTick&31 != 1 && e.stuckSince != 0 {
-		return // look at the clock now and then only
 	}
 	now := time.Since(epoch)
 	if e.stuckSince == 0 {
