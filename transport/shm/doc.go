@@ -85,8 +85,9 @@
 //
 // Files mirror the other backends: address.go (the blob), device.go
 // (control segment, listener, registrations), region.go, endpoint.go
-// (posting, the error state, Close), connect.go (handshake, reader),
-// progress.go and rx.go (producing and consuming the rings), remote.go (the
+// (posting), fail.go (the error state, Close), connect.go (handshake),
+// reader.go (the control connection), progress.go (driving an endpoint),
+// tx.go and rx.go (producing and consuming the rings), remote.go (the
 // paths into a peer's memory), cq.go, ring.go, ctl.go (shared layouts,
 // bells), wire.go (control frames), alloc.go (shared memory), futex.go.
 //
