@@ -57,6 +57,9 @@ type Options struct {
 	// noSelf makes endpoints whose peer lives in this process map the
 	// peer's segments as another process would (tests).
 	noSelf bool
+	// token, if set, is the device's token instead of a random one
+	// (tests: it decides which side dials).
+	token *[16]byte
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -165,6 +168,9 @@ func NewDevice(opts Options) (*Device, error) {
 		cqs: make([]*cq, o.MaxCompletionQueues)}
 	if _, err := rand.Read(d.token[:]); err != nil {
 		return nil, fmt.Errorf("shm: new device: random token: %w", err)
+	}
+	if o.token != nil {
+		d.token = *o.token
 	}
 	size := ctlSize(o.MaxCompletionQueues, o.MaxRegions)
 	if d.ctlFD, err = newMemfd("goccl-shm-ctl", size); err != nil {
