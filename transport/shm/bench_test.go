@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -162,6 +163,15 @@ func BenchmarkMemcpy(b *testing.B) {
 	}
 }
 
+// cpuTime is the CPU time the process used (user and system), in ns: on a
+// loaded machine, a steadier measure of a single goroutine's work than
+// the wall clock.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
 // reportStats reports this process's sleeps, wake-ups and nudges per op
 // since st.
 func reportStats(b *testing.B, st Stats) {
@@ -272,4 +282,67 @@ func BenchmarkPingPong(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/oneway")
 	reportStats(b, st)
+}
+
+// BenchmarkHop is the CPU cost of one hop of the latency path, without
+// waiting: one goroutine posts an 8-byte write with immediate on A, polls
+// B (which places it and completes B's receive), reposts B's receive, and
+// polls A (which completes the write). Scheduling and the other core play
+// no part, so it is stable on a loaded machine.
+func BenchmarkHop(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		o    Options
+	}{
+		{"InProcess", Options{}},
+		{"Mapped", Options{noSelf: true, DisableCMA: true}},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			o := mode.o
+			o.Logf = b.Logf
+			p := transporttest.NewPair(b, func(t testing.TB) transport.Device { return newTestDevice(t, o) })
+			mk := func(dev transport.Device) transport.Region {
+				mem, err := Alloc(4096)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r, err := dev.Register(mem, transport.AccessAll)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { dev.Deregister(r); Free(mem) })
+				return r
+			}
+			ra, rb := mk(p.DevA), mk(p.DevB)
+			time.Sleep(10 * time.Millisecond) // the segments reach the readers
+			cs := make([]transport.Completion, 4)
+			imm := uint32(1)
+			if err := p.B.PostRecv(0, rb, 0, 0); err != nil {
+				b.Fatal(err)
+			}
+			hop := func() {
+				if err := p.A.PostWrite(1, ra, 0, 8, rb.Remote(), 0, &imm); err != nil {
+					b.Fatal(err)
+				}
+				for p.CQB.Poll(cs) == 0 {
+				}
+				if err := p.B.PostRecv(0, rb, 0, 0); err != nil {
+					b.Fatal(err)
+				}
+				for p.CQA.Poll(cs) == 0 {
+				}
+			}
+			for range 1000 {
+				hop()
+			}
+			b.ReportAllocs()
+			cpu := cpuTime()
+			b.ResetTimer()
+			for range b.N {
+				hop()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+		})
+	}
 }

@@ -37,7 +37,7 @@ type cq struct {
 	mu       sync.Mutex
 	fifo     fifo[transport.Completion]
 	queued   atomic.Int32 // fifo.len(), for Poll's fast path
-	reserved int          // entries held by posted requests
+	reserved atomic.Int64 // entries held by posted requests
 	closed   atomic.Bool
 
 	waiting atomic.Int32 // goroutines inside Wait
@@ -54,24 +54,22 @@ func newCQ(d *Device, index, depth int) *cq {
 
 // reserve takes an entry for a request about to be posted.
 func (q *cq) reserve() error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.closed.Load() {
 		return fmt.Errorf("completion queue: %w", transport.ErrClosed)
 	}
-	if q.reserved >= q.depth {
-		return fmt.Errorf("completion queue of depth %d holds %d posted requests: %w", q.depth, q.reserved, transport.ErrQueueFull)
+	for {
+		r := q.reserved.Load()
+		if r >= int64(q.depth) {
+			return fmt.Errorf("completion queue of depth %d holds %d posted requests: %w", q.depth, r, transport.ErrQueueFull)
+		}
+		if q.reserved.CompareAndSwap(r, r+1) {
+			return nil
+		}
 	}
-	q.reserved++
-	return nil
 }
 
 // unreserve returns the entry of a request whose post failed.
-func (q *cq) unreserve() {
-	q.mu.Lock()
-	q.reserved--
-	q.mu.Unlock()
-}
+func (q *cq) unreserve() { q.reserved.Add(-1) }
 
 // push queues a completion and wakes the queue's sleepers. After Close it
 // is dropped.
@@ -126,15 +124,16 @@ func (q *cq) take(out []transport.Completion) int {
 		return 0
 	}
 	q.mu.Lock()
-	n := 0
+	n, held := 0, 0
 	for n < len(out) && q.fifo.len() > 0 {
 		c := q.fifo.pop()
 		if c.Op != transport.OpRemoteError {
-			q.reserved--
+			held++
 		}
 		out[n] = c
 		n++
 	}
+	q.reserved.Add(int64(-held))
 	q.queued.Store(int32(q.fifo.len()))
 	q.mu.Unlock()
 	return n

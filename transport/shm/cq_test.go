@@ -87,9 +87,7 @@ func TestQueueCapacity(t *testing.T) {
 			t.Fatalf("completions on the target:\n%s", transporttest.Describe(cs))
 		}
 		q := qa.(*cq)
-		q.mu.Lock()
-		held := q.reserved
-		q.mu.Unlock()
+		held := q.reserved.Load()
 		if held != 0 {
 			t.Fatalf("after taking every completion the queue counts %d entries held; the remote error must not count", held)
 		}

@@ -341,7 +341,6 @@ func (e *endpoint) post(op string, kind uint8, q req) error {
 	}
 	e.flushTx()
 	e.txMu.Unlock()
-	e.complete()
 	return nil
 }
 

@@ -112,13 +112,17 @@ func (e *endpoint) emitLocked(kind uint8) {
 	}
 }
 
-// setState records a request's new state, unless it was flushed.
+// setState records a request's new state, unless it was flushed. A done
+// request goes to the queue at once if its turn has come.
 func (e *endpoint) setState(kind uint8, seq uint64, st uint8, end uint64) {
 	e.mu.Lock()
 	if p := e.fifoOf(kind).seq(seq); p != nil && e.err == nil {
 		p.state, p.end = st, end
 		if st == stDone {
-			e.doneDirty.Store(true)
+			e.emitLocked(kind)
+			if e.fifoOf(kind).seq(seq) != nil {
+				e.doneDirty.Store(true) // behind one not done
+			}
 		}
 	}
 	e.mu.Unlock()

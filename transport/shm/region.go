@@ -2,6 +2,7 @@ package shm
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/goccl/goccl/transport"
 )
@@ -23,6 +24,7 @@ type region struct {
 
 	mu      sync.RWMutex
 	revoked bool
+	gone    atomic.Bool // revoked, for lock-free checks at post time
 }
 
 var _ transport.Region = (*region)(nil)
@@ -58,16 +60,15 @@ func (r *region) acquire() bool {
 func (r *region) release() { r.mu.RUnlock() }
 
 func (r *region) revoke() {
+	r.gone.Store(true)
 	r.mu.Lock()
 	r.revoked = true
 	r.mu.Unlock()
 }
 
-func (r *region) isRevoked() bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.revoked
-}
+// isRevoked says whether Deregister started; transfers still pin the
+// region (acquire), this is the check of a post.
+func (r *region) isRevoked() bool { return r.gone.Load() }
 
 // inBounds reports whether [off, off+n) lies inside a region of length
 // size, without overflow.
