@@ -11,7 +11,10 @@ import (
 	"github.com/goccl/goccl/transport"
 )
 
-// cq is a completion queue. Completions wait in a FIFO under mu; the
+// cq is a completion queue. Completions wait with the endpoint that made
+// them, in its done FIFO under the endpoint's lock (which the code making
+// a completion holds already), and Poll collects them from the queue's
+// endpoints; those of a closed endpoint move to the queue's own FIFO. The
 // queue's bell (in the device's control segment) is what its waiters sleep
 // on and what peers ring after they publish records for, or consume
 // records of, the queue's endpoints.
@@ -35,9 +38,10 @@ type cq struct {
 	eps atomic.Pointer[[]*endpoint] // copy on write, under mu
 
 	mu       sync.Mutex
-	fifo     fifo[transport.Completion]
-	queued   atomic.Int32 // fifo.len(), for Poll's fast path
-	reserved atomic.Int64 // entries held by posted requests
+	fifo     fifo[transport.Completion] // of endpoints gone from eps
+	queued   atomic.Int32               // fifo.len(), for Poll's fast path
+	next     int                        // the endpoint Poll starts collecting at
+	reserved atomic.Int64               // entries held by posted requests
 	closed   atomic.Bool
 
 	waiting atomic.Int32 // goroutines inside Wait
@@ -71,18 +75,17 @@ func (q *cq) reserve() error {
 // unreserve returns the entry of a request whose post failed.
 func (q *cq) unreserve() { q.reserved.Add(-1) }
 
-// push queues a completion and wakes the queue's sleepers. After Close it
-// is dropped.
-func (q *cq) push(c transport.Completion) {
-	q.mu.Lock()
+// pushLocked queues a completion of e (under e.mu) and wakes the queue's
+// sleepers. After the queue's Close it is dropped. (The bell stays mapped
+// while e may push: the device closes its endpoints before it unmaps.)
+func (e *endpoint) pushLocked(c transport.Completion) {
+	q := e.cq
 	if q.closed.Load() {
-		q.mu.Unlock()
 		return
 	}
-	q.fifo.push(c)
-	q.queued.Store(int32(q.fifo.len()))
-	q.bell.ring() // under mu: Close unmaps nothing while we hold it
-	q.mu.Unlock()
+	e.done.push(c)
+	e.ndone.Add(1)
+	q.bell.ring()
 }
 
 func (q *cq) addEndpoint(e *endpoint) {
@@ -93,7 +96,10 @@ func (q *cq) addEndpoint(e *endpoint) {
 	q.mu.Unlock()
 }
 
+// removeEndpoint drops e from the queue; its completions not yet taken
+// move to the queue's FIFO.
 func (q *cq) removeEndpoint(e *endpoint) {
+	e.mu.Lock()
 	q.mu.Lock()
 	old := *q.eps.Load()
 	eps := make([]*endpoint, 0, len(old))
@@ -103,7 +109,15 @@ func (q *cq) removeEndpoint(e *endpoint) {
 		}
 	}
 	q.eps.Store(&eps)
+	for e.done.len() > 0 {
+		if c := e.done.pop(); !q.closed.Load() {
+			q.fifo.push(c)
+			q.queued.Add(1)
+		}
+	}
+	e.ndone.Store(0)
 	q.mu.Unlock()
+	e.mu.Unlock()
 }
 
 // Poll drives the queue's endpoints forward, then moves up to len(out)
@@ -113,30 +127,74 @@ func (q *cq) Poll(out []transport.Completion) int {
 	if q.closed.Load() {
 		return 0
 	}
-	for _, e := range *q.eps.Load() {
+	eps := *q.eps.Load()
+	for _, e := range eps {
 		e.progress()
 	}
-	return q.take(out)
+	return q.take(eps, out)
 }
 
-func (q *cq) take(out []transport.Completion) int {
-	if len(out) == 0 || q.queued.Load() == 0 {
-		return 0
-	}
-	q.mu.Lock()
+// take moves up to len(out) completions into out: first those of removed
+// endpoints, then the endpoints', starting at a rotating one.
+func (q *cq) take(eps []*endpoint, out []transport.Completion) int {
 	n, held := 0, 0
-	for n < len(out) && q.fifo.len() > 0 {
-		c := q.fifo.pop()
-		if c.Op != transport.OpRemoteError {
-			held++
+	if len(out) > 0 && q.queued.Load() != 0 {
+		q.mu.Lock()
+		for n < len(out) && q.fifo.len() > 0 {
+			c := q.fifo.pop()
+			if c.Op != transport.OpRemoteError {
+				held++
+			}
+			out[n] = c
+			n++
 		}
-		out[n] = c
-		n++
+		q.queued.Add(int32(-n))
+		q.mu.Unlock()
 	}
-	q.reserved.Add(int64(-held))
-	q.queued.Store(int32(q.fifo.len()))
-	q.mu.Unlock()
+	start := 0
+	if len(eps) > 1 {
+		start = q.next % len(eps) // racy hint: any start is correct
+		q.next = start + 1
+	}
+	for i := range eps {
+		if n == len(out) {
+			break
+		}
+		e := eps[(start+i)%len(eps)]
+		if e.ndone.Load() == 0 {
+			continue
+		}
+		e.mu.Lock()
+		k := 0
+		for n < len(out) && e.done.len() > 0 {
+			c := e.done.pop()
+			if c.Op != transport.OpRemoteError {
+				held++
+			}
+			out[n] = c
+			n++
+			k++
+		}
+		e.ndone.Add(int32(-k))
+		e.mu.Unlock()
+	}
+	if held != 0 {
+		q.reserved.Add(int64(-held))
+	}
 	return n
+}
+
+// ready reports whether a completion waits.
+func (q *cq) ready() bool {
+	if q.queued.Load() != 0 {
+		return true
+	}
+	for _, e := range *q.eps.Load() {
+		if e.ndone.Load() != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // maxSleep bounds one futex sleep of Wait, so that a context canceled
@@ -196,7 +254,7 @@ func (q *cq) sleep(d time.Duration) {
 		for _, e := range *q.eps.Load() {
 			e.progress()
 		}
-		ready = q.queued.Load() != 0
+		ready = q.ready()
 	}
 	if !ready {
 		for _, e := range *q.eps.Load() {
@@ -222,6 +280,12 @@ func (q *cq) Close() error {
 	q.bell.seq.Add(1)
 	futexWakeAll(q.bell.seq)
 	q.mu.Unlock()
+	for _, e := range *q.eps.Load() {
+		e.mu.Lock()
+		e.done.clear()
+		e.ndone.Store(0)
+		e.mu.Unlock()
+	}
 	q.dev.forgetCQ(q)
 	return nil
 }

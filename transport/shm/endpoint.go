@@ -66,10 +66,6 @@ type endpoint struct {
 	paths [4]atomic.Uint64
 
 	live atomic.Bool // connected and mapped; cleared by Close before unmapping
-	// pollers counts goroutines inside progress: Close clears live, then
-	// waits for none before it unmaps (progress checks live after it
-	// counted itself), so progress reads shared words without a lock.
-	pollers atomic.Int32
 	// Hints for progress's fast path, kept under mu: requests queued or
 	// answers pending (txWork), requests posted and not yet handed to the
 	// queue (inflight), a request became done outside complete (doneDirty),
@@ -114,12 +110,14 @@ type endpoint struct {
 	writes     fifo[req]
 	reads      fifo[req]
 	recvs      fifo[recv]
-	txq        fifo[qop]      // requests waiting to be executed, in post order
-	answers    fifo[readTask] // the peer's staged reads to answer
-	spare      []byte         // a snapshot buffer to reuse
-	inlFree    []*[]byte      // MaxInline buffers to reuse
-	staged     atomic.Int32   // staged writes and reads not done (changed under mu)
-	rcvActive  bool           // a message is being placed into recvs' head
+	txq        fifo[qop]                  // requests waiting to be executed, in post order
+	answers    fifo[readTask]             // the peer's staged reads to answer
+	done       fifo[transport.Completion] // completions for the queue to take
+	ndone      atomic.Int32               // done.len(), for Poll's fast path
+	spare      []byte                     // a snapshot buffer to reuse
+	inlFree    []*[]byte                  // MaxInline buffers to reuse
+	staged     atomic.Int32               // staged writes and reads not done (changed under mu)
+	rcvActive  bool                       // a message is being placed into recvs' head
 	rcvTotal   uint64
 	rcvGot     uint64
 }

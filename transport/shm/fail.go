@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -41,7 +42,7 @@ func (e *endpoint) fail(f failure) {
 		e.myOpen.Store(0)
 	}
 	if f.remote != nil {
-		e.cq.push(transport.Completion{Op: transport.OpRemoteError, Err: f.remote, Endpoint: e})
+		e.pushLocked(transport.Completion{Op: transport.OpRemoteError, Err: f.remote, Endpoint: e})
 	}
 	if f.kind != 0 {
 		if p := e.fifoOf(f.kind).seq(f.seq); p != nil && p.state != stDone {
@@ -54,7 +55,7 @@ func (e *endpoint) fail(f failure) {
 		if first && f.recvFirst {
 			err = f.cause
 		}
-		e.cq.push(transport.Completion{ID: rv.id, Op: transport.OpRecv, Err: err, Endpoint: e})
+		e.pushLocked(transport.Completion{ID: rv.id, Op: transport.OpRecv, Err: err, Endpoint: e})
 	}
 	for _, kind := range []uint8{opSend, opWrite, opRead} {
 		q := e.fifoOf(kind)
@@ -72,7 +73,7 @@ func (e *endpoint) fail(f failure) {
 			} else {
 				c.Err = e.flushErr(opOf(kind).String(), f.cause)
 			}
-			e.cq.push(c)
+			e.pushLocked(c)
 		}
 	}
 	e.txq.clear()
@@ -117,10 +118,7 @@ func (e *endpoint) Close() error {
 	}
 	e.dev.forgetEndpoint(e) // no Deregister looks at our mappings after this
 	e.live.Store(false)     // no progress starts touching them
-	for e.pollers.Load() != 0 {
-		runtime.Gosched()
-	}
-	e.rxMu.Lock() // and none is still doing so
+	e.rxMu.Lock()           // and none is still doing so
 	e.txMu.Lock()
 	e.mu.Lock()
 	conn := e.conn
@@ -151,7 +149,10 @@ func (e *endpoint) Close() error {
 
 // unmapLocked releases every mapping of the endpoint. Called under mu
 // once live is false: every use of a mapping checks live under mu, or
-// under rxMu or txMu, which Close cycled after clearing live.
+// under rxMu or txMu, which Close cycled after clearing live, except the
+// lock-free looks of progress at the rings' indexes and flags: the two
+// transmit segments are retired instead, replaced by zeros until the
+// endpoint is unreachable.
 func (e *endpoint) unmapLocked() {
 	e.lastSegID, e.lastSeg = 0, nil
 	e.segMu.Lock()
@@ -160,16 +161,40 @@ func (e *endpoint) unmapLocked() {
 		delete(e.segs, id)
 	}
 	e.segMu.Unlock()
-	for _, m := range []*[]byte{&e.peerTx, &e.peerCtl, &e.peerTab, &e.tx} {
+	for _, m := range []*[]byte{&e.peerCtl, &e.peerTab} {
 		if *m != nil {
 			unix.Munmap(*m)
 			*m = nil
 		}
 	}
+	var retired [][]byte
+	for _, m := range []*[]byte{&e.peerTx, &e.tx} {
+		if *m != nil && retire(*m) {
+			retired = append(retired, *m)
+		}
+		// A mapping that could not be retired stays: it is small and
+		// safe; only its file's pages are kept.
+	}
+	if len(retired) > 0 {
+		runtime.AddCleanup(e, func(ms [][]byte) {
+			for _, m := range ms {
+				unix.Munmap(m)
+			}
+		}, retired)
+	}
 	if e.txFD >= 0 {
 		unix.Close(e.txFD)
 		e.txFD = -1
 	}
+}
+
+// retire replaces the mapping m by anonymous zeros over the same
+// addresses: a reader that still looks at it finds empty rings instead of
+// faulting, and the file's pages are released.
+func retire(m []byte) bool {
+	_, err := unix.MmapPtr(-1, 0, unsafe.Pointer(unsafe.SliceData(m)), uintptr(len(m)),
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)
+	return err == nil
 }
 
 // waitPeerIdle waits until the peer is not copying into or out of this

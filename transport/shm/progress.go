@@ -11,12 +11,12 @@ import (
 // the parts that need the ring are serialized by try-locks (a caller that
 // finds one held leaves a mark so that the holder runs once more).
 //
-// The fast path looks at shared words without locks (progress counts
-// itself in pollers, see Close) and takes a lock only where there is
-// something to do: records to consume, requests or answers queued, our
-// records unconsumed (watchPeer), requests whose completion may be due.
+// The fast path looks at shared words without locks (Close leaves zeros
+// mapped where the rings were, see retire) and takes a lock only where
+// there is something to do: records to consume, requests or answers
+// queued, our records unconsumed (watchPeer), requests whose completion
+// may be due.
 func (e *endpoint) progress() {
-	e.pollers.Add(1)
 	if e.live.Load() && !e.failed.Load() {
 		if e.rxAgain.Load() || e.in.tail.Load() != e.in.head.Load() {
 			e.runRx()
@@ -35,26 +35,47 @@ func (e *endpoint) progress() {
 			e.complete()
 		}
 	}
-	e.pollers.Add(-1)
 }
 
+// runRx runs rxStep, or leaves a mark for the goroutine that holds rxMu,
+// which runs it once more after it unlocked: it unlocks, then looks at the
+// mark, while we set the mark, then try the lock again; one of us runs it.
 func (e *endpoint) runRx() {
-	e.rxAgain.Store(true)
-	for e.rxAgain.Load() && e.rxMu.TryLock() {
-		for e.rxAgain.Swap(false) {
-			e.rxStep()
+	for {
+		if !e.rxMu.TryLock() {
+			e.rxAgain.Store(true)
+			if !e.rxMu.TryLock() {
+				return
+			}
 		}
+		if e.rxAgain.Load() {
+			e.rxAgain.Store(false)
+		}
+		e.rxStep()
 		e.rxMu.Unlock()
+		if !e.rxAgain.Load() {
+			return
+		}
 	}
 }
 
+// runTx is runRx for txStep.
 func (e *endpoint) runTx() {
-	e.txAgain.Store(true)
-	for e.txAgain.Load() && e.txMu.TryLock() {
-		for e.txAgain.Swap(false) {
-			e.txStep()
+	for {
+		if !e.txMu.TryLock() {
+			e.txAgain.Store(true)
+			if !e.txMu.TryLock() {
+				return
+			}
 		}
+		if e.txAgain.Load() {
+			e.txAgain.Store(false)
+		}
+		e.txStep()
 		e.txMu.Unlock()
+		if !e.txAgain.Load() {
+			return
+		}
 	}
 }
 
@@ -62,11 +83,15 @@ func (e *endpoint) runTx() {
 // hands every finished request, in post order per kind, to the queue.
 func (e *endpoint) complete() {
 	e.mu.Lock()
-	e.doneDirty.Store(false)
+	if e.doneDirty.Load() {
+		e.doneDirty.Store(false)
+	}
 	if e.live.Load() && e.err == nil {
 		head := e.out.head.Load()
 		e.raceAcquire()
-		e.lastHead.Store(head)
+		if e.lastHead.Load() != head {
+			e.lastHead.Store(head)
+		}
 		e.consumedLocked(&e.sends, head)
 		e.consumedLocked(&e.writes, head)
 	}
@@ -108,7 +133,7 @@ func (e *endpoint) emitLocked(kind uint8) {
 		if p.err == nil {
 			c.Bytes = p.n
 		}
-		e.cq.push(c)
+		e.pushLocked(c)
 	}
 }
 

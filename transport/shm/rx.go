@@ -108,7 +108,7 @@ func (e *endpoint) placeSend(rec *record, cell []byte) (wait bool) {
 		if last {
 			e.recvs.pop()
 			e.rcvActive = false
-			e.cq.push(transport.Completion{ID: rv.id, Op: transport.OpRecv, Bytes: int(rec.total), Endpoint: e})
+			e.pushLocked(transport.Completion{ID: rv.id, Op: transport.OpRecv, Bytes: int(rec.total), Endpoint: e})
 		}
 	}
 	e.mu.Unlock()
@@ -132,7 +132,7 @@ func (e *endpoint) takeImm(rec *record) (wait bool) {
 		return true
 	}
 	rv := e.recvs.pop()
-	e.cq.push(transport.Completion{ID: rv.id, Op: transport.OpRecv, Bytes: int(rec.total), Imm: rec.imm, HasImm: true, Endpoint: e})
+	e.pushLocked(transport.Completion{ID: rv.id, Op: transport.OpRecv, Bytes: int(rec.total), Imm: rec.imm, HasImm: true, Endpoint: e})
 	e.mu.Unlock()
 	return false
 }
@@ -189,7 +189,7 @@ func (e *endpoint) placeWrite(rec *record, cell []byte) (wait bool) {
 		e.mu.Lock()
 		if e.err == nil && e.recvs.len() > 0 {
 			rv := e.recvs.pop()
-			e.cq.push(transport.Completion{ID: rv.id, Op: transport.OpRecv, Bytes: int(rec.total), Imm: rec.imm, HasImm: true, Endpoint: e})
+			e.pushLocked(transport.Completion{ID: rv.id, Op: transport.OpRecv, Bytes: int(rec.total), Imm: rec.imm, HasImm: true, Endpoint: e})
 		}
 		e.mu.Unlock()
 	}
