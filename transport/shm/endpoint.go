@@ -71,6 +71,7 @@ type endpoint struct {
 	// queue (inflight), a request became done outside complete (doneDirty),
 	// the head complete last saw (lastHead).
 	txWork    atomic.Int32
+	txqLen    atomic.Int32
 	inflight  atomic.Int32
 	doneDirty atomic.Bool
 	lastHead  atomic.Uint64
@@ -84,7 +85,8 @@ type endpoint struct {
 
 	txMu      sync.Mutex
 	txAgain   atomic.Bool
-	published uint64 // the tail last stored
+	seqs      [opKinds]uint64 // the number of the next request of each kind
+	published uint64          // the tail last stored
 	// watchPeer's state: since when the peer leaves work undone, and the
 	// delay before the next nudge.
 	stuckSince, nudgeDelay time.Duration
@@ -302,41 +304,61 @@ func (e *endpoint) PostRead(id uint64, tr transport.Region, off, n int, remote t
 	return e.post("read", opRead, req{id: id, r: r, off: off, n: n, rkey: remote.Key, roff: roff})
 }
 
-// post queues q and executes it if nothing is queued before it.
+// post executes q if nothing is queued before it, else queues it. The
+// request enters its FIFO after executing, in one critical section with
+// its outcome; txMu, held throughout, orders posts.
 func (e *endpoint) post(op string, kind uint8, q req) error {
 	if err := e.cq.reserve(); err != nil {
 		return fmt.Errorf("shm: post %s to %s: %w", op, e.peerName, err)
 	}
 	e.txMu.Lock()
+	if e.failed.Load() || !e.live.Load() {
+		e.mu.Lock()
+		err := e.postableLocked(op)
+		e.mu.Unlock()
+		if err != nil {
+			e.txMu.Unlock()
+			e.cq.unreserve()
+			return err
+		}
+	}
+	seq := e.seqs[kind] // == the kind's FIFO next(): pushes happen only here
+	blocked := e.txqLen.Load() != 0 || e.execReq(kind, seq, &q)
 	e.mu.Lock()
-	if err := e.postableLocked(op); err != nil {
+	if e.err != nil {
+		// The endpoint failed meanwhile: the request was accepted and
+		// completes now, as it finished or flushed.
+		c := transport.Completion{ID: q.id, Op: opOf(kind), Err: q.err, Endpoint: e}
+		if q.state != stDone {
+			c.Err = e.flushErr(opOf(kind).String(), e.err)
+		} else if q.err == nil {
+			c.Bytes = q.n
+		}
+		e.pushLocked(c)
 		e.mu.Unlock()
 		e.txMu.Unlock()
-		e.cq.unreserve()
-		return err
+		return nil
+	}
+	if blocked && kind != opRead && q.n <= maxInline && q.moved == 0 && q.inl == nil {
+		e.inlineLocked(&q)
 	}
 	f := e.fifoOf(kind)
-	seq := f.next()
 	f.push(q)
+	e.seqs[kind]++
 	e.inflight.Add(1)
-	queued := e.txq.len() > 0
-	if queued {
+	if q.staged {
+		e.staged.Add(1)
+	}
+	if blocked {
 		e.txq.push(qop{kind, seq})
 		e.noteTxWorkLocked()
+	} else if q.state == stDone {
+		e.emitLocked(kind)
+		if f.seq(seq) != nil {
+			e.doneDirty.Store(true) // behind one not done
+		}
 	}
 	e.mu.Unlock()
-	if !queued && e.execReq(kind, seq, &q) {
-		e.mu.Lock()
-		if e.err == nil {
-			e.txq.push(qop{kind, seq})
-			e.noteTxWorkLocked()
-		}
-		e.mu.Unlock()
-		queued = true
-	}
-	if queued && kind != opRead && q.n <= maxInline {
-		e.inline(kind, seq)
-	}
 	e.flushTx()
 	e.txMu.Unlock()
 	return nil
@@ -351,15 +373,9 @@ const maxInline = 4096
 // 4 KiB are copied before PostSend and PostWrite return.
 func (d *Device) MaxInline() int { return maxInline }
 
-// inline copies the payload of a waiting send or write aside, so that the
-// caller may reuse its buffer. Under txMu.
-func (e *endpoint) inline(kind uint8, seq uint64) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p := e.fifoOf(kind).seq(seq)
-	if p == nil || e.err != nil || p.inl != nil || p.moved > 0 || p.state != stQueued {
-		return
-	}
+// inlineLocked copies the payload of a send or write that has to wait
+// aside, into a reused buffer, so that the caller may reuse its own.
+func (e *endpoint) inlineLocked(q *req) {
 	var b *[]byte
 	if k := len(e.inlFree); k > 0 {
 		b, e.inlFree = e.inlFree[k-1], e.inlFree[:k-1]
@@ -367,17 +383,24 @@ func (e *endpoint) inline(kind uint8, seq uint64) {
 		b = new([]byte)
 		*b = make([]byte, maxInline)
 	}
-	if !p.r.acquire() {
+	if !q.r.acquire() {
 		e.inlFree = append(e.inlFree, b)
 		return // executing it will find the region gone
 	}
-	copy(*b, p.r.buf[p.off:p.off+p.n])
-	p.r.release()
-	p.inl = b
+	copy(*b, q.r.buf[q.off:q.off+q.n])
+	q.r.release()
+	q.inl = b
 }
 
 // noteTxWorkLocked refreshes the txWork hint after txq or answers changed.
-func (e *endpoint) noteTxWorkLocked() { e.txWork.Store(int32(e.txq.len() + e.answers.len())) }
+func (e *endpoint) noteTxWorkLocked() {
+	if w := int32(e.txq.len() + e.answers.len()); e.txWork.Load() != w {
+		e.txWork.Store(w)
+	}
+	if n := int32(e.txq.len()); e.txqLen.Load() != n {
+		e.txqLen.Store(n)
+	}
+}
 
 // PostRecv posts a receive. It never blocks; the buffer belongs to the
 // transport until the completion. A message or immediate already waiting
@@ -401,6 +424,8 @@ func (e *endpoint) PostRecv(id uint64, tr transport.Region, off, n int) error {
 	}
 	e.recvs.push(recv{id: id, r: r, off: off, n: n})
 	e.mu.Unlock()
-	e.runRx()
+	if e.in.tail.Load() != e.in.head.Load() { // a record may wait for it
+		e.runRx()
+	}
 	return nil
 }

@@ -137,43 +137,6 @@ func (e *endpoint) emitLocked(kind uint8) {
 	}
 }
 
-// setState records a request's new state, unless it was flushed. A done
-// request goes to the queue at once if its turn has come.
-func (e *endpoint) setState(kind uint8, seq uint64, st uint8, end uint64) {
-	e.mu.Lock()
-	if p := e.fifoOf(kind).seq(seq); p != nil && e.err == nil {
-		p.state, p.end = st, end
-		if st == stDone {
-			e.emitLocked(kind)
-			if e.fifoOf(kind).seq(seq) != nil {
-				e.doneDirty.Store(true) // behind one not done
-			}
-		}
-	}
-	e.mu.Unlock()
-}
-
-// saveMoved records how much of a request's payload was pushed, and
-// whether it went staged.
-func (e *endpoint) saveMoved(kind uint8, seq uint64, moved int) {
-	e.mu.Lock()
-	if p := e.fifoOf(kind).seq(seq); p != nil && e.err == nil {
-		p.moved = moved
-	}
-	e.mu.Unlock()
-}
-
-// markStaged counts a request that went through the ring into the peer's
-// memory: direct copies wait until it is done.
-func (e *endpoint) markStaged(kind uint8, seq uint64) {
-	e.mu.Lock()
-	if p := e.fifoOf(kind).seq(seq); p != nil && e.err == nil && !p.staged {
-		p.staged = true
-		e.staged.Add(1)
-	}
-	e.mu.Unlock()
-}
-
 // txStep answers the peer's staged reads and executes queued requests
 // while the ring has room. Under txMu.
 func (e *endpoint) txStep() {

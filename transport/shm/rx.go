@@ -264,11 +264,12 @@ func (e *endpoint) placeReadData(rec *record, cell []byte) {
 		e.protocolError(fmt.Errorf("read data for read %d at %d of %d bytes, which is not awaited", rec.seq, rec.off, rec.n))
 		return
 	}
+	q := *p
 	r, off := p.r, p.off
 	e.mu.Unlock()
 	if rec.n > 0 {
 		if !r.acquire() {
-			e.localGone(opRead, rec.seq, r)
+			e.localGone(opRead, rec.seq, &q)
 			return
 		}
 		copy(r.buf[off+int(rec.off):off+int(rec.off)+int(rec.n)], cell[cellSize:])

@@ -6,9 +6,9 @@ import (
 	"github.com/goccl/goccl/transport"
 )
 
-// exec executes request seq of kind, under txMu. It returns true if the
-// request has to wait (no room in the ring, staged requests before it, the
-// peer going away); what it did so far is saved in the request.
+// exec executes queued request seq of kind, under txMu. It returns true
+// if the request has to wait (no room in the ring, staged requests before
+// it, the peer going away); what it did so far is saved in the request.
 func (e *endpoint) exec(kind uint8, seq uint64) (blocked bool) {
 	e.mu.Lock()
 	p := e.fifoOf(kind).seq(seq)
@@ -18,11 +18,35 @@ func (e *endpoint) exec(kind uint8, seq uint64) (blocked bool) {
 	}
 	q := *p
 	e.mu.Unlock()
-	return e.execReq(kind, seq, &q)
+	blocked = e.execReq(kind, seq, &q)
+	e.mu.Lock()
+	e.applyLocked(kind, seq, &q)
+	e.mu.Unlock()
+	return blocked
 }
 
-// execReq is exec with the request's state at hand (a copy: the original
-// is updated under mu).
+// applyLocked stores what executing did to request seq (q, a copy) and
+// hands it to the queue if it is done and its turn has come.
+func (e *endpoint) applyLocked(kind uint8, seq uint64, q *req) {
+	f := e.fifoOf(kind)
+	p := f.seq(seq)
+	if p == nil || e.err != nil {
+		return
+	}
+	if q.staged && !p.staged {
+		e.staged.Add(1)
+	}
+	*p = *q
+	if p.state == stDone {
+		e.emitLocked(kind)
+		if f.seq(seq) != nil {
+			e.doneDirty.Store(true) // behind one not done
+		}
+	}
+}
+
+// execReq executes q, numbered seq among its kind, recording in q what it
+// did: moved, staged, state, end (and err for a failed one). Under txMu.
 func (e *endpoint) execReq(kind uint8, seq uint64, q *req) (blocked bool) {
 	staged := int(e.staged.Load())
 	switch kind {
@@ -39,7 +63,6 @@ func (e *endpoint) execSend(seq uint64, q *req) bool {
 		chunk := min(q.n-q.moved, e.maxChunk)
 		cells := 1 + payloadCells(chunk)
 		if !e.out.reserve(cells) {
-			e.saveMoved(opSend, seq, q.moved)
 			return true
 		}
 		rec := record{kind: recSend, cells: cells, n: uint32(chunk), total: uint64(q.n), off: uint64(q.moved), seq: seq}
@@ -52,7 +75,7 @@ func (e *endpoint) execSend(seq uint64, q *req) bool {
 		cell := e.out.cell(e.out.pos)
 		if chunk > 0 {
 			if !q.pin() {
-				e.localGone(opSend, seq, q.r)
+				e.localGone(opSend, seq, q)
 				return false
 			}
 			copy(cell[cellSize:cellSize+chunk], q.src()[q.moved:])
@@ -62,7 +85,7 @@ func (e *endpoint) execSend(seq uint64, q *req) bool {
 		e.out.pos += uint64(cells)
 		q.moved += chunk
 	}
-	e.setState(opSend, seq, stRing, e.out.pos)
+	q.state, q.end = stRing, e.out.pos
 	return false
 }
 
@@ -82,7 +105,7 @@ func (e *endpoint) execWrite(seq uint64, q *req, staged int) bool {
 			}
 			if !q.pin() {
 				e.releaseRemote()
-				e.localGone(opWrite, seq, q.r)
+				e.localGone(opWrite, seq, q)
 				return false
 			}
 			src := q.src()
@@ -99,13 +122,13 @@ func (e *endpoint) execWrite(seq uint64, q *req, staged int) bool {
 			}
 			e.paths[path].Add(1)
 			if !q.hasImm {
-				e.setState(opWrite, seq, stDone, 0)
+				q.state, q.end = stDone, 0
 				return false
 			}
 			rec := record{kind: recImm, cells: 1, imm: q.imm, total: uint64(q.n), seq: seq}
 			rec.encode(e.out.cell(e.out.pos))
 			e.out.pos++
-			e.setState(opWrite, seq, stRing, e.out.pos)
+			q.state, q.end = stRing, e.out.pos
 			return false
 		}
 	}
@@ -114,7 +137,6 @@ func (e *endpoint) execWrite(seq uint64, q *req, staged int) bool {
 		chunk := min(q.n-q.moved, e.maxChunk)
 		cells := 1 + payloadCells(chunk)
 		if !e.out.reserve(cells) {
-			e.saveMoved(opWrite, seq, q.moved)
 			return true
 		}
 		rec := record{kind: recWrite, cells: cells, n: uint32(chunk), total: uint64(q.n), key: q.rkey, off: q.roff + uint64(q.moved), seq: seq}
@@ -131,7 +153,7 @@ func (e *endpoint) execWrite(seq uint64, q *req, staged int) bool {
 		cell := e.out.cell(e.out.pos)
 		if chunk > 0 {
 			if !q.pin() {
-				e.localGone(opWrite, seq, q.r)
+				e.localGone(opWrite, seq, q)
 				return false
 			}
 			copy(cell[cellSize:cellSize+chunk], q.src()[q.moved:])
@@ -141,13 +163,11 @@ func (e *endpoint) execWrite(seq uint64, q *req, staged int) bool {
 		e.out.pos += uint64(cells)
 		if q.moved == 0 {
 			q.staged = true
-			e.markStaged(opWrite, seq)
 			e.paths[pathStaged].Add(1)
 		}
 		q.moved += chunk
-		e.saveMoved(opWrite, seq, q.moved)
 	}
-	e.setState(opWrite, seq, stRing, e.out.pos)
+	q.state, q.end = stRing, e.out.pos
 	return false
 }
 
@@ -166,7 +186,7 @@ func (e *endpoint) execRead(seq uint64, q *req, staged int) bool {
 		}
 		if !q.r.acquire() {
 			e.releaseRemote()
-			e.localGone(opRead, seq, q.r)
+			e.localGone(opRead, seq, q)
 			return false
 		}
 		dst := q.r.buf[q.off : q.off+q.n]
@@ -182,7 +202,7 @@ func (e *endpoint) execRead(seq uint64, q *req, staged int) bool {
 			return e.cmaFailed(opRead, seq, q, err)
 		}
 		e.paths[path].Add(1)
-		e.setState(opRead, seq, stDone, 0)
+		q.state, q.end = stDone, 0
 		return false
 	}
 	if !e.out.reserve(1) {
@@ -192,8 +212,8 @@ func (e *endpoint) execRead(seq uint64, q *req, staged int) bool {
 	rec.encode(e.out.cell(e.out.pos))
 	e.out.pos++
 	e.paths[pathStaged].Add(1)
-	e.markStaged(opRead, seq)
-	e.setState(opRead, seq, stData, 0)
+	q.staged = true
+	q.state, q.end = stData, 0
 	return false
 }
 
@@ -224,6 +244,7 @@ func (e *endpoint) refuseLocal(kind uint8, seq uint64, q *req, reason uint8, siz
 		op = "read"
 	}
 	err := refusal(op, e.peerName, q.rkey, q.roff, uint64(q.n), reason, size)
+	q.state, q.err = stDone, err
 	e.fail(failure{cause: err, kind: kind, seq: seq,
 		bye: &frame{typ: frameBye, status: byeRemoteAccess, kind: kind, reason: reason, b: q.rkey, c: q.roff, d: uint64(q.n), e: size}})
 }
@@ -231,8 +252,9 @@ func (e *endpoint) refuseLocal(kind uint8, seq uint64, q *req, reason uint8, siz
 // localGone fails the endpoint when the local region of a request in
 // flight was deregistered (as an RC queue pair meeting a local protection
 // error).
-func (e *endpoint) localGone(kind uint8, seq uint64, r *region) {
-	err := fmt.Errorf("shm: %v with %s: local region key %#x deregistered while the request was in flight: %w", opOf(kind), e.peerName, r.key, transport.ErrInvalid)
+func (e *endpoint) localGone(kind uint8, seq uint64, q *req) {
+	err := fmt.Errorf("shm: %v with %s: local region key %#x deregistered while the request was in flight: %w", opOf(kind), e.peerName, q.r.key, transport.ErrInvalid)
+	q.state, q.err = stDone, err
 	e.fail(failure{cause: err, kind: kind, seq: seq, bye: &frame{typ: frameBye, status: byeProtocol}})
 }
 
