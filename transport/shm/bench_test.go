@@ -346,3 +346,76 @@ func BenchmarkHop(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkProcRing passes an 8-byte write with immediate around a ring of
+// four processes (this one and three children: more ranks than this
+// machine's two cores), ns/hop per pass from one to the next. It shows
+// whether waiting collapses when processes outnumber cores (spinning
+// waiters starving the one that has the token).
+func BenchmarkProcRing(b *testing.B) {
+	const n = 4
+	kids := make([]*child, n-1)
+	for i := range kids {
+		kids[i] = startChild(b, "GOCCL_SHM_CHILD_SIZE=65536")
+	}
+	s := newProcSide(b, testOptions(b), 1<<16)
+	// Endpoints: this process's "out" to child 0, child i's "out" to
+	// child i+1, the last child's "out" back to this process's "in".
+	in := transporttest.NewEndpoint(b, s.dev, s.cq)
+	connect := func(a *child, aName string, bk *child, bName string) {
+		pa := a.newEndpointShared(aName)
+		pb := bk.newEndpointShared(bName)
+		a.send("CONNECT %s %s", aName, pb)
+		bk.send("CONNECT %s %s", bName, pa)
+		a.expect("CONNECTED", 20*time.Second)
+		bk.expect("CONNECTED", 20*time.Second)
+	}
+	p0 := kids[0].newEndpointShared("in")
+	connectChild(b, kids[0], "in", p0, s.ep, s.reg.Remote())
+	for i := 0; i+1 < len(kids); i++ {
+		connect(kids[i], "out", kids[i+1], "in")
+	}
+	last := kids[len(kids)-1]
+	pl := last.newEndpointShared("out")
+	connectChild(b, last, "out", pl, in, s.reg.Remote())
+	for _, k := range kids {
+		k.send("FORWARD in out")
+	}
+	ri := transporttest.Register(b, s.dev, make([]byte, 64), transport.AccessAll)
+	cs := make([]transport.Completion, 8)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	imm := uint32(3)
+	round := func() {
+		if err := in.PostRecv(0, ri, 0, 0); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.ep.PostWrite(1, s.reg, 0, 8, p0.rr, 0, &imm); err != nil {
+			b.Fatal(err)
+		}
+		for got := false; !got; {
+			k, err := s.cq.Wait(ctx, cs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, c := range cs[:k] {
+				if c.Err != nil {
+					b.Fatal(c.Err)
+				}
+				got = got || (c.Op == transport.OpRecv && c.Endpoint == in)
+			}
+		}
+	}
+	for range 200 {
+		round()
+	}
+	b.ReportAllocs()
+	st := ReadStats()
+	b.ResetTimer()
+	for range b.N {
+		round()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*b.N), "ns/hop")
+	reportStats(b, st)
+}

@@ -3,12 +3,16 @@ package shm
 // Tests and benchmarks between processes re-execute the test binary as a
 // child peer (TestMain), driven by line commands on its stdin:
 //
-//	NEW name                       create an endpoint; answers ADDR name blob key len
+//	NEW name [shared]              create an endpoint (on the child's one shared
+//	                               completion queue); answers ADDR name blob key len
 //	CONNECT name blob key len [ms] connect it (within ms, default 20 s);
 //	                               answers CONNECTED name or ERR name msg
 //	ECHO name                      serve it: answer each write-with-immediate with one of
 //	                               the same length and immediate into the peer's region,
 //	                               each message with the same message
+//	FORWARD in out                 for each write with immediate arriving on
+//	                               endpoint in, write one of 8 bytes with the same
+//	                               immediate on endpoint out (both shared)
 //	HOLD name                      post receives on it and report when they fail:
 //	                               FAILED name unixnano err
 //	EXIT                           close everything; answers BYE
@@ -107,6 +111,11 @@ func childMain(in io.Reader, out io.Writer) int {
 		peer transport.RemoteRegion
 	}
 	eps := map[string]*ep{}
+	shared, err := d.NewCompletionQueue(4096)
+	if err != nil {
+		say("ERR - %v", err)
+		return 1
+	}
 	var wg sync.WaitGroup
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
@@ -121,10 +130,12 @@ func childMain(in io.Reader, out io.Writer) int {
 		e := eps[name]
 		switch {
 		case f[0] == "NEW":
-			q, err := d.NewCompletionQueue(1024)
-			if err != nil {
-				say("ERR %s %v", name, err)
-				continue
+			q := shared
+			if len(f) < 3 || f[2] != "shared" {
+				if q, err = d.NewCompletionQueue(1024); err != nil {
+					say("ERR %s %v", name, err)
+					continue
+				}
 			}
 			x, err := d.NewEndpoint(q)
 			if err != nil {
@@ -153,6 +164,9 @@ func childMain(in io.Reader, out io.Writer) int {
 			say("CONNECTED %s", name)
 		case f[0] == "ECHO" && e != nil:
 			wg.Go(func() { echo(e.ep, e.cq, reg, e.peer) })
+		case f[0] == "FORWARD" && e != nil && len(f) == 3 && eps[f[2]] != nil:
+			out := eps[f[2]]
+			wg.Go(func() { forward(e.ep, out.ep, shared, reg, out.peer) })
 		case f[0] == "HOLD" && e != nil:
 			for i := range 4 {
 				if err := e.ep.PostRecv(uint64(i), reg, i*64, 64); err != nil {
@@ -213,6 +227,39 @@ func echo(ep transport.Endpoint, q transport.CompletionQueue, reg transport.Regi
 				err = ep.PostSend(1<<33, reg, 0, c.Bytes)
 			}
 			if err != nil {
+				return
+			}
+		}
+	}
+}
+
+// forward passes each immediate arriving on in on to out's peer.
+func forward(in, out transport.Endpoint, q transport.CompletionQueue, reg transport.Region, peer transport.RemoteRegion) {
+	const tokens = 64
+	for i := range tokens {
+		if in.PostRecv(uint64(i), reg, 0, 0) != nil {
+			return
+		}
+	}
+	cs := make([]transport.Completion, 64)
+	ctx := context.Background()
+	for {
+		n, err := q.Wait(ctx, cs)
+		if err != nil {
+			return
+		}
+		for _, c := range cs[:n] {
+			if c.Err != nil {
+				return
+			}
+			if c.Op != transport.OpRecv || c.Endpoint != in {
+				continue
+			}
+			if in.PostRecv(c.ID, reg, 0, 0) != nil {
+				return
+			}
+			imm := c.Imm
+			if out.PostWrite(1<<32, reg, 0, 8, peer, 0, &imm) != nil {
 				return
 			}
 		}
@@ -310,6 +357,17 @@ func (c *child) expect(word string, timeout time.Duration) []string {
 func (c *child) newEndpoint(name string) peerLine {
 	c.t.Helper()
 	f := c.expectAfter(func() { c.send("NEW %s", name) }, "ADDR")
+	p, err := parsePeer(f[2:])
+	if err != nil {
+		c.t.Fatalf("child's address: %v", err)
+	}
+	return p
+}
+
+// newEndpointShared is newEndpoint on the child's shared queue.
+func (c *child) newEndpointShared(name string) peerLine {
+	c.t.Helper()
+	f := c.expectAfter(func() { c.send("NEW %s shared", name) }, "ADDR")
 	p, err := parsePeer(f[2:])
 	if err != nil {
 		c.t.Fatalf("child's address: %v", err)
