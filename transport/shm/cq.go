@@ -40,7 +40,7 @@ type cq struct {
 	mu       sync.Mutex
 	fifo     fifo[transport.Completion] // of endpoints gone from eps
 	queued   atomic.Int32               // fifo.len(), for Poll's fast path
-	next     int                        // the endpoint Poll starts collecting at
+	next     atomic.Uint32              // the endpoint Poll starts collecting at
 	reserved atomic.Int64               // entries held by posted requests
 	closed   atomic.Bool
 
@@ -153,8 +153,7 @@ func (q *cq) take(eps []*endpoint, out []transport.Completion) int {
 	}
 	start := 0
 	if len(eps) > 1 {
-		start = q.next % len(eps) // racy hint: any start is correct
-		q.next = start + 1
+		start = int(q.next.Add(1) % uint32(len(eps)))
 	}
 	for i := range eps {
 		if n == len(out) {

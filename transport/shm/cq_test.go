@@ -2,7 +2,9 @@ package shm
 
 import (
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/transporttest"
@@ -92,4 +94,55 @@ func TestQueueCapacity(t *testing.T) {
 			t.Fatalf("after taking every completion the queue counts %d entries held; the remote error must not count", held)
 		}
 	})
+}
+
+// TestConcurrentPolls: goroutines polling one queue at once take every
+// completion exactly once.
+func TestConcurrentPolls(t *testing.T) {
+	da, db := newTestDevice(t, testOptions(t)), newTestDevice(t, testOptions(t))
+	defer da.Close()
+	defer db.Close()
+	qa := transporttest.NewCQ(t, da)
+	qb := transporttest.NewCQ(t, db)
+	const eps, writes = 3, 300
+	ra := transporttest.Register(t, da, make([]byte, 64), transport.AccessAll)
+	rb := transporttest.Register(t, db, make([]byte, 64), transport.AccessAll)
+	var as []transport.Endpoint
+	for range eps {
+		a := transporttest.NewEndpoint(t, da, qa)
+		b := transporttest.NewEndpoint(t, db, qb)
+		transporttest.ConnectPair(t, a, b)
+		as = append(as, a)
+	}
+	got := make(chan uint64, eps*writes)
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			cs := make([]transport.Completion, 4)
+			for deadline := time.Now().Add(transporttest.ShortTimeout); time.Now().Before(deadline) && len(got) < cap(got); {
+				for _, c := range cs[:qa.Poll(cs)] {
+					got <- c.ID
+				}
+			}
+		})
+	}
+	for i := range writes {
+		for k, a := range as {
+			if err := a.PostWrite(uint64(k*writes+i), ra, 0, 8, rb.Remote(), 0, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	wg.Wait()
+	close(got)
+	seen := map[uint64]bool{}
+	for id := range got {
+		if seen[id] {
+			t.Fatalf("completion %d taken twice", id)
+		}
+		seen[id] = true
+	}
+	if len(seen) != eps*writes {
+		t.Fatalf("took %d completions of %d", len(seen), eps*writes)
+	}
 }
