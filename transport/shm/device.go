@@ -204,6 +204,14 @@ func NewDevice(opts Options) (*Device, error) {
 	return d, nil
 }
 
+// Alloc is the package's Alloc: memory whose regions the device's peers
+// map. It lets a caller that holds a transport.Device ask it for memory by
+// an interface (Alloc(int) ([]byte, error) and Free([]byte) error).
+func (d *Device) Alloc(n int) ([]byte, error) { return Alloc(n) }
+
+// Free is the package's Free.
+func (d *Device) Free(b []byte) error { return Free(b) }
+
 // Name returns "shm".
 func (d *Device) Name() string { return "shm" }
 

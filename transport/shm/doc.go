@@ -83,6 +83,16 @@
 // are checked before use and fuzzed: a broken peer fails the connection
 // (ErrLink), never this process.
 //
+// # Using it
+//
+// A process makes one Device (NewDevice) and uses it for its peers on the
+// same host: those whose HostID, published through bootstrap, equals its
+// own. Buffers made for communication come from Alloc (or Device.Alloc)
+// and may be registered with any backend; a region of other memory works
+// too, through CMA or the ring. Where the ranks of a host outnumber its
+// cores, a short Options.Spin (or none) keeps waiters from taking the cores
+// of the ranks they wait for.
+//
 // Files mirror the other backends: address.go (the blob), device.go
 // (control segment, listener, registrations), region.go, endpoint.go
 // (posting), fail.go (the error state, Close), connect.go (handshake),
