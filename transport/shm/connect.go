@@ -312,7 +312,7 @@ func (e *endpoint) setup(ctx context.Context, c *net.UnixConn, fr *frameReader) 
 	if slots == 0 || slots > maxSlots || slots&(slots-1) != 0 || maxCQs == 0 || maxCQs > maxBells || uint64(f.a32) >= maxCQs {
 		return bad("%d slots, %d bells, bell %d", slots, maxCQs, f.a32)
 	}
-	if f.e == 0 || f.e > pcells*cellSize/4 {
+	if f.e == 0 || f.e > pcells*cellSize/16 {
 		return bad("records of up to %d bytes in a ring of %d cells", f.e, pcells)
 	}
 	if f.dst != e.peer.token {
@@ -352,10 +352,13 @@ func (e *endpoint) setup(ctx context.Context, c *net.UnixConn, fr *frameReader) 
 		e.cma = probeCMA(int(e.peer.pid), f.d, f.dst)
 	}
 	e.myClock, e.peerClock = raceClock(e.token), raceClock(e.peer.token)
-	e.out = producer{ring: newRing(tx, cells)}
-	e.in = consumer{ring: newRing(peerTx, pcells), maxPayload: uint32(f.e)}
-	e.out.mine, e.out.theirs = e.myClock, e.peerClock
-	e.in.mine, e.in.theirs = e.myClock, e.peerClock
+	e.out = producer{ring: requestRing(tx, cells)}
+	e.outAns = producer{ring: answerRing(tx, cells)}
+	e.in = consumer{ring: requestRing(peerTx, pcells), maxPayload: uint32(f.e)}
+	e.inAns = consumer{ring: answerRing(peerTx, pcells), maxPayload: uint32(min(f.e, ansCells(pcells)*cellSize/4))}
+	for _, r := range []*ring{&e.out.ring, &e.outAns.ring, &e.in.ring, &e.inAns.ring} {
+		r.mine, r.theirs = e.myClock, e.peerClock
+	}
 	e.myBusy, e.peerBusy = u64(tx, txBusy), u64(peerTx, txBusy)
 	e.myNudge, e.peerNudge = u32(tx, txNudge), u32(peerTx, txNudge)
 	e.myBlocked, e.peerBlocked = u32(tx, txBlocked), u32(peerTx, txBlocked)

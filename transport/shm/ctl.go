@@ -27,15 +27,23 @@ import (
 // A transmit segment (one memfd per endpoint, written by its owner, the
 // producer of the ring in it, and mapped read-write by the peer):
 //
-//	0     magic "goccl/t1", cells uint64
-//	64    tail    uint64  the ring's tail (producer)
-//	128   head    uint64  the ring's head (consumer)
+//	0     magic "goccl/t1", cells uint64 (of the request ring)
+//	64    tail    uint64  the request ring's tail (producer)
+//	128   head    uint64  the request ring's head (consumer)
 //	192   busy    uint64  slot+1 of the peer's region the owner is copying into or out of, 0 if none
 //	256   nudge   uint32  a nudge frame to the owner is pending
 //	320   blocked uint32  the owner has records waiting for room in the ring
 //	384   open    uint32  the owner's endpoint is connected and not failed:
 //	                      the peer may touch the owner's memory
-//	4096  the ring's cells
+//	448   tail    uint64  the answer ring's tail (producer)
+//	512   head    uint64  the answer ring's head (consumer)
+//	4096  the request ring's cells, then the answer ring's
+//
+// The request ring carries the owner's requests in post order (messages,
+// immediates, staged writes, read requests); the answer ring carries its
+// answers to the peer's staged reads, so that an answer never waits behind
+// a message that waits for a receive (as an RC responder answers reads
+// while its own requests wait on receiver-not-ready).
 const (
 	ctlMagic = "goccl/c1"
 	txMagic  = "goccl/t1"
@@ -61,6 +69,8 @@ const (
 	txNudge    = 256
 	txBlocked  = 320
 	txOpen     = 384
+	txAnsTail  = 448
+	txAnsHead  = 512
 	txCells    = 4096
 	bellStride = 64
 )
@@ -69,7 +79,11 @@ func ctlBellsEnd(maxCQs int) int { return pageRound(64 * (1 + maxCQs)) }
 
 func ctlSize(maxCQs, slots int) int { return ctlBellsEnd(maxCQs) + pageRound(slots*slotSize) }
 
-func txSize(cells uint64) int { return txCells + int(cells)*cellSize }
+func txSize(cells uint64) int { return txCells + int(cells+ansCells(cells))*cellSize }
+
+// ansCells is the size of the answer ring that goes with a request ring
+// of cells cells: a quarter of it.
+func ansCells(cells uint64) uint64 { return cells / 4 }
 
 func u32(b []byte, off int) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(&b[off])) }
 func u64(b []byte, off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&b[off])) }

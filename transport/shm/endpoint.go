@@ -48,11 +48,13 @@ type endpoint struct {
 	txFD     int
 	tx       []byte // my transmit segment
 	peerTx   []byte
-	peerCtl  []byte // part 1 of the peer's control segment (bells)
-	peerTab  []byte // part 2: the peer's region table (read only)
-	peerBell bell   // the bell of the peer endpoint's completion queue
-	out      producer
-	in       consumer
+	peerCtl  []byte   // part 1 of the peer's control segment (bells)
+	peerTab  []byte   // part 2: the peer's region table (read only)
+	peerBell bell     // the bell of the peer endpoint's completion queue
+	out      producer // my request ring
+	outAns   producer // my answer ring
+	in       consumer // the peer's request ring
+	inAns    consumer // the peer's answer ring
 	maxChunk int
 	// Flags in the transmit segments (see ctl.go).
 	myBusy, peerBusy       *atomic.Uint64
@@ -83,10 +85,11 @@ type endpoint struct {
 	segMu sync.Mutex
 	segs  map[uint64][]byte // the peer's Alloc segments, mapped here
 
-	txMu      sync.Mutex
-	txAgain   atomic.Bool
-	seqs      [opKinds]uint64 // the number of the next request of each kind
-	published uint64          // the tail last stored
+	txMu         sync.Mutex
+	txAgain      atomic.Bool
+	seqs         [opKinds]uint64 // the number of the next request of each kind
+	published    uint64          // the request ring's tail last stored
+	publishedAns uint64          // the answer ring's
 	// watchPeer's state: since when the peer leaves work undone, and the
 	// delay before the next nudge.
 	stuckSince, nudgeDelay time.Duration
@@ -424,7 +427,7 @@ func (e *endpoint) PostRecv(id uint64, tr transport.Region, off, n int) error {
 	}
 	e.recvs.push(recv{id: id, r: r, off: off, n: n})
 	e.mu.Unlock()
-	if e.in.tail.Load() != e.in.head.Load() { // a record may wait for it
+	if e.in.tail.Load() != e.in.head.Load() { // a request may wait for it
 		e.runRx()
 	}
 	return nil

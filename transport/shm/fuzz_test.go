@@ -105,9 +105,13 @@ func FuzzPeerRing(f *testing.F) {
 	f.Add(rec(record{kind: recWrite, flags: flagFirst | flagLast | flagImm, cells: 2, n: 16, total: 16, off: 8}), uint64(2), true)
 	f.Add(rec(record{kind: recReadReq, cells: 1, total: 64, off: 0, seq: 0}), uint64(1), true)
 	f.Add(rec(record{kind: recReadData, flags: flagLast, cells: 2, n: 8, seq: 0}), uint64(2), false)
+	f.Add(rec(record{kind: recReadData, flags: flagLast, cells: 2, n: 8, seq: 0}), uint64(2|1<<63), false)
+	f.Add(rec(record{kind: recSend, flags: flagFirst | flagLast, cells: 2, n: 8, total: 8}), uint64(2|1<<63), false)
 	f.Add(rec(record{kind: recSend, flags: flagFirst, cells: 2, n: 8, total: 16}, record{kind: recImm, cells: 1}), uint64(3), false)
 	f.Add(rec(record{kind: recPad, cells: 1}), uint64(1<<40), false)
 	f.Fuzz(func(t *testing.T, cells []byte, tail uint64, fix bool) {
+		answers := tail&(1<<63) != 0 // the top bit picks the answer ring
+		tail &^= 1 << 63
 		o := Options{RingSize: 64 << 10, noSelf: true, DisableCMA: true, Logf: func(string, ...any) {}}
 		p := inProcessPair(t, o, o)
 		a, b := p.A.(*endpoint), p.B.(*endpoint)
@@ -118,7 +122,11 @@ func FuzzPeerRing(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		ring := a.tx[txCells:]
+		r := a.out.ring
+		if answers {
+			r = a.outAns.ring
+		}
+		ring := r.cells
 		if len(cells) > len(ring) {
 			cells = cells[:len(ring)]
 		}
@@ -128,7 +136,7 @@ func FuzzPeerRing(f *testing.F) {
 				binary.LittleEndian.PutUint64(ring[off+24:], rb.Remote().Key)
 			}
 		}
-		a.out.tail.Store(tail)
+		r.tail.Store(tail)
 		b.runRx()
 		b.runTx()
 		b.complete()

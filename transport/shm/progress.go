@@ -18,12 +18,12 @@ import (
 // may be due.
 func (e *endpoint) progress() {
 	if e.live.Load() && !e.failed.Load() {
-		if e.rxAgain.Load() || e.in.tail.Load() != e.in.head.Load() {
+		if e.rxAgain.Load() || e.in.tail.Load() != e.in.head.Load() || e.inAns.tail.Load() != e.inAns.head.Load() {
 			e.runRx()
 		}
 		if e.txWork.Load() != 0 || e.txAgain.Load() {
 			e.runTx()
-		} else if e.out.tail.Load() != e.out.head.Load() || e.peerBlocked.Load() != 0 {
+		} else if e.peerHasWork() {
 			// Waiting for the peer: look whether it needs a nudge now and
 			// then.
 			if e.watchTick.Add(1)&31 == 0 && e.txMu.TryLock() {
@@ -171,6 +171,12 @@ func (e *endpoint) txStep() {
 	}
 }
 
+// peerHasWork reports whether the peer has something to do for us: our
+// records to consume, or its own waiting for room in its rings.
+func (e *endpoint) peerHasWork() bool {
+	return e.out.tail.Load() != e.out.head.Load() || e.outAns.tail.Load() != e.outAns.head.Load() || e.peerBlocked.Load() != 0
+}
+
 // Nudges from a caller that polls without sleeping: while the peer leaves
 // our records unconsumed (or has its own waiting for room), nudge it after
 // firstNudge, then at doubling intervals up to maxNudge.
@@ -186,7 +192,7 @@ func (e *endpoint) watchPeer() {
 	if !e.live.Load() || e.failed.Load() {
 		return
 	}
-	if e.out.tail.Load() == e.out.head.Load() && e.peerBlocked.Load() == 0 {
+	if !e.peerHasWork() {
 		e.stuckSince = 0
 		return
 	}
@@ -211,9 +217,16 @@ func (e *endpoint) flushTx() {
 	if !e.live.Load() {
 		return
 	}
+	rung := false
 	if e.out.pos != e.published {
 		e.out.publish()
-		e.published = e.out.pos
+		e.published, rung = e.out.pos, true
+	}
+	if e.outAns.pos != e.publishedAns {
+		e.outAns.publish()
+		e.publishedAns, rung = e.outAns.pos, true
+	}
+	if rung {
 		e.peerBell.ring()
 	}
 	var v uint32

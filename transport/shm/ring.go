@@ -175,12 +175,22 @@ func (r *ring) raceAcquire() {
 	}
 }
 
-func newRing(seg []byte, cells uint64) ring {
+// requestRing and answerRing are the two rings of a transmit segment
+// whose request ring has cells cells.
+func requestRing(seg []byte, cells uint64) ring {
+	return newRing(seg, txTail, txHead, txCells, cells)
+}
+
+func answerRing(seg []byte, cells uint64) ring {
+	return newRing(seg, txAnsTail, txAnsHead, txCells+int(cells)*cellSize, ansCells(cells))
+}
+
+func newRing(seg []byte, tail, head, cells int, n uint64) ring {
 	return ring{
-		tail:  (*atomic.Uint64)(unsafe.Pointer(&seg[txTail])),
-		head:  (*atomic.Uint64)(unsafe.Pointer(&seg[txHead])),
-		cells: seg[txCells : txCells+cells*cellSize],
-		cap:   cells,
+		tail:  (*atomic.Uint64)(unsafe.Pointer(&seg[tail])),
+		head:  (*atomic.Uint64)(unsafe.Pointer(&seg[head])),
+		cells: seg[cells : cells+int(n)*cellSize],
+		cap:   n,
 	}
 }
 

@@ -17,6 +17,30 @@ func (e *endpoint) rxStep() {
 	var rec record
 	moved, answer := false, false
 	for {
+		cell, ok, err := e.inAns.next(&rec)
+		if err != nil {
+			e.protocolError(fmt.Errorf("answer ring: %w", err))
+			return
+		}
+		if !ok {
+			break
+		}
+		switch rec.kind {
+		case recPad:
+		case recReadData:
+			e.placeReadData(&rec, cell)
+		default:
+			e.protocolError(fmt.Errorf("a %s record in the answer ring", kindName(rec.kind)))
+			return
+		}
+		if e.failed.Load() {
+			return
+		}
+		e.inAns.advance(&rec)
+		e.inAns.commit()
+		moved = true
+	}
+	for {
 		cell, ok, err := e.in.next(&rec)
 		if err != nil {
 			e.protocolError(err)
@@ -36,8 +60,9 @@ func (e *endpoint) rxStep() {
 			wait = e.placeWrite(&rec, cell)
 		case recReadReq:
 			answer = e.acceptRead(&rec) || answer
-		case recReadData:
-			e.placeReadData(&rec, cell)
+		default:
+			e.protocolError(fmt.Errorf("a %s record in the request ring", kindName(rec.kind)))
+			return
 		}
 		if wait || e.failed.Load() {
 			break
@@ -314,8 +339,7 @@ func (e *endpoint) nudgePeer() {
 		return // someone is busy with the connection
 	}
 	if e.live.Load() && !e.failed.Load() {
-		pending := e.out.tail.Load() != e.out.head.Load() || e.peerBlocked.Load() != 0
-		if pending && !e.peerBell.sleeping() {
+		if e.peerHasWork() && !e.peerBell.sleeping() {
 			e.sendNudge()
 		}
 	}

@@ -303,18 +303,18 @@ func (e *endpoint) answerFrom(t *readTask, src []byte) {
 	for first := true; first || t.moved < t.n; first = false {
 		chunk := min(t.n-t.moved, uint64(e.maxChunk))
 		cells := 1 + payloadCells(int(chunk))
-		if !e.out.reserve(cells) {
+		if !e.outAns.reserve(cells) {
 			return
 		}
 		rec := record{kind: recReadData, cells: cells, n: uint32(chunk), off: t.moved, seq: t.seq}
 		if t.moved+chunk == t.n {
 			rec.flags = flagLast
 		}
-		cell := e.out.cell(e.out.pos)
+		cell := e.outAns.cell(e.outAns.pos)
 		copy(cell[cellSize:cellSize+chunk], src[:chunk])
 		src = src[chunk:]
 		rec.encode(cell)
-		e.out.pos += uint64(cells)
+		e.outAns.pos += uint64(cells)
 		t.moved += chunk
 	}
 	t.done = true
