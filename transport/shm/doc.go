@@ -36,16 +36,18 @@
 //
 // # Rings and waiting
 //
-// Each endpoint owns a transmit segment with a single-producer,
-// single-consumer ring of 64-byte cells that the peer maps and consumes:
-// messages (in chunks of RingSize/16), immediates of direct writes, staged
-// writes, read requests and their answers. The producer writes a record,
-// then stores the tail; the consumer loads the tail, reads, then stores the
-// head (ring.go). A send or a write with immediate completes when the peer
+// Each endpoint owns a transmit segment with two single-producer,
+// single-consumer rings of 64-byte cells that the peer maps and consumes:
+// the request ring carries messages (in chunks of RingSize/16), immediates
+// of direct writes, staged writes and read requests, in post order; the
+// answer ring carries the answers to the peer's staged reads, which so
+// never wait behind a request. The producer writes a record, then stores
+// the tail; the consumer loads the tail, reads, then stores the head
+// (ring.go). A send or a write with immediate completes when the peer
 // consumed its record, which it does only with a receive posted (a record
-// without one waits in the ring, and the ones behind it, as on an RC queue
-// pair on receiver-not-ready); a direct write without immediate completes
-// at once.
+// without one waits in the ring, and the requests behind it, as on an RC
+// queue pair on receiver-not-ready); a direct write without immediate
+// completes at once.
 //
 // The caller that waits drives progress: CompletionQueue.Poll consumes the
 // rings of the queue's endpoints and pushes what waits for room; Wait polls
