@@ -103,6 +103,7 @@
 // paths into a peer's memory), cq.go, ring.go, ctl.go (shared layouts,
 // bells), wire.go (control frames), alloc.go (shared memory), futex.go.
 //
-// The package may import only the standard library, golang.org/x/sys and
-// goccl's transport package.
+// The package is Linux only (memfd, abstract Unix sockets, SO_PEERCRED,
+// process_vm_readv, futex). It may import only the standard library,
+// golang.org/x/sys and goccl's transport package.
 package shm
