@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goccl/goccl/transport"
 )
 
@@ -200,8 +202,9 @@ func (q *cq) ready() bool {
 // without a deadline is noticed within it.
 const maxSleep = 20 * time.Millisecond
 
-// Wait polls for up to Options.Spin, then sleeps on the queue's bell until
-// a peer or a local goroutine rings it, and polls again. It returns when it
+// Wait polls for up to Options.Spin, then polls yielding the CPU between
+// polls for up to Options.Yield, then sleeps on the queue's bell until a
+// peer or a local goroutine rings it, and polls again. It returns when it
 // took at least one completion, when ctx is done (ctx's error) or after
 // Close (ErrClosed).
 func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) {
@@ -210,8 +213,9 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 	}
 	q.waiting.Add(1)
 	defer q.waiting.Add(-1)
-	spin := q.dev.opts.Spin
+	spin, yield := q.dev.opts.Spin, q.dev.opts.Yield
 	start := time.Now()
+	yielding := false
 	for i := 0; ; i++ {
 		if q.closed.Load() {
 			return 0, fmt.Errorf("shm: cq wait: %w", transport.ErrClosed)
@@ -224,12 +228,19 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 				return 0, err
 			}
 		}
-		if i&15 != 15 {
+		if i&15 != 15 && !yielding {
 			continue
 		}
 		now := time.Now()
-		if now.Sub(start) < spin {
+		if el := now.Sub(start); el < spin {
 			runtime.Gosched()
+			continue
+		} else if el < spin+yield {
+			// Poll between yields of the CPU: this process stays runnable,
+			// and a peer that waits for the CPU (more ranks than cores)
+			// gets it.
+			yielding = true
+			schedYield()
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -240,9 +251,12 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 			d = min(d, dl.Sub(now))
 		}
 		q.sleep(d)
-		start = time.Now()
+		start, yielding = time.Now(), false
 	}
 }
+
+// schedYield gives the CPU to another runnable thread, if there is one.
+func schedYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // sleep waits on the bell for at most d, unless progress is possible.
 func (q *cq) sleep(d time.Duration) {

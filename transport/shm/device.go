@@ -38,10 +38,15 @@ type Options struct {
 	// MaxCompletionQueues bounds the live completion queues of the device.
 	// Default 64.
 	MaxCompletionQueues int
-	// Spin is how long CompletionQueue.Wait polls before it sleeps on a
-	// futex. Default 20 µs; negative: sleep at once. Lower it when the ranks
-	// of a host outnumber its cores.
+	// Spin is how long CompletionQueue.Wait polls before it starts to
+	// yield the CPU. Default 20 µs; negative: none.
 	Spin time.Duration
+	// Yield is how long Wait then polls with a sched_yield between polls
+	// (staying runnable, as Open MPI does when oversubscribed), before it
+	// sleeps on a futex until a peer rings it. Default 1 ms; negative:
+	// none. Shorten both where the ranks of a host outnumber its cores
+	// and waits are long (computation between collectives).
+	Yield time.Duration
 	// HandshakeTimeout bounds each step of a connection's handshake once
 	// both sides are talking. Default 5 s.
 	HandshakeTimeout time.Duration
@@ -84,6 +89,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if v.Spin == 0 {
 		v.Spin = 20 * time.Microsecond
+	}
+	if v.Yield == 0 {
+		v.Yield = time.Millisecond
 	}
 	if v.HandshakeTimeout <= 0 {
 		v.HandshakeTimeout = 5 * time.Second
