@@ -280,7 +280,11 @@ func (d *Device) Register(buf []byte, access transport.Access) (transport.Region
 		info.addr = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(buf))))
 	}
 	if shared {
-		r.seg = seg
+		r.seg = seg // Free refuses the memory while it is registered
+	}
+	if shared && access&(transport.AccessRemoteRead|transport.AccessRemoteWrite) != 0 {
+		// Peers may touch it: give them the memory.
+		r.exported = true
 		info.seg, info.segOff = seg.id, segOff
 		x := d.exports[seg.id]
 		if x == nil {
@@ -329,7 +333,7 @@ func (d *Device) Deregister(tr transport.Region) error {
 	d.slots[r.slot].Store(nil)
 	d.free = append(d.free, r.slot)
 	var forget *segment
-	if r.seg != nil {
+	if r.exported {
 		x := d.exports[r.seg.id]
 		if x.refs--; x.refs == 0 {
 			delete(d.exports, r.seg.id)

@@ -21,6 +21,8 @@ type region struct {
 	slot   int
 	access transport.Access
 	seg    *segment // the Alloc segment holding buf, nil if none
+	// exported: peers map seg (the region grants them a right).
+	exported bool
 
 	mu      sync.RWMutex
 	revoked bool
@@ -42,9 +44,10 @@ func (r *region) Remote() transport.RemoteRegion {
 // Access is the set of rights granted at registration.
 func (r *region) Access() transport.Access { return r.access }
 
-// Shared reports whether the region lies in memory from Alloc, which peers
-// map: their writes and reads of it are one copy with no work on this side.
-func (r *region) Shared() bool { return r.seg != nil }
+// Shared reports whether peers map the region's memory (it is from Alloc
+// and grants a remote right): their writes and reads of it are one copy
+// with no work on this side.
+func (r *region) Shared() bool { return r.exported }
 
 // acquire pins the region for a local transfer; it reports false if the
 // region was deregistered. A true result must be paired with release.

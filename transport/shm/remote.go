@@ -71,6 +71,7 @@ func (e *endpoint) remote(key, roff uint64, n int, need transport.Access) (t tar
 		return t, pathStaged, 0 // the peer refuses it
 	}
 	var mem []byte
+	awaited := false // the segment is exported but not mapped here yet
 	if e.self != nil {
 		if r := e.self.slots[slot].Load(); r != nil && r.key == key && uint64(len(r.buf)) == info.len {
 			mem = r.buf
@@ -87,15 +88,10 @@ func (e *endpoint) remote(key, roff uint64, n int, need transport.Access) (t tar
 		}
 		if m != nil && inBounds(info.segOff, info.len, uint64(len(m))) {
 			mem = m[info.segOff : info.segOff+info.len]
-		} else if m == nil && e.awaitSegment(info.seg) {
-			// The peer sent the segment before it published the slot: the
-			// frame is on its way to our reader, which runs progress once
-			// it mapped it.
-			e.myBusy.Store(0)
-			return t, pathWait, 0
 		}
+		awaited = m == nil
 	}
-	if mem == nil && !e.cma {
+	if mem == nil && !awaited && !e.cma {
 		e.myBusy.Store(0)
 		return t, pathStaged, 0 // the peer checks and copies
 	}
@@ -109,6 +105,17 @@ func (e *endpoint) remote(key, roff uint64, n int, need transport.Access) (t tar
 	if reason != 0 {
 		e.myBusy.Store(0)
 		return t, pathRefused, reason
+	}
+	if awaited && e.awaitSegment(info.seg) {
+		// The peer sent the segment before it published the slot: the
+		// frame is on its way to our reader, which runs progress once it
+		// mapped it.
+		e.myBusy.Store(0)
+		return t, pathWait, 0
+	}
+	if mem == nil && !e.cma {
+		e.myBusy.Store(0)
+		return t, pathStaged, 0 // the segment never came: the peer copies
 	}
 	if mem != nil {
 		t.mem = mem[roff : roff+uint64(n)]
