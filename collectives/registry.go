@@ -51,8 +51,14 @@ type CollInfo struct {
 	// Blocked collectives move size blocks of Args.Count elements (the
 	// gathered buffer of allgather and gather, the input of reduce-scatter
 	// and scatter, either buffer of all-to-all); the others one buffer of
-	// Args.Count elements.
+	// Args.Count elements (all the blocks of the v collectives).
 	Blocked bool
+	// Input collectives read a separate send buffer (the schedules'
+	// BufInput); the others work in BufData alone.
+	Input bool
+	// StagedInPlace collectives overwrite blocks of an in-place buffer
+	// before they send them: in place, the send side is read from a copy.
+	StagedInPlace bool
 	// InPlace states how a caller asks for in place (for the docs).
 	InPlace string
 }
@@ -61,17 +67,17 @@ var collTable = [numColls]CollInfo{
 	CollAllreduce:     {Coll: CollAllreduce, Name: "allreduce", Reducing: true, InPlace: "send is recv (or nil)"},
 	CollBroadcast:     {Coll: CollBroadcast, Name: "broadcast", Rooted: true, InPlace: "always (one buffer)"},
 	CollReduce:        {Coll: CollReduce, Name: "reduce", Rooted: true, Reducing: true, InPlace: "send is recv on the root"},
-	CollAllgather:     {Coll: CollAllgather, Blocked: true, Name: "allgather", InPlace: "send is the rank's own block of recv"},
-	CollAllgatherv:    {Coll: CollAllgatherv, Blocked: true, Name: "allgatherv", VarCount: true, InPlace: "send is the rank's own block of recv"},
-	CollReduceScatter: {Coll: CollReduceScatter, Blocked: true, Name: "reduce-scatter", Reducing: true, InPlace: "recv is the rank's own block of send"},
-	CollAlltoall:      {Coll: CollAlltoall, Blocked: true, Name: "alltoall", InPlace: "send is recv"},
-	CollAlltoallv:     {Coll: CollAlltoallv, Blocked: true, Name: "alltoallv", VarCount: true, InPlace: "send is recv"},
-	CollGather:        {Coll: CollGather, Blocked: true, Name: "gather", Rooted: true, InPlace: "send is the root's own block of recv"},
-	CollScatter:       {Coll: CollScatter, Blocked: true, Name: "scatter", Rooted: true, InPlace: "recv is the root's own block of send"},
+	CollAllgather:     {Coll: CollAllgather, Name: "allgather", Blocked: true, Input: true, InPlace: "send is the rank's own block of recv"},
+	CollAllgatherv:    {Coll: CollAllgatherv, Name: "allgatherv", VarCount: true, Input: true, InPlace: "send is the rank's own block of recv"},
+	CollReduceScatter: {Coll: CollReduceScatter, Name: "reduce-scatter", Reducing: true, Blocked: true, InPlace: "recv is the rank's own block of send"},
+	CollAlltoall:      {Coll: CollAlltoall, Name: "alltoall", Blocked: true, Input: true, StagedInPlace: true, InPlace: "send is recv"},
+	CollAlltoallv:     {Coll: CollAlltoallv, Name: "alltoallv", VarCount: true, Input: true, StagedInPlace: true, InPlace: "send is recv"},
+	CollGather:        {Coll: CollGather, Name: "gather", Rooted: true, Blocked: true, Input: true, InPlace: "send is the root's own block of recv"},
+	CollScatter:       {Coll: CollScatter, Name: "scatter", Rooted: true, Blocked: true, Input: true, InPlace: "recv is the root's own block of send"},
 	CollBarrier:       {Coll: CollBarrier, Name: "barrier", InPlace: "no buffers"},
-	CollSend:          {Coll: CollSend, Name: "send", P2P: true, InPlace: "-"},
+	CollSend:          {Coll: CollSend, Name: "send", P2P: true, Input: true, InPlace: "-"},
 	CollRecv:          {Coll: CollRecv, Name: "recv", P2P: true, InPlace: "-"},
-	CollSendRecv:      {Coll: CollSendRecv, Name: "sendrecv", P2P: true, InPlace: "-"},
+	CollSendRecv:      {Coll: CollSendRecv, Name: "sendrecv", P2P: true, Input: true, InPlace: "-"},
 }
 
 // Info describes c; the zero CollInfo for an unknown c.

@@ -1,6 +1,8 @@
 package collectives
 
 import (
+	"flag"
+	"os"
 	"strings"
 	"testing"
 
@@ -107,5 +109,26 @@ func TestAlgorithmTableListsEveryAlgorithm(t *testing.T) {
 	for i := range algoTable {
 		a := &algoTable[i]
 		require.True(t, strings.Contains(doc, "| "+a.Coll.String()+" | "+a.Name+" |"), "%s/%s missing", a.Coll, a.Name)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the README's algorithm table from the registry")
+
+// The README's algorithm table is the registry's (AlgorithmTable).
+func TestREADMEAlgorithmTable(t *testing.T) {
+	const path = "../README.md"
+	const begin, end = "<!-- algorithms:begin -->\n", "<!-- algorithms:end -->"
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	doc := string(b)
+	i, j := strings.Index(doc, begin), strings.Index(doc, end)
+	require.True(t, i >= 0 && j > i, "README.md has no %q ... %q section", begin, end)
+	want := AlgorithmTable()
+	if got := doc[i+len(begin) : j]; got != want {
+		if *update {
+			require.NoError(t, os.WriteFile(path, []byte(doc[:i+len(begin)]+want+doc[j:]), 0o644))
+			return
+		}
+		t.Errorf("README.md's algorithm table is not the registry's; run go test ./collectives -run TestREADMEAlgorithmTable -update\ngot:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -378,9 +378,10 @@ func (d *Device) lookup(key uint64) *region {
 }
 
 // NewCompletionQueue creates a completion queue holding depth completions
-// (see cq). It does not block.
+// (depth > 0; see transport.CompletionQueue for the rule). It does not
+// block.
 func (d *Device) NewCompletionQueue(depth int) (transport.CompletionQueue, error) {
-	if depth < 0 {
+	if depth <= 0 {
 		return nil, fmt.Errorf("shm: completion queue of depth %d: %w", depth, transport.ErrInvalid)
 	}
 	d.mu.Lock()
