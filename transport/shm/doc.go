@@ -51,9 +51,11 @@
 //
 // The caller that waits drives progress: CompletionQueue.Poll consumes the
 // rings of the queue's endpoints and pushes what waits for room; Wait polls
-// for Options.Spin, then sleeps on a futex in the device's control segment
-// (one bell per completion queue), which peers ring after they publish or
-// consume records, and only when someone sleeps. A waiter about to sleep
+// for Options.Spin, then polls with a sched_yield between polls for
+// Options.Yield (it stays runnable, and a rank that waits for a core gets
+// it), then sleeps on a futex in the device's control segment (one bell
+// per completion queue), which peers ring after they publish or consume
+// records, and only when someone sleeps. A waiter about to sleep
 // while its peer has work to do for it (records to consume, records waiting
 // for room) nudges the peer: one frame on the Unix socket, whose reader
 // goroutine runs progress on the connection, in case the peer's caller is
