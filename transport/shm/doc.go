@@ -94,8 +94,8 @@
 // own. Buffers made for communication come from Alloc (or Device.Alloc)
 // and may be registered with any backend; a region of other memory works
 // too, through CMA or the ring. Where the ranks of a host outnumber its
-// cores, a short Options.Spin (or none) keeps waiters from taking the cores
-// of the ranks they wait for.
+// cores and waits are long (computation between calls), shorter
+// Options.Spin and Options.Yield put waiters to sleep sooner.
 //
 // Files mirror the other backends: address.go (the blob), device.go
 // (control segment, listener, registrations), region.go, endpoint.go
