@@ -32,7 +32,7 @@ func RingAllgather(rank, size, count, elemSize int) Schedule {
 // empty blocks; each rank sends and receives every block but its own
 // (respectively its right neighbour's) once.
 func RingAllgatherv(rank, size int, counts, displs []int, elemSize int) Schedule {
-	s := Schedule{Name: "ring", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	if displs == nil {
 		displs = packed(counts)
 	}

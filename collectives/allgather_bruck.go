@@ -16,7 +16,7 @@ package collectives
 // Cost: ceil(log2 size) rounds, size-1 blocks sent per rank: the latency of
 // recursive doubling for every size, with the bandwidth of the ring.
 func BruckAllgather(rank, size, count, elemSize int) Schedule {
-	s := Schedule{Name: "bruck", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	b := count * elemSize
 	s.copyPre(BufInput, 0, BufData, rank*b, b)
 	if size <= 1 || b == 0 {

@@ -22,7 +22,7 @@ package collectives
 // sends (size-1) blocks (the ranks that stand for an extra, up to twice
 // that).
 func RecursiveDoublingAllgather(rank, size, count, elemSize int) Schedule {
-	s := Schedule{Name: "recursive-doubling", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	b := count * elemSize
 	s.copyPre(BufInput, 0, BufData, rank*b, b)
 	if size <= 1 || b == 0 {

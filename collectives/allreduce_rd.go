@@ -20,7 +20,7 @@ package collectives
 // Cost: log2(p) rounds of the whole buffer, plus two when size is not a
 // power of two.
 func RecursiveDoublingAllreduce(rank, size, count, elemSize int) Schedule {
-	s := Schedule{Name: "recursive-doubling", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	n := count * elemSize
 	if size <= 1 || n == 0 {
 		return s
@@ -68,7 +68,7 @@ func RecursiveDoublingAllreduce(rank, size, count, elemSize int) Schedule {
 // rank sends 2(p-1)/p of the buffer (ranks that stand for an extra, one
 // buffer more).
 func RabenseifnerAllreduce(rank, size, count, elemSize int) Schedule {
-	s := Schedule{Name: "rabenseifner", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	n := count * elemSize
 	if size <= 1 || n == 0 {
 		return s

@@ -35,7 +35,7 @@ package collectives
 // receives at most about two buffers (half a buffer on each of up to four
 // tree edges), like the ring, but in logarithmic latency.
 func TreeAllreduce(rank, size, count, elemSize int) Schedule {
-	s := Schedule{Name: "tree", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	if size <= 1 || count == 0 {
 		return s
 	}

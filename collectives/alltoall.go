@@ -32,7 +32,7 @@ func PairwiseAlltoall(rank, size, count, elemSize int) Schedule {
 // block, copied locally, is cut to the shorter of its two counts). Empty
 // blocks are not sent. The order of steps is that of PairwiseAlltoall.
 func PairwiseAlltoallv(rank, size int, sendCounts, sendDispls, recvCounts, recvDispls []int, elemSize int) Schedule {
-	s := Schedule{Name: "pairwise", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	s.copyPre(BufInput, sendDispls[rank]*elemSize, BufData, recvDispls[rank]*elemSize,
 		min(sendCounts[rank], recvCounts[rank])*elemSize)
 	xor := size&(size-1) == 0

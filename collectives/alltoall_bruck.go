@@ -37,7 +37,7 @@ import "math/bits"
 // about log2(size) + 2 copies.
 func BruckAlltoall(rank, size, count, elemSize int) Schedule {
 	b := count * elemSize
-	s := Schedule{Name: "bruck", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	if size <= 1 || b == 0 {
 		s.copyPre(BufInput, rank*b, BufData, rank*b, b)
 		return s

@@ -9,7 +9,7 @@ package collectives
 // ceil(log2 size). The executor pipelines the buffer in chunks, so a rank
 // forwards chunk c while chunk c+1 is still arriving.
 func BinomialBroadcast(rank, size, root, count, elemSize int) Schedule {
-	s := Schedule{Name: "binomial", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	n := count * elemSize
 	if size <= 1 || n == 0 {
 		return s

@@ -13,7 +13,7 @@ package collectives
 // Cost: size-1 steps of latency to fill the pipeline, then one chunk per
 // step; every rank sends and receives the buffer once.
 func PipelineBroadcast(rank, size, root, count, elemSize int) Schedule {
-	s := Schedule{Name: "pipeline", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	n := count * elemSize
 	if size <= 1 || n == 0 {
 		return s
@@ -48,7 +48,7 @@ func PipelineBroadcast(rank, size, root, count, elemSize int) Schedule {
 // Cost: ceil(log2 size) + size-1 steps; the root sends the buffer about
 // once, every other rank at most about twice (its subtree and the ring).
 func ScatterAllgatherBroadcast(rank, size, root, count, elemSize int) Schedule {
-	s := Schedule{Name: "scatter-allgather", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	if size <= 1 || count == 0 {
 		return s
 	}

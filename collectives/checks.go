@@ -34,8 +34,13 @@ import "fmt"
 //     a collective this rank has not reached yet fails the next run.
 
 // checkArrival checks a data chunk from l's peer as it arrives, before it
-// is counted in l.arrived.
-func (e *Executor) checkArrival(c *Call, l *Link, seq, fp uint16) error {
+// is counted in l.arrived. Point-to-point messages (p2p, or any in a
+// point-to-point call) are checked when consumed (checkTag): a later
+// Send's tag may be anything.
+func (e *Executor) checkArrival(c *Call, l *Link, seq, fp uint16, p2p bool) error {
+	if c.P2P || p2p {
+		return nil
+	}
 	recvs := c.Plan.recvs[l.Peer]
 	pos := l.arrived // the chunk's place among this run's receives from the peer
 	if len(recvs) > 0 {
@@ -46,7 +51,7 @@ func (e *Executor) checkArrival(c *Call, l *Link, seq, fp uint16) error {
 	switch {
 	case !surplus && seq == cur && fp == c.fingerprint():
 		return nil
-	case surplus && (seq != cur || c.P2P || fp&p2pBit != 0):
+	case surplus && seq != cur:
 		return nil // data of a later call, waiting for it
 	}
 	return &MismatchError{Call: c.Desc(), Seq: c.Seq, Algo: c.Plan.Name, Rank: e.Rank, Peer: l.Peer,

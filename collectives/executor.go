@@ -20,6 +20,12 @@ import (
 // its staging slot and returning the credit), makes every local copy whose
 // dependencies are done, and otherwise waits on the completion queue:
 // spinning briefly, then blocking in the transport.
+//
+// A post that the completion queue refuses as full (transport.ErrQueueFull)
+// is not an error: the executor takes completions out and posts again (a
+// refused credit or receive token is owed to the link until then). A queue
+// of CQEntriesPerLink entries per link never refuses one in the steady
+// state; a queue smaller than the receive tokens of its links can deadlock.
 type Executor struct {
 	Rank     int
 	Size     int
@@ -60,6 +66,10 @@ type Executor struct {
 	released  []bool   // inline sends already done at post time
 	inflight  int      // inline sends posted and not yet acknowledged
 	sent0     []uint64 // per peer: the link's sent count when this run began
+	// stalled lists the peers a post to which the completion queue refused
+	// with ErrQueueFull; they are processed again after the next poll.
+	stalled   []int
+	isStalled []bool
 
 	noticeOut      uint32 // the immediate of the notices being sent
 	noticesPending int    // notices posted and not yet placed
@@ -87,9 +97,9 @@ type Call struct {
 	Coll  string
 	Count int
 	Root  int // -1 when the collective has no root
-	// P2P marks point-to-point calls: Seq is the tag, and the fingerprint
-	// leaves out the collective's name and count (the executor checks each
-	// message's length).
+	// P2P marks point-to-point calls: Seq is the tag (0..MaxTag), which
+	// travels whole instead of the sequence number and fingerprint (the
+	// executor checks each message's length).
 	P2P bool
 	// VarCount marks calls whose count differs across ranks (alltoallv):
 	// the fingerprint leaves it out.
@@ -135,22 +145,12 @@ func (c *Call) fingerprint() uint16 {
 	}
 	mix(uint64(int64(c.Root)))
 	fp := uint16(h>>16) ^ uint16(h)
-	// The top bit tells point-to-point data from a collective's, whose
-	// sequence numbers may coincide with a tag.
-	if c.P2P {
-		fp |= p2pBit
-	} else {
-		fp &^= p2pBit
-	}
 	if fp == 0 {
 		fp = 1
 	}
 	c.fp = fp
 	return fp
 }
-
-// p2pBit is set in the fingerprint of point-to-point calls only.
-const p2pBit = 1 << 15
 
 // Fingerprint is the 16-bit hash of what every rank must agree on in the
 // call (collective, algorithm, type, count, root, operation), as it
@@ -249,6 +249,8 @@ func (e *Executor) reset(p *Plan) {
 		e.recvHead = make([]int, e.Size)
 		e.dirty = make([]bool, e.Size)
 		e.dirtyList = make([]int, 0, e.Size)
+		e.isStalled = make([]bool, e.Size)
+		e.stalled = make([]int, 0, e.Size)
 	}
 	if len(e.sent0) != e.Size {
 		e.sent0 = make([]uint64, e.Size)
@@ -291,6 +293,9 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 		if ch.len > 0 && (c.Bufs[ch.srcBuf].Region == nil || c.Bufs[ch.buf].Region == nil) {
 			return fmt.Errorf("%s: rank %d: local copy between buffers %d and %d, which the call does not provide", c.Desc(), e.Rank, ch.srcBuf, ch.buf)
 		}
+	}
+	if p.fused && c.Bufs[BufInput].Region == nil {
+		return fmt.Errorf("%s: rank %d: fused plan without an input buffer", c.Desc(), e.Rank)
 	}
 	e.reset(p)
 	for _, cp := range p.pre {
@@ -355,6 +360,50 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 				return err
 			}
 		}
+		e.unstall()
+	}
+}
+
+// stall notes that the completion queue refused a post to peer
+// (ErrQueueFull): the peer is processed again after the next poll, which
+// frees entries.
+func (e *Executor) stall(peer int) {
+	if !e.isStalled[peer] {
+		e.isStalled[peer] = true
+		e.stalled = append(e.stalled, peer)
+	}
+}
+
+// unstall marks the stalled peers for processing, after a poll.
+func (e *Executor) unstall() {
+	for _, peer := range e.stalled {
+		e.isStalled[peer] = false
+		e.markDirty(peer)
+	}
+	e.stalled = e.stalled[:0]
+}
+
+// repay makes the posts to l's peer that the completion queue refused
+// earlier: receive tokens and returned credits. A post that fails for
+// another reason is dropped: the connection is gone, which the flushed
+// tokens report (see checkDown).
+func (e *Executor) repay(l *Link) {
+	for l.owedTokens > 0 {
+		err := l.EP.PostRecv(makeID(idToken, l.Peer, 0), l.Staging, 0, 0)
+		if errors.Is(err, transport.ErrQueueFull) {
+			e.stall(l.Peer)
+			return
+		}
+		l.owedTokens--
+	}
+	if l.owedCredits > 0 {
+		l.imm = creditImm(l.owedCredits)
+		err := l.EP.PostWrite(makeID(idCredit, l.Peer, 0), l.Staging, 0, 0, l.Remote, 0, &l.imm)
+		if errors.Is(err, transport.ErrQueueFull) {
+			e.stall(l.Peer)
+			return
+		}
+		l.owedCredits = 0
 	}
 }
 
@@ -448,17 +497,24 @@ func (e *Executor) progress(c *Call) error {
 		e.dirtyList = e.dirtyList[:len(e.dirtyList)-1]
 		e.dirty[peer] = false
 		l := e.Links[peer]
+		if l.owedTokens > 0 || l.owedCredits > 0 {
+			e.repay(l)
+		}
 		sends, recvs := p.sends[peer], p.recvs[peer]
-		for e.sendHead[peer] < len(sends) && l.credits > 0 {
+		for e.sendHead[peer] < len(sends) && l.credits > 0 && !e.isStalled[peer] {
 			idx := sends[e.sendHead[peer]]
 			if e.remaining[idx] > 0 {
 				break
 			}
 			ch := &p.chunks[idx]
 			region, off := e.source(c, ch)
-			l.imm = dataImm(c.Seq, c.fingerprint())
+			l.imm = c.imm()
 			roff := uint64(l.sendSlot * e.SlotSize)
 			if err := l.EP.PostWrite(withEpoch(makeID(idData, peer, idx), e.epoch), region, off, ch.len, l.Remote, roff, &l.imm); err != nil {
+				if errors.Is(err, transport.ErrQueueFull) {
+					e.stall(peer) // posted again after the next poll
+					break
+				}
 				err = fmt.Errorf("%s #%d (%s): rank %d -> %d: post write: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, err)
 				if errors.Is(err, transport.ErrInvalid) {
 					return err // this rank's mistake, not the peer's
@@ -507,7 +563,11 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 	p := c.Plan
 	slot := l.recvSlot
 	n, seq, fp := l.arrLen[slot], l.arrSeq[slot], l.arrFP[slot]
-	if seq != uint16(c.Seq&seqMask) || fp != c.fingerprint() {
+	if c.P2P || l.arrP2P[slot] {
+		if err := e.checkTag(c, l.Peer, seq, fp, l.arrP2P[slot]); err != nil {
+			return err
+		}
+	} else if seq != uint16(c.Seq&seqMask) || fp != c.fingerprint() {
 		return &MismatchError{Call: c.Desc(), Seq: c.Seq, Algo: p.Name, Rank: e.Rank, Peer: l.Peer,
 			PeerSeq: seq, PeerFingerprint: fp, Fingerprint: c.fingerprint()}
 	}
@@ -520,7 +580,12 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 		t := &c.Bufs[ch.buf]
 		dst := t.Region.Bytes()[t.Off+ch.off : t.Off+ch.off+n]
 		if ch.kind == RecvReduce {
-			if err := Reduce(c.Type, c.Op, dst, src); err != nil {
+			a := dst
+			if ch.fused { // dst = input op received: see CompileFused
+				in := &c.Bufs[BufInput]
+				a = in.Region.Bytes()[in.Off+ch.off : in.Off+ch.off+n]
+			}
+			if err := ReduceTo(c.Type, c.Op, dst, a, src); err != nil {
 				return fmt.Errorf("%s #%d (%s): rank %d <- %d: %w", c.Desc(), c.Seq, p.Name, e.Rank, l.Peer, err)
 			}
 		} else {
@@ -533,12 +598,18 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 		l.deferred = true
 		return nil
 	}
-	l.imm = creditImm(1)
+	l.owedCredits++
+	l.imm = creditImm(l.owedCredits)
 	if err := l.EP.PostWrite(makeID(idCredit, l.Peer, 0), l.Staging, 0, 0, l.Remote, 0, &l.imm); err != nil {
+		if errors.Is(err, transport.ErrQueueFull) {
+			// Returned with the next credit write or after the next poll.
+			e.stall(l.Peer)
+			return nil
+		}
 		// The connection is gone: fine if the peer needs nothing more,
 		// which the flushed receive tokens will tell (see checkDown).
-		return nil
 	}
+	l.owedCredits = 0
 	return nil
 }
 
@@ -594,13 +665,16 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 		l := e.Links[peer]
 		// If the repost fails the connection is gone; the flushed tokens
 		// that follow in the queue say so (see checkDown), after everything
-		// that arrived before.
-		_ = l.EP.PostRecv(comp.ID, l.Staging, 0, 0)
+		// that arrived before. A full queue only delays it.
+		if err := l.EP.PostRecv(comp.ID, l.Staging, 0, 0); errors.Is(err, transport.ErrQueueFull) {
+			l.owedTokens++
+			e.stall(peer)
+		}
 		if !comp.HasImm {
 			return fmt.Errorf("%s #%d (%s): rank %d <- %d: unexpected message without immediate", c.Desc(), c.Seq, p.Name, e.Rank, peer)
 		}
 		switch comp.Imm & immType {
-		case immData:
+		case immData, immP2P:
 			if l.arrived >= e.NSlots {
 				return fmt.Errorf("%s #%d (%s): rank %d <- %d: peer overran the %d staging slots", c.Desc(), c.Seq, p.Name, e.Rank, peer, e.NSlots)
 			}
@@ -609,19 +683,21 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 			l.arrFP[slot] = fp
 			l.arrLen[slot] = comp.Bytes
 			l.arrSeq[slot] = seq
-			if err := e.checkArrival(c, l, seq, fp); err != nil {
+			l.arrP2P[slot] = comp.Imm&immType == immP2P
+			if err := e.checkArrival(c, l, seq, fp, l.arrP2P[slot]); err != nil {
 				return err
 			}
 			l.arrived++
 		case immCredit:
+			if comp.Imm&noticeFlag != 0 {
+				return e.noticed(c, l, comp.Imm)
+			}
 			n := int(comp.Imm & 0xffff)
 			l.credits += n
 			l.credited += uint64(n)
 			if l.credits > e.NSlots {
 				return fmt.Errorf("%s #%d (%s): rank %d <- %d: peer returned more credits than slots", c.Desc(), c.Seq, p.Name, e.Rank, peer)
 			}
-		case immNotice:
-			return e.noticed(c, l, comp.Imm)
 		default:
 			return fmt.Errorf("%s #%d (%s): rank %d <- %d: bad immediate %#x", c.Desc(), c.Seq, p.Name, e.Rank, peer, comp.Imm)
 		}

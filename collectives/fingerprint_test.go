@@ -43,7 +43,7 @@ func TestFingerprintDistinguishesCalls(t *testing.T) {
 func FuzzDecodeNotice(f *testing.F) {
 	f.Add(Notice{Reason: NoticeLost, Rank: 3}.imm(), 1, 4)
 	f.Add(Notice{Reason: NoticeClosed, Rank: 2, Seq: 77}.imm(), 2, 4)
-	f.Add(uint32(immNotice|7<<noticeReasonShift), 0, 2)
+	f.Add(uint32(immCredit|noticeFlag|7<<noticeReasonShift), 0, 2)
 	f.Add(uint32(0xffffffff), 0, 1)
 	f.Fuzz(func(t *testing.T, imm uint32, sender, size int) {
 		if size <= 0 || size > 1<<16 || sender < 0 || sender >= size {

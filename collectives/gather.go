@@ -21,7 +21,7 @@ package collectives
 // Cost: ceil(log2 size) steps; the root receives size-1 blocks, a rank
 // sends its subtree's blocks once.
 func BinomialGather(rank, size, root, count, elemSize int) Schedule {
-	s := Schedule{Name: "binomial", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	b := count * elemSize
 	v := mod(rank-root, size)
 	if v == 0 {

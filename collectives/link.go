@@ -33,9 +33,14 @@ type Link struct {
 	arrived  int    // messages waiting in slots here
 	down     error  // why the connection is gone; nil while it is up
 	imm      uint32 // scratch for PostWrite's immediate (read at post time)
-	arrLen   []int
-	arrSeq   []uint16
-	arrFP    []uint16
+	// Posts the completion queue refused with ErrQueueFull, made again
+	// after the next poll (Executor.repay).
+	owedCredits int // credits consumed here and not yet returned
+	owedTokens  int // receive tokens not reposted
+	arrLen      []int
+	arrSeq      []uint16
+	arrFP       []uint16
+	arrP2P      []bool // a point-to-point message: arrSeq<<16 | arrFP is its tag
 	// sent and credited count the chunks written to the peer and the
 	// credits it returned, since the link was made: credits come back in
 	// order, so credited > n says the peer consumed (and checked) the
@@ -46,22 +51,29 @@ type Link struct {
 	unplaced       int    // this run's sends posted and not yet placed at the peer
 }
 
-// Immediate data layout: 2 bits of type, 14 bits of collective sequence,
-// 16 bits of value: for data, the fingerprint of the sender's call (a hash
-// of collective, algorithm, type, count, root and operation: receivers
-// compare it with their own, so ranks that called different collectives get
-// an error instead of a hang or corrupt data); for a credit, the number of
-// credits. A notice (see notice.go) uses the 30 bits below its type.
+// Immediate data layout: 2 bits of type, then
+//   - collective data: 14 bits of collective sequence and 16 bits of the
+//     fingerprint of the sender's call (a hash of collective, algorithm,
+//     type, count, root and operation: receivers compare it with their
+//     own, so ranks that called different collectives get an error instead
+//     of a hang or corrupt data);
+//   - point-to-point data: the 30-bit tag, whole (tags match exactly; the
+//     receiver checks the length of every message);
+//   - a credit: the number of credits in the low 16 bits; with bit 29 set
+//     it is a failure notice instead (see notice.go).
 const (
 	immData   = 1 << 30
 	immCredit = 2 << 30
-	immNotice = 3 << 30
-	immType   = 3 << 30
+	immP2P    = 3 << 30
+	immType   = 3 << 30 // the mask of the type bits
 	seqBits   = 14
 	seqMask   = 1<<seqBits - 1
+	// MaxTag is the largest point-to-point tag.
+	MaxTag = 1<<30 - 1
 )
 
 func dataImm(seq uint32, fp uint16) uint32 { return immData | (seq&seqMask)<<16 | uint32(fp) }
+func p2pImm(tag uint32) uint32             { return immP2P | tag&MaxTag }
 func creditImm(n int) uint32               { return immCredit | uint32(n)&0xffff }
 
 // Work request ids: the low 32 bits carry the chunk index (writes of data)
@@ -91,12 +103,22 @@ func StagingSize(nslots, slotSize int) int { return nslots * slotSize }
 // a full window of data and a full window of credits.
 func TokensPerLink(nslots int) int { return 2*nslots + 4 }
 
+// CQEntriesPerLink is how many entries of the completion queue one link
+// holds at most (transport.CompletionQueue: a posted request holds one
+// until its completion is taken out): its receive tokens, one data write
+// per credit and one credit write per slot. A queue of this many entries per
+// link never refuses a post in the steady state; if it does (a transport
+// that reports a write's completion after the peer's answer to it), the
+// executor takes completions out and posts again.
+func CQEntriesPerLink(nslots int) int { return TokensPerLink(nslots) + 2*nslots }
+
 // NewLink wraps a connected endpoint. staging must be this side's region of
 // nslots*slotSize bytes (remote write and local write access); remote is
 // the peer's. NewLink posts the receive tokens.
 func NewLink(peer int, ep transport.Endpoint, staging transport.Region, remote transport.RemoteRegion, nslots int) (*Link, error) {
 	l := &Link{Peer: peer, EP: ep, Staging: staging, Remote: remote, credits: nslots,
-		arrLen: make([]int, nslots), arrSeq: make([]uint16, nslots), arrFP: make([]uint16, nslots)}
+		arrLen: make([]int, nslots), arrSeq: make([]uint16, nslots), arrFP: make([]uint16, nslots),
+		arrP2P: make([]bool, nslots)}
 	for range TokensPerLink(nslots) {
 		if err := ep.PostRecv(makeID(idToken, peer, 0), staging, 0, 0); err != nil {
 			return nil, fmt.Errorf("link to rank %d: post receive: %w", peer, err)

@@ -11,7 +11,8 @@ import (
 
 // Failure notices. A rank that fails a collective tells every peer why
 // before it closes its connections: a zero-length write whose immediate
-// says what went wrong and which rank is at the root of it. A peer that
+// (a credit's type with bit 29 set) says what went wrong and which rank is
+// at the root of it. A peer that
 // receives one fails its own call at once, naming that rank, without
 // asking anyone (the bootstrap store may have died with its host); a
 // connection that goes down without a notice means that the peer itself
@@ -72,22 +73,25 @@ type Notice struct {
 	// Rank is the rank at the root of the failure (for NoticeClosed, the
 	// sender).
 	Rank int
-	// Seq is the sender's collective count when it failed (its failed
-	// collective's number, or the number of collectives before its failed
-	// point-to-point call), mod 2^11; for NoticeClosed, the number of
-	// collectives it made, mod 2^14. A peer still in an earlier collective
-	// finishes it and fails the next.
+	// Seq is the number of the collective the failure is about (the
+	// sender's failed collective, or the collectives it made before a
+	// failed point-to-point call), mod NoticeSeqMod; for NoticeClosed, the
+	// number of collectives the sender made, mod 2^14. A peer still in an
+	// earlier collective finishes it and fails the next.
 	Seq uint16
 }
 
-// Notice immediate: 2 bits of type, 3 bits of reason, 27 bits of value:
-// the root rank (16 bits) and Seq (11 bits), or for NoticeClosed Seq (14
-// bits).
+// Notice immediate: the credit type (2 bits), the notice flag (bit 29), 3
+// bits of reason, 10 bits of Seq and 16 bits of rank; for NoticeClosed,
+// 14 bits of Seq where the others have Seq and rank.
 const (
-	noticeReasonShift = 27
+	noticeFlag        = 1 << 29
+	noticeReasonShift = 26
 	noticeRankBits    = 16
-	noticeSeqBits     = 11
+	noticeSeqBits     = 10
 	noticeSeqMask     = 1<<noticeSeqBits - 1
+	// NoticeSeqMod is the number of distinct Seq values of a failure notice.
+	NoticeSeqMod = 1 << noticeSeqBits
 )
 
 func (n Notice) imm() uint32 {
@@ -95,7 +99,7 @@ func (n Notice) imm() uint32 {
 	if n.Reason == NoticeClosed {
 		v = uint32(n.Seq) & seqMask
 	}
-	return immNotice | uint32(n.Reason)<<noticeReasonShift | v
+	return immCredit | noticeFlag | uint32(n.Reason)<<noticeReasonShift | v
 }
 
 // after reports whether a notice's sequence number n (mod 2^11) is later
@@ -109,7 +113,7 @@ func noticeAfter(n uint16, cur uint32) bool {
 // decodeNotice reads a notice immediate that sender sent in a job of size
 // ranks; ok is false if it is malformed.
 func decodeNotice(imm uint32, sender, size int) (n Notice, ok bool) {
-	if imm&immType != immNotice {
+	if imm&immType != immCredit || imm&noticeFlag == 0 {
 		return Notice{}, false
 	}
 	r := NoticeReason(imm >> noticeReasonShift & 7)
@@ -312,7 +316,7 @@ func (e *Executor) record(n int) {
 		}
 		if kind == idToken {
 			_ = l.EP.PostRecv(comp.ID, l.Staging, 0, 0)
-			if comp.HasImm && comp.Imm&immType == immNotice && l.notice == 0 {
+			if comp.HasImm && comp.Imm&immType == immCredit && comp.Imm&noticeFlag != 0 && l.notice == 0 {
 				l.notice = comp.Imm
 			}
 		}

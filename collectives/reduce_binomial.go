@@ -20,7 +20,7 @@ package collectives
 // Cost: ceil(log2 size) steps of the whole buffer (pipelined); the root
 // receives the buffer up to log2(size) times, every rank sends it once.
 func BinomialReduce(rank, size, root, count, elemSize int) Schedule {
-	s := Schedule{Name: "binomial", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	n := count * elemSize
 	if size <= 1 || n == 0 {
 		return s

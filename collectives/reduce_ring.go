@@ -18,7 +18,7 @@ package collectives
 // Cost: size steps; every rank sends about (size-1)/size of the buffer in
 // the ring plus one segment, and the root receives about twice that.
 func RingReduce(rank, size, root, count, elemSize int) Schedule {
-	s := Schedule{Name: "ring", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	if size <= 1 || count == 0 {
 		return s
 	}

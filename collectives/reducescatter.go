@@ -18,7 +18,7 @@ package collectives
 // Each rank sends and receives size-1 blocks, which is optimal in
 // bandwidth; each block is reduced in one fixed order.
 func RingReduceScatter(rank, size, count, elemSize int) Schedule {
-	s := Schedule{Name: "ring", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	b := count * elemSize
 	if size <= 1 || b == 0 {
 		return s
@@ -55,7 +55,7 @@ func RingReduceScatter(rank, size, count, elemSize int) Schedule {
 // sends about (p-1)/p of the buffer (ranks that stand for an extra, plus one
 // block; extras, the whole buffer once).
 func RecursiveHalvingReduceScatter(rank, size, count, elemSize int) Schedule {
-	s := Schedule{Name: "recursive-halving", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	b := count * elemSize
 	if size <= 1 || b == 0 {
 		return s

@@ -16,7 +16,7 @@ package collectives
 // Each segment is reduced in one fixed order around the ring and then
 // copied, so every rank ends with bitwise identical results.
 func RingAllreduce(rank, size, count, elemSize int) Schedule {
-	s := Schedule{Name: "ring", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	if size <= 1 || count == 0 {
 		return s
 	}

@@ -22,7 +22,7 @@ package collectives
 // Cost: ceil(log2 size) steps; the root sends size-1 blocks, a rank
 // receives its subtree's blocks once.
 func BinomialScatter(rank, size, root, count, elemSize int) Schedule {
-	s := Schedule{Name: "binomial", Rank: rank, Size: size}
+	s := Schedule{Rank: rank, Size: size}
 	b := count * elemSize
 	v := mod(rank-root, size)
 	if v == 0 {

@@ -326,8 +326,8 @@ func (s *xsim) elems(r int, buf Buf, off, n int) []uint32 {
 
 func (s *xsim) run() error {
 	n := len(s.plans)
-	for r, sc := range s.scheds {
-		for _, c := range sc.Pre {
+	for r, p := range s.plans {
+		for _, c := range p.pre { // the schedule's, or CompileFused's
 			copy(s.elems(r, c.Dst, c.DstOff, c.Len), s.elems(r, c.Src, c.SrcOff, c.Len))
 		}
 	}
@@ -454,7 +454,11 @@ func (s *xsim) run() error {
 				dst := s.elems(r, ch.buf, ch.off, ch.len)
 				for i, v := range m.vals {
 					if ch.kind == RecvReduce {
-						id, err := s.ex.reduce(dst[i], v)
+						a := dst[i]
+						if ch.fused {
+							a = s.elems(r, BufInput, ch.off, ch.len)[i]
+						}
+						id, err := s.ex.reduce(a, v)
 						if err != nil {
 							return fmt.Errorf("rank %d <- %d, buffer %d element %d: %v", r, peer, ch.buf, ch.off/s.elem+i, err)
 						}
@@ -503,6 +507,9 @@ type xcase struct {
 	inputElems func(r int) int
 	init       func(s *xsim) // fills the buffers (atoms)
 	check      func(s *xsim) error
+	// fuse compiles with CompileFused: BufInput holds what BufData would
+	// start with (init fills it), BufData starts undefined.
+	fuse bool
 	// twice runs each configuration a second time, in another random
 	// order, and requires every element to end the same: for reductions,
 	// whose trees the final check does not pin down.
@@ -569,6 +576,9 @@ func (c xcase) run() error {
 			plans[k] = make([]*Plan, c.size)
 			for r := range c.size {
 				p, err := Compile(scheds[r], ch*c.elem)
+				if c.fuse {
+					p, err = CompileFused(scheds[r], ch*c.elem, c.dataElems(r)*c.elem)
+				}
 				if err != nil {
 					return fmt.Errorf("chunk=%d: %v", ch, err)
 				}

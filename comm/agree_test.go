@@ -213,11 +213,11 @@ func TestBadInputFailsEveryRank(t *testing.T) {
 			return Allreduce(ctx, c, f32(16), f32(16), op)
 		}},
 		{"unknown type", 3, false, []string{"rank 1", "unsupported data type"}, func(ctx context.Context, c *Comm, isBad bool) error {
-			dt := Float32
+			dt := TypeFloat32
 			if isBad {
 				dt = DataType(99)
 			}
-			return c.AllreduceBytes(make([]byte, 64), make([]byte, 64), dt, Sum).Wait(ctx)
+			return c.AllreduceBytes(ctx, make([]byte, 64), make([]byte, 64), dt, Sum)
 		}},
 		{"bad counts", 3, false, []string{"rank 1", "2 recv counts for 3 ranks"}, func(ctx context.Context, c *Comm, isBad bool) error {
 			counts := []int{4, 4, 4}
@@ -332,8 +332,14 @@ func TestSkippedCall(t *testing.T) {
 				case o.err == nil:
 					t.Errorf("rank %d: no error", r)
 					continue
-				case !strings.Contains(o.err.Error(), fmt.Sprintf("rank %d", skipper)):
-					t.Errorf("rank %d: error does not name rank %d: %v", r, skipper, o.err)
+				case idle && !strings.Contains(o.err.Error(), fmt.Sprintf("rank %d is at the root of a stall", skipper)):
+					t.Errorf("rank %d: error does not blame rank %d: %v", r, skipper, o.err)
+				case !idle && !strings.Contains(o.err.Error(), fmt.Sprintf("rank %d called Close after its collective", skipper)):
+					t.Errorf("rank %d: error does not name rank %d's last collective: %v", r, skipper, o.err)
+				case !idle && !strings.Contains(o.err.Error(), "sequence mismatch"):
+					t.Errorf("rank %d: error is no sequence mismatch: %v", r, o.err)
+				case !namesConsecutive(o.err.Error()):
+					t.Errorf("rank %d: error does not name both numbers (#n and #n+1): %v", r, o.err)
 				case idle && o.took > stall+time.Second:
 					t.Errorf("rank %d: failed after %v, stall timeout %v", r, o.took, stall)
 				case !idle && o.took > time.Second:
@@ -374,4 +380,21 @@ func TestMismatchNamesDifferingRank(t *testing.T) {
 			}
 		}
 	}
+}
+
+// namesConsecutive reports whether msg names collective numbers n and n+1
+// ("#8" and "#9", or "made 8 collectives" and "#9").
+func namesConsecutive(msg string) bool {
+	nums := map[int]bool{}
+	for _, f := range strings.FieldsFunc(msg, func(r rune) bool { return r == ' ' || r == ':' || r == ',' || r == '(' || r == ')' }) {
+		if n, err := strconv.Atoi(strings.TrimPrefix(f, "#")); err == nil {
+			nums[n] = true
+		}
+	}
+	for n := range nums {
+		if nums[n+1] && n > 0 {
+			return true
+		}
+	}
+	return false
 }

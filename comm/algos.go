@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"slices"
-	"strings"
 
 	"github.com/goccl/goccl/collectives"
 )
@@ -21,164 +19,63 @@ type callArgs struct {
 	recvCount                                      int // point to point: elements received
 }
 
-type scheduleFunc func(rank, size int, a *callArgs) collectives.Schedule
-
-// plain adapts a schedule constructor of (rank, size, count, elemSize).
-func plain(f func(rank, size, count, elemSize int) collectives.Schedule) scheduleFunc {
-	return func(r, n int, a *callArgs) collectives.Schedule { return f(r, n, a.count, a.elemSize) }
+// schedArgs is a's schedule arguments as the registry takes them.
+func (a *callArgs) schedArgs() collectives.Args {
+	return collectives.Args{Count: a.count, ElemSize: a.elemSize, Root: a.root,
+		SendCounts: a.sendCounts, SendDispls: a.sendDispls, RecvCounts: a.recvCounts, RecvDispls: a.recvDispls,
+		Peer: a.peer, Src: a.src, RecvCount: a.recvCount}
 }
 
-// rooted adapts a schedule constructor of (rank, size, root, count,
-// elemSize).
-func rooted(f func(rank, size, root, count, elemSize int) collectives.Schedule) scheduleFunc {
-	return func(r, n int, a *callArgs) collectives.Schedule { return f(r, n, a.root, a.count, a.elemSize) }
-}
+// The collectives and their algorithms are described once, in the
+// registry of package collectives (collectives.Collectives and
+// collectives.Algos); comm names a collective by its registry entry.
+type collKind = collectives.Coll
 
-// algorithms maps each collective to its algorithms by schedule name, in
-// the order the selector prefers on a tie.
-var algorithms = map[collKind]map[string]scheduleFunc{
-	collAllreduce: {
-		"ring":               plain(collectives.RingAllreduce),
-		"tree":               plain(collectives.TreeAllreduce),
-		"recursive-doubling": plain(collectives.RecursiveDoublingAllreduce),
-		"rabenseifner":       plain(collectives.RabenseifnerAllreduce),
-	},
-	collBroadcast: {
-		"binomial":          rooted(collectives.BinomialBroadcast),
-		"pipeline":          rooted(collectives.PipelineBroadcast),
-		"scatter-allgather": rooted(collectives.ScatterAllgatherBroadcast),
-	},
-	collReduce: {
-		"binomial": rooted(collectives.BinomialReduce),
-	},
-	collAllgather: {
-		"ring":               plain(collectives.RingAllgather),
-		"recursive-doubling": plain(collectives.RecursiveDoublingAllgather),
-		"bruck":              plain(collectives.BruckAllgather),
-	},
-	collAllgatherv: {
-		"ring": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.RingAllgatherv(r, n, a.recvCounts, a.recvDispls, a.elemSize)
-		},
-	},
-	collReduceScatter: {
-		"ring":              plain(collectives.RingReduceScatter),
-		"recursive-halving": plain(collectives.RecursiveHalvingReduceScatter),
-	},
-	collAlltoall: {
-		"pairwise": plain(collectives.PairwiseAlltoall),
-		"bruck":    plain(collectives.BruckAlltoall),
-	},
-	collAlltoallv: {
-		"pairwise": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.PairwiseAlltoallv(r, n, a.sendCounts, a.sendDispls, a.recvCounts, a.recvDispls, a.elemSize)
-		},
-	},
-	collGather: {
-		"binomial": rooted(collectives.BinomialGather),
-	},
-	collScatter: {
-		"binomial": rooted(collectives.BinomialScatter),
-	},
-	collBarrier: {
-		"dissemination": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.DisseminationBarrier(r, n)
-		},
-	},
-	collSend: {
-		"direct": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.Schedule{Name: "direct", Rank: r, Size: n,
-				Steps: []collectives.Step{{Kind: collectives.Send, Peer: a.peer, Buf: collectives.BufInput, Len: a.count * a.elemSize}}}
-		},
-	},
-	collRecv: {
-		"direct": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.Schedule{Name: "direct", Rank: r, Size: n,
-				Steps: []collectives.Step{{Kind: collectives.Recv, Peer: a.src, Buf: collectives.BufData, Len: a.recvCount * a.elemSize}}}
-		},
-	},
-	collSendRecv: {
-		"direct": func(r, n int, a *callArgs) collectives.Schedule {
-			return collectives.Schedule{Name: "direct", Rank: r, Size: n, Steps: []collectives.Step{
-				{Kind: collectives.Send, Peer: a.peer, Buf: collectives.BufInput, Len: a.count * a.elemSize},
-				{Kind: collectives.Recv, Peer: a.src, Buf: collectives.BufData, Len: a.recvCount * a.elemSize},
-			}}
-		},
-	},
-}
+const (
+	collAllreduce     = collectives.CollAllreduce
+	collBroadcast     = collectives.CollBroadcast
+	collBarrier       = collectives.CollBarrier
+	collReduce        = collectives.CollReduce
+	collAllgather     = collectives.CollAllgather
+	collAllgatherv    = collectives.CollAllgatherv
+	collReduceScatter = collectives.CollReduceScatter
+	collAlltoall      = collectives.CollAlltoall
+	collAlltoallv     = collectives.CollAlltoallv
+	collGather        = collectives.CollGather
+	collScatter       = collectives.CollScatter
+	collSend          = collectives.CollSend
+	collRecv          = collectives.CollRecv
+	collSendRecv      = collectives.CollSendRecv
+)
 
-// costName is the collective's name in collectives.CostOf.
-func (k collKind) costName() string {
-	switch k {
-	case collReduceScatter:
-		return "reduce-scatter"
-	case collAllgatherv:
-		return "allgather"
-	case collAlltoallv:
-		return "alltoall"
-	}
-	return k.String()
-}
-
-// Algorithms lists, sorted, the algorithms goccl has for a collective
-// ("allreduce", "broadcast", "reduce", "allgather", "reduce-scatter",
-// "alltoall", "gather", "scatter", "barrier").
+// Algorithms lists, sorted, the algorithms goccl has for a collective,
+// named canonically: "allreduce", "broadcast", "reduce", "allgather",
+// "allgatherv", "reduce-scatter", "alltoall", "alltoallv", "gather",
+// "scatter", "barrier", "send", "recv", "sendrecv". Any other name, other
+// spellings included ("bcast"), gives nil; Comm.Algorithm and GOCCL_ALGO
+// report them as errors that name the canonical spelling.
 func Algorithms(collective string) []string {
-	k, ok := collByName(collective)
-	if !ok {
+	k, err := collectives.CollByName(collective)
+	if err != nil {
 		return nil
 	}
-	names := make([]string, 0, len(algorithms[k]))
-	for name := range algorithms[k] {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
+	return collectives.AlgoNames(k)
 }
 
-// parseAlgoEnv reads GOCCL_ALGO, e.g. "allreduce:tree,bcast:pipeline":
+// parseAlgoEnv reads GOCCL_ALGO, e.g. "allreduce:tree,broadcast:pipeline":
 // per collective, the algorithm every call uses unless the call names its
 // own. Unknown collectives or algorithms are an error.
 func parseAlgoEnv(v string) (map[collKind]string, error) {
-	out := map[collKind]string{}
-	if strings.TrimSpace(v) == "" {
-		return out, nil
+	m, err := collectives.ParseAlgoSpec(v)
+	if err != nil {
+		return nil, fmt.Errorf("GOCCL_ALGO=%w", err)
 	}
-	for _, item := range strings.Split(v, ",") {
-		coll, algo, ok := strings.Cut(strings.TrimSpace(item), ":")
-		if !ok {
-			return nil, fmt.Errorf("GOCCL_ALGO=%q: item %q is not collective:algorithm", v, item)
-		}
-		k, ok := collByName(coll)
-		if !ok {
-			return nil, fmt.Errorf("GOCCL_ALGO=%q: unknown collective %q", v, coll)
-		}
-		if _, ok := algorithms[k][algo]; !ok {
-			return nil, fmt.Errorf("GOCCL_ALGO=%q: %s has no algorithm %q (have %s)", v, k, algo, strings.Join(Algorithms(k.String()), ", "))
-		}
-		out[k] = algo
+	out := make(map[collKind]string, len(m))
+	for k, a := range m {
+		out[k] = a.Name
 	}
 	return out, nil
 }
-
-func collByName(name string) (collKind, bool) {
-	switch name {
-	case "bcast":
-		return collBroadcast, true
-	case "reducescatter", "reduce_scatter", "reduce-scatter":
-		return collReduceScatter, true
-	}
-	for k := range algorithms {
-		if k.String() == name {
-			return k, true
-		}
-	}
-	return 0, false
-}
-
-// allreducePreference is the order in which the selector considers the
-// allreduce algorithms; the first of equally priced ones wins.
-var allreducePreference = []string{"rabenseifner", "ring", "recursive-doubling", "tree"}
 
 // choiceKey caches the selector's choice per collective and size (the
 // cost model is fixed once the communicator has measured it).
@@ -188,17 +85,29 @@ type choiceKey struct {
 }
 
 // Algorithm returns the algorithm the selector picks for a call of the
-// collective ("allreduce", "bcast", "reduce_scatter", ...) on nbytes bytes
-// (priced as collectives.CostOf counts them), honouring GOCCL_ALGO.
-func (c *Comm) Algorithm(collective string, nbytes int) (string, error) {
-	k, ok := collByName(collective)
-	if !ok {
-		return "", fmt.Errorf("comm: unknown collective %q", collective)
+// collective (its canonical name, see Algorithms) on nbytes bytes of
+// elements of type dt (priced as collectives.CostOf counts them: the full
+// buffer), honouring GOCCL_ALGO; a call forced with WithAlgorithm uses its
+// own. Reductions of float16 and bfloat16 run in float32 and are priced
+// so.
+func (c *Comm) Algorithm(collective string, dt DataType, nbytes int) (string, error) {
+	if c == nil {
+		return "", errNilComm("algorithm")
+	}
+	k, err := collectives.CollByName(collective)
+	if err != nil {
+		return "", fmt.Errorf("comm: algorithm: %w", err)
+	}
+	if !dt.Valid() {
+		return "", fmt.Errorf("comm: algorithm of %s: unsupported data type %s", k, dt)
 	}
 	if forced := c.algoEnv[k]; forced != "" {
 		return forced, nil
 	}
-	return c.pick(k, nbytes, nil)
+	if widened(k, dt) {
+		nbytes *= 2 // float32 partial results: twice the bytes
+	}
+	return c.pick(k, nbytes)
 }
 
 // choose picks the algorithm of a call: the call's own choice, else
@@ -206,13 +115,12 @@ func (c *Comm) Algorithm(collective string, nbytes int) (string, error) {
 // measured α and β. Every rank computes the same choice from the same
 // inputs (α and β are agreed at Init).
 func (c *Comm) choose(k collKind, forced string, nbytes int) (string, error) {
-	m := algorithms[k]
 	if forced == "" {
 		forced = c.algoEnv[k]
 	}
 	if forced != "" {
-		if _, ok := m[forced]; !ok {
-			return "", fmt.Errorf("%s has no algorithm %q (have %s)", k, forced, strings.Join(Algorithms(k.String()), ", "))
+		if _, err := collectives.LookupAlgo(k, forced); err != nil {
+			return "", err
 		}
 		if c.debug {
 			c.debugf("%s(%d bytes) #%d: algorithm %s (forced)", k, nbytes, c.seq, forced)
@@ -226,70 +134,44 @@ func (c *Comm) choose(k collKind, forced string, nbytes int) (string, error) {
 		}
 		return name, nil
 	}
-	if len(m) == 1 {
-		for name := range m {
-			if c.debug {
-				c.debugf("%s(%d bytes) #%d: algorithm %s (the only one)", k, nbytes, c.seq, name)
-			}
-			return name, nil
-		}
-	}
-	var why *strings.Builder
-	if c.debug {
-		why = &strings.Builder{}
-	}
-	best, err := c.pick(k, nbytes, why)
+	a, prices, err := collectives.Select(k, nbytes, c.topology(), c.model(), c.prices[:0])
+	c.prices = prices[:0]
 	if err != nil {
 		return "", err
 	}
 	if c.debug {
-		c.debugf("%s(%d bytes) #%d: algorithm %s (cost model, α=%.1fus β=%.3fns/B:%s)", k, nbytes, c.seq, best, c.alpha*1e6, c.beta*1e9, why.String())
+		if len(prices) == 0 {
+			c.debugf("%s(%d bytes) #%d: algorithm %s (the only one)", k, nbytes, c.seq, a.Name)
+		} else {
+			c.debugf("%s(%d bytes) #%d: algorithm %s (cost model, α=%.1fus β=%.3fns/B:%s)", k, nbytes, c.seq, a.Name, c.alpha*1e6, c.beta*1e9, collectives.FormatPrices(prices))
+		}
 	}
 	if len(c.choices) >= 4096 {
 		clear(c.choices)
 	}
-	c.choices[key] = best
-	return best, nil
+	c.choices[key] = a.Name
+	return a.Name, nil
 }
 
-// pick prices every algorithm of k with the cost model and returns the
-// cheapest (the first in collectives.Algorithms order on a tie); why, if
-// not nil, receives the prices. It reads only what New fixed, so any
-// goroutine may call it.
-func (c *Comm) pick(k collKind, nbytes int, why *strings.Builder) (string, error) {
-	m := algorithms[k]
-	if len(m) == 1 {
-		for name := range m {
-			return name, nil
-		}
+// pick returns the algorithm the cost model picks for k on nbytes. It
+// reads only what New fixed, so any goroutine may call it.
+func (c *Comm) pick(k collKind, nbytes int) (string, error) {
+	a, _, err := collectives.Select(k, nbytes, c.topology(), c.model(), nil)
+	if err != nil {
+		return "", err
 	}
-	best, bestT := "", 0.0
-	order := collectives.Algorithms(k.costName())
-	if k == collAllreduce {
-		// Ties go to Rabenseifner over ring (equal α-β cost at 2 ranks,
-		// where Rabenseifner measures faster: fewer, larger exchanges).
-		order = allreducePreference
-	}
-	for _, name := range order {
-		if _, ok := m[name]; !ok {
-			continue
-		}
-		cost, ok := collectives.CostOf(k.costName(), name, c.size, nbytes)
-		if !ok {
-			continue
-		}
-		t := cost.Time(c.alpha, c.beta, c.opts.ChunkSize) + reducedBytes(k, name, c.size, nbytes)*c.gamma
-		if why != nil {
-			fmt.Fprintf(why, " %s=%.1fus", name, t*1e6)
-		}
-		if best == "" || t < bestT {
-			best, bestT = name, t
-		}
-	}
-	if best == "" {
-		return "", fmt.Errorf("%s: no algorithm with a cost model", k)
-	}
-	return best, nil
+	return a.Name, nil
+}
+
+// topology is where the communicator's ranks are, for the selector.
+func (c *Comm) topology() collectives.Topology { return collectives.Topology{Size: c.size, Hosts: 1} }
+
+// model is the selector's cost model: the α and β measured at New on the
+// transport in use, the kernel's γ and the chunk size.
+func (c *Comm) model() collectives.Model {
+	m := collectives.Model{Gamma: c.gamma, ChunkBytes: c.opts.ChunkSize}
+	m.Links[collectives.LinkLocal] = collectives.LinkCost{Alpha: c.alpha, Beta: c.beta}
+	return m
 }
 
 func (c *Comm) debugf(format string, args ...any) {
@@ -301,41 +183,4 @@ func (c *Comm) debugf(format string, args ...any) {
 func debugEnabled() bool {
 	v := os.Getenv("GOCCL_DEBUG")
 	return v != "" && v != "0"
-}
-
-// reducedBytes estimates how many bytes the busiest rank runs through the
-// reduction kernel (the γ term the α-β model leaves out, which matters on
-// a host where the kernel is not much faster than the wire).
-func reducedBytes(k collKind, algo string, p, n int) float64 {
-	if p <= 1 {
-		return 0
-	}
-	fn := float64(n)
-	lg, p2 := 0, 1
-	for p2*2 <= p {
-		p2 *= 2
-		lg++
-	}
-	fold := 0.0
-	if p2 != p {
-		fold = fn
-	}
-	switch k {
-	case collAllreduce:
-		switch algo {
-		case "ring":
-			return float64(p-1) / float64(p) * fn
-		case "recursive-doubling":
-			return float64(lg)*fn + fold
-		case "rabenseifner":
-			return float64(p2-1)/float64(p2)*fn + fold
-		case "tree":
-			return fn // two children's halves at an inner node
-		}
-	case collReduceScatter:
-		return float64(p-1) / float64(p) * fn
-	case collReduce:
-		return float64(lg) * fn
-	}
-	return 0
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 )
 
-// Calls come in three forms: a blocking one on typed Go slices
-// (Allreduce), an asynchronous one that returns a *Request at once
-// (AllreduceAsync), and a byte-level asynchronous one with an explicit data
-// type (AllreduceBytes), for frameworks that hold raw tensors. Arguments are
+// Every collective comes in four forms: blocking on typed Go slices
+// (Allreduce), asynchronous on typed slices, returning a *Request at once
+// (AllreduceAsync), and the same two on bytes with an explicit data type
+// (AllreduceBytes, AllreduceBytesAsync), for frameworks that hold raw
+// tensors. Every form takes per-call options (WithAlgorithm). Arguments are
 // checked before anything is sent; a call whose arguments a rank refuses
 // (an out-of-range root, a buffer of the wrong length, an unknown type or
 // operation) fails on that rank with an error naming the argument, and, as
@@ -17,7 +18,14 @@ import (
 //
 // A blocking call's ctx bounds the collective; if it ends mid-way the
 // communicator breaks (the ranks can no longer agree on its state), as do
-// the communicator's timeout (Options.Timeout) and Abort.
+// the communicator's timeout (Options.Timeout) and Abort. Until an
+// asynchronous call's Request is done its buffers belong to the
+// communicator.
+//
+// In place (MPI_IN_PLACE): where a collective's result overwrites its own
+// input, pass the same memory as the doc comment of each call says (send
+// == recv, or send is this rank's block of recv, or recv this rank's block
+// of send); any other overlap of send and recv is refused.
 
 // CallOption tunes one call.
 type CallOption struct {
@@ -49,11 +57,6 @@ func AllreduceAsync[T Number](c *Comm, send, recv []T, op Op, opts ...CallOption
 	return c.allreduce(applyOpts(&Request{}, opts), asBytes(orRecv(send, recv)), asBytes(recv), TypeOf[T](), op)
 }
 
-// AllreduceBytes is Allreduce on bytes holding elements of type dt.
-func (c *Comm) AllreduceBytes(send, recv []byte, dt DataType, op Op, opts ...CallOption) *Request {
-	return c.allreduce(applyOpts(&Request{}, opts), send, recv, dt, op)
-}
-
 // Broadcast copies root's buf into buf on every other rank.
 func Broadcast[T Number](ctx context.Context, c *Comm, buf []T, root int, opts ...CallOption) error {
 	return c.broadcast(applyOpts(newBlocking(ctx), opts), asBytes(buf), TypeOf[T](), root).wait()
@@ -64,14 +67,9 @@ func BroadcastAsync[T Number](c *Comm, buf []T, root int, opts ...CallOption) *R
 	return c.broadcast(applyOpts(&Request{}, opts), asBytes(buf), TypeOf[T](), root)
 }
 
-// BroadcastBytes is Broadcast on bytes.
-func (c *Comm) BroadcastBytes(buf []byte, dt DataType, root int, opts ...CallOption) *Request {
-	return c.broadcast(applyOpts(&Request{}, opts), buf, dt, root)
-}
-
 // Reduce reduces send across all ranks with op into recv on root. recv is
-// used on root only (other ranks may pass nil); send may be recv on root.
-// send is never modified.
+// used on root only (other ranks may pass nil); on root send may be recv
+// (in place). Otherwise send is never modified.
 func Reduce[T Number](ctx context.Context, c *Comm, send, recv []T, op Op, root int, opts ...CallOption) error {
 	return c.reduce(applyOpts(newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), op, root).wait()
 }
@@ -81,14 +79,9 @@ func ReduceAsync[T Number](c *Comm, send, recv []T, op Op, root int, opts ...Cal
 	return c.reduce(applyOpts(&Request{}, opts), asBytes(send), asBytes(recv), TypeOf[T](), op, root)
 }
 
-// ReduceBytes is Reduce on bytes.
-func (c *Comm) ReduceBytes(send, recv []byte, dt DataType, op Op, root int, opts ...CallOption) *Request {
-	return c.reduce(applyOpts(&Request{}, opts), send, recv, dt, op, root)
-}
-
 // Allgather gathers every rank's send block into recv on every rank: rank
 // j's block at recv[j*len(send):]. len(recv) is Size()*len(send). send may
-// be recv's own block (in place).
+// be this rank's own block of recv (in place).
 func Allgather[T Number](ctx context.Context, c *Comm, send, recv []T, opts ...CallOption) error {
 	return c.allgather(applyOpts(newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T]()).wait()
 }
@@ -98,27 +91,26 @@ func AllgatherAsync[T Number](c *Comm, send, recv []T, opts ...CallOption) *Requ
 	return c.allgather(applyOpts(&Request{}, opts), asBytes(send), asBytes(recv), TypeOf[T]())
 }
 
-// AllgatherBytes is Allgather on bytes.
-func (c *Comm) AllgatherBytes(send, recv []byte, dt DataType, opts ...CallOption) *Request {
-	return c.allgather(applyOpts(&Request{}, opts), send, recv, dt)
-}
-
 // Allgatherv gathers blocks of different lengths: rank j contributes
 // counts[j] elements, placed at element displs[j] of recv on every rank
 // (displs nil: packed in rank order). Every rank passes the same counts and
-// displs; len(send) is counts[Rank()].
-func Allgatherv[T Number](ctx context.Context, c *Comm, send, recv []T, counts, displs []int) error {
-	return c.allgatherv(newBlocking(ctx), asBytes(send), asBytes(recv), TypeOf[T](), counts, displs).wait()
+// displs; len(send) is counts[Rank()], and send may be this rank's own
+// block of recv (in place). Elements of recv outside the blocks are left
+// untouched.
+func Allgatherv[T Number](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, opts ...CallOption) error {
+	return c.allgatherv(applyOpts(newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), counts, displs).wait()
 }
 
 // AllgathervAsync starts an Allgatherv.
-func AllgathervAsync[T Number](c *Comm, send, recv []T, counts, displs []int) *Request {
-	return c.allgatherv(&Request{}, asBytes(send), asBytes(recv), TypeOf[T](), counts, displs)
+func AllgathervAsync[T Number](c *Comm, send, recv []T, counts, displs []int, opts ...CallOption) *Request {
+	return c.allgatherv(applyOpts(&Request{}, opts), asBytes(send), asBytes(recv), TypeOf[T](), counts, displs)
 }
 
 // ReduceScatter reduces send (Size() blocks of len(recv) elements) across
 // all ranks with op and leaves block Rank() of the result in recv (as
-// MPI_Reduce_scatter_block). send is never modified.
+// MPI_Reduce_scatter_block). recv may be this rank's own block of send (in
+// place: that block is overwritten with the result); otherwise send is
+// never modified.
 func ReduceScatter[T Number](ctx context.Context, c *Comm, send, recv []T, op Op, opts ...CallOption) error {
 	return c.reduceScatter(applyOpts(newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), op).wait()
 }
@@ -128,14 +120,10 @@ func ReduceScatterAsync[T Number](c *Comm, send, recv []T, op Op, opts ...CallOp
 	return c.reduceScatter(applyOpts(&Request{}, opts), asBytes(send), asBytes(recv), TypeOf[T](), op)
 }
 
-// ReduceScatterBytes is ReduceScatter on bytes.
-func (c *Comm) ReduceScatterBytes(send, recv []byte, dt DataType, op Op, opts ...CallOption) *Request {
-	return c.reduceScatter(applyOpts(&Request{}, opts), send, recv, dt, op)
-}
-
 // Alltoall sends block j of send to rank j and receives rank j's block for
 // this rank into block j of recv; send and recv hold Size() blocks of the
-// same length and do not overlap.
+// same length. send may be recv (in place: the data sent is read before
+// any is received); they may not overlap otherwise.
 func Alltoall[T Number](ctx context.Context, c *Comm, send, recv []T, opts ...CallOption) error {
 	return c.alltoall(applyOpts(newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T]()).wait()
 }
@@ -145,28 +133,26 @@ func AlltoallAsync[T Number](c *Comm, send, recv []T, opts ...CallOption) *Reque
 	return c.alltoall(applyOpts(&Request{}, opts), asBytes(send), asBytes(recv), TypeOf[T]())
 }
 
-// AlltoallBytes is Alltoall on bytes.
-func (c *Comm) AlltoallBytes(send, recv []byte, dt DataType, opts ...CallOption) *Request {
-	return c.alltoall(applyOpts(&Request{}, opts), send, recv, dt)
-}
-
 // Alltoallv is Alltoall with per-peer lengths, as MPI_Alltoallv: this rank
 // sends sendCounts[j] elements at element sendDispls[j] of send to rank j,
 // and receives recvCounts[j] elements from rank j at element recvDispls[j]
 // of recv. sendCounts[j] on rank i must equal recvCounts[i] on rank j.
-// Displacements may be nil (packed in rank order).
-func Alltoallv[T Number](ctx context.Context, c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) error {
-	return c.alltoallv(newBlocking(ctx), asBytes(send), sendCounts, sendDispls, asBytes(recv), recvCounts, recvDispls, TypeOf[T]()).wait()
+// Displacements may be nil (packed in rank order). send may be recv (in
+// place, as Alltoall); elements of recv outside the blocks are left
+// untouched.
+func Alltoallv[T Number](ctx context.Context, c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int, opts ...CallOption) error {
+	return c.alltoallv(applyOpts(newBlocking(ctx), opts), asBytes(send), sendCounts, sendDispls, asBytes(recv), recvCounts, recvDispls, TypeOf[T]()).wait()
 }
 
 // AlltoallvAsync starts an Alltoallv.
-func AlltoallvAsync[T Number](c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) *Request {
-	return c.alltoallv(&Request{}, asBytes(send), sendCounts, sendDispls, asBytes(recv), recvCounts, recvDispls, TypeOf[T]())
+func AlltoallvAsync[T Number](c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int, opts ...CallOption) *Request {
+	return c.alltoallv(applyOpts(&Request{}, opts), asBytes(send), sendCounts, sendDispls, asBytes(recv), recvCounts, recvDispls, TypeOf[T]())
 }
 
 // Gather collects every rank's send block into recv on root, rank j's at
 // recv[j*len(send):]; len(recv) is Size()*len(send) on root, and recv is
-// unused (may be nil) elsewhere.
+// unused (may be nil) elsewhere. On root send may be root's own block of
+// recv (in place).
 func Gather[T Number](ctx context.Context, c *Comm, send, recv []T, root int, opts ...CallOption) error {
 	return c.gather(applyOpts(newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), root).wait()
 }
@@ -177,7 +163,8 @@ func GatherAsync[T Number](c *Comm, send, recv []T, root int, opts ...CallOption
 }
 
 // Scatter sends block j of root's send (Size() blocks of len(recv)
-// elements) to rank j's recv. send is unused (may be nil) except on root.
+// elements) to rank j's recv. send is unused (may be nil) except on root,
+// where recv may be root's own block of send (in place).
 func Scatter[T Number](ctx context.Context, c *Comm, send, recv []T, root int, opts ...CallOption) error {
 	return c.scatter(applyOpts(newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), root).wait()
 }
@@ -188,37 +175,46 @@ func ScatterAsync[T Number](c *Comm, send, recv []T, root int, opts ...CallOptio
 }
 
 // Barrier returns once every rank has entered it.
-func (c *Comm) Barrier(ctx context.Context) error {
-	return c.barrier(newBlocking(ctx)).wait()
+func (c *Comm) Barrier(ctx context.Context, opts ...CallOption) error {
+	return c.barrier(applyOpts(newBlocking(ctx), opts)).wait()
 }
 
 // BarrierAsync starts a Barrier.
-func (c *Comm) BarrierAsync() *Request { return c.barrier(&Request{}) }
+func (c *Comm) BarrierAsync(opts ...CallOption) *Request {
+	return c.barrier(applyOpts(&Request{}, opts))
+}
 
 // Send sends buf to rank peer. It is matched, in order, by a Recv on peer
-// naming this rank, the same tag and the same length and type; a Recv with
-// another tag, length or type fails with a mismatch. Point-to-point calls
-// are ordered with the collectives of the communicator: both ranks must
-// issue their matching calls in the same order relative to their other
-// calls. Send blocks until peer has the data in its staging slots or, for
-// more than Options.Slots chunks, until peer receives.
-func Send[T Number](ctx context.Context, c *Comm, buf []T, peer, tag int) error {
-	return c.p2p(newBlocking(ctx), collSend, asBytes(buf), TypeOf[T](), peer, tag).wait()
+// naming this rank, the same tag and the same length; a Recv with another
+// tag or length fails with a mismatch (the element type is not compared,
+// as in MPI). Tags are 0 <= tag <= MaxTag. Point-to-point calls are ordered
+// with the collectives of the communicator: both ranks must issue their
+// matching calls in the same order relative to their other calls. Send
+// blocks until peer has the data in its staging slots or, for more than
+// Options.Slots chunks, until peer receives.
+//
+// A rank may send to itself: the message is copied and kept until this
+// rank's matching Recv (later in call order), as MPI buffers it.
+func Send[T Number](ctx context.Context, c *Comm, buf []T, peer, tag int, opts ...CallOption) error {
+	return c.p2p(applyOpts(newBlocking(ctx), opts), collSend, asBytes(buf), TypeOf[T](), peer, tag).wait()
 }
 
 // SendAsync starts a Send.
-func SendAsync[T Number](c *Comm, buf []T, peer, tag int) *Request {
-	return c.p2p(&Request{}, collSend, asBytes(buf), TypeOf[T](), peer, tag)
+func SendAsync[T Number](c *Comm, buf []T, peer, tag int, opts ...CallOption) *Request {
+	return c.p2p(applyOpts(&Request{}, opts), collSend, asBytes(buf), TypeOf[T](), peer, tag)
 }
 
 // Recv receives into buf from rank peer the message its matching Send sent.
-func Recv[T Number](ctx context.Context, c *Comm, buf []T, peer, tag int) error {
-	return c.p2p(newBlocking(ctx), collRecv, asBytes(buf), TypeOf[T](), peer, tag).wait()
+// A Recv from this rank itself takes the oldest message this rank sent
+// itself and has not received yet; if there is none it fails at once
+// (no later Send could ever match it: calls run in order).
+func Recv[T Number](ctx context.Context, c *Comm, buf []T, peer, tag int, opts ...CallOption) error {
+	return c.p2p(applyOpts(newBlocking(ctx), opts), collRecv, asBytes(buf), TypeOf[T](), peer, tag).wait()
 }
 
 // RecvAsync starts a Recv.
-func RecvAsync[T Number](c *Comm, buf []T, peer, tag int) *Request {
-	return c.p2p(&Request{}, collRecv, asBytes(buf), TypeOf[T](), peer, tag)
+func RecvAsync[T Number](c *Comm, buf []T, peer, tag int, opts ...CallOption) *Request {
+	return c.p2p(applyOpts(&Request{}, opts), collRecv, asBytes(buf), TypeOf[T](), peer, tag)
 }
 
 func orRecv[T Number](send, recv []T) []T {
@@ -230,15 +226,15 @@ func orRecv[T Number](send, recv []T) []T {
 
 // SendRecv sends send to rank dst and receives recv from rank src in one
 // step, as MPI_Sendrecv: the way to exchange messages with a peer (dst and
-// src may be the same rank). Separate Send and Recv calls run one after the
-// other, so an exchange of large messages through them would wait on
-// itself. Matched by the peers' SendRecv, Send or Recv calls with the same
-// tag.
-func SendRecv[T Number](ctx context.Context, c *Comm, send []T, dst int, recv []T, src, tag int) error {
-	return c.sendRecv(newBlocking(ctx), asBytes(send), dst, asBytes(recv), src, TypeOf[T](), tag).wait()
+// src may be the same rank, or this rank). Separate Send and Recv calls run
+// one after the other, so an exchange of large messages through them would
+// wait on itself. Matched by the peers' SendRecv, Send or Recv calls with
+// the same tag; send and recv must not overlap.
+func SendRecv[T Number](ctx context.Context, c *Comm, send []T, dst int, recv []T, src, tag int, opts ...CallOption) error {
+	return c.sendRecv(applyOpts(newBlocking(ctx), opts), asBytes(send), dst, asBytes(recv), src, TypeOf[T](), tag).wait()
 }
 
 // SendRecvAsync starts a SendRecv.
-func SendRecvAsync[T Number](c *Comm, send []T, dst int, recv []T, src, tag int) *Request {
-	return c.sendRecv(&Request{}, asBytes(send), dst, asBytes(recv), src, TypeOf[T](), tag)
+func SendRecvAsync[T Number](c *Comm, send []T, dst int, recv []T, src, tag int, opts ...CallOption) *Request {
+	return c.sendRecv(applyOpts(&Request{}, opts), asBytes(send), dst, asBytes(recv), src, TypeOf[T](), tag)
 }

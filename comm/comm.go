@@ -47,9 +47,13 @@ type Comm struct {
 	staging    [][]byte // Alloc'd staging memory, freed on Close
 	exec       *collectives.Executor
 
-	queue chan *Request
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	// Submitted requests wait in a list through Request.next, guarded by
+	// mu: unbounded, so submitting never blocks, whatever the number of
+	// outstanding requests. wake (capacity 1) wakes the worker.
+	qhead, qtail *Request
+	wake         chan struct{}
+	stop         chan struct{}
+	wg           sync.WaitGroup
 	// Ordering of calls: pending counts requests submitted and not yet
 	// finished; a blocking call finding it zero runs inline (see submit).
 	// runMu is held by whoever runs a request; inline counts inline runs
@@ -81,7 +85,7 @@ type Comm struct {
 	respCancel   context.CancelFunc
 	respDone     chan struct{}
 
-	mu     sync.Mutex // guards closed, err, regs
+	mu     sync.Mutex // guards closed, err, regs, the queue
 	closed bool
 	err    error
 	regs   []registration
@@ -92,25 +96,44 @@ type Comm struct {
 	prev    callSummary // the one before
 	plans   map[planKey]planEntry
 	scratch [numScratch]scratchBuf
-	wide    []byte // registered float32 buffer of half-type reductions
+	wide    []byte        // registered float32 buffer of half-type reductions
+	selfq   []selfMessage // messages this rank sent itself, oldest first
 
 	// Algorithm selection: GOCCL_ALGO's choices, and the α-β cost model's
 	// parameters (agreed by all ranks at New).
 	algoEnv     map[collKind]string
 	choices     map[choiceKey]string
+	prices      []collectives.Price // the selector's scratch
 	alpha, beta float64
 	gamma       float64 // seconds per byte reduced
 	debug       bool
 }
 
-// Rank is this process's rank, 0 <= Rank < Size.
-func (c *Comm) Rank() int { return c.rank }
+// Rank is this process's rank, 0 <= Rank < Size; -1 for a nil *Comm (the
+// result of Split with a negative color, MPI_UNDEFINED).
+func (c *Comm) Rank() int {
+	if c == nil {
+		return -1
+	}
+	return c.rank
+}
 
-// Size is the number of ranks.
-func (c *Comm) Size() int { return c.size }
+// Size is the number of ranks; 0 for a nil *Comm.
+func (c *Comm) Size() int {
+	if c == nil {
+		return 0
+	}
+	return c.size
+}
 
-// Transport names the transport in use ("tcp", "mem", "verbs:rxe0", ...).
-func (c *Comm) Transport() string { return c.dev.Name() }
+// Transport names the transport in use ("tcp", "mem", "verbs:rxe0", ...);
+// "" for a nil *Comm.
+func (c *Comm) Transport() string {
+	if c == nil {
+		return ""
+	}
+	return c.dev.Name()
+}
 
 // New builds a communicator over a rendezvous and a transport device: it
 // creates an endpoint and staging slots per peer, exchanges their addresses
@@ -131,6 +154,9 @@ func newComm(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Opt
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
 	algoEnv, err := parseAlgoEnv(os.Getenv("GOCCL_ALGO"))
+	if err == nil {
+		err = simdFromEnv()
+	}
 	if err != nil {
 		rdv.Close()
 		if opts.OwnDevice {
@@ -139,7 +165,7 @@ func newComm(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Opt
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
 	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, dev: dev, ownDev: opts.OwnDevice,
-		queue: make(chan *Request, 1024), stop: make(chan struct{}), plans: map[planKey]planEntry{}, debug: debugEnabled(), algoEnv: algoEnv, choices: map[choiceKey]string{}}
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), plans: map[planKey]planEntry{}, debug: debugEnabled(), algoEnv: algoEnv, choices: map[choiceKey]string{}}
 	c.life, c.lifeCancel = context.WithCancelCause(context.Background())
 	c.failRoot.Store(noRoot)
 	c.watchdog = time.AfterFunc(time.Hour, func() {
@@ -201,9 +227,13 @@ func parseBlobs(b []byte, size int) (addrs [][]byte, regions []transport.RemoteR
 
 func (c *Comm) connect(ctx context.Context) error {
 	n, slot := c.opts.Slots, c.opts.ChunkSize
-	cq, err := c.dev.NewCompletionQueue(max(64, (c.size-1)*(4*n+16)))
+	// What the executor holds at most on each link (receive tokens, data
+	// and credit writes): a device that cannot hold that many completions
+	// fails here with ErrNotSupported rather than later at a post.
+	depth := max(1, (c.size-1)*collectives.CQEntriesPerLink(n))
+	cq, err := c.dev.NewCompletionQueue(depth)
 	if err != nil {
-		return err
+		return fmt.Errorf("completion queue for %d peers with %d slots each: %w", c.size-1, n, err)
 	}
 	c.cq = cq
 	c.links = make([]*collectives.Link, c.size)
@@ -294,8 +324,12 @@ func (c *Comm) connect(ctx context.Context) error {
 // Close ends the communicator: it waits for queued collectives to finish (or
 // fail), then releases endpoints, registrations and the rendezvous. Close
 // does not synchronise with other ranks; a rank that closes while peers still
-// run collectives with it makes those collectives fail on the peers.
+// run collectives with it makes those collectives fail on the peers. Close
+// of a nil *Comm does nothing.
 func (c *Comm) Close() error {
+	if c == nil {
+		return nil
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -332,9 +366,14 @@ func (c *Comm) Close() error {
 }
 
 // Abort fails every pending and later collective with cause (ErrAborted if
-// nil) and tears the communicator down without waiting for anything. It may
-// be called from any goroutine, also while collectives are running.
+// nil) and tears the communicator down. It may be called from any
+// goroutine, also while collectives are running; it never waits on a peer:
+// queued collectives fail at once, the running one as soon as the executor
+// sees the cancellation. Abort of a nil *Comm does nothing.
 func (c *Comm) Abort(cause error) {
+	if c == nil {
+		return
+	}
 	if cause == nil {
 		cause = ErrAborted
 	}
@@ -343,7 +382,17 @@ func (c *Comm) Abort(cause error) {
 		c.err = fmt.Errorf("comm: rank %d aborted: %w", c.rank, cause)
 		c.aborted.Store(true)
 	}
+	err := c.err
+	queued := c.qhead
+	c.qhead, c.qtail = nil, nil
 	c.mu.Unlock()
+	for r := queued; r != nil; {
+		next := r.next
+		r.next, r.err = nil, err
+		c.pending.Add(-1)
+		r.finish()
+		r = next
+	}
 	// Cancelling the life context wakes the executor, which fails the
 	// running collective; Close below tears down the rest.
 	c.lifeCancel(cause)
@@ -413,10 +462,19 @@ func (c *Comm) teardown() error {
 	return errors.Join(errs...)
 }
 
+// The range of Options.ChunkSize (GOCCL_CHUNK_SIZE). Below it a chunk
+// costs more in per-message overhead than it carries; above it the staging
+// slots (Slots chunks per peer) take more memory than they can use.
+const (
+	MinChunkSize = 1 << 10
+	MaxChunkSize = 64 << 20
+)
+
 // Options tune a communicator. The zero value is the default.
 type Options struct {
 	// ChunkSize is the pipelining unit and staging slot size in bytes
-	// (default 512 KiB, env GOCCL_CHUNK_SIZE).
+	// (default 512 KiB, env GOCCL_CHUNK_SIZE), from MinChunkSize to
+	// MaxChunkSize (others are refused), rounded down to a multiple of 64.
 	ChunkSize int
 	// Slots is the number of staging slots per peer: chunks in flight per
 	// link (default 8, env GOCCL_SLOTS).
@@ -441,12 +499,17 @@ type Options struct {
 
 func (o *Options) fill() error {
 	var err error
+	what := "Options.ChunkSize"
 	if o.ChunkSize <= 0 {
 		if o.ChunkSize, err = envInt("GOCCL_CHUNK_SIZE", 512<<10); err != nil {
 			return err
 		}
+		what = "GOCCL_CHUNK_SIZE"
 	}
-	o.ChunkSize = max(64, o.ChunkSize&^63) // a multiple of every element size
+	if o.ChunkSize < MinChunkSize || o.ChunkSize > MaxChunkSize {
+		return fmt.Errorf("%s=%d: the chunk size must be from %d (1 KiB) to %d (64 MiB) bytes", what, o.ChunkSize, MinChunkSize, MaxChunkSize)
+	}
+	o.ChunkSize &^= 63 // a multiple of every element size
 	if o.Slots <= 0 {
 		if o.Slots, err = envInt("GOCCL_SLOTS", 8); err != nil {
 			return err

@@ -104,7 +104,7 @@ func checkAllreduce[T Number](ctx context.Context, c *Comm, count int, op Op, re
 	if err := Allreduce(ctx, c, send, recv, op); err != nil {
 		return err
 	}
-	integer := TypeOf[T]() != Float32 && TypeOf[T]() != Float64
+	integer := TypeOf[T]() != TypeFloat32 && TypeOf[T]() != TypeFloat64
 	for i, v := range recv {
 		want := float64(T(reference(op, c.Size(), i, integer)))
 		if float64(v) != want {

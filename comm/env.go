@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/goccl/goccl/collectives"
 )
 
 // envInt reads a positive integer from the environment; unset means def.
@@ -31,4 +33,19 @@ func envDuration(name string, def time.Duration) (time.Duration, error) {
 		return 0, fmt.Errorf("%s=%q: want a positive duration such as 30s", name, v)
 	}
 	return d, nil
+}
+
+// simdFromEnv applies GOCCL_SIMD (auto, off, avx2, avx512) to the reduction
+// kernels of the whole process; unset leaves them as they are (the best
+// level of the CPU unless collectives.SetSIMD chose another). An unknown
+// value or a level this CPU lacks is an error.
+func simdFromEnv() error {
+	v := os.Getenv("GOCCL_SIMD")
+	if v == "" {
+		return nil
+	}
+	if err := collectives.SetSIMD(v); err != nil {
+		return fmt.Errorf("GOCCL_SIMD: %w", err)
+	}
+	return nil
 }

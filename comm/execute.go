@@ -25,27 +25,38 @@ type planKey struct {
 	peer, src int
 	recvCount int
 	chunkSize int
+	fused     bool
 }
 
 // plan returns the compiled plan of a call, from the cache when it has no
-// per-rank counts.
-func (c *Comm) plan(r *Request, algo string) (*collectives.Plan, int, error) {
+// per-rank counts. fuse > 0 compiles it with collectives.CompileFused for
+// a BufData of fuse bytes that starts as a copy of BufInput.
+func (c *Comm) plan(ctx context.Context, r *Request, algo string, fuse int) (*collectives.Plan, int, error) {
 	elemSize := 1
 	if r.dt.Valid() {
 		elemSize = r.dt.Size()
 	}
 	k := planKey{kind: r.kind, algo: algo, count: r.count, elemSize: elemSize, root: r.root,
-		peer: r.args.peer, src: r.args.src, recvCount: r.args.recvCount, chunkSize: c.opts.ChunkSize}
+		peer: r.args.peer, src: r.args.src, recvCount: r.args.recvCount, chunkSize: c.opts.ChunkSize, fused: fuse > 0}
 	cacheable := r.args.sendCounts == nil && r.args.recvCounts == nil
 	if cacheable {
 		if e, ok := c.plans[k]; ok {
 			return e.plan, e.scratch, nil
 		}
 	}
-	a := r.args // escapes to the constructor: copied only when compiling
-	a.count, a.elemSize, a.root = r.count, elemSize, r.root
-	s := algorithms[r.kind][algo](c.rank, c.size, &a)
-	p, err := collectives.Compile(s, c.opts.ChunkSize)
+	al, err := collectives.LookupAlgo(r.kind, algo)
+	if err != nil {
+		return nil, 0, err
+	}
+	a := r.args.schedArgs() // escapes to the constructor: made only when compiling
+	a.Count, a.ElemSize, a.Root = r.count, elemSize, r.root
+	s := al.Build(c.rank, c.size, &a)
+	var p *collectives.Plan
+	if fuse > 0 {
+		p, err = collectives.CompileFusedContext(ctx, s, c.opts.ChunkSize, fuse)
+	} else {
+		p, err = collectives.CompileContext(ctx, s, c.opts.ChunkSize)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -90,7 +101,10 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 	if halfReduction(r) {
 		return c.executeHalf(ctx, r)
 	}
-	if !r.kind.p2p() {
+	if r.kind.Info().P2P && (r.args.peer == c.rank || r.args.src == c.rank) {
+		return c.executeSelf(ctx, r)
+	}
+	if !r.kind.Info().P2P {
 		c.seq++
 		c.seqNow.Store(c.seq)
 		c.prev, c.cur = c.cur, callSummary{kind: r.kind, dt: r.dt, op: r.op, count: r.count, root: r.root}
@@ -99,6 +113,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 	if err != nil {
 		return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 	}
+	r.used = algo
 	var bufs [collectives.NumBufs]collectives.Target
 	// BufData.
 	dlen, direct := c.dataBytes(r)
@@ -120,11 +135,19 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		t := bufs[collectives.BufData]
 		return t.Region.Bytes()[t.Off : t.Off+dlen]
 	}
-	// Initial content of BufData.
+	// Initial content of BufData. An out-of-place reduction from a
+	// registered send buffer reads it directly instead: most of the copy
+	// becomes part of the first reduction of each chunk
+	// (collectives.CompileFused).
+	fuse := 0
 	switch r.kind {
 	case collAllreduce, collReduce, collReduceScatter:
 		if dlen > 0 && (staged || !sameBytes(r.send, r.recv)) {
-			copy(data(), r.send)
+			if t, ok := c.lookup(r.send); ok && c.size > 1 {
+				bufs[collectives.BufInput], fuse = t, dlen
+			} else {
+				copy(data(), r.send)
+			}
 		}
 	case collBroadcast:
 		if staged && c.rank == r.root {
@@ -132,9 +155,9 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		}
 	}
 	// BufInput: the send buffer of out-of-place collectives.
-	if usesInput(r.kind) && len(r.send) > 0 {
+	if r.kind.Info().Input && len(r.send) > 0 {
 		t, ok := c.lookup(r.send)
-		if !ok {
+		if !ok || (r.kind.Info().StagedInPlace && overlap(r.send, r.recv)) {
 			if t, err = c.scratchFor(scratchInput, len(r.send)); err != nil {
 				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 			}
@@ -143,16 +166,16 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		bufs[collectives.BufInput] = t
 	}
 	if c.size > 1 {
-		p, scratch, err := c.plan(r, algo)
+		p, scratch, err := c.plan(ctx, r, algo, fuse)
 		if err != nil {
 			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 		}
-		if p.NumChunks() == 0 && r.count == 0 && !r.kind.p2p() && r.kind != collAlltoallv {
+		if p.NumChunks() == 0 && r.count == 0 && !r.kind.Info().P2P && r.kind != collAlltoallv {
 			// Nothing to move, but the other ranks must still learn that
 			// this rank is in the call, and with which arguments (one rank
 			// may pass an empty buffer where the others pass data): a
 			// barrier's messages carry the call's fingerprint.
-			if p, _, err = c.plan(&Request{kind: collBarrier, root: -1}, "dissemination"); err != nil {
+			if p, _, err = c.plan(ctx, &Request{kind: collBarrier, root: -1}, "dissemination", 0); err != nil {
 				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 			}
 		}
@@ -163,7 +186,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		}
 		call := collectives.Call{Plan: p, Bufs: bufs, Type: r.dt, Op: r.op, Seq: c.seq,
 			Coll: r.kind.String(), Count: r.count, Root: r.root}
-		if r.kind.p2p() {
+		if r.kind.Info().P2P {
 			call.Seq, call.P2P, call.CollSeq = uint32(r.args.tag), true, c.seq
 		}
 		call.VarCount = r.kind == collAlltoallv
@@ -179,7 +202,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		}
 	} else {
 		// One rank: only the schedule's local copies.
-		p, _, err := c.plan(r, algo)
+		p, _, err := c.plan(ctx, r, algo, 0)
 		if err != nil {
 			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 		}
@@ -223,34 +246,35 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		}
 	default:
 		if staged && dlen > 0 {
-			copy(r.recv, data())
+			if r.args.recvCounts != nil {
+				// The v-collectives deliver blocks: the bytes between them
+				// are the caller's, not the staging buffer's leftovers.
+				copyBlocks(r.recv, data(), r.args.recvCounts, r.args.recvDispls, r.dt.Size())
+			} else {
+				copy(r.recv, data())
+			}
 		}
 	}
 	return nil
 }
 
-// costBytes is the size the cost model prices a call at: the full buffer
-// of allreduce, broadcast and reduce; all size blocks of the block
-// collectives.
-func (c *Comm) costBytes(r *Request) int {
-	switch r.kind {
-	case collReduce, collReduceScatter, collAlltoall, collAlltoallv:
-		return len(r.send)
-	case collGather:
-		return c.size * len(r.send)
-	case collScatter:
-		return c.size * len(r.recv)
+// copyBlocks copies the blocks of counts[j] elements at displs[j] (in
+// elements of size bytes) from src to dst, and nothing else.
+func copyBlocks(dst, src []byte, counts, displs []int, size int) {
+	for j, n := range counts {
+		a, b := displs[j]*size, (displs[j]+n)*size
+		copy(dst[a:b], src[a:b])
 	}
-	return len(r.recv)
 }
 
-// usesInput says whether the collective reads a separate send buffer.
-func usesInput(k collKind) bool {
-	switch k {
-	case collAllgather, collAllgatherv, collAlltoall, collAlltoallv, collGather, collScatter, collSend, collSendRecv:
-		return true
+// costBytes is the size the cost model prices a call at (see
+// collectives.Coll.PricedBytes).
+func (c *Comm) costBytes(r *Request) int {
+	es := 1
+	if r.dt.Valid() {
+		es = r.dt.Size()
 	}
-	return false
+	return r.kind.PricedBytes(c.size, r.count, es)
 }
 
 func sameBytes(a, b []byte) bool {

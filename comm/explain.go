@@ -164,7 +164,7 @@ func (c *Comm) classify(err error, call *collectives.Call) fault {
 // adopt takes the cause of a failure from notice n, which rank via sent.
 func (c *Comm) adopt(f *fault, n collectives.Notice, via int, p2p bool) {
 	f.reason, f.root, f.via = n.Reason, n.Rank, via
-	const mask = 1<<11 - 1 // notices carry 11 bits of the number
+	const mask = collectives.NoticeSeqMod - 1 // notices carry the number mod NoticeSeqMod
 	f.about = c.seq - (c.seq-uint32(n.Seq))&mask
 	if !p2p && f.about != c.seq {
 		f.earlier = true // a collective this rank completed

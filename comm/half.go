@@ -14,8 +14,12 @@ import (
 // even. Broadcast, gathers and all-to-all move half types as 2-byte data
 // with no conversion.
 
-func halfReduction(r *Request) bool {
-	return r.dt.Half() && (r.kind == collAllreduce || r.kind == collReduce || r.kind == collReduceScatter)
+func halfReduction(r *Request) bool { return widened(r.kind, r.dt) }
+
+// widened says whether a call of k on dt runs on float32 (the reductions
+// of the half types).
+func widened(k collKind, dt DataType) bool {
+	return dt.Half() && (k == collAllreduce || k == collReduce || k == collReduceScatter)
 }
 
 // wideFor returns a registered float32 buffer of at least n bytes, grown
@@ -50,7 +54,7 @@ func (c *Comm) executeHalf(ctx context.Context, r *Request) error {
 	}
 	src, dst := wide[:4*in], wide[4*in:]
 	collectives.Widen(r.dt, src, r.send)
-	inner := Request{c: c, kind: r.kind, dt: Float32, op: r.op, root: r.root, count: r.count, algo: r.algo, send: src}
+	inner := Request{c: c, kind: r.kind, dt: TypeFloat32, op: r.op, root: r.root, count: r.count, algo: r.algo, send: src}
 	switch r.kind {
 	case collAllreduce:
 		inner.recv, dst = src, src
@@ -61,7 +65,9 @@ func (c *Comm) executeHalf(ctx context.Context, r *Request) error {
 	case collReduceScatter:
 		inner.recv = dst
 	}
-	if err := c.execute(ctx, &inner); err != nil {
+	err = c.execute(ctx, &inner)
+	r.used = inner.used
+	if err != nil {
 		return err
 	}
 	if inner.recv != nil {

@@ -23,8 +23,9 @@ type Persistent struct {
 var ErrRunning = errors.New("persistent collective still running")
 
 // AllreduceInit prepares an allreduce of send into recv (same length; send
-// nil or equal to recv for in place). Arguments are checked now.
-func AllreduceInit[T Number](c *Comm, send, recv []T, op Op) (*Persistent, error) {
+// nil or equal to recv for in place), with opts applying to every start.
+// Arguments are checked now.
+func AllreduceInit[T Number](c *Comm, send, recv []T, op Op, opts ...CallOption) (*Persistent, error) {
 	if send == nil {
 		send = recv
 	}
@@ -32,6 +33,7 @@ func AllreduceInit[T Number](c *Comm, send, recv []T, op Op) (*Persistent, error
 	p.r.done = make(chan struct{}, 1)
 	p.r.pooled = true // signal done with a send, never close
 	p.r.persistent = true
+	applyOpts(&p.r, opts)
 	if err := c.prepAllreduce(&p.r, asBytes(send), asBytes(recv), TypeOf[T](), op); err != nil {
 		return nil, err
 	}
@@ -40,6 +42,9 @@ func AllreduceInit[T Number](c *Comm, send, recv []T, op Op) (*Persistent, error
 
 // Start queues the collective. It returns at once.
 func (p *Persistent) Start() error {
+	if p == nil {
+		return errors.New("comm: Start of a nil *Persistent")
+	}
 	if p.running {
 		return fmt.Errorf("comm: %s: %w", p.r.kind, ErrRunning)
 	}
@@ -53,6 +58,9 @@ func (p *Persistent) Start() error {
 // If ctx ends first Wait returns ctx's error and the collective goes on;
 // call Wait again before touching the buffers.
 func (p *Persistent) Wait(ctx context.Context) error {
+	if p == nil {
+		return errors.New("comm: Wait of a nil *Persistent")
+	}
 	if !p.running {
 		return nil
 	}
@@ -61,6 +69,15 @@ func (p *Persistent) Wait(ctx context.Context) error {
 		p.running = false
 		return p.r.err
 	case <-ctx.Done():
-		return fmt.Errorf("comm: rank %d: waiting for %s: %w", p.r.c.rank, p.r.kind, ctx.Err())
+		return fmt.Errorf("comm: rank %d: waiting for %s: %w", p.r.c.Rank(), p.r.kind, ctx.Err())
 	}
+}
+
+// Algorithm names the algorithm the last finished start ran; "" before the
+// first Wait that reported it finished, and while a start runs.
+func (p *Persistent) Algorithm() string {
+	if p == nil || p.running {
+		return ""
+	}
+	return p.r.used
 }

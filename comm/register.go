@@ -48,7 +48,11 @@ func Alloc[T Number](c *Comm, n int) ([]T, error) {
 	return fromBytes[T](mem), nil
 }
 
-// Free releases a slice returned by Alloc.
+// Free releases a slice returned by Alloc (Close releases those not
+// freed). Do not use the slice afterwards. If it is used anyway, nothing
+// faults, unlike C's free: the memory stays mapped (its pages go back to
+// the system) and a later Alloc may hand it out again, zeroed, so a stale
+// slice reads and writes that later buffer. The same holds after Close.
 func Free[T Number](c *Comm, buf []T) error {
 	if len(buf) == 0 {
 		return nil
@@ -96,6 +100,9 @@ func (c *Comm) register(mem []byte, owned bool) error {
 }
 
 func (c *Comm) deregister(mem []byte, owned bool) error {
+	if c == nil {
+		return errNilComm("deregister")
+	}
 	start := uintptr(unsafe.Pointer(&mem[0]))
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -2,65 +2,10 @@ package comm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 )
-
-type collKind uint8
-
-const (
-	collAllreduce collKind = iota + 1
-	collBroadcast
-	collBarrier
-	collReduce
-	collAllgather
-	collAllgatherv
-	collReduceScatter
-	collAlltoall
-	collAlltoallv
-	collGather
-	collScatter
-	collSend
-	collRecv
-	collSendRecv
-)
-
-func (k collKind) String() string {
-	switch k {
-	case collAllreduce:
-		return "allreduce"
-	case collBroadcast:
-		return "broadcast"
-	case collBarrier:
-		return "barrier"
-	case collReduce:
-		return "reduce"
-	case collAllgather:
-		return "allgather"
-	case collAllgatherv:
-		return "allgatherv"
-	case collReduceScatter:
-		return "reducescatter"
-	case collAlltoall:
-		return "alltoall"
-	case collAlltoallv:
-		return "alltoallv"
-	case collGather:
-		return "gather"
-	case collScatter:
-		return "scatter"
-	case collSend:
-		return "send"
-	case collRecv:
-		return "recv"
-	case collSendRecv:
-		return "sendrecv"
-	}
-	return "collective"
-}
-
-// p2p reports whether k is point-to-point (not called by every rank).
-func (k collKind) p2p() bool { return k == collSend || k == collRecv || k == collSendRecv }
 
 // Request is an asynchronous collective. Until Wait (or Test) reports it
 // done, its buffers belong to the communicator: do not read or write them.
@@ -81,6 +26,8 @@ type Request struct {
 	ctx     context.Context // nil: the communicator's timeout applies
 	done    chan struct{}
 	err     error
+	next    *Request // the next request in the communicator's queue
+	used    string   // the algorithm the call ran, once chosen
 	// pooled requests belong to blocking calls (and persistent ones): the
 	// worker signals done with a send instead of closing it, and the
 	// request is reused.
@@ -123,26 +70,50 @@ func (r *Request) finish() {
 	}
 }
 
+// ErrNilRequest is returned by the methods of a nil *Request.
+var ErrNilRequest = errors.New("comm: nil *Request")
+
 // Wait blocks until the collective has finished and returns its error. If
 // ctx ends first Wait returns ctx's error, and the collective goes on: call
 // Wait again before touching its buffers, or Abort the communicator.
 func (r *Request) Wait(ctx context.Context) error {
+	if r == nil {
+		return ErrNilRequest
+	}
 	select {
 	case <-r.done:
 		return r.err
 	case <-ctx.Done():
-		return fmt.Errorf("comm: rank %d: waiting for %s: %w", r.c.rank, r.kind, ctx.Err())
+		return fmt.Errorf("comm: rank %d: waiting for %s: %w", r.c.Rank(), r.kind, ctx.Err())
 	}
 }
 
 // Test reports whether the collective has finished, and its error if so.
 // It never blocks.
 func (r *Request) Test() (bool, error) {
+	if r == nil {
+		return true, ErrNilRequest
+	}
 	select {
 	case <-r.done:
 		return true, r.err
 	default:
 		return false, nil
+	}
+}
+
+// Algorithm names the algorithm the finished call ran (a name from
+// Algorithms, e.g. "ring"): "" while it runs, if it failed before one was
+// chosen, or for a nil request. It never blocks.
+func (r *Request) Algorithm() string {
+	if r == nil {
+		return ""
+	}
+	select {
+	case <-r.done: // closed: requests handed to callers are never pooled
+		return r.used
+	default:
+		return ""
 	}
 }
 
@@ -160,8 +131,18 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 	return first
 }
 
-// usable returns the communicator's sticky error, or ErrClosed.
+// ErrNilComm is the cause of the errors of calls on a nil *Comm (Split
+// returns one to the ranks that pass a negative color).
+var ErrNilComm = errors.New("nil *Comm")
+
+func errNilComm(op string) error { return fmt.Errorf("comm: %s: %w", op, ErrNilComm) }
+
+// usable returns the communicator's sticky error, or ErrClosed (or
+// ErrNilComm for a nil c).
 func (c *Comm) usable(op string) error {
+	if c == nil {
+		return errNilComm(op)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.usableLocked(op)
@@ -205,8 +186,30 @@ func (c *Comm) submit(r *Request) *Request {
 		return r
 	}
 	c.pending.Add(1)
-	c.queue <- r
+	if c.qtail == nil {
+		c.qhead = r
+	} else {
+		c.qtail.next = r
+	}
+	c.qtail = r
 	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+	return r
+}
+
+// dequeueLocked takes the oldest queued request, or nil. c.mu is held.
+func (c *Comm) dequeueLocked() *Request {
+	r := c.qhead
+	if r == nil {
+		return nil
+	}
+	c.qhead, r.next = r.next, nil
+	if c.qhead == nil {
+		c.qtail = nil
+	}
 	return r
 }
 
@@ -218,22 +221,26 @@ func (c *Comm) reject(r *Request, kind collKind, err error) *Request {
 	return c.submit(r)
 }
 
-// worker runs queued collectives one at a time, in order.
+// worker runs queued collectives one at a time, in order. Once the
+// communicator is closed (nothing more can be queued) it runs what is left
+// and returns.
 func (c *Comm) worker() {
 	defer c.wg.Done()
 	for {
-		select {
-		case r := <-c.queue:
+		c.mu.Lock()
+		r := c.dequeueLocked()
+		closed := c.closed
+		c.mu.Unlock()
+		if r != nil {
 			c.runQueued(r)
+			continue
+		}
+		if closed {
+			return
+		}
+		select {
+		case <-c.wake:
 		case <-c.stop:
-			for {
-				select {
-				case r := <-c.queue:
-					c.runQueued(r)
-				default:
-					return
-				}
-			}
 		}
 	}
 }

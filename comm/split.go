@@ -67,7 +67,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 // its own connections and sequence of collectives (MPI_Comm_dup): a
 // library can use it without its messages mixing with the caller's.
 func (c *Comm) Dup(ctx context.Context) (*Comm, error) {
-	return c.Split(ctx, 0, c.rank)
+	return c.Split(ctx, 0, c.Rank())
 }
 
 // subRendezvous is a sub-communicator's rendezvous: its members meet

@@ -2,6 +2,7 @@ package comm
 
 import (
 	"context"
+	"math"
 
 	"slices"
 	"time"
@@ -35,6 +36,18 @@ func (c *Comm) tune(ctx context.Context) error {
 	if c.size == 1 {
 		return nil
 	}
+	// The measurement is invisible to the user: it logs nothing, the
+	// user's first collective is #1 (every rank resets its sequence after
+	// the same number of calls, all finished), and choices priced with the
+	// defaults above are forgotten.
+	debug := c.debug
+	c.debug = false
+	defer func() {
+		c.runMu.Lock()
+		c.seq, c.debug = 0, debug
+		clear(c.choices)
+		c.runMu.Unlock()
+	}()
 	buf, err := Alloc[float32](c, tuneLarge/4)
 	if err != nil {
 		return err
@@ -65,10 +78,15 @@ func (c *Comm) tune(ctx context.Context) error {
 	steps := 2 * float64(c.size-1)
 	wire := func(n int) float64 { return 2 * float64(c.size-1) / float64(c.size) * float64(n) }
 	// γ: the kernel on 1 MiB, in this process.
+	// Fresh pages cost far more to touch than the kernel costs to run:
+	// the best of four passes, the first of which touches the memory.
 	scratch := make([]byte, 2<<20)
-	start := time.Now()
-	collectives.Reduce(collectives.Float32, collectives.Max, scratch[:1<<20], scratch[1<<20:])
-	gamma := time.Since(start).Seconds() / (1 << 20)
+	gamma := math.Inf(1)
+	for range 4 {
+		start := time.Now()
+		collectives.Reduce(collectives.Float32, collectives.Max, scratch[:1<<20], scratch[1<<20:])
+		gamma = min(gamma, time.Since(start).Seconds()/(1<<20))
+	}
 	beta := max((t2-t1)/(wire(tuneLarge)-wire(tuneSmall)), 1e-12)
 	alpha := max(t1/steps, 1e-7)
 	agreed := []float64{alpha, beta, gamma}
@@ -76,15 +94,21 @@ func (c *Comm) tune(ctx context.Context) error {
 		return err
 	}
 	c.alpha, c.beta, c.gamma = agreed[0], agreed[1], agreed[2]
-	if c.debug {
+	if debug {
+		c.debug = true
 		c.debugf("cost model: α=%.1fus β=%.3fns/B (%.2f GB/s) γ=%.3fns/B measured on %s", c.alpha*1e6, c.beta*1e9, 1/c.beta/1e9, c.gamma*1e9, c.dev.Name())
 	}
 	return nil
 }
 
 // CostModel returns the α (seconds per message step) and β (seconds per
-// byte) the communicator's algorithm selector uses.
-func (c *Comm) CostModel() (alpha, beta float64) { return c.alpha, c.beta }
+// byte) the communicator's algorithm selector uses (zeros for a nil *Comm).
+func (c *Comm) CostModel() (alpha, beta float64) {
+	if c == nil {
+		return 0, 0
+	}
+	return c.alpha, c.beta
+}
 
 func median(xs []float64) float64 {
 	if len(xs) == 0 {

@@ -31,7 +31,10 @@ func BF16(f float32) BFloat16 { return BFloat16(collectives.F32ToBF16(f)) }
 // Float32 widens a BFloat16.
 func (h BFloat16) Float32() float32 { return collectives.BF16ToF32(uint16(h)) }
 
-// DataType names an element type for the byte-level API.
+// DataType names an element type for the byte-level API (the ...Bytes
+// calls). Its constants are named Type and the Go type's name:
+// TypeFloat32 for float32, TypeFloat16 for Float16, and so on; TypeOf
+// gives the one of a Go type.
 type DataType = collectives.DataType
 
 // Op is a reduction operation.
@@ -39,18 +42,21 @@ type Op = collectives.ReduceOp
 
 // Data types.
 const (
-	Float32 = collectives.Float32
-	Float64 = collectives.Float64
-	Int32   = collectives.Int32
-	Int64   = collectives.Int64
-	Uint8   = collectives.Uint8
-	Int8    = collectives.Int8
-	Uint32  = collectives.Uint32
-	Uint64  = collectives.Uint64
-	// DTFloat16 and DTBFloat16 name the half types in the byte-level API.
-	DTFloat16  = collectives.Float16
-	DTBFloat16 = collectives.BFloat16
+	TypeFloat32  = collectives.Float32
+	TypeFloat64  = collectives.Float64
+	TypeInt32    = collectives.Int32
+	TypeInt64    = collectives.Int64
+	TypeUint8    = collectives.Uint8
+	TypeInt8     = collectives.Int8
+	TypeUint32   = collectives.Uint32
+	TypeUint64   = collectives.Uint64
+	TypeFloat16  = collectives.Float16
+	TypeBFloat16 = collectives.BFloat16
 )
+
+// MaxTag is the largest tag of Send, Recv and SendRecv (2^30-1): tags
+// 0..MaxTag match exactly; others are refused.
+const MaxTag = collectives.MaxTag
 
 // Reduction operations. Avg of integers truncates toward zero.
 const (
@@ -66,49 +72,49 @@ func TypeOf[T Number]() DataType {
 	var z T
 	switch any(z).(type) {
 	case float32:
-		return Float32
+		return TypeFloat32
 	case float64:
-		return Float64
+		return TypeFloat64
 	case int32:
-		return Int32
+		return TypeInt32
 	case int64:
-		return Int64
+		return TypeInt64
 	case uint8:
-		return Uint8
+		return TypeUint8
 	case int8:
-		return Int8
+		return TypeInt8
 	case uint32:
-		return Uint32
+		return TypeUint32
 	case uint64:
-		return Uint64
+		return TypeUint64
 	case Float16:
-		return DTFloat16
+		return TypeFloat16
 	case BFloat16:
-		return DTBFloat16
+		return TypeBFloat16
 	}
 	// Named types (~T): fall back on size and kind via a conversion probe.
 	switch unsafe.Sizeof(z) {
 	case 1:
 		if T(0)-1 > 0 {
-			return Uint8
+			return TypeUint8
 		}
-		return Int8
+		return TypeInt8
 	case 4:
 		if T(1)/2 != 0 {
-			return Float32
+			return TypeFloat32
 		}
 		if T(0)-1 > 0 {
-			return Uint32
+			return TypeUint32
 		}
-		return Int32
+		return TypeInt32
 	default:
 		if T(1)/2 != 0 {
-			return Float64
+			return TypeFloat64
 		}
 		if T(0)-1 > 0 {
-			return Uint64
+			return TypeUint64
 		}
-		return Int64
+		return TypeInt64
 	}
 }
 

@@ -16,6 +16,9 @@ func (c *Comm) errorf(k collKind, dt DataType, format string, args ...any) error
 }
 
 func (c *Comm) checkType(k collKind, dt DataType, bufs ...[]byte) error {
+	if c == nil { // every prep function checks the type first
+		return errNilComm(k.String())
+	}
 	if !dt.Valid() {
 		return fmt.Errorf("comm: %s: rank %d: unsupported data type %s", k, c.rank, dt)
 	}
@@ -42,8 +45,8 @@ func (c *Comm) checkRoot(k collKind, dt DataType, root int) error {
 }
 
 func (c *Comm) checkPeer(k collKind, dt DataType, what string, peer int) error {
-	if peer < 0 || peer >= c.size || peer == c.rank {
-		return c.errorf(k, dt, "%s %d is not another rank of [0, %d)", what, peer, c.size)
+	if peer < 0 || peer >= c.size {
+		return c.errorf(k, dt, "%s %d is not a rank of [0, %d)", what, peer, c.size)
 	}
 	return nil
 }
@@ -62,7 +65,7 @@ func (c *Comm) refuse(r *Request) error {
 		return err
 	}
 	seq := c.seq
-	if !r.kind.p2p() {
+	if !r.kind.Info().P2P {
 		seq++ // the number the others give the call
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), notifyWait)
@@ -224,8 +227,8 @@ func (c *Comm) alltoall(r *Request, send, recv []byte, dt DataType) *Request {
 	if err == nil && (len(send) != len(recv) || len(send)%(c.size*dt.Size()) != 0) {
 		err = c.errorf(k, dt, "send (%d bytes) and recv (%d bytes) must be equal and hold %d whole blocks", len(send), len(recv), c.size)
 	}
-	if err == nil && overlap(send, recv) {
-		err = c.errorf(k, dt, "send and recv overlap")
+	if err == nil && overlap(send, recv) && !sameBytes(send, recv) {
+		err = c.errorf(k, dt, "send and recv overlap (in place, send is recv)")
 	}
 	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, -1
 	if err == nil {
@@ -244,8 +247,11 @@ func (c *Comm) alltoallv(r *Request, send []byte, sendCounts, sendDispls []int, 
 	if err == nil {
 		r.args.recvDispls, err = c.checkV(k, dt, "recv", recvCounts, recvDispls, len(recv)/dt.Size())
 	}
-	if err == nil && overlap(send, recv) {
-		err = c.errorf(k, dt, "send and recv overlap")
+	if err == nil && overlap(send, recv) && !sameBytes(send, recv) {
+		err = c.errorf(k, dt, "send and recv overlap (in place, send is recv)")
+	}
+	if err == nil && sendCounts[c.rank] != recvCounts[c.rank] {
+		err = c.errorf(k, dt, "sendCounts[%d] is %d but recvCounts[%d] is %d: this rank's block to itself", c.rank, sendCounts[c.rank], c.rank, recvCounts[c.rank])
 	}
 	if err == nil {
 		r.args.sendCounts = append([]int(nil), sendCounts...)
@@ -280,6 +286,9 @@ func (c *Comm) scatter(r *Request, send, recv []byte, dt DataType, root int) *Re
 	if err == nil && c.rank == root && len(send) != c.size*len(recv) {
 		err = c.errorf(k, dt, "root's send has %d bytes, want %d ranks x %d bytes of recv", len(send), c.size, len(recv))
 	}
+	if err == nil && c.rank == root && overlap(send, recv) && !sameBytes(recv, send[root*len(recv):(root+1)*len(recv)]) {
+		err = c.errorf(k, dt, "root's recv overlaps send other than as root's own block (in place)")
+	}
 	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, root
 	if err == nil {
 		r.count = len(recv) / dt.Size()
@@ -289,7 +298,11 @@ func (c *Comm) scatter(r *Request, send, recv []byte, dt DataType, root int) *Re
 
 func (c *Comm) barrier(r *Request) *Request {
 	r.kind, r.root = collBarrier, -1
-	return c.submitOrReject(r, collBarrier, nil)
+	var err error
+	if c == nil {
+		err = errNilComm("barrier")
+	}
+	return c.submitOrReject(r, collBarrier, err)
 }
 
 func (c *Comm) p2p(r *Request, k collKind, buf []byte, dt DataType, peer, tag int) *Request {
@@ -297,8 +310,8 @@ func (c *Comm) p2p(r *Request, k collKind, buf []byte, dt DataType, peer, tag in
 	if err == nil {
 		err = c.checkPeer(k, dt, "peer", peer)
 	}
-	if err == nil && tag < 0 {
-		err = c.errorf(k, dt, "negative tag %d", tag)
+	if err == nil && (tag < 0 || tag > MaxTag) {
+		err = c.errorf(k, dt, "tag %d outside 0..%d (MaxTag)", tag, MaxTag)
 	}
 	r.kind, r.dt, r.root = k, dt, -1
 	r.args.peer, r.args.src, r.args.tag = peer, peer, tag
@@ -323,8 +336,8 @@ func (c *Comm) sendRecv(r *Request, send []byte, dst int, recv []byte, src int, 
 	if err == nil {
 		err = c.checkPeer(k, dt, "source", src)
 	}
-	if err == nil && tag < 0 {
-		err = c.errorf(k, dt, "negative tag %d", tag)
+	if err == nil && (tag < 0 || tag > MaxTag) {
+		err = c.errorf(k, dt, "tag %d outside 0..%d (MaxTag)", tag, MaxTag)
 	}
 	if err == nil && overlap(send, recv) {
 		err = c.errorf(k, dt, "send and recv overlap")

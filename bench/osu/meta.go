@@ -73,7 +73,7 @@ func algorithmOf(c *comm.Comm, coll, forced string, bytes int) string {
 	name := commName(coll)
 	for _, item := range strings.Split(os.Getenv("GOCCL_ALGO"), ",") {
 		k, algo, ok := strings.Cut(strings.TrimSpace(item), ":")
-		if ok && (k == coll || k == name || (coll == "reduce_scatter" && k == "reducescatter")) {
+		if ok && k == name { // comm refuses other spellings at Init
 			return algo
 		}
 	}

@@ -7,8 +7,8 @@ import (
 )
 
 var typeNames = map[string]comm.DataType{
-	"int8": comm.Int8, "uint8": comm.Uint8, "int32": comm.Int32, "uint32": comm.Uint32,
-	"int64": comm.Int64, "uint64": comm.Uint64, "float32": comm.Float32, "float64": comm.Float64,
+	"int8": comm.TypeInt8, "uint8": comm.TypeUint8, "int32": comm.TypeInt32, "uint32": comm.TypeUint32,
+	"int64": comm.TypeInt64, "uint64": comm.TypeUint64, "float32": comm.TypeFloat32, "float64": comm.TypeFloat64,
 }
 
 func typeByName(name string) (comm.DataType, bool) {

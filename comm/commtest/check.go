@@ -61,7 +61,7 @@ func want[T Number](op Op, n, i int) T {
 	case Avg:
 		s := floats.Sum(vals)
 		switch TypeOf[T]() {
-		case Float32, Float64:
+		case TypeFloat32, TypeFloat64:
 			return T(s) / T(n)
 		}
 		return T(math.Trunc(s / float64(n)))

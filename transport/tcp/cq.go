@@ -4,14 +4,19 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/goccl/goccl/transport"
 )
 
 // cq is a completion queue: a growable ring of completions under a mutex,
-// and a one-token channel that wakes waiters.
+// and a one-token channel that wakes waiters. depth bounds the requests
+// posted and not yet taken out (transport.CompletionQueue); the ring itself
+// grows, so completions that no post caused (OpRemoteError) are never lost.
 type cq struct {
 	dev    *Device
+	depth  int64
+	held   atomic.Int64 // entries held by posted requests (see reserve)
 	mu     sync.Mutex
 	ring   ring[transport.Completion]
 	closed bool
@@ -22,9 +27,19 @@ type cq struct {
 var _ transport.CompletionQueue = (*cq)(nil)
 
 func newCQ(dev *Device, depth int) *cq {
-	q := &cq{dev: dev, notify: make(chan struct{}, 1), done: make(chan struct{})}
-	q.ring.grow(depth)
+	q := &cq{dev: dev, depth: int64(depth), notify: make(chan struct{}, 1), done: make(chan struct{})}
+	q.ring.grow(min(depth, 1024))
 	return q
+}
+
+// reserve takes the entry a request being posted holds until its
+// completion is taken out by Poll, or says the queue is full.
+func (q *cq) reserve() error {
+	if n := q.held.Add(1); n > q.depth {
+		q.held.Add(-1)
+		return fmt.Errorf("%d requests posted and not taken out, depth %d: %w", n-1, q.depth, transport.ErrQueueFull)
+	}
+	return nil
 }
 
 // push queues one completion. Completions pushed after Close are dropped.
@@ -44,13 +59,17 @@ func (q *cq) push(c transport.Completion) {
 
 func (q *cq) Poll(out []transport.Completion) int {
 	q.mu.Lock()
-	n := 0
+	n, freed := 0, int64(0)
 	for n < len(out) && q.ring.len() > 0 {
 		out[n] = q.ring.pop()
+		if out[n].Op != transport.OpRemoteError {
+			freed++
+		}
 		n++
 	}
 	more := q.ring.len() > 0
 	q.mu.Unlock()
+	q.held.Add(-freed)
 	if more && n > 0 {
 		// Pass the wake-up on to another waiter.
 		select {

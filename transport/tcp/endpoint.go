@@ -163,6 +163,9 @@ func (e *endpoint) PostSend(id uint64, tr transport.Region, off, n int) error {
 	if err := e.postableLocked("send"); err != nil {
 		return err
 	}
+	if err := e.cq.reserve(); err != nil {
+		return fmt.Errorf("tcp: post send to %s: %w", e.peerName, err)
+	}
 	e.seq++
 	e.sends.push(pending{id: id, seq: e.seq, r: r, off: off, n: n})
 	e.outq = append(e.outq, e.outItemLocked(header{typ: msgSend, id: e.seq, length: uint64(n)}, r, off, n))
@@ -190,6 +193,9 @@ func (e *endpoint) PostWrite(id uint64, tr transport.Region, off, n int, remote 
 	if err := e.postableLocked("write"); err != nil {
 		return err
 	}
+	if err := e.cq.reserve(); err != nil {
+		return fmt.Errorf("tcp: post write to %s: %w", e.peerName, err)
+	}
 	e.seq++
 	h.id = e.seq
 	e.writes.push(pending{id: id, seq: e.seq, r: r, off: off, n: n, key: remote.Key, roff: roff})
@@ -213,6 +219,9 @@ func (e *endpoint) PostRead(id uint64, tr transport.Region, off, n int, remote t
 	if err := e.postableLocked("read"); err != nil {
 		return err
 	}
+	if err := e.cq.reserve(); err != nil {
+		return fmt.Errorf("tcp: post read to %s: %w", e.peerName, err)
+	}
 	e.seq++
 	e.reads.push(pending{id: id, seq: e.seq, r: r, off: off, n: n, key: remote.Key, roff: roff})
 	e.outq = append(e.outq, outItem{h: header{typ: msgReadReq, id: e.seq, key: remote.Key, offset: roff, length: uint64(n)}})
@@ -235,6 +244,10 @@ func (e *endpoint) PostRecv(id uint64, tr transport.Region, off, n int) error {
 	if err := e.postableLocked("recv"); err != nil {
 		e.mu.Unlock()
 		return err
+	}
+	if err := e.cq.reserve(); err != nil {
+		e.mu.Unlock()
+		return fmt.Errorf("tcp: post recv from %s: %w", e.peerName, err)
 	}
 	p := pending{id: id, r: r, off: off, n: n}
 	if e.unexp.len() == 0 {

@@ -1,0 +1,154 @@
+package kernels
+
+import "unsafe"
+
+// The portable kernels: plain Go, the reference for every SIMD path and the
+// path on CPUs and architectures without one. Each computes
+// out[i] = a[i] op b[i] for i < n; out may be a or b, element for element.
+
+type integer interface {
+	~int8 | ~uint8 | ~int32 | ~uint32 | ~int64 | ~uint64
+}
+
+func view[T any](p unsafe.Pointer, n int) []T {
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(p), n)
+}
+
+// kernel is the shape of every reduction kernel: n elements of a and b
+// into out.
+type kernel func(out, a, b unsafe.Pointer, n int)
+
+func intKernels[T integer]() [numOps]kernel {
+	return [numOps]kernel{
+		Sum: func(o, x, y unsafe.Pointer, n int) {
+			out, a, b := view[T](o, n), view[T](x, n), view[T](y, n)
+			for i := range out {
+				out[i] = a[i] + b[i]
+			}
+		},
+		Prod: func(o, x, y unsafe.Pointer, n int) {
+			out, a, b := view[T](o, n), view[T](x, n), view[T](y, n)
+			for i := range out {
+				out[i] = a[i] * b[i]
+			}
+		},
+		Min: func(o, x, y unsafe.Pointer, n int) {
+			out, a, b := view[T](o, n), view[T](x, n), view[T](y, n)
+			for i := range out {
+				out[i] = min(a[i], b[i])
+			}
+		},
+		Max: func(o, x, y unsafe.Pointer, n int) {
+			out, a, b := view[T](o, n), view[T](x, n), view[T](y, n)
+			for i := range out {
+				out[i] = max(a[i], b[i])
+			}
+		},
+	}
+}
+
+func floatKernel[T float32 | float64](f func(a, b T) T) kernel {
+	return func(o, x, y unsafe.Pointer, n int) {
+		out, a, b := view[T](o, n), view[T](x, n), view[T](y, n)
+		for i := range out {
+			out[i] = f(a[i], b[i])
+		}
+	}
+}
+
+// halfKernel reduces half-precision elements pairwise in float32, rounding
+// each result.
+func halfKernel(wide func(uint16) float32, narrow func(float32) uint16, f func(a, b float32) float32) kernel {
+	return func(o, x, y unsafe.Pointer, n int) {
+		out, a, b := view[uint16](o, n), view[uint16](x, n), view[uint16](y, n)
+		for i := range out {
+			out[i] = narrow(f(wide(a[i]), wide(b[i])))
+		}
+	}
+}
+
+// portableReduce is the portable kernel of every type and operation.
+var portableReduce = func() (t [numTypes][numOps]kernel) {
+	t[I8], t[U8] = intKernels[int8](), intKernels[uint8]()
+	t[I32], t[U32] = intKernels[int32](), intKernels[uint32]()
+	t[I64], t[U64] = intKernels[int64](), intKernels[uint64]()
+	t[F32] = [numOps]kernel{Sum: floatKernel(add32), Prod: floatKernel(mul32), Min: floatKernel(min32), Max: floatKernel(max32)}
+	t[F64] = [numOps]kernel{Sum: floatKernel(add64), Prod: floatKernel(mul64), Min: floatKernel(min64), Max: floatKernel(max64)}
+	for _, op := range Ops {
+		f := [numOps]func(a, b float32) float32{Sum: add32, Prod: mul32, Min: min32, Max: max32}[op]
+		t[F16][op] = halfKernel(F16ToF32, F32ToF16, f)
+		t[BF16][op] = halfKernel(BF16ToF32, F32ToBF16, f)
+	}
+	return t
+}()
+
+// divKernel divides n elements at p by d in place (Avg's final step).
+type divKernel func(p unsafe.Pointer, n int, d int)
+
+func divInt[T integer](p unsafe.Pointer, n int, d int) {
+	buf := view[T](p, n)
+	var z T
+	if unsafe.Sizeof(z) == 1 {
+		// d may not fit the type: divide in int.
+		for i := range buf {
+			buf[i] = T(int(buf[i]) / d)
+		}
+		return
+	}
+	dt := T(d)
+	for i := range buf {
+		buf[i] /= dt
+	}
+}
+
+func divHalf(wide func(uint16) float32, narrow func(float32) uint16) divKernel {
+	return func(p unsafe.Pointer, n int, d int) {
+		buf := view[uint16](p, n)
+		df := float32(d)
+		for i := range buf {
+			buf[i] = narrow(wide(buf[i]) / df)
+		}
+	}
+}
+
+var portableDiv = [numTypes]divKernel{
+	F32: func(p unsafe.Pointer, n int, d int) {
+		buf, df := view[float32](p, n), float32(d)
+		for i := range buf {
+			buf[i] /= df
+		}
+	},
+	F64: func(p unsafe.Pointer, n int, d int) {
+		buf, df := view[float64](p, n), float64(d)
+		for i := range buf {
+			buf[i] /= df
+		}
+	},
+	I8: divInt[int8], U8: divInt[uint8], I32: divInt[int32], U32: divInt[uint32],
+	I64: divInt[int64], U64: divInt[uint64],
+	F16: divHalf(F16ToF32, F32ToF16), BF16: divHalf(BF16ToF32, F32ToBF16),
+}
+
+// convKernel converts n elements from src to dst (Widen, Narrow).
+type convKernel func(dst, src unsafe.Pointer, n int)
+
+func widenPortable(conv func(uint16) float32) convKernel {
+	return func(d, s unsafe.Pointer, n int) {
+		dst, src := view[float32](d, n), view[uint16](s, n)
+		for i, h := range src {
+			dst[i] = conv(h)
+		}
+	}
+}
+
+func narrowPortable(conv func(float32) uint16) convKernel {
+	return func(d, s unsafe.Pointer, n int) {
+		dst, src := view[uint16](d, n), view[float32](s, n)
+		for i, f := range src {
+			dst[i] = conv(f)
+		}
+	}
+}

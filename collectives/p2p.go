@@ -1,0 +1,32 @@
+package collectives
+
+import "fmt"
+
+// imm is the immediate of the call's data writes.
+func (c *Call) imm() uint32 {
+	if c.P2P {
+		return p2pImm(c.Seq)
+	}
+	return dataImm(c.Seq, c.fingerprint())
+}
+
+// checkTag checks a message that arrived from peer for a call when either
+// is point-to-point: both must be, with the same tag. seq and fp are the
+// immediate's fields (for a point-to-point message, its tag's high and low
+// bits); p2p says whether the message is point-to-point.
+func (e *Executor) checkTag(c *Call, peer int, seq, fp uint16, p2p bool) error {
+	tag := uint32(seq)<<16 | uint32(fp)
+	switch {
+	case p2p && c.P2P && tag == c.Seq:
+		return nil
+	case p2p && c.P2P:
+		return fmt.Errorf("%s (tag %d): rank %d <- %d: the peer sent a message with tag %d: the ranks' point-to-point calls do not match",
+			c.Desc(), c.Seq, e.Rank, peer, tag)
+	case p2p:
+		return fmt.Errorf("%s #%d (%s): rank %d <- %d: the peer sent a point-to-point message (tag %d): the ranks called different operations",
+			c.Desc(), c.Seq, c.Plan.Name, e.Rank, peer, tag)
+	default:
+		return fmt.Errorf("%s (tag %d): rank %d <- %d: the peer sent data of its collective #%d (mod %d): the ranks called different operations",
+			c.Desc(), c.Seq, e.Rank, peer, seq, 1<<seqBits)
+	}
+}

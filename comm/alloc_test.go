@@ -1,0 +1,55 @@
+package comm_test
+
+import (
+	"context"
+	"runtime/debug"
+	"testing"
+
+	. "github.com/goccl/goccl/comm"
+)
+
+// TestStaleAllocNoFault writes through slices from Alloc after Free and
+// after Close (issue 11 item 12: that killed the process with a fault).
+// Nothing may fault; a later Alloc gets zeroed memory.
+func TestStaleAllocNoFault(t *testing.T) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true)) // a fault fails the test instead of killing it
+	var kept []float64
+	runRanks(t, 2, testOpts, func(c *Comm) (err error) {
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true)) // per goroutine
+		defer func() {
+			if p := recover(); p != nil {
+				t.Errorf("rank %d: using a freed slice faulted: %v", c.Rank(), p)
+			}
+		}()
+		buf, err := Alloc[float64](c, 1<<16)
+		if err != nil {
+			return err
+		}
+		if err := Allreduce(context.Background(), c, buf, buf, Sum); err != nil {
+			return err
+		}
+		if err := Free(c, buf); err != nil {
+			return err
+		}
+		buf[0], buf[len(buf)-1] = 1, 2 // stale writes
+		again, err := Alloc[float64](c, 1<<16)
+		if err != nil {
+			return err
+		}
+		if again[0] != 0 || again[len(again)-1] != 0 {
+			t.Errorf("rank %d: Alloc after Free is not zeroed", c.Rank())
+		}
+		if c.Rank() == 0 {
+			kept = again // released by Close
+		}
+		return nil
+	})
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Errorf("using an Alloc'd slice after Close faulted: %v", p)
+			}
+		}()
+		kept[0] = 3
+	}()
+}

@@ -1,0 +1,151 @@
+package comm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	. "github.com/goccl/goccl/comm"
+)
+
+// TestTagsMatchExactly checks that point-to-point tags travel whole (issue
+// 11 item 2: they travelled modulo 2^14, so Send(tag 1) was received by
+// Recv(tag 16385) and both returned nil): tags across the whole range
+// 0..MaxTag are delivered, different tags that agree modulo 2^14 or 2^16
+// fail the receive naming both, and tags outside the range are refused at
+// once.
+func TestTagsMatchExactly(t *testing.T) {
+	ctx := context.Background()
+	runRanks(t, 2, testOpts, func(c *Comm) error {
+		for _, tag := range []int{0, 1, 1 << 14, 1<<16 + 1, MaxTag} {
+			buf := []int32{int32(tag), 7}
+			var err error
+			if c.Rank() == 0 {
+				err = Send(ctx, c, buf, 1, tag)
+			} else {
+				buf[0] = -1
+				err = Recv(ctx, c, buf, 0, tag)
+				if err == nil && buf[0] != int32(tag) {
+					err = fmt.Errorf("tag %d: received %v", tag, buf)
+				}
+			}
+			if err != nil {
+				return err
+			}
+		}
+		for _, tag := range []int{-1, MaxTag + 1, 1 << 40} {
+			b := []int32{1}
+			for name, err := range map[string]error{
+				"send":     Send(ctx, c, b, 1-c.Rank(), tag),
+				"recv":     Recv(ctx, c, b, 1-c.Rank(), tag),
+				"sendrecv": SendRecv(ctx, c, b, 1-c.Rank(), []int32{0}, 1-c.Rank(), tag),
+			} {
+				if err == nil || !strings.Contains(err.Error(), fmt.Sprint(tag)) || !strings.Contains(err.Error(), name+"(") {
+					return fmt.Errorf("%s with tag %d: %v, want an error naming the call and tag", name, tag, err)
+				}
+			}
+		}
+		return nil
+	})
+	for _, tags := range [][2]int{{1, 1<<14 + 1}, {1, 1<<16 + 1}, {5, 1<<29 + 5}} {
+		var recvErr error
+		runRanks(t, 2, testOpts, func(c *Comm) error {
+			buf := []float32{1, 2}
+			if c.Rank() == 0 {
+				err := Send(ctx, c, buf, 1, tags[0])
+				if err != nil && !errors.Is(err, ErrClosed) && !strings.Contains(err.Error(), "rank 1") {
+					return err
+				}
+				return nil
+			}
+			recvErr = Recv(ctx, c, buf, 0, tags[1])
+			return nil
+		})
+		if recvErr == nil || !strings.Contains(recvErr.Error(), fmt.Sprint(tags[0])) || !strings.Contains(recvErr.Error(), fmt.Sprint(tags[1])) {
+			t.Errorf("Send(tag %d) received by Recv(tag %d): %v, want an error naming both tags", tags[0], tags[1], recvErr)
+		} else {
+			t.Log(recvErr)
+		}
+	}
+}
+
+// TestSendToSelf checks point-to-point calls of a rank with itself, which
+// MPI allows (issue 11 item 14c: they were refused): Send then Recv,
+// SendRecv with itself on one or both sides, and a Recv with nothing sent
+// failing at once without breaking the communicator.
+func TestSendToSelf(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range []int{1, 2} {
+		runRanks(t, n, testOpts, func(c *Comm) error {
+			me, peer := c.Rank(), (c.Rank()+1)%n
+			// Send to oneself, then receive, with messages queued in order.
+			if err := Send(ctx, c, []int64{1, 2, 3}, me, 5); err != nil {
+				return err
+			}
+			req := SendAsync(c, []int64{4}, me, 6)
+			got := make([]int64, 3)
+			if err := Recv(ctx, c, got, me, 5); err != nil {
+				return err
+			}
+			if err := req.Wait(ctx); err != nil {
+				return err
+			}
+			one := []int64{0}
+			if err := Recv(ctx, c, one, me, 6); err != nil {
+				return err
+			}
+			if !slices.Equal(got, []int64{1, 2, 3}) || one[0] != 4 {
+				return fmt.Errorf("received %v and %v from itself", got, one)
+			}
+			if alg := req.Algorithm(); alg != "direct" {
+				return fmt.Errorf("send to itself ran %q", alg)
+			}
+			// SendRecv with itself on both sides.
+			if err := SendRecv(ctx, c, []int64{7, 8}, me, got[:2], me, 9); err != nil {
+				return err
+			}
+			if got[0] != 7 || got[1] != 8 {
+				return fmt.Errorf("sendrecv with itself: %v", got[:2])
+			}
+			// SendRecv with itself on one side: send to the right, receive
+			// from oneself, then the reverse.
+			if err := Send(ctx, c, []int64{int64(10 + me)}, me, 11); err != nil {
+				return err
+			}
+			if err := SendRecv(ctx, c, []int64{int64(20 + me)}, peer, one, me, 11); err != nil {
+				return err
+			}
+			if one[0] != int64(10+me) {
+				return fmt.Errorf("sendrecv from itself: %v", one)
+			}
+			left := (me + n - 1) % n
+			if err := SendRecv(ctx, c, []int64{int64(30 + me)}, me, one, left, 11); err != nil {
+				return err
+			}
+			if one[0] != int64(20+left) {
+				return fmt.Errorf("sendrecv from rank %d: %v, want %d", left, one, 20+left)
+			}
+			if err := Recv(ctx, c, one, me, 11); err != nil || one[0] != int64(30+me) {
+				return fmt.Errorf("recv of the sendrecv to itself: %v, %v", one, err)
+			}
+			// Nothing to receive, or the wrong tag: an error at once.
+			if err := Recv(ctx, c, one, me, 1); err == nil || !strings.Contains(err.Error(), "no message") {
+				return fmt.Errorf("recv from itself with nothing sent: %v", err)
+			}
+			if err := Send(ctx, c, one, me, 2); err != nil {
+				return err
+			}
+			if err := Recv(ctx, c, one, me, 3); err == nil || !strings.Contains(err.Error(), "tag 2") {
+				return fmt.Errorf("recv from itself with another tag: %v", err)
+			}
+			if err := Recv(ctx, c, one, me, 2); err != nil {
+				return err
+			}
+			// The communicator is still usable.
+			return Allreduce(ctx, c, one, one, Sum)
+		})
+	}
+}

@@ -1,0 +1,68 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"slices"
+)
+
+// A rank may send to itself, as in MPI: calls run one at a time in call
+// order, so a Send to oneself cannot wait for its Recv (which comes
+// later); the message is copied and kept, in order, until a Recv from
+// this rank takes it. A Recv from oneself with no message waiting fails at
+// once: no later call could match it.
+
+// selfMessage is a message this rank sent itself.
+type selfMessage struct {
+	tag  int
+	data []byte
+}
+
+// executeSelf runs a point-to-point call of which one side (or both) is
+// this rank: the message to itself is queued first, then the side with a
+// peer runs, then the message from itself is taken, so that the peer is
+// served even if taking fails.
+func (c *Comm) executeSelf(ctx context.Context, r *Request) error {
+	algo, err := c.choose(r.kind, r.algo, len(r.send)+len(r.recv))
+	if err != nil {
+		return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
+	}
+	r.used = algo
+	sendSelf := r.kind != collRecv && r.args.peer == c.rank
+	recvSelf := r.kind != collSend && r.args.src == c.rank
+	if sendSelf {
+		c.selfq = append(c.selfq, selfMessage{tag: r.args.tag, data: slices.Clone(r.send)})
+	}
+	if r.kind == collSendRecv && sendSelf != recvSelf {
+		// The other side, with a peer.
+		inner := Request{c: c, dt: r.dt, root: -1, algo: r.algo, args: r.args}
+		if sendSelf {
+			inner.kind, inner.recv, inner.count = collRecv, r.recv, r.args.recvCount
+			inner.args.peer, inner.args.recvCount = r.args.src, r.args.recvCount
+		} else {
+			inner.kind, inner.send, inner.count = collSend, r.send, r.count
+			inner.args.src = r.args.peer
+		}
+		if err := c.execute(ctx, &inner); err != nil {
+			return err
+		}
+	}
+	if !recvSelf {
+		return nil
+	}
+	desc := fmt.Sprintf("comm: %s(%s, %d) (tag %d): rank %d <- %d", r.kind, r.dt, r.args.recvCount, r.args.tag, c.rank, c.rank)
+	if len(c.selfq) == 0 {
+		return fmt.Errorf("%s: this rank has sent itself no message to receive (a Send to oneself must come before its Recv)", desc)
+	}
+	m := c.selfq[0]
+	if m.tag != r.args.tag {
+		return fmt.Errorf("%s: the oldest message this rank sent itself has tag %d", desc, m.tag)
+	}
+	if len(m.data) != len(r.recv) {
+		return fmt.Errorf("%s: the oldest message this rank sent itself has %d bytes where this receive expects %d", desc, len(m.data), len(r.recv))
+	}
+	copy(r.recv, m.data)
+	c.selfq[0] = selfMessage{}
+	c.selfq = c.selfq[1:]
+	return nil
+}

@@ -1,0 +1,33 @@
+package shm
+
+import (
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Futex operations on words in shared mappings. They use the shared (not
+// FUTEX_PRIVATE) variants, so a waiter in one process is woken by a wake in
+// another that maps the same page.
+const (
+	futexWait = 0 // FUTEX_WAIT
+	futexWake = 1 // FUTEX_WAKE
+)
+
+// futexSleep blocks while *w == val, at most d (d <= 0: do not sleep). It
+// returns early on a wake, a signal or when *w != val; the caller re-checks
+// its condition in every case.
+func futexSleep(w *atomic.Uint32, val uint32, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	ts := unix.NsecToTimespec(int64(d))
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWait, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
+}
+
+// futexWakeAll wakes every thread sleeping on w, in any process.
+func futexWakeAll(w *atomic.Uint32) {
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWake, uintptr(1<<31-1), 0, 0, 0)
+}
