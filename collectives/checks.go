@@ -71,7 +71,7 @@ func (e *Executor) noticed(c *Call, l *Link, imm uint32) error {
 	if n.Reason == NoticeClosed {
 		return nil
 	}
-	if noticeAfter(n.Seq, c.collSeq()) {
+	if noticeAfter(n.Seq, c.epoch()) {
 		e.noticeLater = true // the peer failed a later collective: finish this one
 		return nil
 	}
@@ -99,12 +99,12 @@ func (e *Executor) laterNotice(c *Call) error {
 	return nil
 }
 
-// collSeq is the communicator's collective count at c.
-func (c *Call) collSeq() uint32 {
+// epoch is c's Epoch.
+func (c *Call) epoch() uint32 {
 	if c.P2P {
-		return c.CollSeq
+		return Epoch(c.CollSeq, true)
 	}
-	return c.Seq
+	return Epoch(c.Seq, false)
 }
 
 // confirmed reports whether every peer this run sent to is known to be in

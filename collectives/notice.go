@@ -73,12 +73,21 @@ type Notice struct {
 	// Rank is the rank at the root of the failure (for NoticeClosed, the
 	// sender).
 	Rank int
-	// Seq is the number of the collective the failure is about (the
-	// sender's failed collective, or the collectives it made before a
-	// failed point-to-point call), mod NoticeSeqMod; for NoticeClosed, the
-	// number of collectives the sender made, mod 2^14. A peer still in an
-	// earlier collective finishes it and fails the next.
+	// Seq is, for a failure, the Epoch of the sender's failed call, mod
+	// NoticeSeqMod: a peer still in an earlier call finishes it and fails
+	// the next. For NoticeClosed, it is the number of collectives the
+	// sender made, mod 2^14.
 	Seq uint16
+}
+
+// Epoch orders a communicator's calls for failure notices: 2n for
+// collective #n, 2n+1 for a point-to-point call made after collective #n
+// (and before #n+1).
+func Epoch(seq uint32, p2p bool) uint32 {
+	if p2p {
+		return 2*seq + 1
+	}
+	return 2 * seq
 }
 
 // Notice immediate: the credit type (2 bits), the notice flag (bit 29), 3
@@ -102,9 +111,8 @@ func (n Notice) imm() uint32 {
 	return immCredit | noticeFlag | uint32(n.Reason)<<noticeReasonShift | v
 }
 
-// after reports whether a notice's sequence number n (mod 2^11) is later
-// than the collective count cur: the peer failed in a collective this
-// rank has not reached.
+// noticeAfter reports whether a notice's epoch n (mod NoticeSeqMod) is
+// later than cur: the peer failed in a call this rank has not reached.
 func noticeAfter(n uint16, cur uint32) bool {
 	d := (uint32(n) - cur) & noticeSeqMask
 	return d != 0 && d < 1<<(noticeSeqBits-1)

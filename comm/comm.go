@@ -358,7 +358,7 @@ func (c *Comm) Close() error {
 		cancel()
 	case c.aborted.Load():
 		ctx, cancel := context.WithTimeout(context.Background(), notifyWait)
-		c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeAborted, Rank: c.rank, Seq: uint16(c.seq)})
+		c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeAborted, Rank: c.rank, Seq: uint16(collectives.Epoch(c.seq, true))})
 		cancel()
 	}
 	c.lifeCancel(ErrClosed)

@@ -58,7 +58,8 @@ type fault struct {
 	// of that number, "" if not known)
 	earlier bool
 	prev    string
-	about   uint32 // the number of the collective the failure is about (notices carry it)
+	about   uint32 // the number of the collective the failure is about
+	epoch   uint32 // the Epoch of the call it is about (notices carry it)
 	other   string // mismatch: the root's call, if this rank knows it
 	detail  string // what this rank found, for its report
 	cause   error  // the error the run failed with
@@ -89,7 +90,7 @@ func (c *Comm) fail(err error, call *collectives.Call) error {
 	if f.reason == collectives.NoticeStall {
 		skip = append(skip, f.root) // stopped: it would not take the notice
 	}
-	c.exec.Notify(ctx, collectives.Notice{Reason: f.reason, Rank: f.root, Seq: uint16(f.about)}, skip...)
+	c.exec.Notify(ctx, collectives.Notice{Reason: f.reason, Rank: f.root, Seq: uint16(f.epoch)}, skip...)
 	cancel()
 	c.breakLinks()
 	kv := kvOf(c.rdv)
@@ -110,7 +111,8 @@ func (c *Comm) fail(err error, call *collectives.Call) error {
 
 // classify finds the rank at the root of err.
 func (c *Comm) classify(err error, call *collectives.Call) fault {
-	f := fault{root: c.rank, peer: -1, via: -1, seq: c.seq, about: c.seq, cause: err, reason: collectives.NoticeFailed}
+	p2p := call != nil && call.P2P
+	f := fault{root: c.rank, peer: -1, via: -1, seq: c.seq, about: c.seq, epoch: collectives.Epoch(c.seq, p2p), cause: err, reason: collectives.NoticeFailed}
 	if call != nil {
 		f.call = c.callName(call)
 	}
@@ -137,7 +139,7 @@ func (c *Comm) classify(err error, call *collectives.Call) fault {
 		if !call.P2P && uint32(mm.PeerSeq) == (c.seq-1)%collectives.SeqMod {
 			// Data of the previous collective, which this rank completed
 			// without it: the peer's call of that number differs.
-			f.earlier, f.prev, f.about = true, c.prevName(), c.seq-1
+			f.earlier, f.prev, f.about, f.epoch = true, c.prevName(), c.seq-1, collectives.Epoch(c.seq-1, false)
 		}
 	case errors.As(err, &pe):
 		c.blameLost(&f, pe.Peer, call != nil && call.P2P)
@@ -164,8 +166,10 @@ func (c *Comm) classify(err error, call *collectives.Call) fault {
 // adopt takes the cause of a failure from notice n, which rank via sent.
 func (c *Comm) adopt(f *fault, n collectives.Notice, via int, p2p bool) {
 	f.reason, f.root, f.via = n.Reason, n.Rank, via
-	const mask = collectives.NoticeSeqMod - 1 // notices carry the number mod NoticeSeqMod
-	f.about = c.seq - (c.seq-uint32(n.Seq))&mask
+	const mask = collectives.NoticeSeqMod - 1 // notices carry the epoch mod NoticeSeqMod
+	mine := collectives.Epoch(c.seq, p2p)
+	f.epoch = mine - (mine-uint32(n.Seq))&mask
+	f.about = f.epoch / 2
 	if !p2p && f.about != c.seq {
 		f.earlier = true // a collective this rank completed
 		if f.about == c.seq-1 {

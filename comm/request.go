@@ -169,6 +169,9 @@ func (c *Comm) submit(r *Request) *Request {
 	if err := c.usableLocked(r.kind.String()); err != nil {
 		c.mu.Unlock()
 		r.err = err
+		if r.refused != nil {
+			r.err = r.refused // a refused call reports its own argument
+		}
 		r.finish()
 		return r
 	}
@@ -217,6 +220,14 @@ func (c *Comm) dequeueLocked() *Request {
 // its turn it fails, and breaks the communicator on every rank (see
 // refuse).
 func (c *Comm) reject(r *Request, kind collKind, err error) *Request {
+	if c == nil {
+		r.kind, r.err = kind, err // no communicator to break
+		if r.done == nil {
+			r.done = make(chan struct{})
+		}
+		r.finish()
+		return r
+	}
 	r.kind, r.refused = kind, err
 	return c.submit(r)
 }
@@ -265,6 +276,9 @@ func (c *Comm) run(r *Request) {
 	}
 	if err != nil {
 		r.err = err
+		if r.refused != nil {
+			r.err = r.refused // a refused call reports its own argument
+		}
 		return
 	}
 	// Collectives run under the communicator's life context, which the

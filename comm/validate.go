@@ -69,7 +69,7 @@ func (c *Comm) refuse(r *Request) error {
 		seq++ // the number the others give the call
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), notifyWait)
-	c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeBadArgs, Rank: c.rank, Seq: uint16(seq)})
+	c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeBadArgs, Rank: c.rank, Seq: uint16(collectives.Epoch(seq, r.kind.Info().P2P))})
 	cancel()
 	c.breakLinks()
 	if kv := kvOf(c.rdv); kv != nil {
