@@ -166,7 +166,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		bufs[collectives.BufInput] = t
 	}
 	if c.size > 1 {
-		p, scratch, err := c.plan(ctx, r, algo, fuse)
+		p, scratch, err := c.plan(c.life, r, algo, fuse)
 		if err != nil {
 			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 		}
@@ -175,7 +175,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 			// this rank is in the call, and with which arguments (one rank
 			// may pass an empty buffer where the others pass data): a
 			// barrier's messages carry the call's fingerprint.
-			if p, _, err = c.plan(ctx, &Request{kind: collBarrier, root: -1}, "dissemination", 0); err != nil {
+			if p, _, err = c.plan(c.life, &Request{kind: collBarrier, root: -1}, "dissemination", 0); err != nil {
 				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 			}
 		}
@@ -194,7 +194,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		// receivers complete, so that a disagreement reaches them (see
 		// collectives/checks.go).
 		call.Confirm = r.root >= 0 && (algo == "binomial" || algo == "pipeline") && p.Name == algo
-		if err := c.exec.Run(ctx, &call); err != nil {
+		if err := c.exec.Run(c.runCtx(ctx), &call); err != nil {
 			// Tell the peers and drop every connection at once, so that
 			// peers waiting on this rank fail now rather than at their
 			// timeout.
@@ -202,7 +202,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		}
 	} else {
 		// One rank: only the schedule's local copies.
-		p, _, err := c.plan(ctx, r, algo, 0)
+		p, _, err := c.plan(c.life, r, algo, 0)
 		if err != nil {
 			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 		}

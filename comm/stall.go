@@ -73,6 +73,22 @@ func (c *Comm) renewPoke() *poke {
 // callCtx is the context a run goes on under.
 func (c *Comm) callCtx() context.Context { return c.poke.Load().ctx }
 
+// runCtx is the context to start the executor with, given the call's: the
+// stall clock ran while the plan was compiled (plans are compiled with
+// the communicator's life context, which pokes do not end), which is this
+// rank's own work and no stall of its peers; it restarts, and a poke
+// that came meanwhile is dropped.
+func (c *Comm) runCtx(ctx context.Context) context.Context {
+	if c.stallElapsed.Load() == 0 {
+		return ctx
+	}
+	c.armStall()
+	if ctx.Err() != nil && c.life.Err() == nil {
+		return c.renewPoke().ctx
+	}
+	return ctx
+}
+
 // armStall restarts the stall clock: at the start of a run and whenever
 // completions arrive.
 func (c *Comm) armStall() {
