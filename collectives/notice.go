@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -278,8 +279,13 @@ func (e *Executor) Notify(ctx context.Context, n Notice, skip ...int) {
 		if l == nil || l.down != nil || slices.Contains(skip, peer) {
 			continue
 		}
-		if err := l.EP.PostWrite(makeID(idNotice, peer, 0), l.Staging, 0, 0, l.Remote, 0, &e.noticeOut); err != nil {
-			continue
+		err := l.EP.PostWrite(makeID(idNotice, peer, 0), l.Staging, 0, 0, l.Remote, 0, &e.noticeOut)
+		for tries := 0; errors.Is(err, transport.ErrQueueFull) && tries < 100 && ctx.Err() == nil; tries++ {
+			e.Absorb() // make room in the completion queue
+			err = l.EP.PostWrite(makeID(idNotice, peer, 0), l.Staging, 0, 0, l.Remote, 0, &e.noticeOut)
+		}
+		if err != nil {
+			continue // the connection is gone (or the queue stays full)
 		}
 		pending++
 	}
