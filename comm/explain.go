@@ -148,6 +148,13 @@ func (c *Comm) classify(err error, call *collectives.Call) fault {
 			break
 		}
 		root, why, derr := c.blameStall(call)
+		// Another rank may have concluded meanwhile (and its notice shows
+		// that it is alive, whatever the search found): take its word.
+		c.exec.Absorb()
+		if n, via, ok := c.noticeFrom(); ok {
+			c.adopt(&f, n, via, call.P2P)
+			break
+		}
 		if errors.As(derr, &dd) {
 			f.reason, f.root, f.peer, f.other = collectives.NoticeMismatch, dd.Peer, dd.Peer, dd.PeerCall
 			f.cause = fmt.Errorf("%w; %w", derr, err)
@@ -161,6 +168,17 @@ func (c *Comm) classify(err error, call *collectives.Call) fault {
 		f.reason = collectives.NoticeAborted
 	}
 	return f
+}
+
+// noticeFrom returns a failure notice some peer sent, if any: from the
+// lowest rank.
+func (c *Comm) noticeFrom() (collectives.Notice, int, bool) {
+	for r := range c.size {
+		if _, n, ok := c.exec.PeerState(r); ok && n.Reason != collectives.NoticeClosed {
+			return n, r, true
+		}
+	}
+	return collectives.Notice{}, -1, false
 }
 
 // adopt takes the cause of a failure from notice n, which rank via sent.
