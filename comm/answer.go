@@ -1,0 +1,170 @@
+package comm
+
+// Questions between ranks about their state, through the bootstrap store,
+// for the stall diagnosis (stall.go): each communicator runs a responder
+// goroutine that answers whether the rank is in a collective, which, and
+// whom it waits on, whether or not the rank's own goroutines are busy. A
+// stopped process does not answer: that is how a stopped rank is told from
+// a slow one.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/goccl/goccl/collectives"
+)
+
+// rankState is what a rank answers about itself.
+type rankState struct {
+	seq     uint32 // collectives started
+	running bool   // in a call
+	failed  bool   // the communicator failed; root is the rank it blamed
+	root    int
+	stalled bool   // the call below has had no progress for a while
+	call    string // e.g. "broadcast(float32, 8, root=1) #5"
+	fp      uint16
+	p2p     bool
+	waiting []int // the ranks the stalled call waits on
+}
+
+func (s rankState) encode() []byte {
+	w := make([]string, len(s.waiting))
+	for i, r := range s.waiting {
+		w[i] = strconv.Itoa(r)
+	}
+	return fmt.Appendf(nil, "%d %t %t %d %t %t %d\n%s\n%s", s.seq, s.running, s.stalled, s.fp, s.p2p, s.failed, s.root, strings.Join(w, ","), s.call)
+}
+
+func decodeState(b []byte) (rankState, bool) {
+	var s rankState
+	parts := strings.SplitN(string(b), "\n", 3)
+	if len(parts) != 3 {
+		return s, false
+	}
+	f := strings.Fields(parts[0])
+	if len(f) != 7 {
+		return s, false
+	}
+	seq, err1 := strconv.ParseUint(f[0], 10, 32)
+	run, err2 := strconv.ParseBool(f[1])
+	stalled, err3 := strconv.ParseBool(f[2])
+	fp, err4 := strconv.ParseUint(f[3], 10, 16)
+	p2p, err5 := strconv.ParseBool(f[4])
+	failed, err6 := strconv.ParseBool(f[5])
+	root, err7 := strconv.Atoi(f[6])
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
+		return s, false
+	}
+	s = rankState{seq: uint32(seq), running: run, stalled: stalled, fp: uint16(fp), p2p: p2p, failed: failed, root: root, call: parts[2]}
+	if parts[1] != "" {
+		for _, x := range strings.Split(parts[1], ",") {
+			r, err := strconv.Atoi(x)
+			if err != nil || r < 0 {
+				return rankState{}, false
+			}
+			s.waiting = append(s.waiting, r)
+		}
+	}
+	return s, true
+}
+
+// snapshot records the state of the stalled run for the ranks that ask.
+func (c *Comm) snapshot(call *collectives.Call) rankState {
+	st := rankState{seq: c.seq, running: true, stalled: true, call: c.callName(call),
+		fp: call.Fingerprint(), p2p: call.P2P, waiting: c.exec.Waiting(call)}
+	c.diagMu.Lock()
+	c.snap, c.snapCall = st, c.callNo.Load()
+	c.diagMu.Unlock()
+	return st
+}
+
+// stateNow is this rank's answer.
+func (c *Comm) stateNow() rankState {
+	n := c.callNo.Load()
+	st := rankState{seq: c.seqNow.Load(), running: n%2 == 1, root: -1}
+	if r := c.failRoot.Load(); r != noRoot {
+		st.failed, st.root = true, int(r)
+		return st
+	}
+	if !st.running || c.stallElapsed.Load() == 0 {
+		return st
+	}
+	c.diagMu.Lock()
+	defer c.diagMu.Unlock()
+	if c.snapCall == n {
+		return c.snap
+	}
+	return st
+}
+
+// callName names a call with its number, e.g. "allreduce(float32, 8, sum)
+// #3" or, point to point, "send(float32, 8) tag 5 after collective #3".
+func (c *Comm) callName(call *collectives.Call) string {
+	if call.P2P {
+		return fmt.Sprintf("%s tag %d after collective #%d", call.Desc(), call.Seq, c.seq)
+	}
+	return fmt.Sprintf("%s #%d", call.Desc(), call.Seq)
+}
+
+// The question protocol, per rank r, in the store under diagKey(r, ...):
+// the rank's responder sets "next" to k and waits for "q/k"; a rank that
+// asks reads k, sets "q/k" and reads "a/k", which the responder sets to its
+// state before it moves on to k+1. Concurrent askers share an answer.
+
+func (c *Comm) diagKey(rank int, what string) string {
+	return "goccl/" + c.id + "/diag/" + strconv.Itoa(rank) + "/" + what
+}
+
+// respond answers questions about this rank until ctx ends.
+func (c *Comm) respond(ctx context.Context, kv keyValue) {
+	defer close(c.respDone)
+	for k := 1; ctx.Err() == nil; k++ {
+		n := strconv.Itoa(k)
+		if kv.Set(ctx, c.diagKey(c.rank, "next"), []byte(n)) != nil {
+			return
+		}
+		if _, err := kv.Get(ctx, c.diagKey(c.rank, "q/"+n)); err != nil {
+			return
+		}
+		if kv.Set(ctx, c.diagKey(c.rank, "a/"+n), c.stateNow().encode()) != nil {
+			return
+		}
+	}
+}
+
+// query asks the ranks for their state, concurrently, until ctx ends; a
+// rank that does not answer in time is missing from the result.
+func (c *Comm) query(ctx context.Context, kv keyValue, ranks []int) map[int]rankState {
+	var mu sync.Mutex
+	out := map[int]rankState{}
+	var wg sync.WaitGroup
+	for _, r := range ranks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k, err := kv.Get(ctx, c.diagKey(r, "next"))
+			if err != nil {
+				return
+			}
+			if kv.Set(ctx, c.diagKey(r, "q/"+string(k)), []byte{1}) != nil {
+				return
+			}
+			v, err := kv.Get(ctx, c.diagKey(r, "a/"+string(k)))
+			if err != nil {
+				return
+			}
+			if s, ok := decodeState(v); ok {
+				mu.Lock()
+				out[r] = s
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
