@@ -167,4 +167,3 @@ func (c *Comm) query(ctx context.Context, kv keyValue, ranks []int) map[int]rank
 	wg.Wait()
 	return out
 }
-
