@@ -30,6 +30,12 @@
 // disagreement elsewhere reaches it; its next call fails. After a failure
 // the communicator refuses every later call with that cause.
 //
+// The cost of these checks: a rank that only sends in a call (a broadcast
+// root, a reduce or gather leaf, a scatter root) returns only once its
+// receivers have checked what it sent (in a rooted tree, once they have
+// completed), about one round trip for a small message; a rank that also
+// receives from its peers pays nothing. Point-to-point sends do not wait.
+//
 // comm wires the layers together: it imports bootstrap, collectives,
 // transport and the concrete transports; nothing below imports it.
 package comm
