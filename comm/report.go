@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,28 +178,30 @@ func (c *Comm) mismatchHeadline(kv keyValue, f fault) string {
 		sides[b] = side{rank: b, call: f.other, seq: seqOf(f.other, f.seq)}
 	}
 	if kv != nil {
-		// First the reporter's report (which may quote b's call) or a
-		// third rank's; then b's own, if still unknown (b may be gone).
-		third := f.via
-		if third < 0 || third == b {
-			third = -1
-			for r := range c.size {
-				if r != c.rank && r != b {
-					third = r
-					break
-				}
+		// First the reports of the rank that told this one and of a third
+		// rank (they may quote b's call, and say who told them: maybe the
+		// odd one); then those, and b's own if still unknown (b may be
+		// gone).
+		var first []int
+		if f.via >= 0 && f.via != c.rank {
+			first = append(first, f.via)
+		}
+		for r := range c.size {
+			if r != c.rank && r != b && r != f.via {
+				first = append(first, r)
+				break
 			}
 		}
-		reps := c.readReports(kv, []int{third}, reportWait)
+		reps := c.readReports(kv, first, reportWait)
 		var more []int
-		if rep, ok := reps[third]; ok {
+		for _, rep := range reps {
 			if rep.root == b && rep.other != "" {
 				if _, ok := sides[b]; !ok {
 					sides[b] = side{rank: b, call: rep.other, seq: seqOf(rep.other, rep.seq)}
 				}
 			}
-			if rep.peer >= 0 && rep.peer != c.rank && rep.peer != b {
-				more = append(more, rep.peer) // who told the reporter: maybe the odd one
+			if p := rep.peer; p >= 0 && p != c.rank && p != b && !slices.Contains(first, p) && !slices.Contains(more, p) {
+				more = append(more, p)
 			}
 		}
 		if _, ok := sides[b]; !ok && b != c.rank {
@@ -213,8 +216,6 @@ func (c *Comm) mismatchHeadline(kv keyValue, f fault) string {
 			}
 		}
 	}
-	// The culprit's call against the others': the odd one out when three
-	// ranks' calls are known.
 	sb, ok := sides[b]
 	if !ok {
 		if f.via < 0 {
@@ -222,21 +223,34 @@ func (c *Comm) mismatchHeadline(kv keyValue, f fault) string {
 		}
 		return fmt.Sprintf("collective mismatch with rank %d (reported by rank %d)", b, f.via)
 	}
-	var agree, differ []side
+	// Group the known calls: the odd one out is a rank of the smaller
+	// group (b's, on a tie), named against a rank of the larger.
+	groups := map[string][]side{}
 	for _, s := range sides {
-		if s.call == sb.call {
-			agree = append(agree, s)
-		} else {
-			differ = append(differ, s)
-		}
+		groups[s.call] = append(groups[s.call], s)
 	}
-	if len(differ) == 0 {
+	if len(groups) < 2 {
 		return fmt.Sprintf("collective mismatch with rank %d (reported by rank %d)", b, f.via)
 	}
-	odd, other := sb, differ[0]
-	if len(differ) == 1 && len(agree) > 1 {
-		odd, other = differ[0], sb // b agrees with a third rank: the other side differs
+	calls := make([]string, 0, len(groups))
+	for call, g := range groups {
+		slices.SortFunc(g, func(x, y side) int { return x.rank - y.rank })
+		calls = append(calls, call)
 	}
+	slices.SortFunc(calls, func(x, y string) int { // larger groups first, b's last on a tie
+		if d := len(groups[y]) - len(groups[x]); d != 0 {
+			return d
+		}
+		if x == sb.call {
+			return 1
+		}
+		if y == sb.call {
+			return -1
+		}
+		return strings.Compare(x, y)
+	})
+	major, minor := groups[calls[0]], groups[calls[len(calls)-1]]
+	odd, other := minor[0], major[0]
 	what := "collective mismatch"
 	if odd.seq != other.seq {
 		what = "sequence mismatch (the ranks called different numbers of collectives)"
