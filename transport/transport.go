@@ -254,6 +254,16 @@ type Inliner interface {
 	MaxInline() int
 }
 
+// Allocator is implemented by devices that allocate the memory they serve
+// best themselves (the shared-memory transport: memory its peers can map,
+// so that their writes and reads are one copy). Memory from Alloc may be
+// registered with other devices too. Free releases it; a device may refuse
+// to free memory that is still registered.
+type Allocator interface {
+	Alloc(n int) ([]byte, error)
+	Free(b []byte) error
+}
+
 // Sentinel errors. Backends wrap them with %w and add the operation, peer and
 // cause, so callers test with errors.Is.
 var (

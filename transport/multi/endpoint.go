@@ -1,0 +1,61 @@
+package multi
+
+import (
+	"context"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// endpoint is a member's endpoint that takes the Device's regions: each
+// post hands the member its own region of the buffer. Posting blocks no
+// more than the member's does; on a dead peer it behaves as the member's.
+type endpoint struct {
+	dev    *Device
+	member int
+	sub    transport.Endpoint
+}
+
+var _ transport.Endpoint = (*endpoint)(nil)
+
+// Member is the index of the member the endpoint belongs to.
+func (e *endpoint) Member() int { return e.member }
+
+func (e *endpoint) LocalAddress() []byte { return e.sub.LocalAddress() }
+
+func (e *endpoint) Connect(ctx context.Context, remote []byte) error {
+	return e.sub.Connect(ctx, remote)
+}
+
+func (e *endpoint) PostSend(id uint64, r transport.Region, off, n int) error {
+	s, err := e.dev.sub(r, e.member, "send")
+	if err != nil {
+		return err
+	}
+	return e.sub.PostSend(id, s, off, n)
+}
+
+func (e *endpoint) PostRecv(id uint64, r transport.Region, off, n int) error {
+	s, err := e.dev.sub(r, e.member, "recv")
+	if err != nil {
+		return err
+	}
+	return e.sub.PostRecv(id, s, off, n)
+}
+
+func (e *endpoint) PostWrite(id uint64, local transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32) error {
+	s, err := e.dev.sub(local, e.member, "write")
+	if err != nil {
+		return err
+	}
+	return e.sub.PostWrite(id, s, off, n, remote, roff, imm)
+}
+
+func (e *endpoint) PostRead(id uint64, local transport.Region, off, n int, remote transport.RemoteRegion, roff uint64) error {
+	s, err := e.dev.sub(local, e.member, "read")
+	if err != nil {
+		return err
+	}
+	return e.sub.PostRead(id, s, off, n, remote, roff)
+}
+
+func (e *endpoint) Close() error { return e.sub.Close() }
