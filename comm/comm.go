@@ -2,7 +2,6 @@ package comm
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -39,13 +38,8 @@ type Comm struct {
 	splits     int    // Split calls so far (names the children)
 	opts       Options
 	rdv        Rendezvous
-	dev        transport.Device
-	ownDev     bool
-	cq         transport.CompletionQueue
-	links      []*collectives.Link
-	linksOnce  sync.Once
-	staging    [][]byte // Alloc'd staging memory, freed on Close
-	exec       *collectives.Executor
+
+	fabric // the transports, links to the peers, the executor (fabric.go)
 
 	// Submitted requests wait in a list through Request.next, guarded by
 	// mu: unbounded, so submitting never blocks, whatever the number of
@@ -126,31 +120,40 @@ func (c *Comm) Size() int {
 	return c.size
 }
 
-// Transport names the transport in use ("tcp", "mem", "verbs:rxe0", ...);
-// "" for a nil *Comm.
-func (c *Comm) Transport() string {
-	if c == nil {
-		return ""
-	}
-	return c.dev.Name()
-}
-
 // New builds a communicator over a rendezvous and a transport device: it
 // creates an endpoint and staging slots per peer, exchanges their addresses
 // through rdv, connects every peer and waits until all ranks are ready.
 // The communicator owns rdv (closed by Close); dev is closed by Close only
 // if opts.OwnDevice is set.
 func New(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Options) (*Comm, error) {
-	return newComm(ctx, rdv, dev, opts, "world")
+	return newComm(ctx, rdv, devices{net: dev, own: opts.OwnDevice}, opts, "world")
 }
 
-// newComm is New with the communicator's id (its prefix in the store).
-func newComm(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Options, id string) (*Comm, error) {
+// Devices are the transports of a communicator built with NewWith: Net
+// reaches every peer; Shm, if not nil, reaches the peers on this host
+// (equal Options.HostID), which then use it instead of Net. Net may be nil
+// when every rank is on this host.
+type Devices struct {
+	Net, Shm transport.Device
+}
+
+// NewWith is New over several transports: shared memory for the peers on
+// this host, the network device for the others. Close closes the devices
+// if opts.OwnDevice is set.
+func NewWith(ctx context.Context, rdv Rendezvous, devs Devices, opts Options) (*Comm, error) {
+	if devs.Net == nil && devs.Shm == nil {
+		rdv.Close()
+		return nil, fmt.Errorf("comm: init rank %d of %d: no transport device", rdv.Rank(), rdv.Size())
+	}
+	return newComm(ctx, rdv, devices{net: devs.Net, shm: devs.Shm, own: opts.OwnDevice}, opts, "world")
+}
+
+// newComm is New over devs with the communicator's id (its prefix in the
+// store).
+func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id string) (*Comm, error) {
 	if err := opts.fill(); err != nil {
 		rdv.Close()
-		if opts.OwnDevice {
-			dev.Close()
-		}
+		devs.close()
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
 	algoEnv, err := parseAlgoEnv(os.Getenv("GOCCL_ALGO"))
@@ -159,12 +162,10 @@ func newComm(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Opt
 	}
 	if err != nil {
 		rdv.Close()
-		if opts.OwnDevice {
-			dev.Close()
-		}
+		devs.close()
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
-	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, dev: dev, ownDev: opts.OwnDevice,
+	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, fabric: fabric{devs: devs},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), plans: map[planKey]planEntry{}, debug: debugEnabled(), algoEnv: algoEnv, choices: map[choiceKey]string{}}
 	c.life, c.lifeCancel = context.WithCancelCause(context.Background())
 	c.failRoot.Store(noRoot)
@@ -192,133 +193,6 @@ func newComm(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Opt
 		return nil, fmt.Errorf("comm: init rank %d of %d: measuring the transport: %w", c.rank, c.size, err)
 	}
 	return c, nil
-}
-
-// blob layout, per peer: u16 address length, address, key, addr, len.
-func appendBlob(b []byte, addr []byte, r transport.RemoteRegion) []byte {
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(addr)))
-	b = append(b, addr...)
-	b = binary.LittleEndian.AppendUint64(b, r.Key)
-	b = binary.LittleEndian.AppendUint64(b, r.Addr)
-	return binary.LittleEndian.AppendUint64(b, r.Len)
-}
-
-// parseBlobs splits one rank's published blob into its per-peer entries.
-func parseBlobs(b []byte, size int) (addrs [][]byte, regions []transport.RemoteRegion, err error) {
-	for range size {
-		if len(b) < 2 {
-			return nil, nil, errors.New("truncated address table")
-		}
-		n := int(binary.LittleEndian.Uint16(b))
-		if len(b) < 2+n+24 {
-			return nil, nil, errors.New("truncated address table")
-		}
-		addrs = append(addrs, b[2:2+n])
-		b = b[2+n:]
-		regions = append(regions, transport.RemoteRegion{
-			Key: binary.LittleEndian.Uint64(b), Addr: binary.LittleEndian.Uint64(b[8:]), Len: binary.LittleEndian.Uint64(b[16:])})
-		b = b[24:]
-	}
-	if len(b) != 0 {
-		return nil, nil, errors.New("trailing bytes in address table")
-	}
-	return addrs, regions, nil
-}
-
-func (c *Comm) connect(ctx context.Context) error {
-	n, slot := c.opts.Slots, c.opts.ChunkSize
-	// What the executor holds at most on each link (receive tokens, data
-	// and credit writes): a device that cannot hold that many completions
-	// fails here with ErrNotSupported rather than later at a post.
-	depth := max(1, (c.size-1)*collectives.CQEntriesPerLink(n))
-	cq, err := c.dev.NewCompletionQueue(depth)
-	if err != nil {
-		return fmt.Errorf("completion queue for %d peers with %d slots each: %w", c.size-1, n, err)
-	}
-	c.cq = cq
-	c.links = make([]*collectives.Link, c.size)
-	eps := make([]transport.Endpoint, c.size)
-	regions := make([]transport.Region, c.size)
-	var blob []byte
-	for peer := range c.size {
-		if peer == c.rank {
-			blob = appendBlob(blob, nil, transport.RemoteRegion{})
-			continue
-		}
-		ep, err := c.dev.NewEndpoint(cq)
-		if err != nil {
-			return fmt.Errorf("endpoint for rank %d: %w", peer, err)
-		}
-		eps[peer] = ep
-		mem, err := transport.Alloc(collectives.StagingSize(n, slot))
-		if err != nil {
-			return err
-		}
-		c.staging = append(c.staging, mem)
-		r, err := c.dev.Register(mem, transport.AccessLocalWrite|transport.AccessRemoteWrite)
-		if err != nil {
-			return fmt.Errorf("register staging for rank %d: %w", peer, err)
-		}
-		regions[peer] = r
-		blob = appendBlob(blob, ep.LocalAddress(), r.Remote())
-	}
-	all, err := c.rdv.Allgather(ctx, blob)
-	if err != nil {
-		return fmt.Errorf("exchange addresses: %w", err)
-	}
-	if len(all) != c.size {
-		return fmt.Errorf("exchange addresses: got %d entries for %d ranks", len(all), c.size)
-	}
-	remote := make([]transport.RemoteRegion, c.size)
-	addrs := make([][]byte, c.size)
-	for peer := range c.size {
-		if peer == c.rank {
-			continue
-		}
-		a, r, err := parseBlobs(all[peer], c.size)
-		if err != nil {
-			return fmt.Errorf("address table of rank %d: %w", peer, err)
-		}
-		addrs[peer], remote[peer] = a[c.rank], r[c.rank]
-	}
-	errs := make([]error, c.size)
-	var wg sync.WaitGroup
-	for peer := range c.size {
-		if peer == c.rank {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := eps[peer].Connect(ctx, addrs[peer]); err != nil {
-				errs[peer] = fmt.Errorf("connect rank %d -> %d: %w", c.rank, peer, err)
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	for peer := range c.size {
-		if peer == c.rank {
-			continue
-		}
-		l, err := collectives.NewLink(peer, eps[peer], regions[peer], remote[peer], n)
-		if err != nil {
-			return err
-		}
-		c.links[peer] = l
-	}
-	c.exec = &collectives.Executor{Rank: c.rank, Size: c.size, Links: c.links, CQ: cq,
-		NSlots: n, SlotSize: slot, SpinPolls: c.opts.SpinPolls,
-		OnProgress: c.armStall, Stalled: c.onStall}
-	if in, ok := c.dev.(transport.Inliner); ok {
-		c.exec.Inline = in.MaxInline()
-	}
-	if err := c.rdv.Barrier(ctx); err != nil {
-		return fmt.Errorf("barrier after connect: %w", err)
-	}
-	return nil
 }
 
 // Close ends the communicator: it waits for queued collectives to finish (or
@@ -402,21 +276,6 @@ func (c *Comm) Abort(cause error) {
 // ErrAborted is the cause of collectives failed by Abort(nil).
 var ErrAborted = errors.New("communicator aborted")
 
-// breakLinks closes every endpoint (once): peers' pending and later
-// collectives with this rank fail promptly. The worker calls it when a
-// collective fails.
-func (c *Comm) breakLinks() error {
-	var errs []error
-	c.linksOnce.Do(func() {
-		for _, l := range c.links {
-			if l != nil {
-				errs = append(errs, l.EP.Close())
-			}
-		}
-	})
-	return errors.Join(errs...)
-}
-
 // closeWait bounds how long Close waits for its notices to reach the peers.
 const closeWait = 2 * time.Second
 
@@ -425,40 +284,26 @@ func (c *Comm) teardown() error {
 		c.respCancel()
 		<-c.respDone
 	}
-	errs := []error{c.breakLinks()}
-	for _, l := range c.links {
-		if l != nil {
-			errs = append(errs, c.dev.Deregister(l.Staging))
-		}
-	}
+	errs := []error{c.closeLinks()}
 	c.mu.Lock()
 	for _, r := range c.regs {
 		errs = append(errs, c.dev.Deregister(r.region))
 		if r.owned {
-			errs = append(errs, transport.Free(r.mem))
+			errs = append(errs, r.mem.free())
 		}
 	}
 	c.regs = nil
 	c.mu.Unlock()
 	for i := range c.scratch {
 		if sb := &c.scratch[i]; sb.region != nil {
-			errs = append(errs, c.dev.Deregister(sb.region), transport.Free(sb.mem))
+			errs = append(errs, c.dev.Deregister(sb.region), sb.own.free())
 			*sb = scratchBuf{}
 		}
 	}
-	if c.cq != nil {
-		c.cq.Close()
-	}
-	for _, m := range c.staging {
-		errs = append(errs, transport.Free(m))
-	}
-	c.staging = nil
 	if c.rdv != nil {
 		errs = append(errs, c.rdv.Close())
 	}
-	if c.ownDev {
-		errs = append(errs, c.dev.Close())
-	}
+	errs = append(errs, c.devs.close())
 	return errors.Join(errs...)
 }
 
@@ -495,6 +340,13 @@ type Options struct {
 	// algorithm selector's cost model. Zero: measured at New on the
 	// transport in use.
 	Alpha, Beta float64
+
+	// HostID identifies this rank's host: ranks with equal HostIDs are on
+	// one host, reach each other over shared memory when a shm device is
+	// given, and form the groups of hierarchical algorithms. Empty: the
+	// identity of this process's host (transport/shm.HostID: boot id,
+	// network, pid and user namespaces, uid).
+	HostID string
 }
 
 func (o *Options) fill() error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/goccl/goccl/bootstrap"
 	"github.com/goccl/goccl/transport"
+	"github.com/goccl/goccl/transport/shm"
 	"github.com/goccl/goccl/transport/tcp"
 	"github.com/goccl/goccl/transport/verbs"
 )
@@ -20,13 +21,18 @@ import (
 // Init joins the job this process was started in. It reads the rank, size,
 // store address and secret that gorun, torchrun, Slurm's srun or Open MPI's
 // mpirun set (see package bootstrap), meets the other ranks through the
-// bootstrap store, opens the transport and connects every peer. ctx bounds
-// the whole set-up. A process started without any launcher runs as a
-// single rank.
+// bootstrap store, opens the transports and connects every peer. ctx
+// bounds the whole set-up. A process started without any launcher runs as
+// a single rank.
 //
-// The transport is chosen by GOCCL_TRANSPORT: "auto" (default: verbs when a
-// usable RDMA device exists, else TCP), "tcp", or "verbs" (an error if no
-// device is usable).
+// The transports are chosen by GOCCL_TRANSPORT: "auto" (default: shared
+// memory for the peers on this host, and for the others verbs when a
+// usable RDMA device exists, else TCP), "shm" (shared memory only: every
+// rank on this host), "tcp" or "verbs" (that transport for every peer,
+// also those on this host; "verbs" is an error if no device is usable).
+// Peers are on the same host when their host identities (boot id,
+// network, pid and user namespaces, uid) are equal, so containers and
+// network namespaces on one machine count as different hosts.
 func Init(ctx context.Context, opts Options) (*Comm, error) {
 	// Joining is bounded even when ctx is not: a rank that never shows up
 	// must not hang the others.
@@ -41,13 +47,12 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	}
 	info, err := bootstrap.FromEnv()
 	if errors.Is(err, bootstrap.ErrNoLauncher) {
-		dev, why, derr := openTransport("127.0.0.1", false)
+		devs, why, derr := openTransports("127.0.0.1", bootstrap.Info{Size: 1, LocalSize: 1})
 		if derr != nil {
 			return nil, fmt.Errorf("comm: init single rank: %w", derr)
 		}
-		logTransport(0, dev, why, true)
-		opts.OwnDevice = true
-		return New(ctx, NewLocalGroup(1).Member(0), dev, opts)
+		logTransport(0, devs, why, true)
+		return newComm(ctx, NewLocalGroup(1).Member(0), devs, opts, "world")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("comm: init: %w", err)
@@ -61,58 +66,106 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		b.Close()
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
 	}
-	// More ranks than cores on this host: a rank that spins while it waits
-	// takes the core its peer needs. Block at once instead.
-	oversubscribed := info.LocalSize > runtime.NumCPU()
-	dev, why, err := openTransport(advertise, oversubscribed)
+	devs, why, err := openTransports(advertise, info)
 	if err != nil {
 		b.Close()
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
 	}
-	logTransport(info.Rank, dev, why, info.LocalRank == 0)
-	opts.OwnDevice = true
-	if opts.SpinPolls == 0 && os.Getenv("GOCCL_SPIN_POLLS") == "" && oversubscribed {
+	logTransport(info.Rank, devs, why, info.LocalRank == 0)
+	if opts.SpinPolls == 0 && os.Getenv("GOCCL_SPIN_POLLS") == "" && oversubscribed(info) {
+		// More ranks than cores on this host: a rank that spins while it
+		// waits takes the core its peer needs. Block at once instead.
 		opts.SpinPolls = 1
 	}
-	// New closes b and dev itself if it fails.
-	return New(ctx, b, dev, opts)
+	// newComm closes b and devs itself if it fails.
+	return newComm(ctx, b, devs, opts, "world")
 }
 
-// openTransport opens the transport GOCCL_TRANSPORT asks for and says why
-// that one. advertise is the IP address peers reach this rank on over TCP;
-// oversubscribed says that local ranks outnumber cores (the verbs
-// transport then does not spin while it waits).
+// oversubscribed says that the ranks of this host outnumber its cores.
+func oversubscribed(info bootstrap.Info) bool { return info.LocalSize > runtime.NumCPU() }
+
+// openTransports opens the transports GOCCL_TRANSPORT asks for and says
+// why those. advertise is the IP address peers reach this rank on over
+// TCP. Shared memory is opened unless this rank is alone on its host, the
+// network device unless every rank is on this host (as the launcher
+// tells; the host identities exchanged at connect decide which peer uses
+// which).
 //
-// Every rank must end up on the same transport; with "auto" a job whose
-// hosts differ (some with an RDMA device, some without) must set
+// Every rank must end up able to reach every peer: with "auto" a job
+// whose hosts differ (some with an RDMA device, some without) must set
 // GOCCL_TRANSPORT explicitly.
-func openTransport(advertise string, oversubscribed bool) (dev transport.Device, why string, err error) {
+func openTransports(advertise string, info bootstrap.Info) (devs devices, why string, err error) {
+	devs.own = true
+	over := oversubscribed(info)
+	// A communicator of one rank still needs a device (registration,
+	// staging): the cheapest, shared memory.
+	needShm := info.LocalSize != 1 || info.Size == 1
+	needNet := info.LocalSize <= 0 || info.LocalSize < info.Size
+	defer func() {
+		if err != nil {
+			devs.close()
+			devs = devices{}
+		}
+	}()
 	switch t := os.Getenv("GOCCL_TRANSPORT"); t {
 	case "", "auto":
-		d, err := openVerbs(oversubscribed)
-		if err == nil {
-			return d, "GOCCL_TRANSPORT=auto: an RDMA device is usable", nil
+		var whys []string
+		if needShm {
+			if devs.shm, err = openShm(over); err != nil {
+				// Shared memory is an optimisation: without it the
+				// network device serves the local peers too.
+				whys = append(whys, "shared memory unavailable ("+err.Error()+")")
+				needNet, err = true, nil
+			} else {
+				whys = append(whys, "shared memory for the ranks of this host")
+			}
 		}
-		if !errors.Is(err, transport.ErrNotSupported) {
-			return nil, "", fmt.Errorf("GOCCL_TRANSPORT=auto: %w", err)
+		if needNet {
+			d, verr := openVerbs(over)
+			switch {
+			case verr == nil:
+				devs.net = d
+				whys = append(whys, "an RDMA device is usable")
+			case !errors.Is(verr, transport.ErrNotSupported):
+				return devs, "", fmt.Errorf("GOCCL_TRANSPORT=auto: %w", verr)
+			default:
+				// Why verbs is off, e.g. "verbs: libibverbs.so.1 not
+				// loaded (...)" or "verbs: no RDMA device (...)".
+				whys = append(whys, strings.TrimSuffix(verr.Error(), ": "+transport.ErrNotSupported.Error()))
+				if devs.net, err = openTCP(advertise); err != nil {
+					return devs, "", err
+				}
+			}
 		}
-		// Why verbs is off, e.g. "verbs: libibverbs.so.1 not loaded
-		// (...)" or "verbs: no RDMA device (...)".
-		why := "GOCCL_TRANSPORT=auto: " + strings.TrimSuffix(err.Error(), ": "+transport.ErrNotSupported.Error())
-		dev, err := openTCP(advertise)
-		return dev, why, err
+		return devs, "GOCCL_TRANSPORT=auto: " + strings.Join(whys, "; "), nil
+	case "shm":
+		if devs.shm, err = openShm(over); err != nil {
+			return devs, "", fmt.Errorf("GOCCL_TRANSPORT=shm: %w", err)
+		}
+		return devs, "GOCCL_TRANSPORT=shm", nil
 	case "tcp":
-		dev, err := openTCP(advertise)
-		return dev, "GOCCL_TRANSPORT=tcp", err
+		devs.net, err = openTCP(advertise)
+		return devs, "GOCCL_TRANSPORT=tcp", err
 	case "verbs":
-		d, err := openVerbs(oversubscribed)
+		d, err := openVerbs(over)
 		if err != nil {
-			return nil, "", fmt.Errorf("GOCCL_TRANSPORT=verbs: %w", err)
+			return devs, "", fmt.Errorf("GOCCL_TRANSPORT=verbs: %w", err)
 		}
-		return d, "GOCCL_TRANSPORT=verbs", nil
+		devs.net = d
+		return devs, "GOCCL_TRANSPORT=verbs", nil
 	default:
-		return nil, "", fmt.Errorf("GOCCL_TRANSPORT=%q: want auto, tcp or verbs", t)
+		return devs, "", fmt.Errorf("GOCCL_TRANSPORT=%q: want auto, shm, tcp or verbs", t)
 	}
+}
+
+// openShm opens the shared-memory transport. With more ranks than cores it
+// does not spin before it yields the core.
+func openShm(oversubscribed bool) (*shm.Device, error) {
+	var o shm.Options
+	if oversubscribed {
+		o.Spin = -1
+	}
+	return shm.NewDevice(o)
 }
 
 func openVerbs(oversubscribed bool) (*verbs.Device, error) {
@@ -126,12 +179,19 @@ func openVerbs(oversubscribed bool) (*verbs.Device, error) {
 	return verbs.OpenConfig(cfg)
 }
 
-// logTransport says which transport this process uses and why, once per
-// host (the first local rank) or, with GOCCL_DEBUG, on every rank: hosts
-// may differ in what they have.
-func logTransport(rank int, dev transport.Device, why string, firstOnHost bool) {
+// logTransport says which transports this process opened and why, once
+// per host (the first local rank) or, with GOCCL_DEBUG, on every rank:
+// hosts may differ in what they have. Which peer uses which is logged by
+// connect with GOCCL_DEBUG, and told by Comm.Transports.
+func logTransport(rank int, devs devices, why string, firstOnHost bool) {
 	if firstOnHost || debugEnabled() {
-		log.Printf("goccl: rank %d: transport %s (%s)", rank, dev.Name(), why)
+		var names []string
+		for _, d := range []transport.Device{devs.shm, devs.net} {
+			if d != nil {
+				names = append(names, d.Name())
+			}
+		}
+		log.Printf("goccl: rank %d: transports %s (%s)", rank, strings.Join(names, ", "), why)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 type registration struct {
 	start, end uintptr
 	region     transport.Region
-	mem        []byte // the Alloc'd memory when owned
+	mem        ownedMem // the Alloc'd memory when owned
 	owned      bool
 }
 
@@ -21,6 +21,7 @@ type registration struct {
 type scratchBuf struct {
 	region transport.Region
 	mem    []byte
+	own    ownedMem
 }
 
 // Alloc returns a slice of n elements in memory registered with the
@@ -34,18 +35,18 @@ func Alloc[T Number](c *Comm, n int) ([]T, error) {
 		return nil, fmt.Errorf("comm: alloc: negative length %d", n)
 	}
 	var z T
-	mem, err := transport.Alloc(n * int(unsafe.Sizeof(z)))
-	if err != nil {
-		return nil, fmt.Errorf("comm: rank %d: %w", c.rank, err)
-	}
 	if n == 0 {
 		return []T{}, nil
 	}
-	if err := c.register(mem, true); err != nil {
-		transport.Free(mem)
+	m, err := allocFrom(c.dev, n*int(unsafe.Sizeof(z)))
+	if err != nil {
+		return nil, fmt.Errorf("comm: rank %d: %w", c.rank, err)
+	}
+	if err := c.register(m.mem, m); err != nil {
+		m.free()
 		return nil, err
 	}
-	return fromBytes[T](mem), nil
+	return fromBytes[T](m.mem), nil
 }
 
 // Free releases a slice returned by Alloc (Close releases those not
@@ -71,7 +72,7 @@ func Register[T Number](c *Comm, buf []T) error {
 	if len(buf) == 0 {
 		return nil
 	}
-	return c.register(asBytes(buf), false)
+	return c.register(asBytes(buf), ownedMem{})
 }
 
 // Deregister undoes Register.
@@ -82,7 +83,9 @@ func Deregister[T Number](c *Comm, buf []T) error {
 	return c.deregister(asBytes(buf), false)
 }
 
-func (c *Comm) register(mem []byte, owned bool) error {
+// register registers mem; owner, when it has memory, is the Alloc'd
+// memory mem is, freed at deregistration.
+func (c *Comm) register(mem []byte, owner ownedMem) error {
 	start := uintptr(unsafe.Pointer(&mem[0]))
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -95,7 +98,7 @@ func (c *Comm) register(mem []byte, owned bool) error {
 	if err != nil {
 		return fmt.Errorf("comm: rank %d: register %d bytes: %w", c.rank, len(mem), err)
 	}
-	c.regs = append(c.regs, registration{start: start, end: start + uintptr(len(mem)), region: region, mem: mem, owned: owned})
+	c.regs = append(c.regs, registration{start: start, end: start + uintptr(len(mem)), region: region, mem: owner, owned: owner.mem != nil})
 	return nil
 }
 
@@ -111,7 +114,7 @@ func (c *Comm) deregister(mem []byte, owned bool) error {
 			c.regs = append(c.regs[:i], c.regs[i+1:]...)
 			err := c.dev.Deregister(r.region)
 			if owned {
-				if ferr := transport.Free(r.mem); err == nil {
+				if ferr := r.mem.free(); err == nil {
 					err = ferr
 				}
 			}
@@ -148,18 +151,18 @@ func (c *Comm) scratchFor(i, n int) (collectives.Target, error) {
 	if sb.region != nil {
 		size = max(size, 2*len(sb.mem))
 		c.dev.Deregister(sb.region)
-		transport.Free(sb.mem)
+		sb.own.free()
 		*sb = scratchBuf{}
 	}
-	mem, err := transport.Alloc(size)
+	m, err := allocFrom(c.dev, size)
 	if err != nil {
 		return collectives.Target{}, err
 	}
-	r, err := c.dev.Register(mem, transport.AccessLocalWrite|transport.AccessRemoteWrite|transport.AccessRemoteRead)
+	r, err := c.dev.Register(m.mem, transport.AccessLocalWrite|transport.AccessRemoteWrite|transport.AccessRemoteRead)
 	if err != nil {
-		transport.Free(mem)
+		m.free()
 		return collectives.Target{}, fmt.Errorf("register staging buffer of %d bytes: %w", size, err)
 	}
-	*sb = scratchBuf{region: r, mem: mem}
+	*sb = scratchBuf{region: r, mem: m.mem, own: m}
 	return collectives.Target{Region: r}, nil
 }

@@ -9,15 +9,27 @@ import (
 	"github.com/goccl/goccl/comm"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/mem"
+	"github.com/goccl/goccl/transport/shm"
 	"github.com/goccl/goccl/transport/tcp"
 )
 
+// Kinds are the transports Connect knows:
+//
+//   - "mem": the in-memory transport;
+//   - "tcp": TCP on loopback;
+//   - "shm": shared memory (every rank on one host);
+//   - "hosts": the ranks on two hosts (the first half and the rest, by
+//     Options.HostID), shared memory within a host and TCP between them;
+//   - "mem-hosts": as "hosts" with two in-memory networks standing for
+//     shared memory and the network (fast, for large tables).
+var Kinds = []string{"mem", "tcp", "shm", "hosts", "mem-hosts"}
+
 // Connect starts n ranks as goroutines of this process over the named
-// transport ("mem", or "tcp" on loopback) and returns their connected
-// communicators, each owning its device; on failure it closes what it made
-// and returns every rank's error joined.
+// transport (see Kinds) and returns their connected communicators, each
+// owning its devices; on failure it closes what it made and returns every
+// rank's error joined.
 func Connect(ctx context.Context, kind string, n int, opts comm.Options) ([]*comm.Comm, error) {
-	network := mem.NewNetwork(mem.Options{})
+	network, local := mem.NewNetwork(mem.Options{}), mem.NewNetwork(mem.Options{})
 	g := comm.NewLocalGroup(n)
 	comms := make([]*comm.Comm, n)
 	errs := make([]error, n)
@@ -26,18 +38,17 @@ func Connect(ctx context.Context, kind string, n int, opts comm.Options) ([]*com
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var dev transport.Device = network.NewDevice()
-			if kind == "tcp" {
-				d, err := tcp.NewDevice(tcp.Options{ListenAddress: "127.0.0.1:0"})
-				if err != nil {
-					errs[r] = fmt.Errorf("rank %d: %w", r, err)
-					return
-				}
-				dev = d
-			}
 			o := opts
 			o.OwnDevice = true
-			c, err := comm.New(ctx, g.Member(r), dev, o)
+			devs, err := devicesFor(kind, network, local)
+			if err != nil {
+				errs[r] = fmt.Errorf("rank %d: %w", r, err)
+				return
+			}
+			if kind == "hosts" || kind == "mem-hosts" {
+				o.HostID = fmt.Sprintf("commtest host %d", min(r/((n+1)/2), 1))
+			}
+			c, err := comm.NewWith(ctx, g.Member(r), devs, o)
 			if err != nil {
 				errs[r] = fmt.Errorf("rank %d: %w", r, err)
 				return
@@ -55,6 +66,36 @@ func Connect(ctx context.Context, kind string, n int, opts comm.Options) ([]*com
 		return nil, err
 	}
 	return comms, nil
+}
+
+// devicesFor opens one rank's devices of the named kind.
+func devicesFor(kind string, network, local *mem.Network) (comm.Devices, error) {
+	newTCP := func() (transport.Device, error) { return tcp.NewDevice(tcp.Options{ListenAddress: "127.0.0.1:0"}) }
+	newShm := func() (transport.Device, error) { return shm.NewDevice(shm.Options{}) }
+	switch kind {
+	case "mem":
+		return comm.Devices{Net: network.NewDevice()}, nil
+	case "mem-hosts":
+		return comm.Devices{Net: network.NewDevice(), Shm: local.NewDevice()}, nil
+	case "tcp":
+		d, err := newTCP()
+		return comm.Devices{Net: d}, err
+	case "shm":
+		d, err := newShm()
+		return comm.Devices{Shm: d}, err
+	case "hosts":
+		s, err := newShm()
+		if err != nil {
+			return comm.Devices{}, err
+		}
+		d, err := newTCP()
+		if err != nil {
+			s.Close()
+			return comm.Devices{}, err
+		}
+		return comm.Devices{Net: d, Shm: s}, nil
+	}
+	return comm.Devices{}, fmt.Errorf("commtest: unknown transport kind %q (have %v)", kind, Kinds)
 }
 
 // Run starts a job of n ranks (see Connect), runs f on every rank

@@ -27,6 +27,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -137,9 +138,19 @@ func runTyped[T comm.Number](ctx context.Context, c *comm.Comm, count, iters int
 			sample = fmt.Sprintf("element[0] = %v, element[%d] = %v", buf[0], count-1, buf[count-1])
 		}
 		fmt.Fprintf(stdout, "allreduce(sum) of %d %T (%d bytes) over %d ranks via %s: verified on every rank (%s); %v per call, busbw %.2f GB/s\n",
-			count, z, bytes, n, c.Transport(), sample, per, busbw)
+			count, z, bytes, n, transports(c), sample, per, busbw)
 	}
 	return nil
+}
+
+// transports names the transport, and when peers are reached by different
+// ones, which reaches which: "tcp+shm (from rank 0: shm: ranks 1-3; tcp:
+// ranks 4-7)".
+func transports(c *comm.Comm) string {
+	if !strings.Contains(c.Transport(), "+") {
+		return c.Transport()
+	}
+	return fmt.Sprintf("%s (from rank %d: %s)", c.Transport(), c.Rank(), c.Transports())
 }
 
 func sizeOf[T comm.Number](T) uintptr {

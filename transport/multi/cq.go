@@ -13,35 +13,48 @@ import (
 
 // CompletionQueue holds one completion queue per member. Poll polls them
 // all. Wait first polls them itself (a bounded spin, as the members' own
-// waits do); only when nothing comes does it park: one goroutine per member
+// waits do); only when nothing comes does it park: a goroutine per member
 // then waits in that member's Wait, and the first completion wakes the
-// caller. A member's completions keep their order: while members are
-// waited on by those goroutines, nobody polls them directly, and what they
-// took is returned before anything polled later.
+// caller. Such a waiter owns its member until it has taken a completion
+// (or the queue closes): meanwhile nobody polls that member directly and
+// what it took is returned before anything polled later, so a member's
+// completions keep their order. The caller does not wait for the other
+// waiters to end: a member whose wait sleeps on its own terms (a futex)
+// never delays a completion of another.
 //
 // Entries (see transport.CompletionQueue) are held exactly, with one
-// exception: when several members complete during one park, the waiters
-// of the members that did not wake the caller may have taken completions
-// (at most as many as the caller asked for, each) that the caller gets on
-// its next Poll or Wait; their entries are free already.
+// exception: completions a waiter took and the caller has not yet had
+// (at most as many as the caller's last Wait asked for, per member) have
+// left their member's queue, whose entries are free already.
 type CompletionQueue struct {
 	dev  *Device
-	subs []transport.CompletionQueue
+	subs []memberQueue
 
 	// eps maps member endpoints to the Device's, for Completion.Endpoint:
 	// copied on write, read without a lock.
 	epsMu sync.Mutex
 	eps   atomic.Pointer[map[transport.Endpoint]transport.Endpoint]
 
-	// park serialises parking against Poll (see Wait).
-	park sync.Mutex
-	// held are completions the parked waiters took, in member order.
+	// pollMu orders direct polls of members against waiters taking
+	// ownership of them.
+	pollMu sync.Mutex
+	// held are completions waiters took, in each member's order; werr is
+	// the first error a member's wait returned (its queue closed).
 	heldMu sync.Mutex
 	held   []transport.Completion
+	werr   error
+	notify chan struct{} // capacity 1: a waiter took something
+	life   context.Context
+	end    context.CancelFunc
 	next   int // the member Poll starts with (fairness)
 
 	// Spin is how long Wait polls before it parks (default 50 µs).
 	Spin time.Duration
+}
+
+type memberQueue struct {
+	cq    transport.CompletionQueue
+	owned atomic.Bool // a waiter is in cq.Wait
 }
 
 var _ transport.CompletionQueue = (*CompletionQueue)(nil)
@@ -51,14 +64,16 @@ func (d *Device) NewCompletionQueue(depth int) (transport.CompletionQueue, error
 	if depth < 1 {
 		return nil, fmt.Errorf("multi: completion queue of depth %d: %w", depth, transport.ErrInvalid)
 	}
-	q := &CompletionQueue{dev: d, subs: make([]transport.CompletionQueue, len(d.members)), Spin: 50 * time.Microsecond}
+	q := &CompletionQueue{dev: d, subs: make([]memberQueue, len(d.members)), Spin: 50 * time.Microsecond,
+		notify: make(chan struct{}, 1)}
+	q.life, q.end = context.WithCancel(context.Background())
 	for i, m := range d.members {
 		s, err := m.NewCompletionQueue(depth)
 		if err != nil {
 			q.Close()
 			return nil, fmt.Errorf("multi: completion queue on %s: %w", m.Name(), err)
 		}
-		q.subs[i] = s
+		q.subs[i].cq = s
 	}
 	empty := map[transport.Endpoint]transport.Endpoint{}
 	q.eps.Store(&empty)
@@ -87,7 +102,7 @@ func (q *CompletionQueue) translate(out []transport.Completion) {
 	}
 }
 
-// takeHeld moves what parked waiters took into out.
+// takeHeld moves what waiters took into out.
 func (q *CompletionQueue) takeHeld(out []transport.Completion) int {
 	q.heldMu.Lock()
 	defer q.heldMu.Unlock()
@@ -96,22 +111,18 @@ func (q *CompletionQueue) takeHeld(out []transport.Completion) int {
 	return n
 }
 
-// Poll moves up to len(out) completions into out. It never blocks; while
-// another goroutine is parked in Wait it returns only what the parked
-// waiters already took.
+// Poll moves up to len(out) completions into out: first those waiters
+// took, then the members' not owned by a waiter. It never blocks.
 func (q *CompletionQueue) Poll(out []transport.Completion) int {
 	n := q.takeHeld(out)
-	if n == len(out) || !q.park.TryLock() {
+	if n == len(out) {
 		return n
 	}
-	defer q.park.Unlock()
-	return n + q.pollMembers(out[n:])
-}
-
-// pollMembers polls every member once, starting with a different one each
-// time so that a busy member does not starve the others. q.park is held.
-func (q *CompletionQueue) pollMembers(out []transport.Completion) int {
-	n := 0
+	q.pollMu.Lock()
+	defer q.pollMu.Unlock()
+	// A waiter that took something and let go of its member since
+	// takeHeld: its completions come first.
+	n += q.takeHeld(out[n:])
 	k := len(q.subs)
 	start := q.next
 	q.next = (q.next + 1) % k
@@ -119,7 +130,11 @@ func (q *CompletionQueue) pollMembers(out []transport.Completion) int {
 		if n == len(out) {
 			break
 		}
-		got := q.subs[(start+j)%k].Poll(out[n:])
+		m := &q.subs[(start+j)%k]
+		if m.owned.Load() {
+			continue
+		}
+		got := m.cq.Poll(out[n:])
 		q.translate(out[n : n+got])
 		n += got
 	}
@@ -133,11 +148,11 @@ func (q *CompletionQueue) Wait(ctx context.Context, out []transport.Completion) 
 	if len(out) == 0 {
 		return 0, fmt.Errorf("multi: wait with an empty output slice: %w", transport.ErrInvalid)
 	}
-	if len(q.subs) == 1 {
+	if len(q.subs) == 1 && !q.subs[0].owned.Load() {
 		if n := q.takeHeld(out); n > 0 {
 			return n, nil
 		}
-		n, err := q.subs[0].Wait(ctx, out)
+		n, err := q.subs[0].cq.Wait(ctx, out)
 		q.translate(out[:n])
 		return n, err
 	}
@@ -154,67 +169,67 @@ func (q *CompletionQueue) Wait(ctx context.Context, out []transport.Completion) 
 		}
 		runtime.Gosched()
 	}
-	q.park.Lock()
-	defer q.park.Unlock()
-	if n := q.takeHeld(out); n > 0 {
-		return n, nil
+	// Park: every member not already waited on gets a waiter.
+	q.pollMu.Lock()
+	take := min(len(out), maxTake)
+	for i := range q.subs {
+		m := &q.subs[i]
+		if m.owned.Load() {
+			continue
+		}
+		m.owned.Store(true)
+		go q.waitOn(m, take)
 	}
-	if n := q.pollMembers(out); n > 0 {
-		return n, nil
-	}
-	// Park: one waiter per member; the first completion ends the round,
-	// the others are cancelled, and everything they took is kept in
-	// order.
-	round, cancel := context.WithCancel(ctx)
-	woke := make(chan struct{}, 1)
-	errs := make([]error, len(q.subs))
-	var wg sync.WaitGroup
-	for i, s := range q.subs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Take no more than the caller asked for: what a waiter
-			// takes leaves its member's queue (and frees its entry)
-			// before the caller has it.
-			var buf [16]transport.Completion
-			n, err := s.Wait(round, buf[:min(len(out), len(buf))])
-			if n > 0 {
-				q.translate(buf[:n])
-				q.heldMu.Lock()
-				q.held = append(q.held, buf[:n]...)
-				q.heldMu.Unlock()
-			}
-			if n > 0 || (err != nil && round.Err() == nil) {
-				errs[i] = err
-				select {
-				case woke <- struct{}{}:
-				default:
-				}
-			}
-		}()
-	}
-	select {
-	case <-woke:
-	case <-ctx.Done():
-	}
-	cancel()
-	wg.Wait()
-	if n := q.takeHeld(out); n > 0 {
-		return n, nil
-	}
-	for _, err := range errs {
-		if err != nil {
-			return 0, err
+	q.pollMu.Unlock()
+	for {
+		if n := q.takeHeld(out); n > 0 {
+			return n, nil
+		}
+		q.heldMu.Lock()
+		werr := q.werr
+		q.heldMu.Unlock()
+		if werr != nil {
+			return 0, werr
+		}
+		select {
+		case <-q.notify:
+		case <-q.life.Done():
+			return 0, fmt.Errorf("multi: wait: %w", transport.ErrClosed)
+		case <-ctx.Done():
+			return 0, ctx.Err()
 		}
 	}
-	return 0, ctx.Err()
 }
 
-// Close closes every member queue.
+// maxTake bounds what one waiter takes from its member.
+const maxTake = 16
+
+// waitOn waits on m until it has a completion (or its queue closes), keeps
+// what it took for the caller and lets go of m.
+func (q *CompletionQueue) waitOn(m *memberQueue, take int) {
+	var buf [maxTake]transport.Completion
+	n, err := m.cq.Wait(q.life, buf[:take])
+	q.translate(buf[:n])
+	q.heldMu.Lock()
+	q.held = append(q.held, buf[:n]...)
+	if err != nil && q.werr == nil && q.life.Err() == nil {
+		q.werr = err
+	}
+	q.heldMu.Unlock()
+	m.owned.Store(false)
+	select {
+	case q.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Close closes every member queue, which ends the waiters, and wakes the
+// callers of Wait.
 func (q *CompletionQueue) Close() error {
+	q.end()
 	var first error
-	for _, s := range q.subs {
-		if s != nil {
+	for i := range q.subs {
+		if s := q.subs[i].cq; s != nil {
 			if err := s.Close(); err != nil && first == nil {
 				first = err
 			}

@@ -218,7 +218,7 @@ func (d *Device) NewEndpointOn(i int, tq transport.CompletionQueue) (transport.E
 	if !ok || q == nil || q.dev != d {
 		return nil, fmt.Errorf("multi: new endpoint: completion queue of another device: %w", transport.ErrInvalid)
 	}
-	sub, err := d.members[i].NewEndpoint(q.subs[i])
+	sub, err := d.members[i].NewEndpoint(q.subs[i].cq)
 	if err != nil {
 		return nil, err
 	}

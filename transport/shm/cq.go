@@ -299,6 +299,9 @@ func (q *cq) Close() error {
 		e.ndone.Store(0)
 		e.mu.Unlock()
 	}
+	// Once forgotten, the device's Close no longer waits for this queue's
+	// waiters before it unmaps the bell they touch on their way out.
+	q.drainWaiters()
 	q.dev.forgetCQ(q)
 	return nil
 }

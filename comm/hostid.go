@@ -1,0 +1,6 @@
+package comm
+
+import "github.com/goccl/goccl/transport/shm"
+
+// shmHostID is the host identity that decides which peers share memory.
+func shmHostID() (string, error) { return shm.HostID() }
