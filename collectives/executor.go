@@ -271,6 +271,13 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 			return err
 		}
 		if e.done == len(p.chunks) {
+			// Transports that write posts at the caller's next poll (to
+			// send the frames of one pass together) get that poll now:
+			// the credits and sends posted last must not wait for the
+			// next collective.
+			if len(p.peers) > 0 {
+				e.CQ.Poll(e.comps[:0])
+			}
 			return nil
 		}
 		n, err := e.wait(ctx)

@@ -256,8 +256,12 @@ func (c *Comm) connect(ctx context.Context) error {
 		}
 		c.links[peer] = l
 	}
+	spin := c.opts.SpinPolls
+	if ws, ok := c.dev.(waitSpinner); ok && ws.WaitSpins() {
+		spin = 0 // the queue's Wait spins on its sources itself
+	}
 	c.exec = &collectives.Executor{Rank: c.rank, Size: c.size, Links: c.links, CQ: cq,
-		NSlots: n, SlotSize: slot, SpinPolls: c.opts.SpinPolls,
+		NSlots: n, SlotSize: slot, SpinPolls: spin,
 		OnProgress: func() { c.stallDog.Reset(c.opts.StallTimeout) }}
 	if in, ok := c.dev.(transport.Inliner); ok {
 		c.exec.Inline = in.MaxInline()
@@ -267,6 +271,12 @@ func (c *Comm) connect(ctx context.Context) error {
 	}
 	return nil
 }
+
+// waitSpinner is implemented by devices whose completion queues poll their
+// sources in Wait, spinning before they sleep (transport/tcp): the executor
+// then calls Wait at once instead of spinning on Poll, whose polls the
+// device could not tell from a caller that went away.
+type waitSpinner interface{ WaitSpins() bool }
 
 // Close ends the communicator: it waits for queued collectives to finish (or
 // fail), then releases endpoints, registrations and the rendezvous. Close
@@ -385,7 +395,9 @@ type Options struct {
 	// that holds whatever the transport, for a peer or link that stops
 	// without an error (a stalled process, a black-holed path).
 	StallTimeout time.Duration
-	// SpinPolls is how many empty polls precede a blocking wait (default 64).
+	// SpinPolls is how many empty polls precede a blocking wait (default 64,
+	// env GOCCL_SPIN_POLLS). Transports whose Wait spins itself (TCP: see
+	// tcp.Options.SpinTime) ignore it.
 	SpinPolls int
 	// OwnDevice makes Close close the transport device.
 	OwnDevice bool

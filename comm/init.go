@@ -39,7 +39,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	}
 	info, err := bootstrap.FromEnv()
 	if errors.Is(err, bootstrap.ErrNoLauncher) {
-		dev, derr := openTransport("127.0.0.1")
+		dev, derr := openTransport("127.0.0.1", false)
 		if derr != nil {
 			return nil, fmt.Errorf("comm: init single rank: %w", derr)
 		}
@@ -58,13 +58,14 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		b.Close()
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
 	}
-	dev, err := openTransport(advertise)
+	over := info.LocalSize > runtime.NumCPU()
+	dev, err := openTransport(advertise, over)
 	if err != nil {
 		b.Close()
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
 	}
 	opts.OwnDevice = true
-	if opts.SpinPolls == 0 && os.Getenv("GOCCL_SPIN_POLLS") == "" && info.LocalSize > runtime.NumCPU() {
+	if opts.SpinPolls == 0 && os.Getenv("GOCCL_SPIN_POLLS") == "" && over {
 		// More ranks than cores on this host: a rank that spins while it
 		// waits takes the core its peer needs. Block at once instead.
 		opts.SpinPolls = 1
@@ -74,12 +75,13 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 }
 
 // openTransport opens the transport GOCCL_TRANSPORT asks for. advertise is
-// the IP address peers reach this rank on over TCP.
+// the IP address peers reach this rank on over TCP; oversubscribed says
+// this host runs more ranks than it has cores (waits spin less and yield).
 //
 // Every rank must end up on the same transport; with "auto" a job whose
 // hosts differ (some with an RDMA device, some without) must set
 // GOCCL_TRANSPORT explicitly.
-func openTransport(advertise string) (transport.Device, error) {
+func openTransport(advertise string, oversubscribed bool) (transport.Device, error) {
 	switch t := os.Getenv("GOCCL_TRANSPORT"); t {
 	case "", "auto":
 		d, err := verbs.Open()
@@ -89,9 +91,9 @@ func openTransport(advertise string) (transport.Device, error) {
 		if !errors.Is(err, transport.ErrNotSupported) {
 			return nil, fmt.Errorf("GOCCL_TRANSPORT=auto: verbs: %w", err)
 		}
-		return openTCP(advertise)
+		return openTCP(advertise, oversubscribed)
 	case "tcp":
-		return openTCP(advertise)
+		return openTCP(advertise, oversubscribed)
 	case "verbs":
 		d, err := verbs.Open()
 		if err != nil {
@@ -103,14 +105,25 @@ func openTransport(advertise string) (transport.Device, error) {
 	}
 }
 
-func openTCP(advertise string) (transport.Device, error) {
+func openTCP(advertise string, oversubscribed bool) (transport.Device, error) {
 	// GOCCL_SOCKET_TIMEOUT bounds how long unacknowledged data may sit on a
 	// connection (TCP_USER_TIMEOUT) before the link is declared dead.
 	ut, err := envDuration("GOCCL_SOCKET_TIMEOUT", 10*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	d, err := tcp.NewDevice(tcp.Options{AdvertiseHost: advertise, UserTimeout: ut})
+	// GOCCL_SPIN_TIME is how long a wait polls its sockets while nothing
+	// arrives before it sleeps ("0s" sleeps at once).
+	var spin time.Duration
+	if v := os.Getenv("GOCCL_SPIN_TIME"); v != "" {
+		if spin, err = time.ParseDuration(v); err != nil || spin < 0 {
+			return nil, fmt.Errorf("GOCCL_SPIN_TIME=%q: want a duration such as 200us", v)
+		}
+		if spin == 0 {
+			spin = -1
+		}
+	}
+	d, err := tcp.NewDevice(tcp.Options{AdvertiseHost: advertise, UserTimeout: ut, SpinTime: spin, Oversubscribed: oversubscribed})
 	if err != nil {
 		return nil, err
 	}

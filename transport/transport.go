@@ -178,8 +178,12 @@ type Device interface {
 	// accesses with the key are refused; requests still in flight on it may
 	// complete with an error.
 	Deregister(r Region) error
-	// NewCompletionQueue creates a queue with room for at least depth
-	// completions.
+	// NewCompletionQueue creates a queue that holds depth completions.
+	// Every posted request holds one entry of its endpoint's queue from
+	// the post until its completion is taken by Poll or Wait; a post that
+	// would exceed depth is refused with an error wrapping ErrQueueFull
+	// (nothing is posted and the endpoint stays usable). OpRemoteError
+	// completions do not count against depth and are never dropped.
 	NewCompletionQueue(depth int) (CompletionQueue, error)
 	// NewEndpoint creates an unconnected endpoint whose completions go to cq.
 	NewEndpoint(cq CompletionQueue) (Endpoint, error)
@@ -255,6 +259,9 @@ var (
 	// ErrInvalid: a request's arguments are invalid locally (bounds, access,
 	// unconnected endpoint); the request is refused at post time.
 	ErrInvalid = errors.New("invalid request")
+	// ErrQueueFull: the post would exceed the depth of the endpoint's
+	// completion queue; nothing was posted.
+	ErrQueueFull = errors.New("completion queue full")
 	// ErrFlushed: the request was pending when the endpoint entered the error
 	// state; the wrapped cause says why.
 	ErrFlushed = errors.New("request flushed")

@@ -205,15 +205,25 @@ func (e *endpoint) attach(c *net.TCPConn, src [16]byte) bool {
 	return true
 }
 
-// startLocked adopts the connection and starts the reader and writer.
+// startLocked adopts the connection and starts its lane. Frames posted
+// while the connection was not there yet leave now.
 func (e *endpoint) startLocked(c *net.TCPConn) {
 	e.conn = c
 	if e.timer != nil {
 		e.timer.Stop()
 		e.timer = nil
 	}
-	e.writerDone = make(chan struct{})
-	e.wg.Add(2)
-	go e.readLoop(c)
-	go e.writeLoop(c)
+	l, err := newLane(e, c)
+	if err != nil {
+		e.mu.Unlock()
+		e.fail(fmt.Errorf("tcp: connection to %s: %v: %w", e.peerName, err, transport.ErrLink), nil, nil)
+		e.mu.Lock()
+		return
+	}
+	e.lane.Store(l)
+	l.start()
+	if len(e.outq) > 0 {
+		l.txWant.Store(true)
+		l.armWriter()
+	}
 }

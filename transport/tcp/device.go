@@ -58,6 +58,15 @@ type Options struct {
 	// SocketBuffer, if positive, sets SO_SNDBUF and SO_RCVBUF (which
 	// disables the kernel's autotuning). Default: leave autotuning on.
 	SocketBuffer int
+	// SpinTime is how long a Wait keeps polling its sockets while nothing
+	// arrives before it sleeps until the background reader wakes it.
+	// Default 200 µs; negative sleeps at once.
+	SpinTime time.Duration
+	// Oversubscribed says that this host runs more ranks than it has
+	// cores: a Wait then yields the processor to the kernel between polls
+	// and sleeps after a short spin, so that it does not hold the core a
+	// peer needs.
+	Oversubscribed bool
 	// Logf receives diagnostics about dropped connections. Default log.Printf.
 	Logf func(format string, args ...any)
 }
@@ -105,6 +114,7 @@ const maxHandshakes = 64
 // registrations, and the endpoints that connections are routed to.
 type Device struct {
 	opts Options
+	spin spinPolicy
 	ln   *net.TCPListener
 	host netip.Addr
 	port uint16
@@ -150,6 +160,7 @@ func NewDevice(opts Options) (*Device, error) {
 	}
 	d := &Device{
 		opts:       o,
+		spin:       newSpinPolicy(&o),
 		ln:         ln,
 		host:       host,
 		port:       la.Port(),
@@ -194,6 +205,11 @@ func advertised(host string, listen netip.Addr) (netip.Addr, error) {
 // Name returns "tcp".
 func (d *Device) Name() string { return "tcp" }
 
+// WaitSpins reports that the device's completion queues poll their sockets
+// in Wait (spinning, then sleeping): a caller needs no spin loop of its own
+// around Poll before it calls Wait.
+func (d *Device) WaitSpins() bool { return true }
+
 // maxInline is the largest payload a post copies at once (transport.Inliner).
 const maxInline = 4096
 
@@ -237,7 +253,8 @@ func (d *Device) Register(buf []byte, access transport.Access) (transport.Region
 }
 
 // Deregister revokes the region's key. It blocks until no transfer touches
-// the region's memory any more (a transfer in progress finishes first).
+// the region's memory any more (a transfer in progress finishes or fails
+// first).
 func (d *Device) Deregister(tr transport.Region) error {
 	r, ok := tr.(*region)
 	if !ok || r.dev != d {
@@ -250,9 +267,7 @@ func (d *Device) Deregister(tr transport.Region) error {
 	}
 	delete(d.regions, r.key)
 	d.regMu.Unlock()
-	r.mu.Lock()
-	r.revoked = true
-	r.mu.Unlock()
+	r.revoke()
 	return nil
 }
 
@@ -384,9 +399,7 @@ func (d *Device) Close() error {
 	d.regions = map[uint64]*region{}
 	d.regMu.Unlock()
 	for _, r := range regs {
-		r.mu.Lock()
-		r.revoked = true
-		r.mu.Unlock()
+		r.revoke()
 	}
 	d.wg.Wait()
 	return nil
