@@ -44,6 +44,7 @@ type Server struct {
 	ln     net.Listener
 	secret []byte
 	log    *slog.Logger
+	warns  *connWarnings // rate-limited per-connection warnings
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
@@ -92,6 +93,7 @@ func NewServer(addr string, secret []byte, opts ...ServerOption) (*Server, error
 	for _, o := range opts {
 		o(s)
 	}
+	s.warns = newConnWarnings(s.log)
 	s.wg.Add(1)
 	go s.acceptLoop()
 	return s, nil
@@ -102,7 +104,8 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Close stops the server at once: it stops listening and closes every
 // connection, so clients' pending and later calls fail. It waits for the
-// server's goroutines to finish (each is bounded by a write timeout).
+// server's goroutines to finish (each is bounded by a write timeout), then
+// logs the counts of warnings it held back (see connWarnings).
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -119,6 +122,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.warns.stop()
 	return err
 }
 
@@ -150,7 +154,7 @@ func (s *Server) acceptLoop() {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			s.log.Warn("bootstrap: store accept", "err", err)
+			s.warns.accept.warn(s.Addr(), "bootstrap: store accept", "err", err)
 			time.Sleep(backoff)
 			backoff = min(2*backoff, time.Second)
 			continue
@@ -173,6 +177,7 @@ func (s *Server) acceptLoop() {
 func (s *Server) serve(sc *serverConn) {
 	defer s.wg.Done()
 	remote := sc.c.RemoteAddr().String()
+	host := hostOf(sc.c.RemoteAddr())
 	authed := false
 	defer func() {
 		sc.c.Close()
@@ -194,9 +199,9 @@ func (s *Server) serve(sc *serverConn) {
 	_ = sc.c.SetDeadline(time.Now().Add(handshakeTimeout))
 	if err := serverHandshake(sc.c, s.secret); err != nil {
 		if errors.Is(err, errWrongSecret) {
-			s.log.Warn("bootstrap: store refused connection: wrong secret", "remote", remote)
+			s.warns.wrongSecret.warn(host, "bootstrap: store refused connection: wrong secret", "remote", remote)
 		} else if !errors.Is(err, io.EOF) {
-			s.log.Warn("bootstrap: store dropped unauthenticated connection", "remote", remote, "err", err)
+			s.warns.unauthenticated.warn(host, "bootstrap: store dropped unauthenticated connection", "remote", remote, "err", err)
 		}
 		return
 	}
@@ -210,13 +215,13 @@ func (s *Server) serve(sc *serverConn) {
 		f, err := s.readRequestFrame(sc.c)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				s.log.Warn("bootstrap: store dropped connection", "remote", remote, "err", err)
+				s.warns.dropped.warn(host, "bootstrap: store dropped connection", "remote", remote, "err", err)
 			}
 			return
 		}
 		q, err := decodeRequest(f)
 		if err != nil {
-			s.log.Warn("bootstrap: store dropped connection", "remote", remote, "err", err)
+			s.warns.dropped.warn(host, "bootstrap: store dropped connection", "remote", remote, "err", err)
 			return
 		}
 		if reply, ok := s.handle(sc, q); ok {

@@ -35,14 +35,17 @@ func (c Cost) Time(alpha, beta float64, chunkBytes int) float64 {
 	return float64(max(c.Steps-1, 0))*(alpha+chunk*beta) + nchunks*alpha + c.Bytes*beta
 }
 
-// Algorithms lists the algorithms of a collective by schedule name:
-// "allreduce", "broadcast", "reduce", "allgather", "reduce-scatter",
-// "alltoall", "gather", "scatter", "barrier".
+// Algorithms lists the priced algorithms of a collective ("allreduce",
+// "broadcast", ...: CollInfo.Name) in the selector's order of preference.
 func Algorithms(coll string) []string {
+	c, err := CollByName(coll)
+	if err != nil {
+		return nil
+	}
 	var names []string
-	for _, a := range costTable {
-		if a.coll == coll {
-			names = append(names, a.algo)
+	for _, a := range Algos(c) {
+		if a.Cost != nil {
+			names = append(names, a.Name)
 		}
 	}
 	return names
@@ -50,18 +53,25 @@ func Algorithms(coll string) []string {
 
 // CostOf is the cost of algorithm algo (a schedule name, e.g. "ring") of
 // collective coll on size ranks for a full buffer of bytes bytes (see
-// Cost). It reports false for an unknown pair.
+// Cost). It reports false for an unknown or unpriced pair.
 func CostOf(coll, algo string, size, bytes int) (Cost, bool) {
-	for _, a := range costTable {
-		if a.coll == coll && a.algo == algo {
-			if size <= 1 {
-				return Cost{Pipelined: a.pipelined}, true
-			}
-			steps, b := a.f(size, float64(bytes))
-			return Cost{Steps: steps, Bytes: b, Pipelined: a.pipelined}, true
-		}
+	c, err := CollByName(coll)
+	if err != nil {
+		return Cost{}, false
 	}
-	return Cost{}, false
+	a, err := LookupAlgo(c, algo)
+	if err != nil || a.Cost == nil {
+		return Cost{}, false
+	}
+	return a.costAt(size, bytes), true
+}
+
+func (a *Algo) costAt(size, bytes int) Cost {
+	if size <= 1 {
+		return Cost{Pipelined: a.Pipelined}
+	}
+	steps, b := a.Cost(size, float64(bytes))
+	return Cost{Steps: steps, Bytes: b, Pipelined: a.Pipelined}
 }
 
 // log2Ceil is ceil(log2 p) for p >= 1.
@@ -75,95 +85,6 @@ func foldCost(p int) (p2, rounds, lg int) {
 		rounds = 2
 	}
 	return p2, rounds, bits.Len(uint(p2)) - 1
-}
-
-var costTable = []struct {
-	coll, algo string
-	pipelined  bool
-	f          func(p int, n float64) (int, float64)
-}{
-	{"allreduce", "ring", false, func(p int, n float64) (int, float64) {
-		return 2 * (p - 1), 2 * float64(p-1) / float64(p) * n
-	}},
-	{"allreduce", "recursive-doubling", false, func(p int, n float64) (int, float64) {
-		_, fold, lg := foldCost(p)
-		return lg + fold, float64(lg+fold/2) * n
-	}},
-	{"allreduce", "rabenseifner", false, func(p int, n float64) (int, float64) {
-		p2, fold, lg := foldCost(p)
-		return 2*lg + fold, 2*float64(p2-1)/float64(p2)*n + float64(fold/2)*n
-	}},
-	{"allreduce", "tree", true, func(p int, n float64) (int, float64) {
-		// Up and down the deeper tree; a rank sends and receives half the
-		// buffer per tree edge it has.
-		return 2 * dtreeDepth(p), float64(dtreeMaxEdges(p)) * n / 2
-	}},
-	{"broadcast", "binomial", true, func(p int, n float64) (int, float64) {
-		return log2Ceil(p), float64(log2Ceil(p)) * n
-	}},
-	{"broadcast", "pipeline", true, func(p int, n float64) (int, float64) {
-		return p - 1, n
-	}},
-	{"broadcast", "scatter-allgather", false, func(p int, n float64) (int, float64) {
-		return log2Ceil(p) + p - 1, 2 * float64(p-1) / float64(p) * n
-	}},
-	{"reduce", "binomial", true, func(p int, n float64) (int, float64) {
-		return log2Ceil(p), float64(log2Ceil(p)) * n
-	}},
-	{"reduce", "ring", false, func(p int, n float64) (int, float64) {
-		// The root receives the ring's share and every other segment.
-		return p, 2 * float64(p-1) / float64(p) * n
-	}},
-	{"allgather", "ring", false, func(p int, n float64) (int, float64) {
-		return p - 1, float64(p-1) / float64(p) * n
-	}},
-	{"allgather", "recursive-doubling", false, func(p int, n float64) (int, float64) {
-		// Rank 0 is the busiest: it stands for an extra rank, its groups
-		// hold the most extras, and it sends the extra everything.
-		p2, fold, lg := foldCost(p)
-		blocks := groupBlocks(p2, p-p2)
-		if fold > 0 {
-			blocks += p - 1
-		}
-		return lg + fold, float64(blocks) / float64(p) * n
-	}},
-	{"allgather", "bruck", false, func(p int, n float64) (int, float64) {
-		return log2Ceil(p), float64(p-1) / float64(p) * n
-	}},
-	{"reduce-scatter", "ring", false, func(p int, n float64) (int, float64) {
-		return p - 1, float64(p-1) / float64(p) * n
-	}},
-	{"reduce-scatter", "recursive-halving", false, func(p int, n float64) (int, float64) {
-		// Rank 0 is the busiest: it receives the extra's buffer, then the
-		// halves it keeps, which hold the most extras.
-		p2, fold, lg := foldCost(p)
-		blocks := groupBlocks(p2, p-p2)
-		if fold > 0 {
-			blocks += p
-		}
-		return lg + fold, float64(blocks) / float64(p) * n
-	}},
-	{"alltoall", "pairwise", false, func(p int, n float64) (int, float64) {
-		return p - 1, float64(p-1) / float64(p) * n
-	}},
-	{"alltoall", "bruck", false, func(p int, n float64) (int, float64) {
-		// A message per round, of the slots with bit k set: about
-		// (p/2)*log2(p) blocks, the same on every rank.
-		blocks := 0
-		for k := range log2Ceil(p) {
-			blocks += bruckSlots(p, k)
-		}
-		return log2Ceil(p), float64(blocks) / float64(p) * n
-	}},
-	{"gather", "binomial", false, func(p int, n float64) (int, float64) {
-		return log2Ceil(p), float64(p-1) / float64(p) * n
-	}},
-	{"scatter", "binomial", false, func(p int, n float64) (int, float64) {
-		return log2Ceil(p), float64(p-1) / float64(p) * n
-	}},
-	{"barrier", "dissemination", false, func(p int, n float64) (int, float64) {
-		return log2Ceil(p), 0
-	}},
 }
 
 // dtreeDepth is the depth of the deeper tree of TreeAllreduce on p ranks,

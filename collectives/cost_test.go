@@ -6,39 +6,21 @@ import (
 )
 
 // scheduleFor builds rank's schedule of algo for coll with a full buffer of
-// n bytes (n divisible by size), root 0.
+// n bytes (n divisible by size), root 0, from the registry.
 func scheduleFor(coll, algo string, rank, size, n int) (Schedule, bool) {
-	blk := n / size
-	type mk = func(rank, size, count, elemSize int) Schedule
-	type mkRoot = func(rank, size, root, count, elemSize int) Schedule
-	flat := map[string]map[string]mk{
-		"allreduce": {"ring": RingAllreduce, "recursive-doubling": RecursiveDoublingAllreduce,
-			"rabenseifner": RabenseifnerAllreduce, "tree": TreeAllreduce},
-		"allgather":      {"ring": RingAllgather, "recursive-doubling": RecursiveDoublingAllgather, "bruck": BruckAllgather},
-		"reduce-scatter": {"ring": RingReduceScatter, "recursive-halving": RecursiveHalvingReduceScatter},
-		"alltoall":       {"pairwise": PairwiseAlltoall, "bruck": BruckAlltoall},
+	c, err := CollByName(coll)
+	if err != nil {
+		return Schedule{}, false
 	}
-	rooted := map[string]map[string]mkRoot{
-		"broadcast": {"binomial": BinomialBroadcast, "pipeline": PipelineBroadcast, "scatter-allgather": ScatterAllgatherBroadcast},
-		"reduce":    {"binomial": BinomialReduce, "ring": RingReduce},
-		"gather":    {"binomial": BinomialGather},
-		"scatter":   {"binomial": BinomialScatter},
+	a, err := LookupAlgo(c, algo)
+	if err != nil {
+		return Schedule{}, false
 	}
 	count := n
-	switch coll {
-	case "allgather", "reduce-scatter", "alltoall", "gather", "scatter":
-		count = blk
+	if c.Info().Blocked {
+		count = n / size
 	}
-	if f, ok := flat[coll][algo]; ok {
-		return f(rank, size, count, 1), true
-	}
-	if f, ok := rooted[coll][algo]; ok {
-		return f(rank, size, 0, count, 1), true
-	}
-	if coll == "barrier" && algo == "dissemination" {
-		return DisseminationBarrier(rank, size), true
-	}
-	return Schedule{}, false
+	return a.Schedule(rank, size, &Args{Count: count, ElemSize: 1}), true
 }
 
 // TestCostMatchesSchedules checks the cost table against the schedules: the

@@ -20,6 +20,12 @@ import (
 // its staging slot and returning the credit), makes every local copy whose
 // dependencies are done, and otherwise waits on the completion queue:
 // spinning briefly, then blocking in the transport.
+//
+// A post that the completion queue refuses as full (transport.ErrQueueFull)
+// is not an error: the executor takes completions out and posts again (a
+// refused credit or receive token is owed to the link until then). A queue
+// of CQEntriesPerLink entries per link never refuses one in the steady
+// state; a queue smaller than the receive tokens of its links can deadlock.
 type Executor struct {
 	Rank     int
 	Size     int
@@ -52,6 +58,10 @@ type Executor struct {
 	epoch     uint8  // this run's epoch, in data write ids
 	released  []bool // inline sends already done at post time
 	inflight  int    // inline sends posted and not yet acknowledged
+	// stalled lists the peers a post to which the completion queue refused
+	// with ErrQueueFull; they are processed again after the next poll.
+	stalled   []int
+	isStalled []bool
 }
 
 // Target is where a schedule buffer lives: a registered region and the
@@ -207,6 +217,8 @@ func (e *Executor) reset(p *Plan) {
 		e.recvHead = make([]int, e.Size)
 		e.dirty = make([]bool, e.Size)
 		e.dirtyList = make([]int, 0, e.Size)
+		e.isStalled = make([]bool, e.Size)
+		e.stalled = make([]int, 0, e.Size)
 	}
 	for _, peer := range p.peers {
 		e.sendHead[peer], e.recvHead[peer] = 0, 0
@@ -297,6 +309,50 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 				return err
 			}
 		}
+		e.unstall()
+	}
+}
+
+// stall notes that the completion queue refused a post to peer
+// (ErrQueueFull): the peer is processed again after the next poll, which
+// frees entries.
+func (e *Executor) stall(peer int) {
+	if !e.isStalled[peer] {
+		e.isStalled[peer] = true
+		e.stalled = append(e.stalled, peer)
+	}
+}
+
+// unstall marks the stalled peers for processing, after a poll.
+func (e *Executor) unstall() {
+	for _, peer := range e.stalled {
+		e.isStalled[peer] = false
+		e.markDirty(peer)
+	}
+	e.stalled = e.stalled[:0]
+}
+
+// repay makes the posts to l's peer that the completion queue refused
+// earlier: receive tokens and returned credits. A post that fails for
+// another reason is dropped: the connection is gone, which the flushed
+// tokens report (see checkDown).
+func (e *Executor) repay(l *Link) {
+	for l.owedTokens > 0 {
+		err := l.EP.PostRecv(makeID(idToken, l.Peer, 0), l.Staging, 0, 0)
+		if errors.Is(err, transport.ErrQueueFull) {
+			e.stall(l.Peer)
+			return
+		}
+		l.owedTokens--
+	}
+	if l.owedCredits > 0 {
+		l.imm = creditImm(l.owedCredits)
+		err := l.EP.PostWrite(makeID(idCredit, l.Peer, 0), l.Staging, 0, 0, l.Remote, 0, &l.imm)
+		if errors.Is(err, transport.ErrQueueFull) {
+			e.stall(l.Peer)
+			return
+		}
+		l.owedCredits = 0
 	}
 }
 
@@ -390,8 +446,11 @@ func (e *Executor) progress(c *Call) error {
 		e.dirtyList = e.dirtyList[:len(e.dirtyList)-1]
 		e.dirty[peer] = false
 		l := e.Links[peer]
+		if l.owedTokens > 0 || l.owedCredits > 0 {
+			e.repay(l)
+		}
 		sends, recvs := p.sends[peer], p.recvs[peer]
-		for e.sendHead[peer] < len(sends) && l.credits > 0 {
+		for e.sendHead[peer] < len(sends) && l.credits > 0 && !e.isStalled[peer] {
 			idx := sends[e.sendHead[peer]]
 			if e.remaining[idx] > 0 {
 				break
@@ -401,6 +460,10 @@ func (e *Executor) progress(c *Call) error {
 			l.imm = dataImm(c.Seq, c.fingerprint())
 			roff := uint64(l.sendSlot * e.SlotSize)
 			if err := l.EP.PostWrite(withEpoch(makeID(idData, peer, idx), e.epoch), region, off, ch.len, l.Remote, roff, &l.imm); err != nil {
+				if errors.Is(err, transport.ErrQueueFull) {
+					e.stall(peer) // posted again after the next poll
+					break
+				}
 				err = fmt.Errorf("%s #%d (%s): rank %d -> %d: post write: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, err)
 				if errors.Is(err, transport.ErrInvalid) {
 					return err // this rank's mistake, not the peer's
@@ -468,12 +531,18 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 	}
 	l.recvSlot = (l.recvSlot + 1) % e.NSlots
 	l.arrived--
-	l.imm = creditImm(1)
+	l.owedCredits++
+	l.imm = creditImm(l.owedCredits)
 	if err := l.EP.PostWrite(makeID(idCredit, l.Peer, 0), l.Staging, 0, 0, l.Remote, 0, &l.imm); err != nil {
+		if errors.Is(err, transport.ErrQueueFull) {
+			// Returned with the next credit write or after the next poll.
+			e.stall(l.Peer)
+			return nil
+		}
 		// The connection is gone: fine if the peer needs nothing more,
 		// which the flushed receive tokens will tell (see checkDown).
-		return nil
 	}
+	l.owedCredits = 0
 	return nil
 }
 
@@ -528,8 +597,11 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 		l := e.Links[peer]
 		// If the repost fails the connection is gone; the flushed tokens
 		// that follow in the queue say so (see checkDown), after everything
-		// that arrived before.
-		_ = l.EP.PostRecv(comp.ID, l.Staging, 0, 0)
+		// that arrived before. A full queue only delays it.
+		if err := l.EP.PostRecv(comp.ID, l.Staging, 0, 0); errors.Is(err, transport.ErrQueueFull) {
+			l.owedTokens++
+			e.stall(peer)
+		}
 		if !comp.HasImm {
 			return fmt.Errorf("%s #%d (%s): rank %d <- %d: unexpected message without immediate", c.Desc(), c.Seq, p.Name, e.Rank, peer)
 		}

@@ -33,9 +33,13 @@ type Link struct {
 	arrived  int    // messages waiting in slots here
 	down     error  // why the connection is gone; nil while it is up
 	imm      uint32 // scratch for PostWrite's immediate (read at post time)
-	arrLen   []int
-	arrSeq   []uint16
-	arrFP    []uint16
+	// Posts the completion queue refused with ErrQueueFull, made again
+	// after the next poll (Executor.repay).
+	owedCredits int // credits consumed here and not yet returned
+	owedTokens  int // receive tokens not reposted
+	arrLen      []int
+	arrSeq      []uint16
+	arrFP       []uint16
 }
 
 // Immediate data layout: 2 bits of type, 14 bits of collective sequence,
@@ -80,6 +84,15 @@ func StagingSize(nslots, slotSize int) int { return nslots * slotSize }
 // TokensPerLink is how many receive tokens a link keeps posted: enough for
 // a full window of data and a full window of credits.
 func TokensPerLink(nslots int) int { return 2*nslots + 4 }
+
+// CQEntriesPerLink is how many entries of the completion queue one link
+// holds at most (transport.CompletionQueue: a posted request holds one
+// until its completion is taken out): its receive tokens, one data write
+// per credit and one credit write per slot. A queue of this many entries per
+// link never refuses a post in the steady state; if it does (a transport
+// that reports a write's completion after the peer's answer to it), the
+// executor takes completions out and posts again.
+func CQEntriesPerLink(nslots int) int { return TokensPerLink(nslots) + 2*nslots }
 
 // NewLink wraps a connected endpoint. staging must be this side's region of
 // nslots*slotSize bytes (remote write and local write access); remote is

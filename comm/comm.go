@@ -178,9 +178,13 @@ func parseBlobs(b []byte, size int) (addrs [][]byte, regions []transport.RemoteR
 
 func (c *Comm) connect(ctx context.Context) error {
 	n, slot := c.opts.Slots, c.opts.ChunkSize
-	cq, err := c.dev.NewCompletionQueue(max(64, (c.size-1)*(4*n+16)))
+	// What the executor holds at most on each link (receive tokens, data
+	// and credit writes): a device that cannot hold that many completions
+	// fails here with ErrNotSupported rather than later at a post.
+	depth := max(1, (c.size-1)*collectives.CQEntriesPerLink(n))
+	cq, err := c.dev.NewCompletionQueue(depth)
 	if err != nil {
-		return err
+		return fmt.Errorf("completion queue for %d peers with %d slots each: %w", c.size-1, n, err)
 	}
 	c.cq = cq
 	c.links = make([]*collectives.Link, c.size)

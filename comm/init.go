@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/goccl/goccl/bootstrap"
@@ -39,10 +41,11 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	}
 	info, err := bootstrap.FromEnv()
 	if errors.Is(err, bootstrap.ErrNoLauncher) {
-		dev, derr := openTransport("127.0.0.1", false)
+		dev, why, derr := openTransport("127.0.0.1", false)
 		if derr != nil {
 			return nil, fmt.Errorf("comm: init single rank: %w", derr)
 		}
+		logTransport(0, dev, why, true)
 		opts.OwnDevice = true
 		return New(ctx, NewLocalGroup(1).Member(0), dev, opts)
 	}
@@ -58,53 +61,82 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		b.Close()
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
 	}
-	over := info.LocalSize > runtime.NumCPU()
-	dev, err := openTransport(advertise, over)
+	// More ranks than cores on this host: a rank that spins while it waits
+	// takes the core its peer needs. Block at once instead.
+	oversubscribed := info.LocalSize > runtime.NumCPU()
+	dev, why, err := openTransport(advertise, oversubscribed)
 	if err != nil {
 		b.Close()
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
 	}
+	logTransport(info.Rank, dev, why, info.LocalRank == 0)
 	opts.OwnDevice = true
-	if opts.SpinPolls == 0 && os.Getenv("GOCCL_SPIN_POLLS") == "" && over {
-		// More ranks than cores on this host: a rank that spins while it
-		// waits takes the core its peer needs. Block at once instead.
+	if opts.SpinPolls == 0 && os.Getenv("GOCCL_SPIN_POLLS") == "" && oversubscribed {
 		opts.SpinPolls = 1
 	}
 	// New closes b and dev itself if it fails.
 	return New(ctx, b, dev, opts)
 }
 
-// openTransport opens the transport GOCCL_TRANSPORT asks for. advertise is
-// the IP address peers reach this rank on over TCP; oversubscribed says
-// this host runs more ranks than it has cores (waits spin less and yield).
+// openTransport opens the transport GOCCL_TRANSPORT asks for and says why
+// that one. advertise is the IP address peers reach this rank on over TCP;
+// oversubscribed says that local ranks outnumber cores (the verbs
+// transport then does not spin while it waits).
 //
 // Every rank must end up on the same transport; with "auto" a job whose
 // hosts differ (some with an RDMA device, some without) must set
 // GOCCL_TRANSPORT explicitly.
-func openTransport(advertise string, oversubscribed bool) (transport.Device, error) {
+func openTransport(advertise string, oversubscribed bool) (dev transport.Device, why string, err error) {
 	switch t := os.Getenv("GOCCL_TRANSPORT"); t {
 	case "", "auto":
-		d, err := verbs.Open()
+		d, err := openVerbs(oversubscribed)
 		if err == nil {
-			return d, nil
+			return d, "GOCCL_TRANSPORT=auto: an RDMA device is usable", nil
 		}
 		if !errors.Is(err, transport.ErrNotSupported) {
-			return nil, fmt.Errorf("GOCCL_TRANSPORT=auto: verbs: %w", err)
+			return nil, "", fmt.Errorf("GOCCL_TRANSPORT=auto: %w", err)
 		}
-		return openTCP(advertise, oversubscribed)
+		// Why verbs is off, e.g. "verbs: libibverbs.so.1 not loaded
+		// (...)" or "verbs: no RDMA device (...)".
+		why := "GOCCL_TRANSPORT=auto: " + strings.TrimSuffix(err.Error(), ": "+transport.ErrNotSupported.Error())
+		dev, err := openTCP(advertise, oversubscribed)
+		return dev, why, err
 	case "tcp":
-		return openTCP(advertise, oversubscribed)
+		dev, err := openTCP(advertise, oversubscribed)
+		return dev, "GOCCL_TRANSPORT=tcp", err
 	case "verbs":
-		d, err := verbs.Open()
+		d, err := openVerbs(oversubscribed)
 		if err != nil {
-			return nil, fmt.Errorf("GOCCL_TRANSPORT=verbs: %w", err)
+			return nil, "", fmt.Errorf("GOCCL_TRANSPORT=verbs: %w", err)
 		}
-		return d, nil
+		return d, "GOCCL_TRANSPORT=verbs", nil
 	default:
-		return nil, fmt.Errorf("GOCCL_TRANSPORT=%q: want auto, tcp or verbs", t)
+		return nil, "", fmt.Errorf("GOCCL_TRANSPORT=%q: want auto, tcp or verbs", t)
 	}
 }
 
+func openVerbs(oversubscribed bool) (*verbs.Device, error) {
+	cfg, err := verbs.ConfigFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	if oversubscribed {
+		cfg.Spin = -1
+	}
+	return verbs.OpenConfig(cfg)
+}
+
+// logTransport says which transport this process uses and why, once per
+// host (the first local rank) or, with GOCCL_DEBUG, on every rank: hosts
+// may differ in what they have.
+func logTransport(rank int, dev transport.Device, why string, firstOnHost bool) {
+	if firstOnHost || debugEnabled() {
+		log.Printf("goccl: rank %d: transport %s (%s)", rank, dev.Name(), why)
+	}
+}
+
+// openTCP opens the TCP transport. oversubscribed (more local ranks than
+// cores) makes its waits spin briefly and yield the processor while they do.
 func openTCP(advertise string, oversubscribed bool) (transport.Device, error) {
 	// GOCCL_SOCKET_TIMEOUT bounds how long unacknowledged data may sit on a
 	// connection (TCP_USER_TIMEOUT) before the link is declared dead.

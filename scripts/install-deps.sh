@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # install-deps.sh installs the Debian packages goccl's verbs transport needs to
-# build with cgo and to run on an RDMA device (hardware or Soft-RoCE):
+# run on an RDMA device (hardware or Soft-RoCE), and the tools to test it:
 #
-#   libibverbs-dev     verbs headers and libibverbs.so (build: cgo)
-#   rdma-core          udev rules, rdma tools, provider config (run)
+#   libibverbs1        libibverbs.so.1, which goccl loads at run time (run)
 #   ibverbs-providers  user-space drivers, among them rxe (Soft-RoCE) and mlx5 (run)
+#   rdma-core          udev rules, rdma tools, provider config (run)
 #   ibverbs-utils      ibv_devices, ibv_devinfo, ibv_rc_pingpong (diagnosis)
 #   iproute2           the `rdma` tool (rdma link add rxe0 type rxe netdev ...)
-#   gcc, pkg-config    the C toolchain cgo needs
+#   gcc                the C toolchain cgo needs (build)
+#   libibverbs-dev     rdma-core's headers: not needed to build goccl (it
+#                      declares the ABI it uses itself and loads the library at
+#                      run time), only by the test that checks those
+#                      declarations against the headers (TestABIMatchesHeaders)
+#
+# A cgo build of goccl needs only gcc; the binary starts on hosts without any
+# of the rest and then uses TCP, saying why verbs is off. To use verbs a host
+# needs libibverbs1, a provider and an RDMA device.
 #
 # With --vm it also installs what scripts/softroce-test.sh needs to boot a
 # Debian kernel with rdma_rxe in QEMU: qemu-system-x86, busybox-static, cpio.
@@ -20,7 +28,7 @@
 # CGO_ENABLED=0 or -tags goccl_noverbs.
 set -euo pipefail
 
-pkgs=(libibverbs-dev rdma-core ibverbs-providers ibverbs-utils iproute2 gcc pkg-config)
+pkgs=(libibverbs1 ibverbs-providers rdma-core ibverbs-utils iproute2 gcc libibverbs-dev)
 if [[ "${1:-}" == "--vm" ]]; then
 	pkgs+=(qemu-system-x86 busybox-static cpio)
 fi

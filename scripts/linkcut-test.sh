@@ -97,6 +97,10 @@ up || skip "cannot build the namespaces and veth links (see the ip error above)"
 
 secret=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 for r in $(seq 0 $((N - 1))); do
+	# Created here, not by the background job's redirections, so that the
+	# checks below never read a file that does not exist yet.
+	: >"$T/out$r"
+	: >"$T/err$r"
 	ip netns exec "${NS}h$r" env RANK="$r" WORLD_SIZE="$N" LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
 		MASTER_ADDR="$(hostip 0)" MASTER_PORT=29478 GOCCL_SECRET="$secret" GOCCL_TRANSPORT=tcp \
 		GOCCL_INIT_TIMEOUT=20s \
@@ -107,7 +111,7 @@ done
 # Wait until every rank has joined (-v prints "rank R pid P joined").
 end=$((SECONDS + 20))
 for r in $(seq 0 $((N - 1))); do
-	until grep -q "^rank $r pid [0-9]* joined" "$T/out$r"; do
+	until grep -qs "^rank $r pid [0-9]* joined" "$T/out$r"; do
 		if ((SECONDS >= end)) || ! kill -0 "${pids[r]}" 2>/dev/null; then
 			say "FAIL rank $r did not join within 20 s"
 			for q in $(seq 0 $((N - 1))); do sed "s/^/  rank $q: /" "$T/err$q"; done

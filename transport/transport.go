@@ -12,7 +12,8 @@
 //   - Work is posted, not performed: PostSend, PostRecv, PostWrite (optionally
 //     with 32-bit immediate data) and PostRead return at once. Each finished
 //     work request appears later as one Completion on the completion queue the
-//     endpoint was created with. Many requests may be in flight at once.
+//     endpoint was created with. Many requests may be in flight at once, as
+//     many as the completion queue's depth (ErrQueueFull beyond it).
 //   - An Endpoint is one side of a reliable, ordered connection to one peer.
 //     It is created unconnected, publishes an address blob (LocalAddress) that
 //     travels to the peer over a trusted control path (bootstrap), and is
@@ -152,6 +153,19 @@ type Completion struct {
 
 // CompletionQueue collects the completions of the endpoints created with it.
 // It is safe for concurrent use.
+//
+// Depth. A queue created with depth d holds d completions, and the depth is
+// enforced the same way on every backend: every request posted on one of
+// its endpoints (send, receive, write, read) holds one entry of the queue
+// from the moment Post* accepts it until Poll or Wait hands its completion
+// to the caller. A post that would make the entries held exceed d is refused
+// at once with an error wrapping ErrQueueFull: nothing is posted, no
+// completion follows, and the endpoint stays usable; the caller takes
+// completions out (Poll or Wait) and posts again. Completions that no local
+// post caused (OpRemoteError on the target of a refused access) hold no
+// entry and are never dropped. So an open queue never overflows and never
+// loses a completion, and a caller that never has more than d requests
+// posted and not yet taken out never sees ErrQueueFull.
 type CompletionQueue interface {
 	// Poll moves up to len(out) completions into out and returns how many.
 	// It never blocks.
@@ -178,12 +192,11 @@ type Device interface {
 	// accesses with the key are refused; requests still in flight on it may
 	// complete with an error.
 	Deregister(r Region) error
-	// NewCompletionQueue creates a queue that holds depth completions.
-	// Every posted request holds one entry of its endpoint's queue from
-	// the post until its completion is taken by Poll or Wait; a post that
-	// would exceed depth is refused with an error wrapping ErrQueueFull
-	// (nothing is posted and the endpoint stays usable). OpRemoteError
-	// completions do not count against depth and are never dropped.
+	// NewCompletionQueue creates a queue of depth completions (see
+	// CompletionQueue for how the depth bounds posts). A depth below 1 is
+	// refused with ErrInvalid; a depth beyond what the device supports is
+	// refused with an error wrapping ErrNotSupported that names the
+	// device's maximum (it is never silently reduced).
 	NewCompletionQueue(depth int) (CompletionQueue, error)
 	// NewEndpoint creates an unconnected endpoint whose completions go to cq.
 	NewEndpoint(cq CompletionQueue) (Endpoint, error)
@@ -196,6 +209,8 @@ type Device interface {
 //
 // Posting never blocks: a Post* call queues the request and returns; the
 // request's Completion arrives later on the endpoint's completion queue.
+// A post that would exceed the depth of that queue is refused with
+// ErrQueueFull (see CompletionQueue) and leaves the endpoint usable.
 // Until then the buffer of the request belongs to the transport: the caller
 // must not write it (send, write) or read or write it (recv, read). Requests
 // of the same kind complete in the order they were posted, and messages,
@@ -259,10 +274,12 @@ var (
 	// ErrInvalid: a request's arguments are invalid locally (bounds, access,
 	// unconnected endpoint); the request is refused at post time.
 	ErrInvalid = errors.New("invalid request")
-	// ErrQueueFull: the post would exceed the depth of the endpoint's
-	// completion queue; nothing was posted.
-	ErrQueueFull = errors.New("completion queue full")
 	// ErrFlushed: the request was pending when the endpoint entered the error
 	// state; the wrapped cause says why.
 	ErrFlushed = errors.New("request flushed")
+	// ErrQueueFull: the post would exceed the depth of the endpoint's
+	// completion queue (see CompletionQueue). The request was not posted and
+	// the endpoint is unharmed: take completions out, then post again. It is
+	// not an ErrInvalid: the same post succeeds once entries are free.
+	ErrQueueFull = errors.New("completion queue full")
 )

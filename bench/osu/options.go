@@ -43,11 +43,19 @@ type Config struct {
 	sizeSet, itersSet, skipSet, typeSet bool
 }
 
-// ErrUsage marks command-line errors (exit status 2).
+// ErrUsage marks command-line errors (exit status 2): errors.Is(err,
+// ErrUsage) holds for every error Parse returns but ErrHelp and the version
+// request. Their text is the one-line complaint alone ("unknown option -q").
 var ErrUsage = errors.New("usage")
 
+// usageError is a command-line error; it matches ErrUsage.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string        { return e.msg }
+func (e *usageError) Is(target error) bool { return target == ErrUsage }
+
 func usageErr(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
+	return &usageError{fmt.Sprintf(format, args...)}
 }
 
 // ErrHelp is returned for -h.

@@ -61,7 +61,9 @@ func writeRecord(w io.Writer, r Record) error {
 }
 
 // ReadRecords reads the rows of one -o json output (one object per line;
-// blank lines and lines starting with '#' are skipped).
+// blank lines and lines starting with '#' are skipped). A line may start
+// with gorun's rank tag ("[0] "), so that the output of
+// "gorun -n 2 osu allreduce -o json > run.json" reads as it is.
 func ReadRecords(r io.Reader) ([]Record, error) {
 	var out []Record
 	sc := bufio.NewScanner(r)
@@ -69,7 +71,7 @@ func ReadRecords(r io.Reader) ([]Record, error) {
 	line := 0
 	for sc.Scan() {
 		line++
-		b := sc.Bytes()
+		b := stripRankTag(sc.Bytes())
 		if len(b) == 0 || b[0] == '#' {
 			continue
 		}
@@ -80,4 +82,24 @@ func ReadRecords(r io.Reader) ([]Record, error) {
 		out = append(out, rec)
 	}
 	return out, sc.Err()
+}
+
+// stripRankTag removes gorun's "[N] " (or "[N]" on an empty line) from the
+// start of b.
+func stripRankTag(b []byte) []byte {
+	if len(b) < 3 || b[0] != '[' {
+		return b
+	}
+	i := 1
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	if i == 1 || i >= len(b) || b[i] != ']' {
+		return b
+	}
+	b = b[i+1:]
+	if len(b) > 0 && b[0] == ' ' {
+		b = b[1:]
+	}
+	return b
 }

@@ -199,6 +199,29 @@ func TestRunNCCL(t *testing.T) {
 	}
 }
 
+// The JSON rows as gorun passes them on, tagged with the rank, read as
+// they are: "gorun -n 2 osu allreduce -o json > run.json; osu plot run.json"
+// works.
+func TestReadRecordsTaggedByGorun(t *testing.T) {
+	out := runBench(t, 2, "allreduce", "-m", "8:32", "-i", "2", "-x", "0", "-o", "json")
+	var tagged strings.Builder
+	tagged.WriteString("[0] \n")
+	for _, line := range strings.SplitAfter(out, "\n") {
+		if line != "" {
+			tagged.WriteString("[0] " + line)
+		}
+	}
+	recs, err := ReadRecords(strings.NewReader(tagged.String()))
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("%d records, err %v:\n%s", len(recs), err, tagged.String())
+	}
+	for _, bad := range []string{"[0 {}", "[x] {}", "[] {}"} {
+		if _, err := ReadRecords(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q read without an error", bad)
+		}
+	}
+}
+
 func TestRunJSON(t *testing.T) {
 	out := runBench(t, 2, "allreduce", "-m", "8:32", "-i", "2", "-x", "0", "-o", "json", "-T", "float64")
 	recs, err := ReadRecords(strings.NewReader(out))

@@ -64,70 +64,25 @@ func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 	if self == "" {
 		self = "localhost"
 	}
-	hosts, resolve := cfg.hosts, resolver(lookupIP)
-	switch {
-	case cfg.srun:
-		var err error
-		if hosts, err = slurmNodes(os.LookupEnv); err != nil {
-			j.out.logf("%v", err)
-			return 1
-		}
-		markLocal(hosts)
-		resolve = slurmResolve
-	case hosts == nil:
-		hosts = []host{{name: self, slots: cfg.n, local: true}}
-	default:
-		markLocal(hosts)
+	hosts, places, resolve, code := j.placeRanks(self)
+	if code >= 0 {
+		return code
 	}
-	var places []placement
-	if !cfg.srun {
-		var err error
-		if places, err = place(hosts, cfg.n, cfg.oversubscribe); err != nil {
-			j.out.logf("%v", err)
-			return 2
-		}
-	}
-	plan, err := planStore(cfg.bootstrapAddr, hosts, resolve)
+	st, err := j.startStore(hosts, resolve)
 	if err != nil {
 		j.out.logf("%v", err)
 		return 1
 	}
-	secret := bootstrap.NewSecret()
-	secretHex := hex.EncodeToString(secret)
-	srv, err := bootstrap.NewServer(plan.listen, secret,
-		bootstrap.WithLogger(slog.New(slog.NewTextHandler(logWriter{j.out}, nil))))
-	if err != nil {
-		j.out.logf("bootstrap store on %s: %v", plan.listen, err)
-		return 1
-	}
-	defer srv.Close()
-	_, port, _ := net.SplitHostPort(srv.Addr())
-	storeFor := func(h int) string { return net.JoinHostPort(plan.dial[h], port) }
-	if cfg.verbose {
-		j.out.logf("bootstrap store listening on %s", srv.Addr())
-	}
-	masterPort, err := freePort()
-	if err != nil {
-		j.out.logf("pick MASTER_PORT: %v", err)
-		return 1
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		j.out.logf("working directory: %v", err)
-		return 1
-	}
-	prog := cfg.prog
-	if p, err := exec.LookPath(prog); err == nil {
-		if abs, err := filepath.Abs(p); err == nil {
-			prog = abs
-		}
-	}
-	argv := append([]string{prog}, cfg.args...)
-
+	defer st.srv.Close()
 	sig := notifySignals()
 	defer sig.stop()
 	j.exits = make(chan exit, cfg.n)
-	startErr := func(err error) int {
+	if cfg.srun {
+		err = j.startSrun(st)
+	} else {
+		err = j.startHosts(st, self, hosts, places)
+	}
+	if err != nil {
 		j.out.logf("%v", err)
 		for _, p := range j.procs {
 			p.signal(syscall.SIGKILL)
@@ -138,103 +93,196 @@ func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		j.finish()
 		return 1
 	}
-	base := os.Environ()
-	if cfg.srun {
-		exe, err := os.Executable()
-		if err != nil {
-			return startErr(fmt.Errorf("start srun: %w", err))
+	slices.SortFunc(j.procs, func(a, b *proc) int { return a.ranks[0] - b.ranks[0] })
+	return j.supervise(ctx, sig)
+}
+
+// placeRanks decides which host runs which rank: srun's nodes (srun
+// places the ranks itself), -H / --hostfile's hosts, or this host alone.
+// code >= 0 means launch is over with that status.
+func (j *job) placeRanks(self string) (hosts []host, places []placement, resolve resolver, code int) {
+	hosts, resolve = j.cfg.hosts, resolver(lookupIP)
+	switch {
+	case j.cfg.srun:
+		var err error
+		if hosts, err = slurmNodes(os.LookupEnv); err != nil {
+			j.out.logf("%v", err)
+			return nil, nil, nil, 1
 		}
-		all := make([]int, cfg.n)
-		for i := range all {
-			all[i] = i
+		markLocal(hosts)
+		return hosts, nil, slurmResolve, -1
+	case hosts == nil:
+		hosts = []host{{name: self, slots: j.cfg.n, local: true}}
+	default:
+		markLocal(hosts)
+	}
+	places, err := place(hosts, j.cfg.n, j.cfg.oversubscribe)
+	if err != nil {
+		j.out.logf("%v", err)
+		return nil, nil, nil, 2
+	}
+	return hosts, places, resolve, -1
+}
+
+// store is the running bootstrap store and what the ranks need to reach
+// it and each other.
+type store struct {
+	srv        *bootstrap.Server
+	plan       storePlan
+	port       string
+	secretHex  string
+	masterPort int    // MASTER_PORT for torchrun-style programs
+	dir        string // the ranks' working directory
+	prog       string // the program, resolved to an absolute path
+	argv       []string
+}
+
+// addrFor is the store's address as seen from host h.
+func (s *store) addrFor(h int) string { return net.JoinHostPort(s.plan.dial[h], s.port) }
+
+// startStore starts the bootstrap store with a fresh secret, on an address
+// every host reaches, and resolves what the ranks will run.
+func (j *job) startStore(hosts []host, resolve resolver) (*store, error) {
+	plan, err := planStore(j.cfg.bootstrapAddr, hosts, resolve)
+	if err != nil {
+		return nil, err
+	}
+	secret := bootstrap.NewSecret()
+	srv, err := bootstrap.NewServer(plan.listen, secret,
+		bootstrap.WithLogger(slog.New(slog.NewTextHandler(logWriter{j.out}, nil))))
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap store on %s: %w", plan.listen, err)
+	}
+	st := &store{srv: srv, plan: plan, secretHex: hex.EncodeToString(secret)}
+	_, st.port, _ = net.SplitHostPort(srv.Addr())
+	if j.cfg.verbose {
+		j.out.logf("bootstrap store listening on %s", srv.Addr())
+	}
+	if st.masterPort, err = freePort(); err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("pick MASTER_PORT: %w", err)
+	}
+	if st.dir, err = os.Getwd(); err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("working directory: %w", err)
+	}
+	st.prog = j.cfg.prog
+	if p, err := exec.LookPath(st.prog); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			st.prog = abs
 		}
-		p := &proc{kind: kindSrun, ranks: all}
-		p.cmd = exec.Command(cfg.srunCmd[0], srunArgv(cfg.srunCmd[1:], cfg.n, cfg.overcommit, dir, exe, argv)...)
-		p.cmd.Env = srunEnv(base, cfg.exports, storeFor(0), secretHex, masterPort)
-		if cfg.verbose {
-			j.out.logf("ranks 0-%d: %s (store %s)", cfg.n-1, strings.Join(p.cmd.Args, " "), storeFor(0))
-		}
-		if err := p.start(j.out, &j.pumps, nil, j.srunLine); err != nil {
-			return startErr(fmt.Errorf("start srun: %w", err))
-		}
-		j.procs = append(j.procs, p)
-		go p.wait(j.exits)
-	} else {
-		master := hosts[places[0].host].name
-		if hosts[places[0].host].local {
-			master = plan.dial[places[0].host]
-		}
-		mux, err := newMuxPlan(cfg.sshCmd[0], hosts, places)
-		if err != nil {
-			return startErr(err)
-		}
-		defer mux.close()
-		startRank := func(pl placement) error {
-			h := hosts[pl.host]
-			vars := rankVars(pl, cfg.n, storeFor(pl.host), secretHex, master, masterPort)
-			p := &proc{ranks: []int{pl.rank}, host: h.name}
-			var stdin []byte
-			if h.local {
-				p.kind = kindLocal
-				p.host = self
-				p.cmd = exec.Command(prog, cfg.args...)
-				p.cmd.Env = mergeEnv(base, cfg.exports, vars)
-			} else {
-				p.kind = kindSSH
-				ssh := sshArgv(append(slices.Clip(cfg.sshCmd), mux.options(pl)...), h.name, cfg.grace, dir, argv)
-				p.cmd = exec.Command(ssh[0], ssh[1:]...)
-				stdin = envBlock(remoteEnv(base, cfg.exports, vars))
-			}
-			if cfg.verbose {
-				how := "here"
-				if p.kind == kindSSH {
-					how = "over " + strings.Join(p.cmd.Args[:len(p.cmd.Args)-1], " ")
-				}
-				j.out.logf("rank %d on %s, %s (store %s)", pl.rank, p.host, how, storeFor(pl.host))
-			}
-			if err := p.start(j.out, &j.pumps, stdin, nil); err != nil {
-				return fmt.Errorf("start rank %d: %w", pl.rank, err)
-			}
-			j.procs = append(j.procs, p)
-			go p.wait(j.exits)
-			return nil
-		}
-		// First the local ranks and those that connect on their own, then
-		// the shared connections wave by wave, then the ranks over them.
-		for _, pl := range places {
-			if !mux.opens(pl) && !mux.shares(pl) {
-				if err := startRank(pl); err != nil {
-					return startErr(err)
-				}
-			}
-		}
-		for _, wave := range mux.waves {
-			for _, pl := range wave {
-				if err := startRank(pl); err != nil {
-					return startErr(err)
-				}
-			}
-			mux.waitUp(wave, sshMasterWait, func(rank int) bool {
-				for _, p := range j.procs {
-					if p.ranks[0] == rank {
-						p.mu.Lock()
-						defer p.mu.Unlock()
-						return p.exited
-					}
-				}
-				return true
-			})
-		}
-		for _, pl := range places {
-			if mux.shares(pl) {
-				if err := startRank(pl); err != nil {
-					return startErr(err)
-				}
+	}
+	st.argv = append([]string{st.prog}, j.cfg.args...)
+	return st, nil
+}
+
+// startSrun starts every rank with one srun inside the allocation.
+func (j *job) startSrun(st *store) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("start srun: %w", err)
+	}
+	all := make([]int, j.cfg.n)
+	for i := range all {
+		all[i] = i
+	}
+	p := &proc{kind: kindSrun, ranks: all}
+	p.cmd = exec.Command(j.cfg.srunCmd[0], srunArgv(j.cfg.srunCmd[1:], j.cfg.n, j.cfg.overcommit, st.dir, exe, st.argv)...)
+	p.cmd.Env = srunEnv(os.Environ(), j.cfg.exports, st.addrFor(0), st.secretHex, st.masterPort)
+	if j.cfg.verbose {
+		j.out.logf("ranks 0-%d: %s (store %s)", j.cfg.n-1, strings.Join(p.cmd.Args, " "), st.addrFor(0))
+	}
+	if err := p.start(j.out, &j.pumps, nil, j.srunLine); err != nil {
+		return fmt.Errorf("start srun: %w", err)
+	}
+	j.procs = append(j.procs, p)
+	go p.wait(j.exits)
+	return nil
+}
+
+// startHosts starts each placed rank, here or over ssh: first the local
+// ranks and those that connect on their own, then the shared ssh
+// connections wave by wave, then the ranks that ride on them.
+func (j *job) startHosts(st *store, self string, hosts []host, places []placement) error {
+	master := hosts[places[0].host].name
+	if hosts[places[0].host].local {
+		master = st.plan.dial[places[0].host]
+	}
+	mux, err := newMuxPlan(j.cfg.sshCmd[0], hosts, places)
+	if err != nil {
+		return err
+	}
+	defer mux.close()
+	start := func(pl placement) error {
+		return j.startRank(st, self, hosts[pl.host], pl, master, mux)
+	}
+	for _, pl := range places {
+		if !mux.opens(pl) && !mux.shares(pl) {
+			if err := start(pl); err != nil {
+				return err
 			}
 		}
 	}
-	slices.SortFunc(j.procs, func(a, b *proc) int { return a.ranks[0] - b.ranks[0] })
-	return j.supervise(ctx, sig)
+	for _, wave := range mux.waves {
+		for _, pl := range wave {
+			if err := start(pl); err != nil {
+				return err
+			}
+		}
+		mux.waitUp(wave, sshMasterWait, j.exited)
+	}
+	for _, pl := range places {
+		if mux.shares(pl) {
+			if err := start(pl); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// startRank starts the rank placed by pl on host h.
+func (j *job) startRank(st *store, self string, h host, pl placement, master string, mux *muxPlan) error {
+	vars := rankVars(pl, j.cfg.n, st.addrFor(pl.host), st.secretHex, master, st.masterPort)
+	p := &proc{ranks: []int{pl.rank}, host: h.name}
+	var stdin []byte
+	if h.local {
+		p.kind = kindLocal
+		p.host = self
+		p.cmd = exec.Command(st.prog, j.cfg.args...)
+		p.cmd.Env = mergeEnv(os.Environ(), j.cfg.exports, vars)
+	} else {
+		p.kind = kindSSH
+		ssh := sshArgv(append(slices.Clip(j.cfg.sshCmd), mux.options(pl)...), h.name, j.cfg.grace, st.dir, st.argv)
+		p.cmd = exec.Command(ssh[0], ssh[1:]...)
+		stdin = envBlock(remoteEnv(os.Environ(), j.cfg.exports, vars))
+	}
+	if j.cfg.verbose {
+		how := "here"
+		if p.kind == kindSSH {
+			how = "over " + strings.Join(p.cmd.Args[:len(p.cmd.Args)-1], " ")
+		}
+		j.out.logf("rank %d on %s, %s (store %s)", pl.rank, p.host, how, st.addrFor(pl.host))
+	}
+	if err := p.start(j.out, &j.pumps, stdin, nil); err != nil {
+		return fmt.Errorf("start rank %d: %w", pl.rank, err)
+	}
+	j.procs = append(j.procs, p)
+	go p.wait(j.exits)
+	return nil
+}
+
+// exited reports whether the process of rank has exited (or was never
+// started).
+func (j *job) exited(rank int) bool {
+	for _, p := range j.procs {
+		if p.ranks[0] == rank {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.exited
+		}
+	}
+	return true
 }
 
 // srunLine handles a line srun wrote itself: it is shown on stderr, and

@@ -33,39 +33,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // gorun is done: 0 after --help, 2 after wrong usage (the message is on
 // stderr).
 func parseArgs(args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) (config, int) {
-	fs := flag.NewFlagSet("gorun", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	var cfg config
-	var exportErr error
-	n := fs.Int("n", 0, "")
-	hostList := fs.String("H", "", "")
-	hostfile := fs.String("hostfile", "", "")
-	fs.BoolVar(&cfg.oversubscribe, "oversubscribe", false, "")
-	fs.Func("x", "", func(s string) error {
-		e, err := parseExport(s, lookup)
-		if err != nil && exportErr == nil {
-			exportErr = err
-		}
-		cfg.exports = append(cfg.exports, e)
-		return nil
-	})
-	sshCmd := fs.String("ssh", envOr(lookup, "GORUN_SSH", defaultSSH), "")
-	srunCmd := fs.String("srun", envOr(lookup, "GORUN_SRUN", "srun"), "")
-	launcher := fs.String("launcher", "auto", "")
-	fs.StringVar(&cfg.bootstrapAddr, "bootstrap-addr", "", "")
-	fs.BoolVar(&cfg.timestamp, "timestamp", false, "")
-	fs.BoolVar(&cfg.verbose, "v", false, "")
-	fs.BoolVar(&cfg.verbose, "verbose", false, "")
-	fs.StringVar(&cfg.outputDir, "output-dir", "", "")
-	fs.DurationVar(&cfg.timeout, "timeout", 0, "")
-	fs.DurationVar(&cfg.grace, "grace", 3*time.Second, "")
 	bad := func(format string, a ...any) (config, int) {
 		fmt.Fprintf(stderr, "gorun: "+format+"\n", a...)
 		fmt.Fprint(stderr, usageLine)
 		return config{}, 2
 	}
-	if err := fs.Parse(args); err != nil {
+	f := newFlags(lookup)
+	if err := f.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, manual)
 			return config{}, 0
@@ -76,46 +50,83 @@ func parseArgs(args []string, lookup func(string) (string, bool), stdout, stderr
 		fmt.Fprint(stderr, usageLine)
 		return config{}, 2
 	}
-	if exportErr != nil {
-		return bad("%v", exportErr)
+	cfg, err := f.config(lookup)
+	if err != nil {
+		return bad("%v", err)
+	}
+	return cfg, -1
+}
+
+// flags are gorun's command-line flags, parsed into cfg and the values
+// that need checking before they become part of it.
+type flags struct {
+	fs        *flag.FlagSet
+	cfg       config
+	exportErr error
+	n         *int
+	hostList  *string
+	hostfile  *string
+	sshCmd    *string
+	srunCmd   *string
+	launcher  *string
+}
+
+func newFlags(lookup func(string) (string, bool)) *flags {
+	f := &flags{fs: flag.NewFlagSet("gorun", flag.ContinueOnError)}
+	fs, cfg := f.fs, &f.cfg
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	f.n = fs.Int("n", 0, "")
+	f.hostList = fs.String("H", "", "")
+	f.hostfile = fs.String("hostfile", "", "")
+	fs.BoolVar(&cfg.oversubscribe, "oversubscribe", false, "")
+	fs.Func("x", "", func(s string) error {
+		e, err := parseExport(s, lookup)
+		if err != nil && f.exportErr == nil {
+			f.exportErr = err
+		}
+		cfg.exports = append(cfg.exports, e)
+		return nil
+	})
+	f.sshCmd = fs.String("ssh", envOr(lookup, "GORUN_SSH", defaultSSH), "")
+	f.srunCmd = fs.String("srun", envOr(lookup, "GORUN_SRUN", "srun"), "")
+	f.launcher = fs.String("launcher", "auto", "")
+	fs.StringVar(&cfg.bootstrapAddr, "bootstrap-addr", "", "")
+	fs.BoolVar(&cfg.timestamp, "timestamp", false, "")
+	fs.BoolVar(&cfg.verbose, "v", false, "")
+	fs.BoolVar(&cfg.verbose, "verbose", false, "")
+	fs.StringVar(&cfg.outputDir, "output-dir", "", "")
+	fs.DurationVar(&cfg.timeout, "timeout", 0, "")
+	fs.DurationVar(&cfg.grace, "grace", 3*time.Second, "")
+	return f
+}
+
+// config validates the parsed flags and completes the config: hosts,
+// launcher, rank count, commands and program.
+func (f *flags) config(lookup func(string) (string, bool)) (config, error) {
+	cfg := f.cfg
+	if f.exportErr != nil {
+		return config{}, f.exportErr
 	}
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["H"] && set["hostfile"] {
-		return bad("give -H or --hostfile, not both")
+	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	var err error
+	if cfg.hosts, err = f.hosts(set); err != nil {
+		return config{}, err
 	}
-	if set["H"] {
-		hosts, err := parseHostList(*hostList)
-		if err != nil {
-			return bad("%v", err)
-		}
-		cfg.hosts = hosts
-	}
-	if set["hostfile"] {
-		f, err := os.Open(*hostfile)
-		if err != nil {
-			return bad("--hostfile: %v", err)
-		}
-		hosts, err := parseHostfile(*hostfile, f)
-		f.Close()
-		if err != nil {
-			return bad("--hostfile: %v", err)
-		}
-		cfg.hosts = hosts
-	}
-	switch *launcher {
+	switch *f.launcher {
 	case "auto":
 		cfg.srun = cfg.hosts == nil && inSlurm(lookup)
 	case "ssh":
 	case "srun":
 		if cfg.hosts != nil {
-			return bad("--launcher srun places ranks itself: drop -H or --hostfile")
+			return config{}, errors.New("--launcher srun places ranks itself: drop -H or --hostfile")
 		}
 		cfg.srun = true
 	default:
-		return bad("--launcher %q: want auto, ssh or srun", *launcher)
+		return config{}, fmt.Errorf("--launcher %q: want auto, ssh or srun", *f.launcher)
 	}
-	cfg.n = *n
+	cfg.n = *f.n
 	if !set["n"] {
 		switch {
 		case cfg.hosts != nil:
@@ -124,33 +135,55 @@ func parseArgs(args []string, lookup func(string) (string, bool), stdout, stderr
 			cfg.n = slurmDefaultRanks(lookup)
 		}
 	}
-	if cfg.sshCmd = strings.Fields(*sshCmd); len(cfg.sshCmd) == 0 {
-		return bad("--ssh is empty")
+	if cfg.sshCmd = strings.Fields(*f.sshCmd); len(cfg.sshCmd) == 0 {
+		return config{}, errors.New("--ssh is empty")
 	}
-	if cfg.srunCmd = strings.Fields(*srunCmd); len(cfg.srunCmd) == 0 {
-		return bad("--srun is empty")
+	if cfg.srunCmd = strings.Fields(*f.srunCmd); len(cfg.srunCmd) == 0 {
+		return config{}, errors.New("--srun is empty")
 	}
 	switch {
 	case !set["n"] && cfg.n == 0:
-		return bad("-n is required (or -H, --hostfile, or a Slurm allocation)")
+		return config{}, errors.New("-n is required (or -H, --hostfile, or a Slurm allocation)")
 	case cfg.n < 1 || cfg.n > maxRanks:
-		return bad("-n must be between 1 and %d, got %d", maxRanks, cfg.n)
+		return config{}, fmt.Errorf("-n must be between 1 and %d, got %d", maxRanks, cfg.n)
 	case cfg.hosts != nil && cfg.n > totalSlots(cfg.hosts) && !cfg.oversubscribe:
-		return bad("%d ranks asked for but the hosts have %d slots (give fewer ranks, more slots, or --oversubscribe)", cfg.n, totalSlots(cfg.hosts))
+		return config{}, fmt.Errorf("%d ranks asked for but the hosts have %d slots (give fewer ranks, more slots, or --oversubscribe)", cfg.n, totalSlots(cfg.hosts))
 	case cfg.grace < 0:
-		return bad("--grace must not be negative, got %v", cfg.grace)
+		return config{}, fmt.Errorf("--grace must not be negative, got %v", cfg.grace)
 	case cfg.timeout < 0:
-		return bad("--timeout must not be negative, got %v", cfg.timeout)
-	case fs.NArg() == 0:
-		return bad("no program given")
+		return config{}, fmt.Errorf("--timeout must not be negative, got %v", cfg.timeout)
+	case f.fs.NArg() == 0:
+		return config{}, errors.New("no program given")
 	}
 	if cfg.srun {
 		if cpus := slurmCPUs(lookup); cpus > 0 && cfg.n > cpus {
 			cfg.overcommit = true
 		}
 	}
-	cfg.prog, cfg.args = fs.Arg(0), fs.Args()[1:]
-	return cfg, -1
+	cfg.prog, cfg.args = f.fs.Arg(0), f.fs.Args()[1:]
+	return cfg, nil
+}
+
+// hosts reads -H or --hostfile (nil if neither was given).
+func (f *flags) hosts(set map[string]bool) ([]host, error) {
+	switch {
+	case set["H"] && set["hostfile"]:
+		return nil, errors.New("give -H or --hostfile, not both")
+	case set["H"]:
+		return parseHostList(*f.hostList)
+	case set["hostfile"]:
+		file, err := os.Open(*f.hostfile)
+		if err != nil {
+			return nil, fmt.Errorf("--hostfile: %w", err)
+		}
+		defer file.Close()
+		hosts, err := parseHostfile(*f.hostfile, file)
+		if err != nil {
+			return nil, fmt.Errorf("--hostfile: %w", err)
+		}
+		return hosts, nil
+	}
+	return nil, nil
 }
 
 func envOr(lookup func(string) (string, bool), name, def string) string {

@@ -4,15 +4,20 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/goccl/goccl/transport"
 )
 
 // CompletionQueue collects the completions of the endpoints created with
-// it. It grows as needed, so a completion is never lost while it is open.
-// It is safe for concurrent use.
+// it. Its depth bounds the requests posted and not yet taken out (see
+// transport.CompletionQueue); completions that no post caused
+// (OpRemoteError) are queued beyond it, so a completion is never lost
+// while the queue is open. It is safe for concurrent use.
 type CompletionQueue struct {
-	dev *Device
+	dev   *Device
+	depth int64
+	held  atomic.Int64 // entries held by posted requests (see reserve)
 
 	mu     sync.Mutex
 	q      []transport.Completion
@@ -26,7 +31,17 @@ type CompletionQueue struct {
 var _ transport.CompletionQueue = (*CompletionQueue)(nil)
 
 func newCompletionQueue(d *Device, depth int) *CompletionQueue {
-	return &CompletionQueue{dev: d, q: make([]transport.Completion, 0, min(depth, 1<<16))}
+	return &CompletionQueue{dev: d, depth: int64(depth), q: make([]transport.Completion, 0, min(depth, 1<<16))}
+}
+
+// reserve takes the entry a request being posted holds until its
+// completion is taken out, or says the queue is full.
+func (q *CompletionQueue) reserve() error {
+	if n := q.held.Add(1); n > q.depth {
+		q.held.Add(-1)
+		return fmt.Errorf("%d requests posted and not taken out, depth %d: %w", n-1, q.depth, transport.ErrQueueFull)
+	}
+	return nil
 }
 
 // push appends c; it is dropped if the queue is closed. It never blocks
@@ -43,9 +58,17 @@ func (q *CompletionQueue) push(c transport.Completion) {
 	q.mu.Unlock()
 }
 
-// take moves up to len(out) completions into out. q.mu is held.
+// take moves up to len(out) completions into out and frees the entries
+// of the requests they complete. q.mu is held.
 func (q *CompletionQueue) take(out []transport.Completion) int {
 	n := copy(out, q.q[q.head:])
+	freed := int64(0)
+	for i := range out[:n] {
+		if out[i].Op != transport.OpRemoteError {
+			freed++
+		}
+	}
+	q.held.Add(-freed)
 	clear(q.q[q.head : q.head+n])
 	q.head += n
 	switch {

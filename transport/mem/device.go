@@ -133,10 +133,11 @@ func (d *Device) acquire(key, off uint64, n int, need transport.Access) ([]byte,
 
 func (r *Region) release() { r.use.RUnlock() }
 
-// NewCompletionQueue creates a completion queue. It grows as needed; depth
-// is only a hint.
+// NewCompletionQueue creates a completion queue of depth entries (at least
+// 1; any positive depth is supported): at most depth requests may be posted
+// and not yet taken out (transport.ErrQueueFull beyond).
 func (d *Device) NewCompletionQueue(depth int) (transport.CompletionQueue, error) {
-	if depth < 0 {
+	if depth < 1 {
 		return nil, fmt.Errorf("mem: completion queue depth %d: %w", depth, transport.ErrInvalid)
 	}
 	q := newCompletionQueue(d, depth)

@@ -16,7 +16,8 @@ import (
 // transport.ErrInvalid if its local part is invalid or the endpoint was
 // never connected, transport.ErrClosed after Close, and the cause of the
 // error state (ErrRemoteAccess, ErrLength, ErrPeerClosed, ErrLink) after the
-// connection failed; a refused request produces no completion. When the
+// connection failed, and transport.ErrQueueFull when the completion queue's
+// depth is taken; a refused request produces no completion. When the
 // peer closes or the link is cut, every pending request completes at once
 // with an error wrapping transport.ErrFlushed and the cause.
 type Endpoint struct {
@@ -168,6 +169,11 @@ func (e *Endpoint) enqueue(r *request) error {
 		err = fmt.Errorf("mem: post %v on %v: endpoint in error state: %w", r.op, e, e.err)
 	case !e.connected:
 		err = fmt.Errorf("mem: post %v on %v: endpoint not connected: %w", r.op, e, transport.ErrInvalid)
+	}
+	if err == nil {
+		if qerr := e.cq.reserve(); qerr != nil {
+			err = fmt.Errorf("mem: post %v on %v: %w", r.op, e, qerr)
+		}
 	}
 	if err != nil {
 		e.mu.Unlock()

@@ -302,9 +302,10 @@ func (d *Device) remoteAccess(key, off, n uint64, need transport.Access) (*regio
 	return r, statusOK, size
 }
 
-// NewCompletionQueue creates a completion queue. It does not block.
+// NewCompletionQueue creates a completion queue of depth entries (at least
+// 1; any positive depth is supported). It does not block.
 func (d *Device) NewCompletionQueue(depth int) (transport.CompletionQueue, error) {
-	if depth < 0 {
+	if depth < 1 {
 		return nil, fmt.Errorf("tcp: completion queue of depth %d: %w", depth, transport.ErrInvalid)
 	}
 	d.mu.Lock()

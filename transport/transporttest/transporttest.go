@@ -41,9 +41,16 @@
 //   - A message or write-with-immediate that arrives before a receive is
 //     posted waits for one; the sender's completion may come before or after
 //     the receive is posted.
+//   - A completion queue of depth d holds d entries: each posted request
+//     holds one until its completion is taken out; a post beyond that is
+//     refused with ErrQueueFull (not ErrInvalid), posts nothing and leaves
+//     the endpoint usable; OpRemoteError holds none and is never dropped.
+//     A depth below 1 is ErrInvalid; one the device cannot hold is
+//     ErrNotSupported, never a smaller queue.
 //
-// The suite creates completion queues of depth 4096 and never has more
-// completions outstanding on one queue than that.
+// Apart from the QueueDepth subtests, the suite creates completion queues of
+// depth CQDepth and never has more requests posted and not taken out on one
+// queue than that.
 package transporttest
 
 import (
@@ -98,6 +105,7 @@ func Run(t *testing.T, newDevice Factory) {
 		{"PeerClosed", testPeerClosed},
 		{"LocalClose", testLocalClose},
 		{"CompletionQueue", testCompletionQueue},
+		{"QueueDepth", testQueueDepth},
 		{"Concurrent", testConcurrent},
 		{"Bidirectional", testBidirectional},
 	}
@@ -136,9 +144,16 @@ func NewPair(t testing.TB, newDevice Factory) *Pair {
 // t.Cleanup.
 func NewCQ(t testing.TB, dev transport.Device) transport.CompletionQueue {
 	t.Helper()
-	cq, err := dev.NewCompletionQueue(CQDepth)
+	return NewCQDepth(t, dev, CQDepth)
+}
+
+// NewCQDepth creates a completion queue of the given depth on dev, closed
+// by t.Cleanup.
+func NewCQDepth(t testing.TB, dev transport.Device, depth int) transport.CompletionQueue {
+	t.Helper()
+	cq, err := dev.NewCompletionQueue(depth)
 	if err != nil {
-		t.Fatalf("%s: new completion queue: %v", dev.Name(), err)
+		t.Fatalf("%s: new completion queue of depth %d: %v", dev.Name(), depth, err)
 	}
 	t.Cleanup(func() { cq.Close() })
 	return cq

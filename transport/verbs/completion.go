@@ -7,6 +7,8 @@ package verbs
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/verbs/internal/ibv"
@@ -26,7 +28,6 @@ func (ep *endpoint) complete(out []transport.Completion, w *ibv.WC) []transport.
 		return out
 	}
 	delete(ep.pending, w.WRID)
-	ep.cq.inflight.Add(-1)
 	if r.op == transport.OpRecv {
 		ep.recvs--
 	} else {
@@ -120,6 +121,27 @@ func (ep *endpoint) statusError(r request, w *ibv.WC) error {
 	}
 	return fmt.Errorf("verbs: %s %d on %s qpn %d -> peer qpn %d: %s (wc status %d, vendor error %#x): %w",
 		r.op, r.id, ep.dev.name, ep.qpn, ep.peer.QPN, ibv.StatusString(w.Status), w.Status, w.VendorErr, sentinel)
+}
+
+// failAll moves the endpoint into the error state with cause and appends a
+// completion for every request still pending, in posting order: the
+// adapter's completion queue failed and may have lost them. The caller
+// holds cq.mu.
+func (ep *endpoint) failAll(out []transport.Completion, cause error) []transport.Completion {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.cause == nil {
+		ep.cause = cause
+	}
+	ep.qp.SetError()
+	for _, wrid := range slices.Sorted(maps.Keys(ep.pending)) {
+		r := ep.pending[wrid]
+		out = append(out, transport.Completion{ID: r.id, Op: r.op, Endpoint: ep,
+			Err: fmt.Errorf("verbs: %s %d: %w: %w", r.op, r.id, transport.ErrFlushed, ep.cause)})
+	}
+	clear(ep.pending)
+	ep.sends, ep.recvs = 0, 0
+	return out
 }
 
 // peerRefused is called by the control plane when the peer reports that

@@ -153,6 +153,38 @@ func (p *ctlPlane) poll() {
 	}
 }
 
+// serveEvents consumes the events of hw's completion channel (each
+// acknowledged and the queue re-armed) and calls fn after each, until f is
+// closed. It closes done when it returns. Nobody waits on the control
+// queue, so a goroutine serves it.
+func serveEvents(d *Device, f *os.File, hw ibv.CQ, done chan struct{}, fn func()) {
+	defer close(done)
+	rc, err := f.SyscallConn()
+	if err != nil {
+		d.logf("verbs: %s: completion channel: %v", d.name, err)
+		return
+	}
+	for {
+		var evErr error
+		err := rc.Read(func(uintptr) bool {
+			ok, err := hw.ConsumeEvent()
+			if err != nil {
+				evErr = err
+				return true
+			}
+			return ok
+		})
+		if evErr != nil {
+			d.logf("verbs: %s: completion channel: %v", d.name, evErr)
+			return
+		}
+		if err != nil {
+			return // closed
+		}
+		fn()
+	}
+}
+
 func (p *ctlPlane) newConn(ep *endpoint) (*ctlConn, error) {
 	d := p.dev
 	p.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/verbs/internal/ibv"
@@ -28,10 +29,17 @@ type Config struct {
 	// GID; on InfiniBand index 0.
 	GIDIndex int
 	// QueueDepth is the number of send and of receive requests that may be
-	// in flight on one endpoint (at most the device's limit). Zero sizes
-	// each endpoint's queues to its completion queue's depth, the only
-	// bound the contract sets.
+	// in flight on one endpoint (at most the device's limit): beyond it a
+	// post is refused with ErrQueueFull, as beyond the completion queue's
+	// depth. Zero sizes each endpoint's queues to its completion queue's
+	// depth (or the device's max_qp_wr if smaller), the only bound the
+	// contract sets.
 	QueueDepth int
+	// Spin is how long a completion queue's Wait busy-polls before it
+	// sleeps on the completion channel: zero means 20us, negative none
+	// (for more ranks than cores on a host, where a spinning rank takes
+	// the core its peer needs).
+	Spin time.Duration
 	// Logf, if set, receives one line per device opened and per connection
 	// (device, port, GID, queue pair numbers, path MTU).
 	Logf func(format string, args ...any)
@@ -68,6 +76,7 @@ type Device struct {
 	gid   ibv.GIDEntry
 	depth int
 	rdAtm int
+	spin  time.Duration
 
 	ctl *ctlPlane
 
@@ -96,13 +105,19 @@ func Open() (*Device, error) {
 // ACTIVE. Without one the error wraps transport.ErrNotSupported and says
 // what was found.
 func OpenConfig(cfg Config) (*Device, error) {
+	lib, err := ibv.Open()
+	if err != nil {
+		return nil, fmt.Errorf("verbs: %w", err)
+	}
+	return openLib(lib, cfg)
+}
+
+// openLib is OpenConfig on a given verbs library (the real one, or the
+// tests' in-memory fabric).
+func openLib(lib ibv.Lib, cfg Config) (*Device, error) {
 	filter, err := parseHCA(cfg.HCA)
 	if err != nil {
 		return nil, err
-	}
-	lib, err := ibv.Open()
-	if err != nil {
-		return nil, fmt.Errorf("verbs: no RDMA device: %w", err)
 	}
 	names, err := lib.DeviceNames()
 	if err != nil {
@@ -196,6 +211,12 @@ func newDevice(ctx ibv.Context, name string, port int, dattr ibv.DeviceAttr, pat
 	if d.depth < 0 {
 		d.depth = 0
 	}
+	switch {
+	case cfg.Spin == 0:
+		d.spin = defaultSpin
+	case cfg.Spin > 0:
+		d.spin = cfg.Spin
+	}
 	if dattr.MaxQPWR > 0 && d.depth > dattr.MaxQPWR {
 		d.depth = dattr.MaxQPWR
 	}
@@ -286,15 +307,18 @@ func closeEndpoints(eps []*endpoint) {
 	wg.Wait()
 }
 
-// NewCompletionQueue creates a completion queue with room for depth
-// completions (at most the device's limit). Posting more requests than that
-// without polling is refused with ErrInvalid.
+// NewCompletionQueue creates a completion queue of depth completions (see
+// transport.CompletionQueue): at most depth requests may be posted on its
+// endpoints and not yet taken out, beyond which a post is refused with
+// ErrQueueFull. A depth beyond the device's max_cqe is refused with
+// ErrNotSupported.
 func (d *Device) NewCompletionQueue(depth int) (transport.CompletionQueue, error) {
 	if depth <= 0 {
 		return nil, fmt.Errorf("verbs: new completion queue: depth %d: %w", depth, transport.ErrInvalid)
 	}
 	if d.dattr.MaxCQE > 0 && depth > d.dattr.MaxCQE {
-		depth = d.dattr.MaxCQE
+		return nil, fmt.Errorf("verbs: new completion queue of depth %d: %s holds at most %d completions per queue (max_cqe): %w",
+			depth, d.name, d.dattr.MaxCQE, transport.ErrNotSupported)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

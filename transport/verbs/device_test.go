@@ -1,9 +1,11 @@
 package verbs
 
-// Tests that need an RDMA device (hardware or Soft-RoCE). Without one they
-// skip with the reason, unless GOCCL_REQUIRE_VERBS=1 (set by
-// scripts/softroce-test.sh inside the guest), which turns the skip into a
-// failure.
+// Tests of devices, endpoints and completion queues. Each runs on two
+// backends (onBackends): the in-memory fabric of internal/ibvfake, on every
+// machine, and the RDMA device the environment selects (hardware or
+// Soft-RoCE). Without a device the second skips with the reason, unless
+// GOCCL_REQUIRE_VERBS=1 (set by scripts/softroce-test.sh inside the guest),
+// which turns the skip into a failure.
 
 import (
 	"bytes"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/transport"
+	"github.com/goccl/goccl/transport/verbs/internal/ibvfake"
 )
 
 // SkipIfNotSupported skips (or, with GOCCL_REQUIRE_VERBS=1, fails) a test
@@ -47,15 +50,32 @@ func openDevice(tb testing.TB) *Device {
 	return d
 }
 
+// opener opens a fresh device, closed by Cleanup.
+type opener func(tb testing.TB) *Device
+
+// onBackends runs fn as subtest "fake", with devices of a fresh in-memory
+// fabric, and as subtest "device", with the RDMA device the environment
+// selects (skipped without one).
+func onBackends(t *testing.T, fn func(t *testing.T, open opener)) {
+	t.Run("fake", func(t *testing.T) { fn(t, fakeOpener(ibvfake.New(), ibvfake.DeviceConfig{}, Config{GIDIndex: -1})) })
+	t.Run("device", func(t *testing.T) { fn(t, openDevice) })
+}
+
 type pair struct {
 	da, db *Device
 	qa, qb transport.CompletionQueue
 	a, b   transport.Endpoint
 }
 
-func newPair(tb testing.TB) *pair {
+// newPair connects two endpoints on two devices of the environment's
+// adapter.
+func newPair(tb testing.TB) *pair { return newPairOn(tb, openDevice) }
+
+// newPairOn connects two endpoints on two devices from open, each with a
+// completion queue of depth 1024.
+func newPairOn(tb testing.TB, open opener) *pair {
 	tb.Helper()
-	p := &pair{da: openDevice(tb), db: openDevice(tb)}
+	p := &pair{da: open(tb), db: open(tb)}
 	var err error
 	if p.qa, err = p.da.NewCompletionQueue(1024); err != nil {
 		tb.Fatal(err)
@@ -126,8 +146,10 @@ func TestDevice(t *testing.T) {
 	}
 }
 
-func TestRegistrationCache(t *testing.T) {
-	d := openDevice(t)
+func TestRegistrationCache(t *testing.T) { onBackends(t, testRegistrationCache) }
+
+func testRegistrationCache(t *testing.T, open opener) {
+	d := open(t)
 	buf := alloc(t, 1<<16)
 	r1 := register(t, d, buf, transport.AccessAll)
 	r2 := register(t, d, buf, transport.AccessAll)
@@ -164,8 +186,10 @@ func TestRegistrationCache(t *testing.T) {
 	}
 }
 
-func TestMTUNegotiated(t *testing.T) {
-	p := newPair(t)
+func TestMTUNegotiated(t *testing.T) { onBackends(t, testMTUNegotiated) }
+
+func testMTUNegotiated(t *testing.T, open opener) {
+	p := newPairOn(t, open)
 	want := min(p.da.ActiveMTU(), p.db.ActiveMTU())
 	for _, ep := range []transport.Endpoint{p.a, p.b} {
 		if got := ep.(*endpoint).PathMTU(); got != want {
@@ -174,8 +198,10 @@ func TestMTUNegotiated(t *testing.T) {
 	}
 }
 
-func TestSendRecvWriteRead(t *testing.T) {
-	p := newPair(t)
+func TestSendRecvWriteRead(t *testing.T) { onBackends(t, testSendRecvWriteRead) }
+
+func testSendRecvWriteRead(t *testing.T, open opener) {
+	p := newPairOn(t, open)
 	src, dst := alloc(t, 8192), alloc(t, 8192)
 	for i := range src {
 		src[i] = byte(i*7 + 1)
@@ -220,8 +246,10 @@ func TestSendRecvWriteRead(t *testing.T) {
 	}
 }
 
-func TestGoHeapMemory(t *testing.T) {
-	p := newPair(t)
+func TestGoHeapMemory(t *testing.T) { onBackends(t, testGoHeapMemory) }
+
+func testGoHeapMemory(t *testing.T, open opener) {
+	p := newPairOn(t, open)
 	src := make([]byte, 1<<20)
 	dst := make([]byte, 1<<20)
 	for i := range src {
@@ -239,8 +267,10 @@ func TestGoHeapMemory(t *testing.T) {
 	}
 }
 
-func TestRemoteAccessError(t *testing.T) {
-	p := newPair(t)
+func TestRemoteAccessError(t *testing.T) { onBackends(t, testRemoteAccessError) }
+
+func testRemoteAccessError(t *testing.T, open opener) {
+	p := newPairOn(t, open)
 	src, win := alloc(t, 4096), alloc(t, 4096)
 	src[0] = 1
 	rs := register(t, p.da, src, 0)
@@ -276,8 +306,10 @@ func TestRemoteAccessError(t *testing.T) {
 	}
 }
 
-func TestPeerClose(t *testing.T) {
-	p := newPair(t)
+func TestPeerClose(t *testing.T) { onBackends(t, testPeerClose) }
+
+func testPeerClose(t *testing.T, open opener) {
+	p := newPairOn(t, open)
 	rr := register(t, p.db, alloc(t, 64), transport.AccessLocalWrite)
 	if err := p.b.PostRecv(1, rr, 0, 64); err != nil {
 		t.Fatal(err)
@@ -293,9 +325,11 @@ func TestPeerClose(t *testing.T) {
 	t.Logf("peer close seen after %v: %v", time.Since(start), c.Err)
 }
 
-func TestQueueFull(t *testing.T) {
-	d := openDevice(t)
-	d2 := openDevice(t)
+func TestQueueFull(t *testing.T) { onBackends(t, testQueueFull) }
+
+func testQueueFull(t *testing.T, open opener) {
+	d := open(t)
+	d2 := open(t)
 	q, err := d.NewCompletionQueue(8)
 	if err != nil {
 		t.Fatal(err)
@@ -317,10 +351,22 @@ func TestQueueFull(t *testing.T) {
 		}
 	}
 	err = a.PostRecv(8, r, 0, 16)
-	if !errors.Is(err, transport.ErrInvalid) {
-		t.Fatalf("ninth request on a queue of depth 8: %v, want ErrInvalid", err)
+	if !errors.Is(err, transport.ErrQueueFull) || errors.Is(err, transport.ErrInvalid) {
+		t.Fatalf("ninth request on a queue of depth 8: %v, want ErrQueueFull", err)
 	}
 	t.Logf("overflow: %v", err)
+	// A message completes one receive; once it is taken out, one more
+	// request may be posted.
+	rb := register(t, d2, alloc(t, 64), 0)
+	if err := b.PostSend(1, rb, 0, 16); err != nil {
+		t.Fatal(err)
+	}
+	if c := waitN(t, q, 1)[0]; c.Err != nil || c.ID != 0 {
+		t.Fatalf("first receive %+v", c)
+	}
+	if err := a.PostRecv(8, r, 0, 16); err != nil {
+		t.Fatalf("post after a completion was taken out: %v", err)
+	}
 }
 
 // kill destroys ep's queue pairs without telling the peer, as the kernel
@@ -343,7 +389,11 @@ func kill(ep *endpoint) {
 func TestPeerDied(t *testing.T) {
 	defer func(d time.Duration) { keepaliveInterval = d }(keepaliveInterval)
 	keepaliveInterval = 100 * time.Millisecond
-	p := newPair(t)
+	onBackends(t, testPeerDied)
+}
+
+func testPeerDied(t *testing.T, open opener) {
+	p := newPairOn(t, open)
 	ra := register(t, p.da, alloc(t, 64), transport.AccessLocalWrite)
 	if err := p.a.PostRecv(1, ra, 0, 64); err != nil {
 		t.Fatal(err)
@@ -361,8 +411,10 @@ func TestPeerDied(t *testing.T) {
 // half the port's active MTU (as a peer on a port with a smaller MTU does):
 // both sides must use it as the path MTU, and multi-packet transfers must
 // arrive intact.
-func TestMTUAdvertisedSmaller(t *testing.T) {
-	da, db := openDevice(t), openDevice(t)
+func TestMTUAdvertisedSmaller(t *testing.T) { onBackends(t, testMTUAdvertisedSmaller) }
+
+func testMTUAdvertisedSmaller(t *testing.T, open opener) {
+	da, db := open(t), open(t)
 	small := da.ActiveMTU() / 2
 	if small < 256 {
 		t.Skipf("active MTU %d: nothing smaller to negotiate", da.ActiveMTU())
@@ -418,8 +470,10 @@ func TestMTUAdvertisedSmaller(t *testing.T) {
 
 // TestRemoteAccessErrorNoRecv: a target without a posted receive learns of
 // the access it refused from the control queue pair: one OpRemoteError.
-func TestRemoteAccessErrorNoRecv(t *testing.T) {
-	p := newPair(t)
+func TestRemoteAccessErrorNoRecv(t *testing.T) { onBackends(t, testRemoteAccessErrorNoRecv) }
+
+func testRemoteAccessErrorNoRecv(t *testing.T, open opener) {
+	p := newPairOn(t, open)
 	src, win := alloc(t, 4096), alloc(t, 4096)
 	rs := register(t, p.da, src, transport.AccessLocalWrite)
 	rw := register(t, p.db, win, transport.AccessRemoteWrite) // no remote read

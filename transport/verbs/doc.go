@@ -7,9 +7,10 @@
 // ("rxe0", "mlx5_0:1,mlx5_1", "^mlx5_1" excludes, "=rxe0" matches exactly),
 // the port must be ACTIVE, and GOCCL_IB_GID_INDEX overrides the GID (by
 // default the RoCE v2 GID of an IPv4 address, ::ffff:a.b.c.d). Without a
-// usable device, and in builds without cgo or with the goccl_noverbs tag,
-// Open returns an error wrapping transport.ErrNotSupported and the caller
-// falls back to TCP.
+// usable device, on a host without libibverbs.so.1, and in builds without
+// cgo or with the goccl_noverbs tag, Open returns an error wrapping
+// transport.ErrNotSupported that says why, and the caller falls back to
+// TCP.
 //
 // Registration (region.go) grants exactly the requested remote rights (verbs
 // adds local write whenever remote write is granted; the transport still
@@ -24,13 +25,20 @@
 // pair numbers and initial PSNs, the GID, the LID and the port's active MTU;
 // Connect uses the smaller of the two active MTUs as path MTU and logs it.
 // Sends, receives, RDMA writes (with or without immediate) and reads are
-// posted straight to the queue pair; at most Config.QueueDepth of each
-// queue, and at most the completion queue's depth in all, may be in flight,
-// beyond which Post* fails with ErrInvalid ("queue full").
+// posted straight to the queue pair. A completion queue of depth d (at most
+// the device's max_cqe, else ErrNotSupported) lets d requests be posted and
+// not yet taken out by Poll or Wait, as the contract says; beyond that, or
+// beyond the queue pair's own queues (Config.QueueDepth, by default the
+// completion queue's depth capped at max_qp_wr), Post* fails with
+// ErrQueueFull. The adapter's completion queue therefore never overruns; if
+// it fails anyway (a device that lies about its depth), every endpoint on it
+// fails and every pending request completes with ErrLink.
 //
 // Completions (cq.go) are polled from one ibv completion queue per
-// CompletionQueue; Wait busy-polls for 20us and then sleeps on the
-// completion channel through the Go netpoller. A failed work completion
+// CompletionQueue by the goroutine that waits: Wait busy-polls for
+// Config.Spin (20us by default; none when ranks outnumber cores), then
+// sleeps on the completion channel itself in the Go netpoller; no goroutine
+// stands between the adapter and the caller. A failed work completion
 // names its ibv_wc_status and wraps the matching sentinel: remote access
 // error -> ErrRemoteAccess, local length error (and remote invalid request
 // on a send) -> ErrLength, retry exceeded -> ErrLink and ErrPeerClosed,
@@ -54,10 +62,13 @@
 // (registration and its cache), cq.go (completion queue); and, verbs only,
 // select.go (GOCCL_IB_HCA and GID choice), completion.go (work completions
 // to contract completions, the error state) and ctl.go (the control plane).
-// All cgo lives in internal/ibv. The system packages it needs are installed
-// by scripts/install-deps.sh; scripts/softroce-test.sh runs the tests on
-// Soft-RoCE in a QEMU guest.
+// All cgo lives in internal/ibv, which loads libibverbs.so.1 at run time:
+// building needs no rdma-core headers, and a binary starts without the
+// library (Open then fails with ErrNotSupported, and comm falls back to
+// TCP). internal/ibvfake is an in-memory fabric behind the same interfaces,
+// on which the tests run everywhere (the conformance suite included);
+// scripts/softroce-test.sh runs them again on Soft-RoCE in a QEMU guest.
 //
 // The package may import only the standard library, goccl's transport
-// package and its own internal/ibv.
+// package and its own internal/ibv (its tests also internal/ibvfake).
 package verbs

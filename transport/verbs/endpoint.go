@@ -102,7 +102,7 @@ func (d *Device) NewEndpoint(cqi transport.CompletionQueue) (transport.Endpoint,
 	if depth == 0 {
 		// The contract bounds requests in flight only by the completion
 		// queue: let one endpoint use all of it.
-		depth = q.depth
+		depth = int(q.depth)
 		if d.dattr.MaxQPWR > 0 && depth > d.dattr.MaxQPWR {
 			depth = d.dattr.MaxQPWR
 		}
@@ -130,10 +130,14 @@ func (d *Device) NewEndpoint(cqi transport.CompletionQueue) (transport.Endpoint,
 		return nil, fmt.Errorf("verbs: new endpoint on %s: control queue pair: %w", d.name, err)
 	}
 	q.mu.Lock()
-	if q.closing {
+	if q.closing || q.broken != nil {
+		broken := q.broken
 		q.mu.Unlock()
 		ep.ctl.close()
 		qp.Close()
+		if broken != nil {
+			return nil, fmt.Errorf("verbs: new endpoint: %w", broken)
+		}
 		return nil, fmt.Errorf("verbs: new endpoint: completion queue: %w", transport.ErrClosed)
 	}
 	q.eps[ep.qpn] = ep
@@ -239,20 +243,23 @@ func (ep *endpoint) post(op transport.Op, id uint64, n int, do func(wrid uint64)
 	case ep.state == epClosed:
 		return fmt.Errorf("verbs: post %s: endpoint: %w", op, transport.ErrClosed)
 	}
+	// The queue pair's own queues hold ep.depth requests each (at most the
+	// completion queue's depth): beyond that the post must wait for
+	// completions, as beyond the completion queue's depth.
 	if op == transport.OpRecv {
 		if ep.recvs >= ep.depth {
-			return fmt.Errorf("verbs: post recv: receive queue full (%d in flight, queue depth %d, see verbs.Config.QueueDepth): %w", ep.recvs, ep.depth, transport.ErrInvalid)
+			return fmt.Errorf("verbs: post recv: receive queue of qpn %d full (%d in flight, queue depth %d, see verbs.Config.QueueDepth): %w", ep.qpn, ep.recvs, ep.depth, transport.ErrQueueFull)
 		}
 	} else if ep.sends >= ep.depth {
-		return fmt.Errorf("verbs: post %s: send queue full (%d in flight, queue depth %d, see verbs.Config.QueueDepth): %w", op, ep.sends, ep.depth, transport.ErrInvalid)
+		return fmt.Errorf("verbs: post %s: send queue of qpn %d full (%d in flight, queue depth %d, see verbs.Config.QueueDepth): %w", op, ep.qpn, ep.sends, ep.depth, transport.ErrQueueFull)
 	}
 	if err := ep.cq.reserve(); err != nil {
-		return fmt.Errorf("verbs: post %s: %w", op, err)
+		return fmt.Errorf("verbs: post %s on %s qpn %d: %w", op, ep.dev.name, ep.qpn, err)
 	}
 	wrid := ep.nextWR
 	ep.nextWR++
 	if err := do(wrid); err != nil {
-		ep.cq.inflight.Add(-1)
+		ep.cq.unreserve()
 		return fmt.Errorf("verbs: post %s on %s qpn %d: %w: %w", op, ep.dev.name, ep.qpn, err, transport.ErrLink)
 	}
 	ep.pending[wrid] = request{id: id, op: op, n: n}
@@ -378,7 +385,6 @@ func (ep *endpoint) Close() error {
 		r := ep.pending[wrid]
 		left = append(left, transport.Completion{ID: r.id, Op: r.op, Endpoint: ep,
 			Err: fmt.Errorf("verbs: %s %d: %w: %w", r.op, r.id, transport.ErrFlushed, ep.cause)})
-		q.inflight.Add(-1)
 	}
 	ep.pending = nil
 	ep.mu.Unlock()

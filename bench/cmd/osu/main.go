@@ -21,7 +21,9 @@
 // output layout; plus -o json, --nccl and --transport (which sets
 // GOCCL_TRANSPORT). A benchmark whose collective goccl's comm package does
 // not offer yet fails with "not yet supported" and exit status 1.
-// Wrong usage exits 2; a failed run or a validation error exits 1.
+// Wrong usage exits 2 with a one-line error naming the problem and the help
+// (osu BENCHMARK -h); under a launcher only rank 0 prints it. A failed run
+// or a validation error exits 1.
 package main
 
 import (
@@ -39,6 +41,7 @@ import (
 
 	"github.com/goccl/goccl/bench/osu"
 	"github.com/goccl/goccl/bench/plot"
+	"github.com/goccl/goccl/bootstrap"
 	"github.com/goccl/goccl/comm"
 )
 
@@ -56,8 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	b := osu.Lookup(prog)
 	if b == nil {
 		if len(args) == 0 {
-			fmt.Fprint(stderr, usage(prog))
-			return 2
+			return complain(stderr, strings.TrimSuffix(usage(prog), "\n"))
 		}
 		switch args[0] {
 		case "plot":
@@ -76,8 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		if b = osu.Lookup(args[0]); b == nil {
-			fmt.Fprintf(stderr, "%s: unknown benchmark %q\n\n%s", prog, args[0], usage(prog))
-			return 2
+			return complain(stderr, fmt.Sprintf("%s: unknown benchmark %q (%s list names them)", prog, args[0], prog))
 		}
 		prog += " " + args[0]
 		args = args[1:]
@@ -91,8 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "# OSU goccl %s %s\n", b.Title, osu.Version())
 		return 0
 	case err != nil:
-		fmt.Fprintf(stderr, "%s: %v\n\n%s", prog, err, osu.Usage(b, prog))
-		return 2
+		return complain(stderr, fmt.Sprintf("%s: %v (%s -h lists the options)", prog, err, prog))
 	}
 	if err := osu.CheckSupported(b); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -119,6 +119,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// otherRankWait is how long a rank other than 0 keeps a usage error to
+// itself: rank 0 reports the same error, and the launcher (gorun, mpirun,
+// srun) stops the other ranks once rank 0 has failed.
+var otherRankWait = 5 * time.Second
+
+// rankFromEnv is bootstrap.RankFromEnv; tests replace it.
+var rankFromEnv = bootstrap.RankFromEnv
+
+// complain prints a command-line error (one line naming the problem and
+// where the help is) and returns exit status 2. Every rank parses the same
+// command line, so under a launcher only rank 0 prints at once; another
+// rank prints only if it is still running otherRankWait later (rank 0 was
+// not started with it, say), so the error is never lost.
+func complain(stderr io.Writer, msg string) int {
+	if r, ok := rankFromEnv(); ok && r != 0 {
+		time.Sleep(otherRankWait)
+	}
+	fmt.Fprintln(stderr, msg)
+	return 2
 }
 
 func usage(prog string) string {

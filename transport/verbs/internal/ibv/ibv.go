@@ -5,11 +5,15 @@
 // so that the transport above it holds no cgo and can be read, vetted and
 // built without the C toolchain.
 //
-// With cgo on Linux (and without the goccl_noverbs build tag) Open returns
-// the real library; otherwise it returns an error wrapping
-// transport.ErrNotSupported and the rest of goccl falls back to TCP.
-// Building the cgo variant needs the libibverbs headers (Debian:
-// libibverbs-dev, see scripts/install-deps.sh).
+// With cgo on Linux (and without the goccl_noverbs build tag) Open loads
+// libibverbs.so.1 at run time (dlopen and dlvsym, as NCCL does) against
+// goccl's own declarations of the library's stable ABI (ibv_abi.h): the
+// build needs neither rdma-core's headers nor the library, and a binary
+// starts on a host without them. Where the library is missing, and in
+// builds without cgo or with the goccl_noverbs tag, Open returns an error
+// wrapping transport.ErrNotSupported that says why, and the rest of goccl
+// falls back to TCP. ibv_abi_test.go checks ibv_abi.h against rdma-core's
+// verbs.h where the headers are installed.
 //
 // Memory passed to RegMR and to the Post calls is given as an address, never
 // as a Go pointer kept by C: the caller guarantees that it stays mapped and
@@ -161,6 +165,43 @@ const (
 	WCRetryExcErr    = 12
 	WCRNRRetryExcErr = 13
 )
+
+// statusText is ibv_wc_status_str's text for each enum ibv_wc_status
+// (TestStatusStringMatchesLibrary compares it with the library's).
+var statusText = [...]string{
+	"success",
+	"local length error",
+	"local QP operation error",
+	"local EE context operation error",
+	"local protection error",
+	"Work Request Flushed Error",
+	"memory management operation error",
+	"bad response error",
+	"local access error",
+	"remote invalid request error",
+	"remote access error",
+	"remote operation error",
+	"transport retry counter exceeded",
+	"RNR retry counter exceeded",
+	"local RDD violation error",
+	"remote invalid RD request",
+	"aborted error",
+	"invalid EE context number",
+	"invalid EE context state",
+	"fatal error",
+	"response timeout error",
+	"general error",
+	"TM error",
+	"TM software rendezvous",
+}
+
+// StatusString names a work completion status as ibv_wc_status_str does.
+func StatusString(status uint32) string {
+	if int(status) < len(statusText) {
+		return statusText[status]
+	}
+	return "unknown"
+}
 
 // Work completion opcodes (enum ibv_wc_opcode).
 const (

@@ -8,13 +8,13 @@ import (
 	"github.com/goccl/goccl/transport"
 )
 
-// Available reports whether this build calls libibverbs.
+// Available reports whether this build can call libibverbs.
 const Available = false
 
 // Open reports that this build has no verbs support.
 func Open() (Lib, error) {
-	return nil, fmt.Errorf("libibverbs: built without cgo, off Linux or with goccl_noverbs: %w", transport.ErrNotSupported)
+	return nil, fmt.Errorf("libibverbs: built without cgo, off Linux or with the goccl_noverbs tag: %w", transport.ErrNotSupported)
 }
 
-// StatusString names a work completion status.
-func StatusString(status uint32) string { return fmt.Sprintf("wc status %d", status) }
+// libraryStatusString: no library in this build.
+func libraryStatusString(uint32) (string, bool) { return "", false }

@@ -1,0 +1,105 @@
+package peers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestMissingPackages(t *testing.T) {
+	if _, err := exec.LookPath("dpkg-query"); err != nil {
+		t.Skip("no dpkg-query: not Debian")
+	}
+	if got := missingPackages([]string{"goccl-no-such-package", "dpkg"}); !reflect.DeepEqual(got, []string{"goccl-no-such-package"}) {
+		t.Errorf("missing %v, want only the package that does not exist", got)
+	}
+}
+
+func TestFreshLists(t *testing.T) {
+	dir := t.TempDir()
+	if freshLists(dir, time.Hour) {
+		t.Error("fresh lists in an empty directory")
+	}
+	list := filepath.Join(dir, "deb.debian.org_debian_dists_bookworm_main_binary-amd64_Packages")
+	if err := os.WriteFile(list, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !freshLists(dir, time.Hour) {
+		t.Error("a list written now is not fresh")
+	}
+	old := time.Now().Add(-48 * time.Hour)
+	os.Chtimes(list, old, old)
+	if freshLists(dir, 24*time.Hour) {
+		t.Error("a list of two days ago is fresh")
+	}
+}
+
+func TestBuildUnknownPeer(t *testing.T) {
+	if _, err := Build(context.Background(), BuildOptions{Dir: t.TempDir(), Peers: []string{"nccl"}}); err == nil {
+		t.Error("built the drivers of an unknown peer")
+	}
+}
+
+// buildOrSkip builds the drivers where they are installed, without
+// installing anything; a test skips, saying what is missing, otherwise.
+func buildOrSkip(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("compiles the drivers and starts mpirun and Gloo; skipped with -short")
+	}
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		t.Skip("mpirun not installed (bin/peers build installs openmpi-bin, libopenmpi-dev, libgloo-dev)")
+	}
+	dir, err := Build(context.Background(), BuildOptions{Install: false})
+	if errors.Is(err, ErrMissing) {
+		t.Skipf("peers not installed (bin/peers build installs them): %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Every driver times every operation it claims, and prints exactly the
+// sizes the harness expects: 3 ranks for the collectives (Gloo's
+// reduce-scatter at a rank count that is not a power of 2), 2 for latency.
+func TestDriversEveryOp(t *testing.T) {
+	dir := buildOrSkip(t)
+	for _, peer := range []string{"mpi-tcp", "gloo-tcp"} {
+		for _, op := range Ops {
+			t.Run(peer+"/"+op, func(t *testing.T) {
+				c := Config{Op: op, NP: 3, Min: 1, Max: 256, Iters: 3, Warmup: 1, Rounds: 1, Peers: []string{peer}}
+				if op == "latency" {
+					c.NP = 2
+				}
+				if err := c.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				out, err := PeerProgram(PeerNamed(peer), dir, &c).Run(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows, _ := ParseRows(out)
+				var sizes []int
+				for _, s := range Sizes(op, c.NP, c.Min, c.Max) {
+					if _, ok := rows[s]; !ok {
+						t.Errorf("no row for %d bytes", s)
+					}
+					sizes = append(sizes, s)
+				}
+				if len(rows) != len(sizes) {
+					t.Errorf("rows %v, want sizes %v", rows, sizes)
+				}
+				t.Logf("%s", fmt.Sprint(rows))
+			})
+		}
+	}
+}

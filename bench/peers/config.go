@@ -1,0 +1,125 @@
+package peers
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Ops are the operations the harness compares, in osu's names.
+var Ops = []string{"latency", "allreduce", "bcast", "alltoall", "allgather", "reduce_scatter"}
+
+// Config is one comparison.
+type Config struct {
+	Op         string   // one of Ops
+	NP         int      // ranks (latency: 2)
+	Min, Max   int      // message sizes in bytes, doubling from Min (>= 1) to Max
+	Iters      int      // timed calls per size
+	Warmup     int      // untimed calls per size before them
+	Rounds     int      // times each program runs, alternating
+	Peers      []string // names from Peers
+	Transport  string   // goccl's transport for the default command (osu --transport); "" lets goccl choose
+	GlooAlgo   string   // Gloo's allreduce: ring_chunked (default), ring, halving_doubling
+	RunTimeout time.Duration
+}
+
+// DefaultWarmup is the warm-up the harness uses for iters timed calls when
+// none is given: a tenth, at least one.
+func DefaultWarmup(iters int) int { return iters/10 + 1 }
+
+// Validate checks c and the peers' support of its operation.
+func (c *Config) Validate() error {
+	if !slices.Contains(Ops, c.Op) {
+		return fmt.Errorf("unknown operation %q (have %s)", c.Op, strings.Join(Ops, ", "))
+	}
+	if c.NP < 2 {
+		return fmt.Errorf("-np %d: need at least 2 ranks", c.NP)
+	}
+	if c.Op == "latency" && c.NP != 2 {
+		return fmt.Errorf("latency runs on exactly 2 ranks, not %d", c.NP)
+	}
+	if c.Min < 1 || c.Max < c.Min {
+		return fmt.Errorf("sizes %d:%d: want 1 <= MIN <= MAX", c.Min, c.Max)
+	}
+	if len(Sizes(c.Op, c.NP, c.Min, c.Max)) == 0 {
+		return fmt.Errorf("%s: no size in %d:%d holds a whole element per rank", c.Op, c.Min, c.Max)
+	}
+	if c.Iters < 1 || c.Warmup < 0 || c.Rounds < 1 {
+		return fmt.Errorf("need at least 1 iteration and 1 round, and no negative warm-up (have %d, %d, %d)", c.Iters, c.Rounds, c.Warmup)
+	}
+	switch c.GlooAlgo {
+	case "", "ring_chunked", "ring", "halving_doubling":
+	default:
+		return fmt.Errorf("unknown Gloo allreduce %q (have ring_chunked, ring, halving_doubling)", c.GlooAlgo)
+	}
+	seen := map[string]bool{}
+	for _, name := range c.Peers {
+		p := PeerNamed(name)
+		if p == nil {
+			return fmt.Errorf("unknown peer %q (have %s)", name, strings.Join(PeerNames(), ", "))
+		}
+		if seen[name] {
+			return fmt.Errorf("peer %s named twice", name)
+		}
+		seen[name] = true
+		if !slices.Contains(p.Ops, c.Op) {
+			return fmt.Errorf("peer %s has no %s (it has %s)", name, c.Op, strings.Join(p.Ops, ", "))
+		}
+	}
+	return nil
+}
+
+// Sizes lists the message sizes of a run: doubling from min to max, as osu
+// -m MIN:MAX, without those that hold no whole element per rank (the
+// drivers and osu skip them too).
+func Sizes(op string, np, min, max int) []int {
+	var s []int
+	for size := min; size <= max; size = nextSize(size) {
+		if blockElems(op, size, np) > 0 {
+			s = append(s, size)
+		}
+	}
+	return s
+}
+
+func nextSize(s int) int {
+	if s == 0 {
+		return 1
+	}
+	return 2 * s
+}
+
+// blockElems is the block a size gives each rank, in elements (float32;
+// bytes for latency).
+func blockElems(op string, size, np int) int {
+	switch op {
+	case "latency":
+		return size
+	case "reduce_scatter":
+		return size / 4 / np
+	}
+	return size / 4
+}
+
+// osuMemLimit is bench/osu's default -M (OSU's MAX_MEM_LIMIT).
+const osuMemLimit = 512 << 20
+
+// GocclCommand is goccl's side of c when the user gives none: gorun
+// starting NP ranks of osu with the same sizes, counts and element type as
+// the drivers (float32 for collectives; bytes for latency).
+func GocclCommand(c *Config, gorun, osu string) []string {
+	argv := []string{gorun, "-n", strconv.Itoa(c.NP), osu, c.Op,
+		"-m", fmt.Sprintf("%d:%d", c.Min, c.Max), "-i", strconv.Itoa(c.Iters), "-x", strconv.Itoa(c.Warmup)}
+	if c.Op != "latency" {
+		argv = append(argv, "-T", "float32")
+	}
+	if need := c.Max * c.NP; need > osuMemLimit {
+		argv = append(argv, "-M", strconv.Itoa(need))
+	}
+	if c.Transport != "" {
+		argv = append(argv, "--transport", c.Transport)
+	}
+	return argv
+}

@@ -1,0 +1,60 @@
+// Package peers compares goccl with the libraries it competes with, Open
+// MPI and Gloo, on the machine at hand, side by side in one run: the
+// comparison harness behind the README's performance tables
+// (bench/cmd/peers is its command).
+//
+// # What it runs
+//
+// goccl's side is an OSU-style command, by default
+//
+//	bin/gorun -n NP bin/osu OP -m MIN:MAX -i ITERS -x WARMUP -T float32
+//
+// (any command that prints rows "bytes avg_us ..." will do; gorun's "[r] "
+// rank tags are stripped). The peers run small drivers of this package,
+// built from drivers/*.c* against Debian's packages (openmpi-bin and
+// libopenmpi-dev, libgloo-dev) by Build, which installs the packages when
+// they are missing:
+//
+//   - mpi-tcp: drivers/mpi_bench.c under Open MPI's mpirun with the ob1 PML
+//     and the TCP BTL on loopback (--mca pml ob1 --mca btl tcp,self
+//     --mca btl_tcp_if_include lo);
+//   - mpi-shm: the same with the shared-memory BTL (--mca btl vader,self),
+//     what Open MPI uses within a host by default;
+//   - gloo-tcp: drivers/gloo_bench.cc, NP processes started directly,
+//     meeting through Gloo's file store in a fresh directory, over Gloo's
+//     TCP transport on 127.0.0.1; allreduce is gloo::AllreduceRingChunked
+//     unless told otherwise.
+//
+// Every program runs in each of several rounds, alternating (the order
+// rotates from round to round, so none always runs first or right after
+// another), and the table shows per size the median over rounds of each
+// program's time and the ratio peer_time / goccl_time: above 1, goccl is
+// faster. Alternating rounds spread the drift of a shared machine over all
+// programs alike; the ratios are what carry over between machines and days.
+//
+// # Methodology
+//
+// The drivers time exactly as OSU Micro-Benchmarks (and goccl's bench/osu,
+// which follows them) do, so the columns compare like with like:
+//
+//   - collectives: per size a barrier, WARMUP untimed calls, then ITERS
+//     calls, each timed alone and followed by an untimed barrier; a rank's
+//     latency is its mean time per call, and the row shows the average over
+//     ranks (osu_allreduce's "Avg Latency(us)");
+//   - latency: osu_latency's ping-pong between 2 ranks, half the mean round
+//     trip on rank 0's clock, no barrier in between;
+//   - sizes double from MIN to MAX; collectives move float32 and reduce with
+//     sum; bcast's root is 0; the size is osu's message size: the buffer of
+//     allreduce and bcast, the block per rank of alltoall and allgather, the
+//     whole input of reduce_scatter (each rank receives size/NP);
+//   - buffers are allocated once, before the first size, and reused;
+//   - the peers run with MALLOC_MMAP_MAX_=0 and a huge
+//     MALLOC_TRIM_THRESHOLD_, so glibc keeps freed memory in the process:
+//     Open MPI and Gloo allocate temporaries per call, and on a VM where a
+//     freshly faulted MiB costs milliseconds that, not the library, would be
+//     measured. goccl (Go) reuses its staging memory anyway.
+//
+// A barrier per call, rather than back-to-back calls, keeps a fast rank from
+// running ahead into the next call and hiding skew; it is what OSU users
+// expect. The drivers do not check results (bench/osu's -c does for goccl).
+package peers

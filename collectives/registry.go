@@ -1,0 +1,382 @@
+package collectives
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The registry describes every collective once (Collectives) and every
+// algorithm once (Algos). Everything else is derived from these two tables:
+// the selector (Select), the parsing of algorithm names (ParseAlgoSpec,
+// LookupAlgo), the cost tests, and the documentation's algorithm table
+// (AlgorithmTable). Adding an algorithm is one entry in algoTable.
+
+// Coll names a collective.
+type Coll uint8
+
+const (
+	CollAllreduce Coll = iota + 1
+	CollBroadcast
+	CollReduce
+	CollAllgather
+	CollAllgatherv
+	CollReduceScatter
+	CollAlltoall
+	CollAlltoallv
+	CollGather
+	CollScatter
+	CollBarrier
+	CollSend
+	CollRecv
+	CollSendRecv
+	numColls
+)
+
+// CollInfo describes a collective: what all its algorithms share.
+type CollInfo struct {
+	Coll Coll
+	// Name is the one spelling of the collective everywhere: errors, logs,
+	// GOCCL_ALGO, the documentation.
+	Name string
+	// Rooted collectives have a root rank (broadcast, reduce, gather,
+	// scatter).
+	Rooted bool
+	// Reducing collectives combine elements with a reduction operation.
+	Reducing bool
+	// P2P collectives are called by two ranks, not by every rank.
+	P2P bool
+	// VarCount collectives take per-rank counts that may differ by rank.
+	VarCount bool
+	// Blocked collectives move size blocks of Args.Count elements (the
+	// gathered buffer of allgather and gather, the input of reduce-scatter
+	// and scatter, either buffer of all-to-all); the others one buffer of
+	// Args.Count elements.
+	Blocked bool
+	// InPlace states how a caller asks for in place (for the docs).
+	InPlace string
+}
+
+var collTable = [numColls]CollInfo{
+	CollAllreduce:     {Coll: CollAllreduce, Name: "allreduce", Reducing: true, InPlace: "send is recv (or nil)"},
+	CollBroadcast:     {Coll: CollBroadcast, Name: "broadcast", Rooted: true, InPlace: "always (one buffer)"},
+	CollReduce:        {Coll: CollReduce, Name: "reduce", Rooted: true, Reducing: true, InPlace: "send is recv on the root"},
+	CollAllgather:     {Coll: CollAllgather, Blocked: true, Name: "allgather", InPlace: "send is the rank's own block of recv"},
+	CollAllgatherv:    {Coll: CollAllgatherv, Blocked: true, Name: "allgatherv", VarCount: true, InPlace: "send is the rank's own block of recv"},
+	CollReduceScatter: {Coll: CollReduceScatter, Blocked: true, Name: "reduce-scatter", Reducing: true, InPlace: "recv is the rank's own block of send"},
+	CollAlltoall:      {Coll: CollAlltoall, Blocked: true, Name: "alltoall", InPlace: "send is recv"},
+	CollAlltoallv:     {Coll: CollAlltoallv, Blocked: true, Name: "alltoallv", VarCount: true, InPlace: "send is recv"},
+	CollGather:        {Coll: CollGather, Blocked: true, Name: "gather", Rooted: true, InPlace: "send is the root's own block of recv"},
+	CollScatter:       {Coll: CollScatter, Blocked: true, Name: "scatter", Rooted: true, InPlace: "recv is the root's own block of send"},
+	CollBarrier:       {Coll: CollBarrier, Name: "barrier", InPlace: "no buffers"},
+	CollSend:          {Coll: CollSend, Name: "send", P2P: true, InPlace: "-"},
+	CollRecv:          {Coll: CollRecv, Name: "recv", P2P: true, InPlace: "-"},
+	CollSendRecv:      {Coll: CollSendRecv, Name: "sendrecv", P2P: true, InPlace: "-"},
+}
+
+// Info describes c; the zero CollInfo for an unknown c.
+func (c Coll) Info() CollInfo {
+	if c == 0 || c >= numColls {
+		return CollInfo{}
+	}
+	return collTable[c]
+}
+
+func (c Coll) String() string {
+	if n := c.Info().Name; n != "" {
+		return n
+	}
+	return fmt.Sprintf("collective(%d)", uint8(c))
+}
+
+// Valid reports whether c is a collective.
+func (c Coll) Valid() bool { return c > 0 && c < numColls }
+
+// PricedBytes is the size at which the cost model prices a call of c on
+// size ranks with count elements of elemSize bytes (Args.Count): the
+// collective's full buffer (see Cost).
+func (c Coll) PricedBytes(size, count, elemSize int) int {
+	if c.Info().Blocked {
+		return size * count * elemSize
+	}
+	return count * elemSize
+}
+
+// Collectives lists every collective, in declaration order.
+func Collectives() []CollInfo {
+	out := make([]CollInfo, 0, numColls-1)
+	for c := Coll(1); c < numColls; c++ {
+		out = append(out, collTable[c])
+	}
+	return out
+}
+
+// CollByName finds a collective by its one spelling. A known other
+// spelling ("bcast", "reduce_scatter") is an error that names the right one.
+func CollByName(name string) (Coll, error) {
+	for c := Coll(1); c < numColls; c++ {
+		if collTable[c].Name == name {
+			return c, nil
+		}
+	}
+	norm := strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(name))
+	if norm == "bcast" {
+		norm = "broadcast"
+	}
+	for c := Coll(1); c < numColls; c++ {
+		if strings.ReplaceAll(collTable[c].Name, "-", "") == norm {
+			return 0, fmt.Errorf("unknown collective %q: did you mean %q?", name, collTable[c].Name)
+		}
+	}
+	names := make([]string, 0, numColls-1)
+	for c := Coll(1); c < numColls; c++ {
+		names = append(names, collTable[c].Name)
+	}
+	return 0, fmt.Errorf("unknown collective %q (have %s)", name, strings.Join(names, ", "))
+}
+
+// Args is what a schedule constructor needs beyond rank and size.
+type Args struct {
+	Count    int // elements: of the buffer, or of one block for block collectives
+	ElemSize int // bytes per element
+	Root     int
+	// Per-rank counts and displacements of the v collectives, in elements.
+	SendCounts, SendDispls, RecvCounts, RecvDispls []int
+	// Point to point: destination, source, and elements received.
+	Peer, Src, RecvCount int
+}
+
+// Algo is one algorithm of one collective.
+type Algo struct {
+	Coll Coll
+	// Name is the schedule's name, e.g. "ring".
+	Name string
+	// Schedule builds rank's schedule.
+	Schedule func(rank, size int, a *Args) Schedule
+	// Cost is the α-β cost on size ranks of a call priced at n bytes
+	// (Coll.PricedBytes): message steps on the critical path and bytes
+	// moved by the busiest rank. Nil: the algorithm is not priced (it is
+	// the collective's only one, or is chosen only when forced).
+	Cost func(size int, n float64) (steps int, bytes float64)
+	// Pipelined algorithms move the buffer in chunks that follow each
+	// other through Steps hops (Cost.Time adds the pipeline's fill).
+	Pipelined bool
+	// Reduced is how many bytes the busiest rank runs through the
+	// reduction kernel (the γ term); nil for none.
+	Reduced func(size int, n float64) float64
+	// Doc is the algorithm's line in the documentation.
+	Doc string
+}
+
+// algoTable lists every algorithm. Within a collective the order is the
+// selector's preference on a tie.
+var algoTable = []Algo{
+	{Coll: CollAllreduce, Name: "rabenseifner", Schedule: plain(RabenseifnerAllreduce), Cost: costRabenseifnerAllreduce,
+		Reduced: func(p int, n float64) float64 {
+			p2, fold, _ := foldCost(p)
+			return float64(p2-1)/float64(p2)*n + float64(fold/2)*n
+		},
+		Doc: "reduce-scatter by recursive halving, then allgather by recursive doubling (any rank count)"},
+	{Coll: CollAllreduce, Name: "ring", Schedule: plain(RingAllreduce), Cost: func(p int, n float64) (int, float64) {
+		return 2 * (p - 1), 2 * float64(p-1) / float64(p) * n
+	}, Reduced: func(p int, n float64) float64 { return float64(p-1) / float64(p) * n },
+		Doc: "reduce-scatter then allgather around a ring"},
+	{Coll: CollAllreduce, Name: "recursive-doubling", Schedule: plain(RecursiveDoublingAllreduce), Cost: func(p int, n float64) (int, float64) {
+		_, fold, lg := foldCost(p)
+		return lg + fold, float64(lg+fold/2) * n
+	}, Reduced: func(p int, n float64) float64 {
+		_, fold, lg := foldCost(p)
+		return float64(lg+fold/2) * n
+	}, Doc: "exchange the whole buffer with partners at distance 1, 2, 4, ... (small buffers)"},
+	{Coll: CollAllreduce, Name: "tree", Schedule: plain(TreeAllreduce), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
+		// Up and down the deeper tree; a rank sends and receives half the
+		// buffer per tree edge it has.
+		return 2 * dtreeDepth(p), float64(dtreeMaxEdges(p)) * n / 2
+	}, Reduced: func(p int, n float64) float64 { return n }, // two children's halves at an inner node
+		Doc: "double binary tree, each tree reducing and broadcasting half the buffer, pipelined (as NCCL)"},
+
+	{Coll: CollBroadcast, Name: "binomial", Schedule: rooted(BinomialBroadcast), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
+		return log2Ceil(p), float64(log2Ceil(p)) * n
+	}, Doc: "binomial tree, pipelined"},
+	{Coll: CollBroadcast, Name: "pipeline", Schedule: rooted(PipelineBroadcast), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
+		return p - 1, n
+	}, Doc: "chain from the root, pipelined"},
+	{Coll: CollBroadcast, Name: "scatter-allgather", Schedule: rooted(ScatterAllgatherBroadcast), Cost: func(p int, n float64) (int, float64) {
+		return log2Ceil(p) + p - 1, 2 * float64(p-1) / float64(p) * n
+	}, Doc: "binomial scatter, then ring allgather (large buffers)"},
+
+	{Coll: CollReduce, Name: "binomial", Schedule: rooted(BinomialReduce), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
+		return log2Ceil(p), float64(log2Ceil(p)) * n
+	}, Reduced: func(p int, n float64) float64 { return float64(log2Ceil(p)) * n },
+		Doc: "binomial tree toward the root, pipelined"},
+	{Coll: CollReduce, Name: "ring", Schedule: rooted(RingReduce), Cost: func(p int, n float64) (int, float64) {
+		// The root receives the ring's share and every other segment.
+		return p, 2 * float64(p-1) / float64(p) * n
+	}, Reduced: func(p int, n float64) float64 { return float64(p-1) / float64(p) * n },
+		Doc: "ring reduce-scatter, then the segments gathered at the root (large buffers)"},
+
+	{Coll: CollAllgather, Name: "ring", Schedule: plain(RingAllgather), Cost: func(p int, n float64) (int, float64) {
+		return p - 1, float64(p-1) / float64(p) * n
+	}, Doc: "around a ring"},
+	{Coll: CollAllgather, Name: "recursive-doubling", Schedule: plain(RecursiveDoublingAllgather), Cost: func(p int, n float64) (int, float64) {
+		// Rank 0 is the busiest: it stands for an extra rank, its groups
+		// hold the most extras, and it sends the extra everything.
+		p2, fold, lg := foldCost(p)
+		blocks := groupBlocks(p2, p-p2)
+		if fold > 0 {
+			blocks += p - 1
+		}
+		return lg + fold, float64(blocks) / float64(p) * n
+	}, Doc: "exchange with partners at distance 1, 2, 4, ..."},
+	{Coll: CollAllgather, Name: "bruck", Schedule: plain(BruckAllgather), Cost: func(p int, n float64) (int, float64) {
+		return log2Ceil(p), float64(p-1) / float64(p) * n
+	}, Doc: "Bruck's ceil(log2 n) rounds (small blocks)"},
+
+	{Coll: CollAllgatherv, Name: "ring", Schedule: func(r, n int, a *Args) Schedule {
+		return RingAllgatherv(r, n, a.RecvCounts, a.RecvDispls, a.ElemSize)
+	}, Doc: "around a ring"},
+
+	{Coll: CollReduceScatter, Name: "ring", Schedule: plain(RingReduceScatter), Cost: func(p int, n float64) (int, float64) {
+		return p - 1, float64(p-1) / float64(p) * n
+	}, Reduced: func(p int, n float64) float64 { return float64(p-1) / float64(p) * n },
+		Doc: "around a ring"},
+	{Coll: CollReduceScatter, Name: "recursive-halving", Schedule: plain(RecursiveHalvingReduceScatter), Cost: func(p int, n float64) (int, float64) {
+		// Rank 0 is the busiest: it receives the extra's buffer, then the
+		// halves it keeps, which hold the most extras.
+		p2, fold, lg := foldCost(p)
+		blocks := groupBlocks(p2, p-p2)
+		if fold > 0 {
+			blocks += p
+		}
+		return lg + fold, float64(blocks) / float64(p) * n
+	}, Reduced: func(p int, n float64) float64 { return float64(p-1) / float64(p) * n },
+		Doc: "halve the buffer with partners at distance n/2, n/4, ..."},
+
+	{Coll: CollAlltoall, Name: "pairwise", Schedule: plain(PairwiseAlltoall), Cost: func(p int, n float64) (int, float64) {
+		return p - 1, float64(p-1) / float64(p) * n
+	}, Doc: "exchange with rank+k, rank-k for k = 1 .. n-1"},
+	{Coll: CollAlltoall, Name: "bruck", Schedule: plain(BruckAlltoall), Cost: func(p int, n float64) (int, float64) {
+		// A message per round, of the slots with bit k set: about
+		// (p/2)*log2(p) blocks, the same on every rank.
+		blocks := 0
+		for k := range log2Ceil(p) {
+			blocks += bruckSlots(p, k)
+		}
+		return log2Ceil(p), float64(blocks) / float64(p) * n
+	}, Doc: "Bruck's ceil(log2 n) rounds with local rotations (small blocks)"},
+
+	{Coll: CollAlltoallv, Name: "pairwise", Schedule: func(r, n int, a *Args) Schedule {
+		return PairwiseAlltoallv(r, n, a.SendCounts, a.SendDispls, a.RecvCounts, a.RecvDispls, a.ElemSize)
+	}, Doc: "exchange with rank+k, rank-k for k = 1 .. n-1"},
+
+	{Coll: CollGather, Name: "binomial", Schedule: rooted(BinomialGather), Cost: func(p int, n float64) (int, float64) {
+		return log2Ceil(p), float64(p-1) / float64(p) * n
+	}, Doc: "binomial tree toward the root"},
+	{Coll: CollScatter, Name: "binomial", Schedule: rooted(BinomialScatter), Cost: func(p int, n float64) (int, float64) {
+		return log2Ceil(p), float64(p-1) / float64(p) * n
+	}, Doc: "binomial tree from the root"},
+	{Coll: CollBarrier, Name: "dissemination", Schedule: func(r, n int, a *Args) Schedule { return DisseminationBarrier(r, n) },
+		Cost: func(p int, n float64) (int, float64) { return log2Ceil(p), 0 },
+		Doc:  "ceil(log2 n) rounds of zero-byte messages"},
+
+	{Coll: CollSend, Name: "direct", Schedule: func(r, n int, a *Args) Schedule {
+		return Schedule{Name: "direct", Rank: r, Size: n,
+			Steps: []Step{{Kind: Send, Peer: a.Peer, Buf: BufInput, Len: a.Count * a.ElemSize}}}
+	}, Doc: "one message"},
+	{Coll: CollRecv, Name: "direct", Schedule: func(r, n int, a *Args) Schedule {
+		return Schedule{Name: "direct", Rank: r, Size: n,
+			Steps: []Step{{Kind: Recv, Peer: a.Src, Buf: BufData, Len: a.RecvCount * a.ElemSize}}}
+	}, Doc: "one message"},
+	{Coll: CollSendRecv, Name: "direct", Schedule: func(r, n int, a *Args) Schedule {
+		return Schedule{Name: "direct", Rank: r, Size: n, Steps: []Step{
+			{Kind: Send, Peer: a.Peer, Buf: BufInput, Len: a.Count * a.ElemSize},
+			{Kind: Recv, Peer: a.Src, Buf: BufData, Len: a.RecvCount * a.ElemSize},
+		}}
+	}, Doc: "one message each way"},
+}
+
+func costRabenseifnerAllreduce(p int, n float64) (int, float64) {
+	p2, fold, lg := foldCost(p)
+	return 2*lg + fold, 2*float64(p2-1)/float64(p2)*n + float64(fold/2)*n
+}
+
+// plain adapts a schedule constructor of (rank, size, count, elemSize).
+func plain(f func(rank, size, count, elemSize int) Schedule) func(int, int, *Args) Schedule {
+	return func(r, n int, a *Args) Schedule { return f(r, n, a.Count, a.ElemSize) }
+}
+
+// rooted adapts a schedule constructor of (rank, size, root, count,
+// elemSize).
+func rooted(f func(rank, size, root, count, elemSize int) Schedule) func(int, int, *Args) Schedule {
+	return func(r, n int, a *Args) Schedule { return f(r, n, a.Root, a.Count, a.ElemSize) }
+}
+
+// Algos lists the algorithms of c in the selector's order of preference.
+func Algos(c Coll) []*Algo {
+	var out []*Algo
+	for i := range algoTable {
+		if algoTable[i].Coll == c {
+			out = append(out, &algoTable[i])
+		}
+	}
+	return out
+}
+
+// AlgoNames lists the names of c's algorithms, sorted.
+func AlgoNames(c Coll) []string {
+	var names []string
+	for _, a := range Algos(c) {
+		names = append(names, a.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// LookupAlgo finds algorithm name of c; the error names the algorithms c
+// has.
+func LookupAlgo(c Coll, name string) (*Algo, error) {
+	for _, a := range Algos(c) {
+		if a.Name == name {
+			return a, nil
+		}
+	}
+	return nil, fmt.Errorf("%s has no algorithm %q (have %s)", c, name, strings.Join(AlgoNames(c), ", "))
+}
+
+// ParseAlgoSpec reads a per-collective algorithm override such as
+// "allreduce:tree,broadcast:pipeline" (GOCCL_ALGO's syntax).
+func ParseAlgoSpec(spec string) (map[Coll]*Algo, error) {
+	out := map[Coll]*Algo{}
+	if strings.TrimSpace(spec) == "" {
+		return out, nil
+	}
+	for _, item := range strings.Split(spec, ",") {
+		coll, algo, ok := strings.Cut(strings.TrimSpace(item), ":")
+		if !ok {
+			return nil, fmt.Errorf("%q: item %q is not collective:algorithm", spec, item)
+		}
+		c, err := CollByName(coll)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", spec, err)
+		}
+		a, err := LookupAlgo(c, algo)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", spec, err)
+		}
+		out[c] = a
+	}
+	return out, nil
+}
+
+// AlgorithmTable is the documentation's table of collectives and their
+// algorithms, in Markdown.
+func AlgorithmTable() string {
+	var b strings.Builder
+	b.WriteString("| collective | algorithm | how |\n|---|---|---|\n")
+	for c := Coll(1); c < numColls; c++ {
+		for _, a := range Algos(c) {
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", c, a.Name, a.Doc)
+		}
+	}
+	return b.String()
+}

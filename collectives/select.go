@@ -1,0 +1,139 @@
+package collectives
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The selector is a pure function: the collective, the size of the call,
+// where the ranks are (Topology) and what the links and the CPU cost
+// (Model) in; the algorithm and the price of every candidate out. The
+// communicator only supplies the measurements; every rank that feeds it the
+// same inputs gets the same choice.
+
+// LinkClass is a kind of link between two ranks, priced separately.
+type LinkClass uint8
+
+const (
+	// LinkLocal joins ranks of one host (shared memory, or loopback).
+	LinkLocal LinkClass = iota
+	// LinkNet joins ranks of different hosts (TCP, verbs).
+	LinkNet
+	NumLinkClasses
+)
+
+func (l LinkClass) String() string {
+	switch l {
+	case LinkLocal:
+		return "local"
+	case LinkNet:
+		return "net"
+	}
+	return fmt.Sprintf("link(%d)", uint8(l))
+}
+
+// LinkCost is the α-β cost of one class of link: Alpha seconds per message,
+// Beta seconds per byte. The zero LinkCost means "not measured".
+type LinkCost struct {
+	Alpha, Beta float64
+}
+
+func (l LinkCost) known() bool { return l.Alpha > 0 || l.Beta > 0 }
+
+// Topology is where a job's ranks are.
+type Topology struct {
+	Size  int // ranks
+	Hosts int // hosts they run on; 0 or 1: all on one host
+}
+
+// Model is what the selector prices algorithms with.
+type Model struct {
+	Links [NumLinkClasses]LinkCost
+	// Gamma is seconds per byte through the reduction kernel.
+	Gamma float64
+	// ChunkBytes is the executor's pipelining unit.
+	ChunkBytes int
+}
+
+// link is the cost of the links a flat algorithm's messages cross on t: the
+// network's when the ranks span hosts, else the local links' (either falls
+// back to the other when it was not measured).
+func (m *Model) link(t Topology) LinkCost {
+	first, second := LinkLocal, LinkNet
+	if t.Hosts > 1 {
+		first, second = LinkNet, LinkLocal
+	}
+	if m.Links[first].known() {
+		return m.Links[first]
+	}
+	return m.Links[second]
+}
+
+// Price is one candidate's estimated time.
+type Price struct {
+	Algo    *Algo
+	Seconds float64
+}
+
+// Time estimates the run time of algorithm a on a call priced at nbytes
+// (CollInfo.Price) on t with model m. It reports false for an algorithm
+// without a cost.
+func (a *Algo) Time(nbytes int, t Topology, m Model) (float64, bool) {
+	if a.Cost == nil {
+		return 0, false
+	}
+	l := m.link(t)
+	// A pipeline's chunks are no larger than the buffer.
+	chunk := min(m.ChunkBytes, max(nbytes, 1))
+	sec := a.costAt(t.Size, nbytes).Time(l.Alpha, l.Beta, chunk)
+	if a.Reduced != nil && t.Size > 1 {
+		sec += a.Reduced(t.Size, float64(nbytes)) * m.Gamma
+	}
+	return sec, true
+}
+
+// Select picks the algorithm of a call of c priced at nbytes (see
+// Coll.PricedBytes) on t: the cheapest by m, the first in the table's
+// order on a tie; a collective with one algorithm gets it unpriced. The
+// prices of the candidates are appended to prices and returned (pass a
+// reused slice to avoid allocation).
+func Select(c Coll, nbytes int, t Topology, m Model, prices []Price) (*Algo, []Price, error) {
+	var best *Algo
+	var bestT float64
+	var only *Algo
+	n, start := 0, len(prices)
+	for i := range algoTable {
+		a := &algoTable[i]
+		if a.Coll != c {
+			continue
+		}
+		n++
+		only = a
+		sec, ok := a.Time(nbytes, t, m)
+		if !ok {
+			continue
+		}
+		prices = append(prices, Price{Algo: a, Seconds: sec})
+		if best == nil || sec < bestT {
+			best, bestT = a, sec
+		}
+	}
+	switch {
+	case n == 1:
+		return only, prices[:start], nil
+	case best == nil && n == 0:
+		return nil, prices, fmt.Errorf("%s has no algorithm", c)
+	case best == nil:
+		return nil, prices, fmt.Errorf("%s: no algorithm has a cost model", c)
+	}
+	return best, prices, nil
+}
+
+// FormatPrices renders prices for logs: " ring=12.0us tree=15.2us".
+func FormatPrices(prices []Price) string {
+	var b strings.Builder
+	for _, p := range prices {
+		fmt.Fprintf(&b, " %s=%.1fus", p.Algo.Name, p.Seconds*1e6)
+	}
+	return b.String()
+}

@@ -1,0 +1,112 @@
+package collectives
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// netModel is a plausible TCP network: 20 us per message, 2 GB/s, a kernel
+// reducing at 8 GB/s, 512 KiB chunks.
+func netModel() Model {
+	var m Model
+	m.Links[LinkLocal] = LinkCost{Alpha: 20e-6, Beta: 1 / 2e9}
+	m.Gamma, m.ChunkBytes = 1/8e9, 512<<10
+	return m
+}
+
+func TestSelectTable(t *testing.T) {
+	m := netModel()
+	for _, tc := range []struct {
+		coll   Coll
+		bytes  int
+		size   int
+		want   string
+		reason string
+	}{
+		{CollAllreduce, 8, 2, "recursive-doubling", "one exchange beats the ring's two steps"},
+		{CollAllreduce, 8, 64, "recursive-doubling", "log2 steps for a tiny buffer"},
+		{CollAllreduce, 64 << 20, 2, "rabenseifner", "ring and Rabenseifner cost the same at 2 ranks: the table's first wins the tie"},
+		{CollAllreduce, 64 << 20, 4, "rabenseifner", "bandwidth-optimal, fewer steps than the ring"},
+		{CollAllreduce, 64 << 20, 6, "ring", "Rabenseifner's fold moves the whole buffer twice more at 6 ranks"},
+		{CollBroadcast, 8, 16, "binomial", "log2 steps"},
+		{CollBroadcast, 256 << 20, 16, "pipeline", "a chain moves the buffer once per rank, its fill is small"},
+		{CollBroadcast, 1 << 20, 16, "scatter-allgather", "fewer hops than the chain, less than log2(16)x the buffer"},
+		{CollAllgather, 64 * 8, 64, "recursive-doubling", "log2 steps for tiny blocks, tied with Bruck at a power of two: the first wins"},
+		{CollAllgather, 48 * 8, 48, "bruck", "log2 steps without recursive doubling's fold"},
+		{CollAllgather, 64 << 20, 6, "bruck", "the bytes of the ring in fewer steps (the model does not price its final local rotation)"},
+		{CollReduce, 8, 8, "binomial", "log2 steps for a tiny buffer"},
+		{CollReduce, 64 << 20, 8, "ring", "the root receives ~2x the buffer instead of log2(8)x"},
+		{CollAlltoall, 8 * 64, 64, "bruck", "log2 rounds for tiny blocks"},
+		{CollAlltoall, 64 << 20, 64, "pairwise", "each block moves once"},
+		{CollGather, 1 << 20, 8, "binomial", "the only algorithm"},
+		{CollBarrier, 0, 8, "dissemination", "the only algorithm"},
+	} {
+		a, prices, err := Select(tc.coll, tc.bytes, Topology{Size: tc.size}, m, nil)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, a.Name, "%s of %d bytes on %d ranks (%s): prices%s", tc.coll, tc.bytes, tc.size, tc.reason, FormatPrices(prices))
+	}
+}
+
+func TestSelectPricesEveryCandidate(t *testing.T) {
+	buf := make([]Price, 0, 8)
+	a, prices, err := Select(CollAllreduce, 1<<20, Topology{Size: 4}, netModel(), buf[:0])
+	require.NoError(t, err)
+	require.Len(t, prices, 4)
+	best := prices[0]
+	for _, p := range prices {
+		if p.Seconds < best.Seconds {
+			best = p
+		}
+	}
+	require.Equal(t, best.Algo, a)
+	require.Equal(t, &buf[:1][0], &prices[0], "prices go into the caller's slice")
+	// A collective with one algorithm is not priced.
+	a, prices, err = Select(CollGather, 1<<20, Topology{Size: 4}, netModel(), nil)
+	require.NoError(t, err)
+	require.Equal(t, "binomial", a.Name)
+	require.Empty(t, prices)
+}
+
+func TestSelectTieGoesToTheTablesFirst(t *testing.T) {
+	// With α = β = γ = 0 every allreduce algorithm costs nothing.
+	a, prices, err := Select(CollAllreduce, 1<<20, Topology{Size: 4}, Model{}, nil)
+	require.NoError(t, err)
+	require.Equal(t, Algos(CollAllreduce)[0], a)
+	for _, p := range prices {
+		require.Zero(t, p.Seconds)
+	}
+}
+
+func TestSelectUsesTheLinkClassOfTheTopology(t *testing.T) {
+	var m Model
+	m.Links[LinkLocal] = LinkCost{Alpha: 1e-6, Beta: 1e-11}   // shared memory: latency cheap
+	m.Links[LinkNet] = LinkCost{Alpha: 100e-6, Beta: 1 / 1e9} // a slow network
+	m.ChunkBytes = 512 << 10
+	one := Topology{Size: 8, Hosts: 1}
+	many := Topology{Size: 8, Hosts: 4}
+	ring, err := LookupAlgo(CollAllreduce, "ring")
+	require.NoError(t, err)
+	tLocal, _ := ring.Time(1<<20, one, m)
+	tNet, _ := ring.Time(1<<20, many, m)
+	require.Less(t, tLocal*10, tNet, "across hosts the network's α and β apply")
+	// Only one class measured: it stands for both.
+	var only Model
+	only.Links[LinkNet] = m.Links[LinkNet]
+	t1, _ := ring.Time(1<<20, one, only)
+	require.Equal(t, tNet, t1)
+}
+
+func TestSelectUnknownCollective(t *testing.T) {
+	_, _, err := Select(Coll(200), 8, Topology{Size: 2}, netModel(), nil)
+	require.Error(t, err)
+}
+
+func BenchmarkSelect(b *testing.B) {
+	m := netModel()
+	buf := make([]Price, 0, 8)
+	b.ReportAllocs()
+	for b.Loop() {
+		Select(CollAllreduce, 1<<20, Topology{Size: 16}, m, buf[:0])
+	}
+}
