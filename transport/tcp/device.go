@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goccl/goccl/internal/ratelog"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -130,7 +131,20 @@ type Device struct {
 	handshakes map[net.Conn]struct{}
 
 	wg sync.WaitGroup // accept loop and handshakes
+
+	// dropLog throttles the per-connection lines about dropped
+	// connections (see dropf).
+	dropLog *ratelog.Limiter
 }
+
+// A flood of stray connections (a port scanner, a peer reconnecting in a
+// loop) must not bury the log: per remote host the first dropBurst dropped
+// connections are logged in full, the rest counted, one summary line per
+// dropInterval.
+const (
+	dropBurst    = 5
+	dropInterval = 10 * time.Second
+)
 
 var _ transport.Device = (*Device)(nil)
 
@@ -170,6 +184,9 @@ func NewDevice(opts Options) (*Device, error) {
 		cqs:        make(map[*cq]struct{}),
 		handshakes: make(map[net.Conn]struct{}),
 	}
+	d.dropLog = ratelog.New(dropBurst, dropInterval, func(s ratelog.Summary) {
+		d.opts.Logf("tcp: device %s: %d more connections from %s dropped in the last %s", d.Addr(), s.Suppressed, s.Key, s.Span.Round(time.Second))
+	})
 	d.wg.Add(1)
 	go d.acceptLoop()
 	return d, nil
@@ -227,6 +244,28 @@ func (d *Device) logf(format string, args ...any) {
 		return
 	}
 	d.opts.Logf("tcp: device %s: "+format, append([]any{d.Addr()}, args...)...)
+}
+
+// dropf reports a dropped connection from remote, throttled per remote
+// host (see dropBurst).
+func (d *Device) dropf(remote net.Addr, format string, args ...any) {
+	if d.isClosed() {
+		return
+	}
+	if d.dropLog.Allow(hostOf(remote)) {
+		d.logf("dropping connection from %s: "+format, append([]any{remote}, args...)...)
+	}
+}
+
+// hostOf is the address a flood comes from: the IP without the port.
+func hostOf(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok && t != nil {
+		return t.IP.String()
+	}
+	if a == nil {
+		return "unknown"
+	}
+	return a.String()
 }
 
 // Register registers buf. It does not block. The key is 64 random bits.
@@ -386,6 +425,7 @@ func (d *Device) Close() error {
 	for _, e := range eps {
 		e.Close()
 	}
+	d.dropLog.Stop()
 	d.mu.Lock()
 	cqs := make([]*cq, 0, len(d.cqs))
 	for q := range d.cqs {
@@ -426,7 +466,7 @@ func (d *Device) acceptLoop() {
 			full := !d.closed
 			d.mu.Unlock()
 			if full {
-				d.logf("dropping connection from %s: %d handshakes in progress", c.RemoteAddr(), maxHandshakes)
+				d.dropf(c.RemoteAddr(), "%d handshakes in progress", maxHandshakes)
 			}
 			c.Close()
 			continue
@@ -452,21 +492,21 @@ func (d *Device) handshake(c *net.TCPConn) {
 			c.Close()
 		}
 	}()
-	from := c.RemoteAddr().String()
+	remote := c.RemoteAddr()
 	c.SetDeadline(time.Now().Add(d.opts.HandshakeTimeout))
 	var b [helloSize]byte
 	// The magic first, so that a stranger speaking another protocol is
 	// dropped at once rather than after the timeout.
 	if _, err := io.ReadFull(c, b[:len(helloMagic)]); err != nil {
-		d.logf("dropping connection from %s: reading hello: %v", from, err)
+		d.dropf(remote, "reading hello: %v", err)
 		return
 	}
 	if [4]byte(b[:4]) != helloMagic {
-		d.logf("dropping connection from %s: bad hello magic %q", from, b[:4])
+		d.dropf(remote, "bad hello magic %q", b[:4])
 		return
 	}
 	if _, err := io.ReadFull(c, b[len(helloMagic):]); err != nil {
-		d.logf("dropping connection from %s: reading hello: %v", from, err)
+		d.dropf(remote, "reading hello: %v", err)
 		return
 	}
 	var h hello
@@ -476,11 +516,11 @@ func (d *Device) handshake(c *net.TCPConn) {
 			reply.encode(b[:])
 			c.Write(b[:])
 		}
-		d.logf("dropping connection from %s: %v", from, err)
+		d.dropf(remote, "%v", err)
 		return
 	}
 	if h.typ != helloReq {
-		d.logf("dropping connection from %s: hello of type %d", from, h.typ)
+		d.dropf(remote, "hello of type %d", h.typ)
 		return
 	}
 	d.mu.Lock()
@@ -495,20 +535,20 @@ func (d *Device) handshake(c *net.TCPConn) {
 	reply := hello{typ: helloAck, status: status, dst: h.dst, src: h.src}
 	reply.encode(b[:])
 	if _, err := c.Write(b[:]); err != nil {
-		d.logf("dropping connection from %s: answering hello: %v", from, err)
+		d.dropf(remote, "answering hello: %v", err)
 		return
 	}
 	if status != helloOK {
-		d.logf("dropping connection from %s: hello names %s endpoint %x", from, map[uint8]string{helloUnknown: "unknown", helloBusy: "busy"}[status], h.dst[:4])
+		d.dropf(remote, "hello names %s endpoint %x", map[uint8]string{helloUnknown: "unknown", helloBusy: "busy"}[status], h.dst[:4])
 		return
 	}
 	if err := tune(c, &d.opts); err != nil {
-		d.logf("dropping connection from %s: %v", from, err)
+		d.dropf(remote, "%v", err)
 		return
 	}
 	c.SetDeadline(time.Time{})
 	keep = e.attach(c, h.src)
 	if !keep {
-		d.logf("dropping connection from %s: endpoint %x no longer accepts it", from, h.dst[:4])
+		d.dropf(remote, "endpoint %x no longer accepts it", h.dst[:4])
 	}
 }

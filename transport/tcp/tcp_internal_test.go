@@ -521,3 +521,47 @@ func TestCloseSendsOwedAcks(t *testing.T) {
 		transporttest.ExpectOK(t, transporttest.WaitOne(t, p.CQA, 5*time.Second), transport.OpWrite, 2, 4096)
 	}
 }
+
+// TestStrayFloodThrottled: a flood of stray connections from one host
+// logs the first few in full and the rest as one counted summary (issue 11:
+// one unthrottled line per refused connection buried the log).
+func TestStrayFloodThrottled(t *testing.T) {
+	var sink logSink
+	o := testOptions(t)
+	o.Logf = sink.logf
+	d, err := NewDevice(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const strays = 40
+	for range strays {
+		c, err := net.Dial("tcp", d.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+		expectDropped(t, c)
+		c.Close()
+	}
+	count := func(sub string) int {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		n := 0
+		for _, s := range sink.lines {
+			if strings.Contains(s, sub) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count("dropping connection"); n != dropBurst {
+		t.Fatalf("%d lines about dropped connections for %d strays, want %d (then a summary)", n, strays, dropBurst)
+	}
+	d.Close()
+	want := fmt.Sprintf("%d more connections from 127.0.0.1 dropped", strays-dropBurst)
+	if n := count(want); n != 1 {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		t.Fatalf("no summary %q after Close; got:\n%s", want, strings.Join(sink.lines, "\n"))
+	}
+}
