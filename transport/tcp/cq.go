@@ -3,6 +3,7 @@ package tcp
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,37 +146,44 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 	q.activity.Add(1)
 	defer q.left()
 	spin := q.dev.spin
+	procs := int32(runtime.GOMAXPROCS(0))
 	for {
 		// Spin: poll the sockets until something completes or nothing
-		// moved for spin.budget.
+		// moved for the spin budget.
 		q.spinners.Add(1)
+		spinning.Add(1)
 		quiet := time.Now()
 		for i := 0; ; i++ {
 			moved := q.drive()
 			if n := q.take(out); n > 0 {
 				q.spinners.Add(-1)
+				spinning.Add(-1)
 				return n, nil
 			}
 			if i&15 == 15 {
 				select {
 				case <-ctx.Done():
 					q.spinners.Add(-1)
+					spinning.Add(-1)
 					return 0, ctx.Err()
 				case <-q.done:
 					q.spinners.Add(-1)
+					spinning.Add(-1)
 					return 0, fmt.Errorf("tcp: cq wait: %w", transport.ErrClosed)
 				default:
 				}
 			}
 			now := time.Now()
+			crowd := crowded(procs)
 			if moved {
 				quiet = now
-			} else if now.Sub(quiet) >= spin.budget {
+			} else if now.Sub(quiet) >= spin.budgetFor(crowd) {
 				break
 			}
-			spin.pause(i, now.Sub(quiet))
+			spin.pause(i, now.Sub(quiet), crowd)
 		}
 		q.spinners.Add(-1)
+		spinning.Add(-1)
 
 		// Park: the background goroutines take the sockets over and wake
 		// us through notify.

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -43,10 +44,33 @@ func newSpinPolicy(o *Options) spinPolicy {
 	return s
 }
 
+// spinning counts the Waits of this process that are spinning, on every
+// queue. When it exceeds GOMAXPROCS (ranks run as goroutines of one
+// process, say), spinners take the processors their peers need: each then
+// yields to the other goroutines between polls and parks sooner.
+var spinning atomic.Int32
+
+// crowdedBudget is the idle spin of a Wait among more spinners than
+// processors.
+const crowdedBudget = 20 * time.Microsecond
+
+// crowded reports whether the process has more spinning Waits than procs.
+func crowded(procs int32) bool { return spinning.Load() > procs }
+
+// budgetFor is the idle spin allowed now.
+func (s spinPolicy) budgetFor(crowd bool) time.Duration {
+	if crowd {
+		return min(s.budget, crowdedBudget)
+	}
+	return s.budget
+}
+
 // pause is called between two fruitless polls of iteration i, idle for
 // the given time.
-func (s spinPolicy) pause(i int, idle time.Duration) {
+func (s spinPolicy) pause(i int, idle time.Duration, crowd bool) {
 	switch {
+	case crowd:
+		runtime.Gosched() // the other spinners of this process need the processor
 	case idle >= s.yieldAfter:
 		unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 	case i&7 == 7:
