@@ -14,9 +14,10 @@ import (
 // woken between the socket and the waiting caller), and what makes them
 // slow when ranks outnumber cores (the spinner holds the core the peer
 // needs). So a Wait spins for at most budget without seeing data move,
-// and once it has spun for yieldAfter without data it gives the processor
-// back to the kernel between polls (sched_yield), so that another process
-// runnable on this core runs at once.
+// then parks; with more ranks than cores (Options.Oversubscribed) the
+// budget is short, and once it has spun for yieldAfter without data it
+// gives the processor back to the kernel between polls (sched_yield), so
+// that another process runnable on this core runs at once.
 type spinPolicy struct {
 	budget     time.Duration // idle spinning before parking
 	yieldAfter time.Duration // idle spinning before each poll yields to the kernel
@@ -26,11 +27,14 @@ type spinPolicy struct {
 // µs; a collective step seldom waits longer than a few of them.
 const (
 	defaultSpinTime  = 200 * time.Microsecond
-	defaultYieldTime = 20 * time.Microsecond
+	defaultYieldTime = 5 * time.Microsecond
 )
 
 func newSpinPolicy(o *Options) spinPolicy {
-	s := spinPolicy{budget: o.SpinTime, yieldAfter: defaultYieldTime}
+	// Alone on its cores a spinner never yields to the kernel before it
+	// parks: a yield is a system call between two polls, and there is
+	// nobody to yield to.
+	s := spinPolicy{budget: o.SpinTime, yieldAfter: time.Hour}
 	if s.budget == 0 {
 		s.budget = defaultSpinTime
 	}
@@ -38,7 +42,7 @@ func newSpinPolicy(o *Options) spinPolicy {
 		s.budget = 0
 	}
 	if o.Oversubscribed {
-		s.yieldAfter = 0
+		s.yieldAfter = defaultYieldTime
 		s.budget = min(s.budget, 50*time.Microsecond)
 	}
 	return s
