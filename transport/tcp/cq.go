@@ -51,7 +51,7 @@ var _ transport.CompletionQueue = (*cq)(nil)
 
 // lazyPeriod is how long a queue must see no Poll or Wait before its
 // sockets go back to the background goroutines (see cq).
-const lazyPeriod = 500 * time.Microsecond
+const lazyPeriod = time.Millisecond
 
 func newCQ(dev *Device, depth int) *cq {
 	q := &cq{dev: dev, notify: make(chan struct{}, 1), done: make(chan struct{}), depth: depth}

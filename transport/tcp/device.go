@@ -61,7 +61,7 @@ type Options struct {
 	SocketBuffer int
 	// SpinTime is how long a Wait keeps polling its sockets while nothing
 	// arrives before it sleeps until the background reader wakes it.
-	// Default 200 µs; negative sleeps at once.
+	// Default 50 µs; negative sleeps at once.
 	SpinTime time.Duration
 	// Oversubscribed says that this host runs more ranks than it has
 	// cores: a Wait then yields the processor to the kernel between polls
