@@ -25,42 +25,51 @@ type planKey struct {
 	peer, src int
 	recvCount int
 	chunkSize int
+	fromInput bool
 }
 
 // plan returns the compiled plan of a call, from the cache when it has no
-// per-rank counts.
-func (c *Comm) plan(r *Request, algo string) (*collectives.Plan, int, error) {
+// per-rank counts. With fromInput (a reducing collective whose input is a
+// separate registered buffer of dataLen bytes) it asks for the schedule
+// rewritten to read BufInput instead of a copy of it in BufData
+// (collectives.FromInput), and says whether it got it (if not, the caller
+// copies the input into BufData).
+func (c *Comm) plan(r *Request, algo string, fromInput bool, dataLen int) (p *collectives.Plan, scratch int, rewritten bool, err error) {
 	elemSize := 1
 	if r.dt.Valid() {
 		elemSize = r.dt.Size()
 	}
 	k := planKey{kind: r.kind, algo: algo, count: r.count, elemSize: elemSize, root: r.root,
-		peer: r.args.peer, src: r.args.src, recvCount: r.args.recvCount, chunkSize: c.opts.ChunkSize}
+		peer: r.args.peer, src: r.args.src, recvCount: r.args.recvCount, chunkSize: c.opts.ChunkSize, fromInput: fromInput}
 	cacheable := r.args.sendCounts == nil && r.args.recvCounts == nil
 	if cacheable {
 		if e, ok := c.plans[k]; ok {
-			return e.plan, e.scratch, nil
+			return e.plan, e.scratch, e.fromInput, nil
 		}
 	}
 	a := r.args // escapes to the constructor: copied only when compiling
 	a.count, a.elemSize, a.root = r.count, elemSize, r.root
 	s := algorithms[r.kind][algo](c.rank, c.size, &a)
-	p, err := collectives.Compile(s, c.opts.ChunkSize)
+	if fromInput {
+		s, rewritten = collectives.FromInput(s, dataLen)
+	}
+	p, err = collectives.Compile(s, c.opts.ChunkSize)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	if cacheable {
 		if len(c.plans) >= 512 {
 			clear(c.plans)
 		}
-		c.plans[k] = planEntry{plan: p, scratch: s.ScratchBytes}
+		c.plans[k] = planEntry{plan: p, scratch: s.ScratchBytes, fromInput: rewritten}
 	}
-	return p, s.ScratchBytes, nil
+	return p, s.ScratchBytes, rewritten, nil
 }
 
 type planEntry struct {
-	plan    *collectives.Plan
-	scratch int
+	plan      *collectives.Plan
+	scratch   int
+	fromInput bool // the schedule reads BufInput (FromInput)
 }
 
 // dataBytes is how many bytes of BufData the call uses on this rank, and
@@ -118,10 +127,33 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		t := bufs[collectives.BufData]
 		return t.Region.Bytes()[t.Off : t.Off+dlen]
 	}
+	// The plan. A reducing collective whose input is a registered buffer
+	// other than BufData reads it in place (the schedule rewritten by
+	// collectives.FromInput) instead of a copy of it in BufData: on 2
+	// ranks, half the input is sent straight from it and only the half
+	// reduced into is copied, chunk by chunk.
+	var plan *collectives.Plan
+	scratch, fromInput := 0, false
+	reducing := r.kind == collAllreduce || r.kind == collReduce || r.kind == collReduceScatter
+	if reducing && dlen > 0 && c.size > 1 && !sameBytes(r.send, data()) {
+		if t, ok := c.lookup(r.send); ok {
+			if plan, scratch, fromInput, err = c.plan(r, algo, true, dlen); err != nil {
+				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
+			}
+			if fromInput {
+				bufs[collectives.BufInput] = t
+			}
+		}
+	}
+	if plan == nil {
+		if plan, scratch, _, err = c.plan(r, algo, false, dlen); err != nil {
+			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
+		}
+	}
 	// Initial content of BufData.
 	switch r.kind {
 	case collAllreduce, collReduce, collReduceScatter:
-		if dlen > 0 && (staged || !sameBytes(r.send, r.recv)) {
+		if dlen > 0 && !fromInput && (staged || !sameBytes(r.send, r.recv)) {
 			copy(data(), r.send)
 		}
 	case collBroadcast:
@@ -141,10 +173,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		bufs[collectives.BufInput] = t
 	}
 	if c.size > 1 {
-		p, scratch, err := c.plan(r, algo)
-		if err != nil {
-			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
-		}
+		p := plan
 		if scratch > 0 {
 			if bufs[collectives.BufScratch], err = c.scratchFor(scratchAlgo, scratch); err != nil {
 				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
@@ -164,11 +193,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		}
 	} else {
 		// One rank: only the schedule's local copies.
-		p, _, err := c.plan(r, algo)
-		if err != nil {
-			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
-		}
-		call := collectives.Call{Plan: p, Bufs: bufs, Coll: r.kind.String(), Root: r.root}
+		call := collectives.Call{Plan: plan, Bufs: bufs, Coll: r.kind.String(), Root: r.root}
 		if err := c.exec.Run(ctx, &call); err != nil {
 			return fmt.Errorf("comm: %w", err)
 		}
