@@ -42,6 +42,8 @@ type cq struct {
 
 	busyUntil atomic.Int64 // unix nanoseconds: callers count as active until then (see active)
 
+	park parker // the Wait asleep in poll(2)
+
 	timerOn  atomic.Bool // the lazy hand-off timer is scheduled
 	timer    *time.Timer
 	lastSeen atomic.Uint64 // activity at the timer's previous run
@@ -57,6 +59,7 @@ func newCQ(dev *Device, depth int) *cq {
 	q := &cq{dev: dev, notify: make(chan struct{}, 1), done: make(chan struct{}), depth: depth}
 	q.ring.grow(min(depth, 1<<16))
 	q.lanes.Store(new([]*lane))
+	q.park.init()
 	q.timer = time.AfterFunc(time.Hour, q.lazy)
 	q.timer.Stop()
 	return q
@@ -89,6 +92,7 @@ func (q *cq) push(c transport.Completion) {
 	case q.notify <- struct{}{}:
 	default:
 	}
+	q.park.ring()
 }
 
 // take moves queued completions into out.
@@ -185,8 +189,12 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 		q.spinners.Add(-1)
 		spinning.Add(-1)
 
-		// Park: the background goroutines take the sockets over and wake
-		// us through notify.
+		// Sleep in the kernel on the sockets themselves (see parker).
+		if n, err, ok := q.sleep(ctx, out); ok {
+			return n, err
+		}
+		// Or, if another Wait sleeps there: the background goroutines
+		// take the sockets over and wake us through notify.
 		q.parked.Add(1)
 		q.handOff()
 		if n := q.take(out); n > 0 {
@@ -222,8 +230,11 @@ func (q *cq) drive() bool {
 }
 
 // standAside reports whether the background goroutines should leave the
-// sockets to a spinning Wait.
-func (q *cq) standAside() bool { return q.spinners.Load() > 0 && q.parked.Load() == 0 }
+// sockets to a Wait that polls them (spinning, or asleep in poll(2)), and
+// no Wait relies on them (asleep on notify).
+func (q *cq) standAside() bool {
+	return (q.spinners.Load() > 0 || q.park.in.Load()) && q.parked.Load() == 0
+}
 
 // handOff gives every socket of the queue back to its background
 // goroutines: a dormant reader is woken, owed acknowledgements and queued
@@ -262,7 +273,7 @@ func (q *cq) lazy() {
 	default:
 	}
 	act := q.activity.Load()
-	if q.lastSeen.Swap(act) != act || q.spinners.Load() > 0 {
+	if q.lastSeen.Swap(act) != act || q.spinners.Load() > 0 || q.park.in.Load() {
 		q.idle()
 		return
 	}
@@ -302,6 +313,7 @@ func (q *cq) Close() error {
 	q.ring.clear()
 	q.mu.Unlock()
 	close(q.done)
+	q.park.close()
 	q.timer.Stop()
 	if q.dev != nil {
 		q.dev.forgetCQ(q)

@@ -35,6 +35,7 @@ type lane struct {
 	q    *cq
 	conn *net.TCPConn
 	raw  syscall.RawConn
+	fd   int // the socket's descriptor, for poll(2) only (see parker)
 
 	rxMu   sync.Mutex
 	rxMiss atomic.Bool
@@ -71,7 +72,11 @@ func newLane(e *endpoint, c *net.TCPConn) (*lane, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &lane{e: e, q: e.cq, conn: c, raw: raw,
+	var fd int
+	if err := raw.Control(func(f uintptr) { fd = int(f) }); err != nil {
+		return nil, err
+	}
+	l := &lane{e: e, q: e.cq, conn: c, raw: raw, fd: fd,
 		rdArm: make(chan struct{}, 1), wrArm: make(chan struct{}, 1),
 		quit: make(chan struct{}), txEnd: make(chan struct{})}
 	l.rx.init()

@@ -32,6 +32,9 @@ type spinPolicy struct {
 const (
 	defaultSpinTime  = 50 * time.Microsecond
 	defaultYieldTime = 5 * time.Microsecond
+	// oversubscribedSpinTime is the default budget with more ranks than
+	// cores, where each poll after the first few µs yields the core.
+	oversubscribedSpinTime = 50 * time.Microsecond
 )
 
 func newSpinPolicy(o *Options) spinPolicy {
@@ -39,15 +42,16 @@ func newSpinPolicy(o *Options) spinPolicy {
 	// parks: a yield is a system call between two polls, and there is
 	// nobody to yield to.
 	s := spinPolicy{budget: o.SpinTime, yieldAfter: time.Hour}
-	if s.budget == 0 {
-		s.budget = defaultSpinTime
-	}
-	if s.budget < 0 {
-		s.budget = 0
-	}
 	if o.Oversubscribed {
 		s.yieldAfter = defaultYieldTime
-		s.budget = min(s.budget, 50*time.Microsecond)
+	}
+	switch {
+	case s.budget == 0 && o.Oversubscribed:
+		s.budget = oversubscribedSpinTime
+	case s.budget == 0:
+		s.budget = defaultSpinTime
+	case s.budget < 0:
+		s.budget = 0
 	}
 	return s
 }
