@@ -44,22 +44,32 @@ type cq struct {
 
 	park parker // the Wait asleep in poll(2)
 
-	timerOn  atomic.Bool // the lazy hand-off timer is scheduled
+	timerOn  atomic.Bool  // the lazy hand-off timer is scheduled
+	lazyNext atomic.Int64 // its next period (see lazyPeriod)
 	timer    *time.Timer
 	lastSeen atomic.Uint64 // activity at the timer's previous run
 }
 
 var _ transport.CompletionQueue = (*cq)(nil)
 
-// lazyPeriod is how long a queue must see no Poll or Wait before its
-// sockets go back to the background goroutines (see cq).
-const lazyPeriod = time.Millisecond
+// The lazy timer looks lazyPeriod after a caller left Poll or Wait; if
+// callers came meanwhile it looks again after twice as long, up to
+// lazyMaxPeriod, and once it finds the queue quiet it hands the sockets to
+// the background goroutines and starts again from lazyPeriod. So a queue
+// in constant use wakes the timer's goroutine a few dozen times a second,
+// not a thousand (each wake-up takes a core from the ranks on a small
+// host), and a caller that went away is covered within lazyMaxPeriod.
+const (
+	lazyPeriod    = time.Millisecond
+	lazyMaxPeriod = 20 * time.Millisecond
+)
 
 func newCQ(dev *Device, depth int) *cq {
 	q := &cq{dev: dev, notify: make(chan struct{}, 1), done: make(chan struct{}), depth: depth}
 	q.ring.grow(min(depth, 1<<16))
 	q.lanes.Store(new([]*lane))
 	q.park.init()
+	q.lazyNext.Store(int64(lazyPeriod))
 	q.timer = time.AfterFunc(time.Hour, q.lazy)
 	q.timer.Stop()
 	return q
@@ -184,7 +194,7 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 			} else if now.Sub(quiet) >= spin.budgetFor(crowd) {
 				break
 			}
-			spin.pause(i, now.Sub(quiet), crowd)
+			spin.pause(now.Sub(quiet), crowd)
 		}
 		q.spinners.Add(-1)
 		spinning.Add(-1)
@@ -259,7 +269,7 @@ func (q *cq) active() bool {
 // coming, the timer hands the sockets back to the background goroutines.
 func (q *cq) idle() {
 	if q.timerOn.CompareAndSwap(false, true) {
-		q.timer.Reset(lazyPeriod)
+		q.timer.Reset(time.Duration(q.lazyNext.Load()))
 	}
 }
 
@@ -274,9 +284,11 @@ func (q *cq) lazy() {
 	}
 	act := q.activity.Load()
 	if q.lastSeen.Swap(act) != act || q.spinners.Load() > 0 || q.park.in.Load() {
+		q.lazyNext.Store(min(2*q.lazyNext.Load(), int64(lazyMaxPeriod)))
 		q.idle()
 		return
 	}
+	q.lazyNext.Store(int64(lazyPeriod))
 	q.handOff()
 }
 
