@@ -135,6 +135,8 @@ type Device struct {
 	// dropLog throttles the per-connection lines about dropped
 	// connections (see dropf).
 	dropLog *ratelog.Limiter
+
+	bg bgLoop // serves the sockets nobody polls
 }
 
 // A flood of stray connections (a port scanner, a peer reconnecting in a
@@ -187,6 +189,7 @@ func NewDevice(opts Options) (*Device, error) {
 	d.dropLog = ratelog.New(dropBurst, dropInterval, func(s ratelog.Summary) {
 		d.opts.Logf("tcp: device %s: %d more connections from %s dropped in the last %s", d.Addr(), s.Suppressed, s.Key, s.Span.Round(time.Second))
 	})
+	d.bg.start()
 	d.wg.Add(1)
 	go d.acceptLoop()
 	return d, nil
@@ -426,6 +429,7 @@ func (d *Device) Close() error {
 		e.Close()
 	}
 	d.dropLog.Stop()
+	d.bg.stop()
 	d.mu.Lock()
 	cqs := make([]*cq, 0, len(d.cqs))
 	for q := range d.cqs {

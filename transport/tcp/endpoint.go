@@ -28,12 +28,12 @@ type endpoint struct {
 
 	mu sync.Mutex
 
-	connecting bool    // Connect in progress or done
-	connected  bool    // posts are accepted
-	dialer     bool    // this side dialed
-	peer       address // the remote blob, once Connect was called
-	peerName   string  // peer ip:port for messages
-	conn       *net.TCPConn
+	connecting bool                 // Connect in progress or done
+	connected  bool                 // posts are accepted
+	dialer     bool                 // this side dialed
+	peer       address              // the remote blob, once Connect was called
+	peerName   string               // peer ip:port for messages
+	linked     bool                 // the connection is adopted (lane set)
 	lane       atomic.Pointer[lane] // the connection's machinery, once connected
 	parked     *net.TCPConn         // accepted before Connect was called
 	parkedSrc  [16]byte
@@ -59,8 +59,7 @@ type endpoint struct {
 	// acknowledgements wait until a receive consumes the immediate.
 	immHeld ring[uint64]
 
-	spares  spares         // large pooled buffers kept at hand
-	closers sync.WaitGroup // goroutines closing the connection (closeConn)
+	spares spares // large pooled buffers kept at hand
 }
 
 var _ transport.Endpoint = (*endpoint)(nil)

@@ -89,27 +89,26 @@ func (e *endpoint) fail(cause error, nak *header, first *transport.Completion) {
 	}
 	clear(e.outq)
 	e.outq = e.outq[:0]
-	conn := e.conn
+	l := e.ctl()
 	switch {
-	case nak != nil && conn != nil:
+	case nak != nil && l != nil:
 		e.outq = append(e.outq, outItem{h: *nak})
 		e.lingering = true
-		deadline := time.Now().Add(e.dev.opts.LingerTimeout)
-		conn.SetReadDeadline(deadline)
-		conn.SetWriteDeadline(deadline)
-	case e.closed && conn != nil:
+		d := deadline(e.dev.opts.LingerTimeout)
+		l.rdDeadline.Store(d)
+		l.wrDeadline.Store(d)
+	case e.closed && l != nil:
 		// Close: the peer's requests whose data is already placed (and
 		// whose receives may have completed here) still get their
 		// acknowledgements, as an adapter would have sent them already:
-		// the background writer finishes its batch, sends the acks still
-		// owed and closes its half; Close waits for it (bounded by the
-		// deadline).
+		// the background loop finishes the batch in progress, sends the
+		// acks still owed and shuts the write side; Close waits for it
+		// (bounded by the deadline).
 		e.lingering = true
-		conn.SetWriteDeadline(time.Now().Add(e.dev.opts.LingerTimeout))
+		l.wrDeadline.Store(deadline(e.dev.opts.LingerTimeout))
 	default:
 		e.sendAcks, e.writeAcks = 0, 0
 	}
-	l := e.ctl()
 	if l != nil && e.lingering {
 		l.txWant.Store(true)
 	}
@@ -124,25 +123,22 @@ func (e *endpoint) fail(cause error, nak *header, first *transport.Completion) {
 		e.putBuf(e.unexp.pop().buf)
 	}
 	e.immHeld.clear()
-	closeNow := conn != nil && !e.lingering
+	lingering := e.lingering
 	e.mu.Unlock()
-	if closeNow {
-		e.closeConn(conn)
+	if l == nil {
+		return
 	}
-	if l != nil {
-		// The background goroutines send what is owed, drain, release
-		// what the lane holds and end.
-		l.armWriter()
-		l.rdDormant.Store(false)
-		l.rxMiss.Store(true)
-		if l.rxMu.TryLock() {
-			l.rxCleanup()
-			l.rxMu.Unlock()
-		}
-		select {
-		case l.rdArm <- struct{}{}:
-		default:
-		}
+	if !lingering {
+		l.shutdown()
+	}
+	// The background loop sends what is owed, drains, and releases what
+	// the lane holds.
+	l.armWriter()
+	l.armReader()
+	l.rxMiss.Store(true)
+	if l.rxMu.TryLock() {
+		l.rxCleanup()
+		l.rxMu.Unlock()
 	}
 }
 
@@ -180,32 +176,28 @@ func (e *endpoint) Close() error {
 	e.mu.Unlock()
 	e.fail(fmt.Errorf("tcp: endpoint to %s closed: %w", peer, transport.ErrClosed), nil, nil)
 	e.mu.Lock()
-	conn, parked := e.conn, e.parked
+	parked := e.parked
 	e.parked = nil
 	linger := e.lingering
 	e.mu.Unlock()
-	l := e.ctl()
-	if conn != nil && linger && l != nil {
-		// Let the writer send what it still owes (bounded by the write
-		// deadline fail set) before the connection is cut.
-		t := time.NewTimer(e.dev.opts.LingerTimeout)
-		select {
-		case <-l.txEnd:
-		case <-t.C:
+	if l := e.ctl(); l != nil {
+		if linger {
+			// Let the background loop send what is still owed (bounded by
+			// the deadline fail set) before the connection is cut.
+			t := time.NewTimer(e.dev.opts.LingerTimeout)
+			select {
+			case <-l.txEnd:
+			case <-t.C:
+			}
+			t.Stop()
 		}
-		t.Stop()
-	}
-	if conn != nil {
-		conn.Close()
+		l.shutdown()
+		l.stop()
 	}
 	if parked != nil {
 		parked.Close()
 	}
 	e.dev.forgetEndpoint(e)
-	if l != nil {
-		l.stop()
-	}
-	e.closers.Wait()
 	return nil
 }
 
@@ -217,10 +209,7 @@ func (e *endpoint) linkFailed(op string, err error) {
 	var cause error
 	switch {
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		e.mu.Lock()
-		c := e.conn
-		e.mu.Unlock()
-		if c != nil && !peerSentFIN(c) {
+		if l := e.ctl(); l != nil && !l.closed.Load() && !peerSentFIN(l.fd) {
 			cause = fmt.Errorf("tcp: connection to %s: %s: connection aborted (reset, or timed out on a dead link): %w", e.peerName, op, transport.ErrLink)
 		} else {
 			cause = fmt.Errorf("tcp: connection to %s: %s: peer hung up: %w", e.peerName, op, transport.ErrPeerClosed)
@@ -249,27 +238,15 @@ func (e *endpoint) finishOwned(p pending, op transport.Op) {
 	e.cq.push(transport.Completion{ID: p.id, Op: op, Err: e.flushErr(op.String(), cause), Endpoint: e})
 }
 
-// readFailed handles an error of the background reader's wait: after a
-// write failed, the end of the drain (the write's error is the cause),
-// else the read's error.
-func (e *endpoint) readFailed(err error) {
-	e.mu.Lock()
-	werr := e.werr
-	e.mu.Unlock()
-	if werr != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		e.linkFailed("write", werr)
-		return
-	}
-	e.linkFailed("read", err)
-}
-
 // writeFailed handles a failed write. A peer that closed right after it
 // had everything it needed (a collective's last chunk) may reset the
 // connection while its acknowledgements for this side's writes are still
 // in the socket: completing those writes as failed would be wrong, since
-// the data was placed. So the reader, not the writer, fails the endpoint:
-// it takes in what is left (acks complete their requests) until the end of
-// the stream, the reset, or drainTimeout, and then fails with the cause.
+// the data was placed. So the readers, not the writer, fail the endpoint:
+// they take in what is left (acks complete their requests) until the end
+// of the stream or the reset, and the background loop, which reads from
+// now on whoever polls, fails it with the write's error after
+// drainTimeout if neither comes.
 func (e *endpoint) writeFailed(err error) {
 	if e.failed.Load() {
 		return
@@ -279,41 +256,13 @@ func (e *endpoint) writeFailed(err error) {
 		e.werr = err
 	}
 	e.wfail.Store(true)
-	c := e.conn
 	e.mu.Unlock()
-	if c == nil {
+	l := e.ctl()
+	if l == nil {
 		e.linkFailed("write", err)
 		return
 	}
-	c.SetReadDeadline(time.Now().Add(drainTimeout))
-	if l := e.ctl(); l != nil {
-		// The background reader drains, bounded by the deadline.
-		l.rdDormant.Store(false)
-		select {
-		case l.rdArm <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// lingerDone ends the drain that follows a refusal: the connection closes.
-func (e *endpoint) lingerDone() {
-	e.mu.Lock()
-	c := e.conn
-	closing := e.closed
-	e.mu.Unlock()
-	if c != nil && !closing {
-		e.closeConn(c)
-	}
-}
-
-// closeConn closes c from a goroutine of its own: fail and lingerDone may
-// run inside a RawConn callback, which holds a reference to the socket that
-// Close would wait for. Endpoint.Close waits for these goroutines.
-func (e *endpoint) closeConn(c *net.TCPConn) {
-	e.closers.Add(1)
-	go func() {
-		defer e.closers.Done()
-		c.Close()
-	}()
+	l.rdDeadline.Store(deadline(drainTimeout))
+	l.armReader()
+	l.e.dev.bg.ring()
 }

@@ -1,12 +1,11 @@
 package tcp
 
 import (
-	"errors"
+	"fmt"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -15,27 +14,24 @@ import (
 // lane is one TCP connection of an endpoint and the machinery that moves
 // its bytes.
 //
+// The lane owns the socket's descriptor outright: after the handshake the
+// connection leaves Go's netpoller (which would wake one of the runtime's
+// threads for every segment that arrives, whoever reads it: a tenth of the
+// CPU of a 64 MiB allreduce went there) and every read and write is a
+// non-blocking system call made by whoever drives the lane.
+//
 // Whoever holds rxMu reads and parses the socket; whoever holds txMu writes
 // it. Both are only ever try-locked and held for non-blocking work, by any
-// of: a caller's Poll or Wait (cq.drive), a post (which writes its frame at
-// once when the connection is idle), the lane's background reader and
-// writer, and the queue's lazy timer. A goroutine that finds the lock taken
-// sets the matching miss flag; the holder, after unlocking, sees the flag
-// and makes another pass, so work signalled during a pass is never left
-// behind.
-//
-// The background reader waits in the runtime's netpoller for the socket to
-// become readable and the background writer for it to become writable (the
-// latter only while output is blocked). While a Wait on the lane's queue
-// spins, they stand aside: the reader goes dormant at its first wake-up,
-// and the spinner does their work. They are woken again when the spinner
-// parks (cq.handOff) or callers stop coming (cq.lazy).
+// of: a caller's Poll or Wait (cq.drive, cq.sleep), a post (which writes
+// its frame at once when the connection is idle), the device's background
+// loop (bgloop.go), and the queue's lazy timer. A goroutine that finds the
+// lock taken sets the matching miss flag; the holder, after unlocking, sees
+// the flag and makes another pass, so work signalled during a pass is never
+// left behind.
 type lane struct {
-	e    *endpoint
-	q    *cq
-	conn *net.TCPConn
-	raw  syscall.RawConn
-	fd   int // the socket's descriptor, for poll(2) only (see parker)
+	e  *endpoint
+	q  *cq
+	fd int // the socket; closed by stop, after which nobody touches it
 
 	rxMu   sync.Mutex
 	rxMiss atomic.Bool
@@ -48,106 +44,123 @@ type lane struct {
 	// queued frames, owed acknowledgements or a batch only partly written.
 	txWant atomic.Bool
 
-	rdDormant atomic.Bool   // the background reader stands aside
-	rdArm     chan struct{} // wakes a dormant background reader
-	wrArm     chan struct{} // wakes the background writer
-	quit      chan struct{} // closed when the lane's goroutines must end
-	quitOnce  sync.Once
-	wg        sync.WaitGroup
+	// The background loop's service of this lane (bgloop.go).
+	bgRead     atomic.Bool  // it watches the socket for reading
+	bgWrite    atomic.Bool  // it watches the socket for room to write
+	rdDeadline atomic.Int64 // unix ns: a drain after a failure ends then (0: none)
+	wrDeadline atomic.Int64 // unix ns: the writes owed after a failure end then
+	rdEnd      atomic.Bool  // nothing more is read from this socket
+
+	closed    atomic.Bool   // fd is closed (stop); set with rxMu and txMu held
+	shut      atomic.Bool   // shutdown(2) both ways was called
 	txEnd     chan struct{} // closed when the lane writes no more (see endTx)
 	txEndOnce sync.Once
 	txDone    atomic.Bool // txEnd is closed
-	rdEnd     bool        // the background reader is done (its own state)
-
-	// Closures handed to the RawConn, made once (a closure per call
-	// would allocate).
-	rdFn   func(uintptr)
-	wvFn   func(uintptr)
-	bgRdFn func(uintptr) bool
-	bgWrFn func(uintptr) bool
 }
 
-func newLane(e *endpoint, c *net.TCPConn) (*lane, error) {
+// takeSocket takes c's socket out of Go's netpoller: it duplicates the
+// descriptor and closes c (which unregisters c's). The duplicate keeps the
+// socket, its options and its non-blocking mode.
+func takeSocket(c *net.TCPConn) (int, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
-		return nil, err
+		return -1, err
 	}
-	var fd int
-	if err := raw.Control(func(f uintptr) { fd = int(f) }); err != nil {
-		return nil, err
+	fd := -1
+	var derr error
+	if err := raw.Control(func(f uintptr) { fd, derr = unix.Dup(int(f)) }); err != nil {
+		return -1, err
 	}
-	l := &lane{e: e, q: e.cq, conn: c, raw: raw, fd: fd,
-		rdArm: make(chan struct{}, 1), wrArm: make(chan struct{}, 1),
-		quit: make(chan struct{}), txEnd: make(chan struct{})}
+	if derr != nil {
+		return -1, fmt.Errorf("dup: %w", derr)
+	}
+	unix.CloseOnExec(fd)
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("set non-blocking: %w", err)
+	}
+	c.Close()
+	return fd, nil
+}
+
+func newLane(e *endpoint, fd int) *lane {
+	l := &lane{e: e, q: e.cq, fd: fd, txEnd: make(chan struct{})}
 	l.rx.init()
 	l.tx.init()
-	l.rdFn = func(fd uintptr) {
-		for {
-			n, err := unix.Read(int(fd), l.rx.io)
-			if err == unix.EINTR {
-				continue
-			}
-			l.rx.ioN, l.rx.ioErr = n, err
-			return
-		}
-	}
-	l.wvFn = func(fd uintptr) {
-		for {
-			iov := l.tx.iov
-			r, _, en := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
-			if en == unix.EINTR {
-				continue
-			}
-			if en != 0 {
-				l.tx.ioN, l.tx.ioErr = 0, en
-			} else {
-				l.tx.ioN, l.tx.ioErr = int(r), nil
-			}
-			return
-		}
-	}
-	l.bgRdFn = func(uintptr) bool { return l.bgRead() }
-	l.bgWrFn = func(uintptr) bool { return l.bgWrite() }
-	return l, nil
+	l.bgRead.Store(true) // until a caller polls the lane
+	return l
 }
 
-// start launches the background goroutines and makes the lane visible to
-// its queue's pollers.
+// start makes the lane visible to its queue's pollers and to the
+// background loop.
 func (l *lane) start() {
-	l.wg.Add(2)
-	go l.readLoop()
-	go l.writeLoop()
 	l.q.addLane(l)
+	l.e.dev.bg.add(l)
 }
 
-// stop ends the background goroutines (the connection must be closed, or
-// about to be) and waits for them.
+// stop takes the lane away from its queue's pollers and the background
+// loop and closes the socket. The endpoint must have failed (Close).
 func (l *lane) stop() {
-	l.quitOnce.Do(func() { close(l.quit) })
 	l.q.removeLane(l)
-	l.wg.Wait()
+	l.e.dev.bg.remove(l)
+	l.endTx()
+	l.rxMu.Lock()
+	l.txMu.Lock()
+	l.rxCleanup()
+	l.txCleanup()
+	if !l.closed.Swap(true) {
+		unix.Close(l.fd)
+	}
+	l.txMu.Unlock()
+	l.rxMu.Unlock()
+}
+
+// shutdown ends the connection both ways without releasing the descriptor
+// (stop does that): the peer sees the end of the stream, and pollers of the
+// socket wake up.
+func (l *lane) shutdown() {
+	if !l.shut.Swap(true) {
+		unix.Shutdown(l.fd, unix.SHUT_RDWR)
+	}
 }
 
 // sysRead reads from the socket without blocking; it returns unix.EAGAIN
-// when nothing is there, and (0, nil) at the end of the stream.
+// when nothing is there, and (0, nil) at the end of the stream. The caller
+// holds rxMu.
 func (l *lane) sysRead(p []byte) (int, error) {
-	l.rx.io = p
-	err := l.raw.Control(l.rdFn)
-	l.rx.io = nil
-	if err != nil {
-		return 0, err
+	if l.closed.Load() {
+		return 0, net.ErrClosed
 	}
-	raceRead()
-	return l.rx.ioN, l.rx.ioErr
+	for {
+		n, err := unix.Read(l.fd, p)
+		if err == unix.EINTR {
+			continue
+		}
+		if n < 0 {
+			n = 0
+		}
+		raceRead()
+		return n, err
+	}
 }
 
-// sysWritev writes l.tx.iov without blocking.
+// sysWritev writes l.tx.iov without blocking. The caller holds txMu.
 func (l *lane) sysWritev() (int, error) {
-	raceWritten()
-	if err := l.raw.Control(l.wvFn); err != nil {
-		return 0, err
+	if l.closed.Load() {
+		return 0, net.ErrClosed
 	}
-	return l.tx.ioN, l.tx.ioErr
+	raceWritten()
+	iov := l.tx.iov
+	for {
+		r, _, en := unix.Syscall(unix.SYS_WRITEV, uintptr(l.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		if en == unix.EINTR {
+			continue
+		}
+		if en != 0 {
+			return 0, en
+		}
+		return int(r), nil
+	}
 }
 
 // poll is a caller's non-blocking pass over the lane (cq.drive): write what
@@ -184,7 +197,7 @@ func (l *lane) rxTry(bg bool) (locked, moved, blocked bool) {
 		moved = moved || m
 		blocked = b
 		// What the pass owes the peer leaves now if the background
-		// reader made it (nobody else may write soon) or if it is a read
+		// loop made it (nobody else may write soon) or if it is a read
 		// response; a caller's acknowledgements go with its next frame or
 		// its next poll.
 		kick = kick || l.rx.respond || (bg && l.rx.acked)
@@ -223,11 +236,16 @@ func (l *lane) txTry(bg bool) (locked, moved, blocked bool) {
 	return true, moved, blocked
 }
 
-// blocked arranges for output left in a full socket to be written: by a
-// spinning Wait of the queue if there is one, else by the background
-// writer.
+// blocked arranges for output left in a full socket to be written. A
+// caller (a post, a Poll or Wait) leaves it to its queue's next Poll or
+// Wait, which comes soon in every loop that posts, and to the lazy timer
+// if it does not come: waking the background loop here would cost a thread
+// wake-up for every large post. The background loop itself (which serves
+// nobody who polls) and a failed endpoint's owed writes use the
+// background loop.
 func (l *lane) blocked(bg bool) {
-	if !bg && l.q.standAside() && !l.e.failed.Load() {
+	if !bg && !l.e.failed.Load() {
+		l.q.idle()
 		return
 	}
 	l.armWriter()
@@ -235,7 +253,7 @@ func (l *lane) blocked(bg bool) {
 
 // kick writes queued output now if the lane's writer is free (a post, or an
 // acknowledgement owed). Posts call it with bg false: a full socket is then
-// left to a spinning Wait or to the background writer.
+// left to a Poll or Wait of the queue, or to the background loop.
 func (l *lane) kick(bg bool) { l.txTry(bg) }
 
 // post writes a frame just queued by a post. If the queue's callers are
@@ -252,162 +270,25 @@ func (l *lane) post() {
 	l.txTry(false)
 }
 
-func (l *lane) armWriter() {
-	select {
-	case l.wrArm <- struct{}{}:
-	default:
-	}
-}
-
+// armReader has the background loop watch the socket for reading.
 func (l *lane) armReader() {
-	if l.rdDormant.CompareAndSwap(true, false) {
-		select {
-		case l.rdArm <- struct{}{}:
-		default:
-		}
+	if !l.rdEnd.Load() && !l.bgRead.Swap(true) {
+		l.e.dev.bg.ring()
 	}
 }
 
-// handOff gives the lane back to its background goroutines (see cq).
+// armWriter has the background loop watch the socket for room to write.
+func (l *lane) armWriter() {
+	if !l.txDone.Load() && !l.bgWrite.Swap(true) {
+		l.e.dev.bg.ring()
+	}
+}
+
+// handOff gives the lane back to the background loop (see cq).
 func (l *lane) handOff() {
 	l.armReader()
 	if l.txWant.Load() {
 		l.txTry(true)
-	}
-}
-
-// readLoop is the background reader: it waits for the socket to become
-// readable and reads what nobody else reads.
-func (l *lane) readLoop() {
-	defer l.wg.Done()
-	defer func() {
-		l.rxMu.Lock()
-		l.rxCleanup()
-		l.rxMu.Unlock()
-	}()
-	e := l.e
-	for {
-		err := l.raw.Read(l.bgRdFn)
-		select {
-		case <-l.quit:
-			return
-		default:
-		}
-		if err != nil {
-			if e.failed.Load() {
-				// The linger's deadline passed, or the connection closed.
-				e.lingerDone()
-				return
-			}
-			e.readFailed(err)
-			continue
-		}
-		if l.rdEnd {
-			return
-		}
-		if l.rdDormant.Load() {
-			select {
-			case <-l.rdArm:
-			case <-l.quit:
-				return
-			}
-		}
-	}
-}
-
-// bgRead is the background reader's step, called by RawConn.Read with the
-// socket's read side held: true leaves the wait, false waits for the socket
-// to become readable.
-func (l *lane) bgRead() bool {
-	select {
-	case <-l.quit:
-		return true
-	default:
-	}
-	e := l.e
-	if e.failed.Load() {
-		e.mu.Lock()
-		linger := e.lingering && !e.closed
-		e.mu.Unlock()
-		if linger {
-			return l.lingerRead()
-		}
-		l.rdEnd = true
-		return true
-	}
-	if l.q.standAside() && !e.wfail.Load() {
-		l.rdDormant.Store(true)
-		return true
-	}
-	locked, _, blocked := l.rxTry(true)
-	if !locked {
-		return false // the holder makes another pass (rxMiss)
-	}
-	if e.failed.Load() {
-		return true
-	}
-	return !blocked
-}
-
-// lingerRead drains the connection after a refusal, so that the NAK reaches
-// the peer before the connection is reset; the read deadline set by fail
-// bounds it.
-func (l *lane) lingerRead() bool {
-	if !l.rxMu.TryLock() {
-		return false
-	}
-	defer l.rxMu.Unlock()
-	l.rxCleanup()
-	for {
-		n, err := l.sysRead(l.rx.buf)
-		switch {
-		case isAgain(err):
-			return false
-		case err != nil || n == 0:
-			// End of stream or error: the linger is over.
-			l.e.lingerDone()
-			l.rdEnd = true
-			return true
-		}
-	}
-}
-
-// writeLoop is the background writer: armed when output is blocked and no
-// caller drives the lane, it waits for the socket to become writable and
-// writes. After the endpoint failed it writes the acknowledgements and the
-// refusal still owed, then closes its half of the connection (see build).
-func (l *lane) writeLoop() {
-	defer l.wg.Done()
-	defer l.endTx()
-	defer func() {
-		l.txMu.Lock()
-		l.txCleanup()
-		l.txMu.Unlock()
-	}()
-	e := l.e
-	for {
-		select {
-		case <-l.wrArm:
-		case <-l.quit:
-			return
-		case <-l.txEnd:
-			return
-		}
-		err := l.raw.Write(l.bgWrFn)
-		if err != nil {
-			if !e.failed.Load() {
-				e.writeFailed(err)
-			}
-			return
-		}
-		if e.failed.Load() {
-			e.mu.Lock()
-			final := e.lingering
-			e.mu.Unlock()
-			if !final {
-				return
-			}
-		}
 	}
 }
 
@@ -416,34 +297,110 @@ func (l *lane) writeLoop() {
 func (l *lane) endTx() {
 	l.txEndOnce.Do(func() {
 		l.txDone.Store(true)
+		l.bgWrite.Store(false)
 		close(l.txEnd)
 	})
 }
 
-// bgWrite is the background writer's step, called by RawConn.Write: true
-// leaves the wait, false waits for the socket to become writable.
-func (l *lane) bgWrite() bool {
-	select {
-	case <-l.quit:
-		return true
-	case <-l.txEnd:
-		return true
-	default:
+// bgReadable is the background loop's turn on a socket it watches for
+// reading that polled readable (or hung up).
+func (l *lane) bgReadable() {
+	e := l.e
+	if e.failed.Load() {
+		e.mu.Lock()
+		linger := e.lingering && !e.closed
+		e.mu.Unlock()
+		if linger {
+			l.lingerRead()
+			return
+		}
+		l.rdEnd.Store(true)
+		l.bgRead.Store(false)
+		return
 	}
+	if l.q.standAside() && !e.wfail.Load() {
+		l.bgRead.Store(false) // a Wait polls it: stand aside
+		return
+	}
+	l.rxTry(true)
+}
+
+// lingerRead drains the connection after a refusal, so that the NAK reaches
+// the peer before the connection is reset; the deadline fail set bounds it.
+func (l *lane) lingerRead() {
+	if !l.rxMu.TryLock() {
+		return
+	}
+	defer l.rxMu.Unlock()
+	l.rxCleanup()
+	for {
+		n, err := l.sysRead(l.rx.buf)
+		switch {
+		case isAgain(err):
+			return
+		case err != nil || n == 0:
+			l.lingerOver()
+			return
+		}
+	}
+}
+
+// lingerOver ends the drain that follows a refusal: the connection closes.
+func (l *lane) lingerOver() {
+	l.rdEnd.Store(true)
+	l.bgRead.Store(false)
+	l.rdDeadline.Store(0)
+	l.shutdown()
+}
+
+// bgWritable is the background loop's turn on a socket it watches for room
+// to write that polled writable (or failed).
+func (l *lane) bgWritable() {
 	if l.q.standAside() && !l.e.failed.Load() {
-		return true // a spinning Wait writes
+		l.bgWrite.Store(false) // a Wait writes
+		return
 	}
-	locked, _, blocked := l.txTry(true)
-	if !locked {
-		return true // the holder arms us again if it blocks
+	l.bgWrite.Store(false) // txTry re-arms it if the socket is still full
+	l.txTry(true)
+}
+
+// deadlines handles the lane's deadlines that passed by now (unix ns).
+func (l *lane) deadlines(now int64) {
+	e := l.e
+	if d := l.rdDeadline.Load(); d != 0 && now >= d {
+		l.rdDeadline.Store(0)
+		if e.failed.Load() {
+			l.lingerOver() // the peer did not finish its side in time
+		} else {
+			e.mu.Lock()
+			werr := e.werr
+			e.mu.Unlock()
+			e.linkFailed("write", werr)
+		}
 	}
-	return !blocked
+	if d := l.wrDeadline.Load(); d != 0 && now >= d {
+		l.wrDeadline.Store(0)
+		if e.failed.Load() {
+			l.endTx() // the peer does not read what is owed: give up
+			l.shutdown()
+		}
+	}
+}
+
+// nextDeadline is the lane's earliest pending deadline (unix ns), or 0.
+func (l *lane) nextDeadline() int64 {
+	r, w := l.rdDeadline.Load(), l.wrDeadline.Load()
+	switch {
+	case r == 0:
+		return w
+	case w == 0:
+		return r
+	}
+	return min(r, w)
 }
 
 // isAgain reports a socket with nothing to read or no room to write.
 func isAgain(err error) bool { return err == unix.EAGAIN }
 
-// isClosedConn reports the error of an access to a closed connection.
-func isClosedConn(err error) bool {
-	return errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed)
-}
+// deadline is a unix-nanosecond time d from now.
+func deadline(d time.Duration) int64 { return time.Now().Add(d).UnixNano() }

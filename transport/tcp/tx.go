@@ -80,6 +80,9 @@ func (l *lane) txPass(bg bool) (moved, blocked bool) {
 				return moved, true
 			}
 			l.txCleanup()
+			if e.failed.Load() {
+				l.endTx() // what was owed cannot be written
+			}
 			e.writeFailed(err)
 			return moved, false
 		}
@@ -137,7 +140,7 @@ func (l *lane) build() bool {
 		if failed {
 			// Everything owed after the failure is written: shut the
 			// write side, so the peer reads the end of the stream.
-			l.conn.CloseWrite()
+			unix.Shutdown(l.fd, unix.SHUT_WR)
 			l.endTx()
 		}
 		return false
