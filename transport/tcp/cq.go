@@ -17,13 +17,14 @@ import (
 //
 // Progress is driven by the caller (see doc.go): Poll and Wait read and
 // write the sockets of the queue's endpoints themselves, without waking any
-// other goroutine. While a Wait spins, the endpoints' background readers
-// stand aside (they go dormant on their first wake-up); a Wait that finds
-// nothing for Options.SpinTime parks, and before it does it hands the
-// sockets back to the background goroutines, which wake it through notify.
-// When callers stop coming (no Poll or Wait for a lazy period), a timer
-// hands the sockets back too, so that acknowledgements and the peer's data
-// keep flowing while nobody polls.
+// other goroutine. While a Wait spins or sleeps in poll(2) on the sockets
+// (park.go), the device's background loop stands aside for them (it drops
+// a socket at its first wake-up for it). A second Wait of the same queue
+// that finds nothing sleeps on notify, and before it does it hands the
+// sockets back to the background loop, which wakes it. When callers stop
+// coming (no Poll or Wait for a lazy period), a timer hands the sockets
+// back too, so that acknowledgements and the peer's data keep flowing
+// while nobody polls.
 type cq struct {
 	dev    *Device
 	mu     sync.Mutex
@@ -55,7 +56,7 @@ var _ transport.CompletionQueue = (*cq)(nil)
 // The lazy timer looks lazyPeriod after a caller left Poll or Wait; if
 // callers came meanwhile it looks again after twice as long, up to
 // lazyMaxPeriod, and once it finds the queue quiet it hands the sockets to
-// the background goroutines and starts again from lazyPeriod. So a queue
+// the background loop and starts again from lazyPeriod. So a queue
 // in constant use wakes the timer's goroutine a few dozen times a second,
 // not a thousand (each wake-up takes a core from the ranks on a small
 // host), and a caller that went away is covered within lazyMaxPeriod.
@@ -149,10 +150,9 @@ func (q *cq) left() {
 }
 
 // Wait returns at least one completion. It polls the sockets of the
-// queue's endpoints itself, spinning while data moves, and parks (until a
-// background reader queues a completion) once nothing arrived for
-// Options.SpinTime. It returns early with ctx's error, or ErrClosed after
-// Close.
+// queue's endpoints itself, spinning while data moves, and once nothing
+// arrived for Options.SpinTime sleeps in poll(2) on them (see parker). It
+// returns early with ctx's error, or ErrClosed after Close.
 func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) {
 	if len(out) == 0 {
 		return 0, fmt.Errorf("tcp: cq wait with empty output slice: %w", transport.ErrInvalid)
@@ -203,8 +203,8 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 		if n, err, ok := q.sleep(ctx, out); ok {
 			return n, err
 		}
-		// Or, if another Wait sleeps there: the background goroutines
-		// take the sockets over and wake us through notify.
+		// Or, if another Wait sleeps there: the background loop
+		// takes the sockets over and wakes us through notify.
 		q.parked.Add(1)
 		q.handOff()
 		if n := q.take(out); n > 0 {
@@ -239,16 +239,16 @@ func (q *cq) drive() bool {
 	return moved
 }
 
-// standAside reports whether the background goroutines should leave the
+// standAside reports whether the background loop should leave the
 // sockets to a Wait that polls them (spinning, or asleep in poll(2)), and
 // no Wait relies on them (asleep on notify).
 func (q *cq) standAside() bool {
 	return (q.spinners.Load() > 0 || q.park.in.Load()) && q.parked.Load() == 0
 }
 
-// handOff gives every socket of the queue back to its background
-// goroutines: a dormant reader is woken, owed acknowledgements and queued
-// frames are written (or left to the background writer).
+// handOff gives every socket of the queue back to the background loop:
+// it watches them again, and owed acknowledgements and queued frames are
+// written now (or when the socket has room).
 func (q *cq) handOff() {
 	for _, l := range *q.lanes.Load() {
 		l.handOff()
@@ -266,7 +266,7 @@ func (q *cq) active() bool {
 }
 
 // idle is called when a caller leaves Poll or Wait: unless callers keep
-// coming, the timer hands the sockets back to the background goroutines.
+// coming, the timer hands the sockets back to the background loop.
 func (q *cq) idle() {
 	if q.timerOn.CompareAndSwap(false, true) {
 		q.timer.Reset(time.Duration(q.lazyNext.Load()))
@@ -274,7 +274,7 @@ func (q *cq) idle() {
 }
 
 // lazy runs on the timer: after a period without Poll or Wait it hands
-// the sockets to the background goroutines; otherwise it looks again later.
+// the sockets to the background loop; otherwise it looks again later.
 func (q *cq) lazy() {
 	q.timerOn.Store(false)
 	select {

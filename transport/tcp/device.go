@@ -60,7 +60,7 @@ type Options struct {
 	// disables the kernel's autotuning). Default: leave autotuning on.
 	SocketBuffer int
 	// SpinTime is how long a Wait keeps polling its sockets while nothing
-	// arrives before it sleeps until the background reader wakes it.
+	// arrives before it sleeps in poll(2) on its sockets.
 	// Default 50 µs; negative sleeps at once.
 	SpinTime time.Duration
 	// Oversubscribed says that this host runs more ranks than it has

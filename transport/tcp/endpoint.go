@@ -17,7 +17,7 @@ import (
 // wait for a message) and, except receives, into outq, which the connection's
 // lane writes to the socket: at once, from the posting goroutine, when the
 // connection is idle. Whoever reads the socket (a caller's Poll or Wait, or
-// the background reader) parses frames and places payloads straight into
+// the device's background loop) parses frames and places payloads straight into
 // registered memory. Every request leaves its FIFO exactly once, and
 // whoever removes it completes it.
 type endpoint struct {
@@ -123,7 +123,7 @@ func (e *endpoint) queueLocked(it outItem) {
 
 // ackOwedLocked notes that acknowledgements are owed to the peer. They
 // leave with the next frame written, at the start of the next poll, or at
-// once when the background reader placed the data.
+// once when the background loop placed the data.
 func (e *endpoint) ackOwedLocked() {
 	if l := e.ctl(); l != nil {
 		l.txWant.Store(true)

@@ -61,7 +61,7 @@ func refusalText(kind, status uint8, size uint64) string {
 
 // fail moves the endpoint into the error state; the first cause wins.
 // first, if non-nil, is completed before the flushed requests (the request
-// or event that caused the failure). With nak non-nil the background writer
+// or event that caused the failure). With nak non-nil the background loop
 // sends it after any acknowledgements still owed, then the connection is
 // drained for LingerTimeout and closed; otherwise the connection is closed
 // now. fail never blocks and may be called with rxMu or txMu held.
@@ -161,7 +161,7 @@ func opName(op transport.Op) string { return op.String() }
 
 // Close disconnects. Pending requests complete with an error wrapping
 // ErrClosed; the peer's with ErrPeerClosed, except those whose data this
-// side already placed: the background writer still sends their
+// side already placed: the background loop still sends their
 // acknowledgements, then closes its half. Close blocks until that is done
 // (at most Options.LingerTimeout, for a peer that does not read) and the
 // endpoint's goroutines have exited; a transfer in progress is cut.

@@ -14,13 +14,13 @@ import (
 // parker puts a Wait that has spun in vain to sleep in the kernel, in
 // poll(2) on the queue's sockets and on an eventfd that push rings, so
 // that the data's arrival wakes the waiting thread itself: one wake-up,
-// where the netpoller would wake a thread to run the background reader,
-// which would then wake the waiter. With more ranks than cores, where
-// waits end in sleep most of the time, this halves the wake-ups.
+// where a background goroutine would be woken first and then wake the
+// waiter. With more ranks than cores, where waits end in sleep most of the
+// time, this halves the wake-ups.
 //
 // One Wait at a time sleeps this way (the others of the same queue sleep
-// on notify, with the background readers serving them). While it sleeps,
-// the background readers stand aside: the sleeper is polling.
+// on notify, with the background loop serving them). While it sleeps, the
+// background loop stands aside: the sleeper is polling.
 type parker struct {
 	mu    sync.Mutex // held by the Wait asleep in poll(2)
 	efd   int        // eventfd; -1 if the system has none

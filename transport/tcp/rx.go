@@ -35,7 +35,7 @@ const (
 type rxState struct {
 	buf     []byte // buf[r:w] is read and not yet parsed
 	r, w    int
-	bg      bool // the pass is the background reader's
+	bg      bool // the pass is the background loop's
 	acked   bool // the pass made acknowledgements owed
 	respond bool // the pass queued read responses
 
