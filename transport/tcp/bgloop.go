@@ -23,7 +23,7 @@ import (
 type bgLoop struct {
 	mu    sync.Mutex
 	lanes []*lane // the device's lanes (copy on write)
-	efd   int     // eventfd that ring writes; -1 without one
+	efd   eventfd // rung to make the loop look again
 	quit  atomic.Bool
 	done  chan struct{}
 
@@ -37,11 +37,7 @@ type bgLoop struct {
 const bgPollMax = 10 * time.Millisecond
 
 func (b *bgLoop) start() {
-	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		fd = -1
-	}
-	b.efd = fd
+	b.efd.open()
 	b.done = make(chan struct{})
 	go b.run()
 }
@@ -51,18 +47,11 @@ func (b *bgLoop) stop() {
 	b.quit.Store(true)
 	b.ring()
 	<-b.done
-	if b.efd >= 0 {
-		unix.Close(b.efd)
-	}
+	b.efd.close()
 }
 
 // ring makes the loop look at its lanes again.
-func (b *bgLoop) ring() {
-	if b.efd >= 0 {
-		one := [8]byte{1}
-		unix.Write(b.efd, one[:])
-	}
-}
+func (b *bgLoop) ring() { b.efd.ring() }
 
 func (b *bgLoop) add(l *lane) {
 	b.mu.Lock()
@@ -86,18 +75,17 @@ func (b *bgLoop) remove(l *lane) {
 
 func (b *bgLoop) run() {
 	defer close(b.done)
-	var drain [8]byte
 	for !b.quit.Load() {
 		b.mu.Lock()
 		lanes := b.lanes
 		b.mu.Unlock()
 		b.fds, b.order = b.fds[:0], b.order[:0]
-		if b.efd >= 0 {
-			b.fds = append(b.fds, unix.PollFd{Fd: int32(b.efd), Events: unix.POLLIN})
+		if b.efd.fd >= 0 {
+			b.fds = append(b.fds, unix.PollFd{Fd: int32(b.efd.fd), Events: unix.POLLIN})
 			b.order = append(b.order, nil)
 		}
 		timeout := -1
-		if b.efd < 0 {
+		if b.efd.fd < 0 {
 			timeout = int(bgPollMax / time.Millisecond)
 		}
 		now := time.Now().UnixNano()
@@ -131,7 +119,7 @@ func (b *bgLoop) run() {
 			l := b.order[i]
 			if l == nil {
 				if pf.Revents != 0 {
-					unix.Read(b.efd, drain[:])
+					b.efd.drain()
 				}
 				continue
 			}

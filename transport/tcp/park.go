@@ -3,6 +3,7 @@ package tcp
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -23,7 +24,7 @@ import (
 // background loop stands aside: the sleeper is polling.
 type parker struct {
 	mu    sync.Mutex // held by the Wait asleep in poll(2)
-	efd   int        // eventfd; -1 if the system has none
+	efd   eventfd
 	fds   []unix.PollFd
 	lanes []*lane
 	in    atomic.Bool // a Wait is (about to be) asleep in poll(2)
@@ -33,31 +34,66 @@ type parker struct {
 // context end.
 const parkPollTimeout = 10 // ms
 
-func (p *parker) init() {
-	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		fd = -1
-	}
-	p.efd = fd
-}
+func (p *parker) init() { p.efd.open() }
 
 // ring wakes the Wait asleep in poll(2), if any.
 func (p *parker) ring() {
-	if p.in.Load() && p.efd >= 0 {
-		var one = [8]byte{1}
-		unix.Write(p.efd, one[:])
+	if p.in.Load() {
+		p.efd.ring()
 	}
 }
 
 // close releases the eventfd once no Wait sleeps on it.
 func (p *parker) close() {
-	p.ring()
+	p.efd.ring()
 	p.mu.Lock()
-	if p.efd >= 0 {
-		unix.Close(p.efd)
-		p.efd = -1
-	}
+	p.efd.close()
 	p.mu.Unlock()
+}
+
+// eventfd is an eventfd that may be rung from any goroutine, also while
+// (and after) it is closed: a ring never writes to a descriptor that was
+// closed and perhaps reused.
+type eventfd struct {
+	fd     int // -1 if the system has none
+	users  atomic.Int32
+	closed atomic.Bool
+}
+
+func (e *eventfd) open() {
+	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		fd = -1
+	}
+	e.fd = fd
+}
+
+func (e *eventfd) ok() bool { return e.fd >= 0 && !e.closed.Load() }
+
+func (e *eventfd) ring() {
+	e.users.Add(1)
+	if e.fd >= 0 && !e.closed.Load() {
+		one := [8]byte{1}
+		unix.Write(e.fd, one[:])
+	}
+	e.users.Add(-1)
+}
+
+// drain resets the counter after a wake-up; only the owner calls it.
+func (e *eventfd) drain() {
+	var b [8]byte
+	unix.Read(e.fd, b[:])
+}
+
+// close releases the descriptor once no ring is using it.
+func (e *eventfd) close() {
+	if e.fd < 0 || e.closed.Swap(true) {
+		return
+	}
+	for e.users.Load() > 0 {
+		runtime.Gosched()
+	}
+	unix.Close(e.fd)
 }
 
 // sleep is Wait's sleep in the kernel. ok false: another Wait sleeps there
@@ -68,12 +104,11 @@ func (q *cq) sleep(ctx context.Context, out []transport.Completion) (n int, err 
 		return 0, nil, false
 	}
 	defer p.mu.Unlock()
-	if p.efd < 0 {
+	if !p.efd.ok() {
 		return 0, nil, false
 	}
 	p.in.Store(true)
 	defer p.in.Store(false)
-	var drain [8]byte
 	for {
 		// Announced (p.in) before this last look, so that a completion
 		// pushed from now on rings the eventfd.
@@ -104,12 +139,12 @@ func (q *cq) sleep(ctx context.Context, out []transport.Completion) (n int, err 
 			p.fds = append(p.fds, unix.PollFd{Fd: int32(l.fd), Events: ev})
 			p.lanes = append(p.lanes, l)
 		}
-		p.fds = append(p.fds, unix.PollFd{Fd: int32(p.efd), Events: unix.POLLIN})
+		p.fds = append(p.fds, unix.PollFd{Fd: int32(p.efd.fd), Events: unix.POLLIN})
 		if _, err := unix.Poll(p.fds, parkPollTimeout); err != nil && err != unix.EINTR {
 			return 0, nil, false // fall back to notify
 		}
 		if p.fds[len(p.fds)-1].Revents != 0 {
-			unix.Read(p.efd, drain[:])
+			p.efd.drain()
 		}
 		clear(p.lanes)
 	}
