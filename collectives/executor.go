@@ -60,7 +60,8 @@ type Executor struct {
 	recvHead  []int
 	dirty     []bool
 	dirtyList []int
-	copyReady []int32 // Copy chunks whose dependencies are done
+	copyReady []int32 // Copy chunks whose dependencies are done, in that order
+	copyHead  int     // copyReady[copyHead:] are still to be made
 	done      int
 	epoch     uint8    // this run's epoch, in data write ids
 	released  []bool   // inline sends already done at post time
@@ -268,7 +269,7 @@ func (e *Executor) reset(p *Plan) {
 	if cap(e.copyReady) < len(p.copies) {
 		e.copyReady = make([]int32, 0, len(p.copies))
 	}
-	e.copyReady = e.copyReady[:0]
+	e.copyReady, e.copyHead = e.copyReady[:0], 0
 	e.done = 0
 }
 
@@ -330,9 +331,30 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 		}
 		if e.done == len(p.chunks) && e.confirmed(c) {
 			e.releaseCredits(c)
+			// Transports that write posts at the caller's next poll (to
+			// send the frames of one pass together) get that poll now:
+			// the credits and sends posted last must not wait for the
+			// next collective.
+			if len(p.peers) > 0 {
+				e.CQ.Poll(e.comps[:0])
+			}
 			return nil
 		}
-		n, err := e.wait(ctx)
+		var n int
+		var err error
+		switch {
+		case e.copyHead == len(e.copyReady):
+			n, err = e.wait(ctx)
+		case len(p.peers) > 0:
+			// Local copies are waiting: look at the links without
+			// blocking, then make the next copy.
+			if n = e.CQ.Poll(e.comps); n > 0 {
+				e.progressed()
+			}
+			err = ctx.Err()
+		default:
+			err = ctx.Err()
+		}
 		if err != nil && ctx.Err() != nil && e.Stalled != nil {
 			next, serr := e.Stalled(ctx, c)
 			if serr != nil {
@@ -476,22 +498,29 @@ func (e *Executor) finish(p *Plan, idx int32) {
 	}
 }
 
-// progress makes the ready local copies and posts and consumes everything
-// that can go, until nothing more can.
+// progress posts and consumes everything that can go, then makes one
+// ready local copy (and posts and consumes what that copy made ready),
+// until nothing more can go on the links. Copies left ready are made by
+// the next calls: Run polls the links between them instead of blocking,
+// so that local copies fill the waits for the peers instead of holding
+// back the first sends.
 func (e *Executor) progress(c *Call) error {
 	p := c.Plan
-	for len(e.dirtyList) > 0 || len(e.copyReady) > 0 {
-		for len(e.copyReady) > 0 {
-			idx := e.copyReady[len(e.copyReady)-1]
-			e.copyReady = e.copyReady[:len(e.copyReady)-1]
+	for {
+		if len(e.dirtyList) == 0 {
+			if e.copyHead == len(e.copyReady) {
+				return nil
+			}
+			idx := e.copyReady[e.copyHead]
+			e.copyHead++
 			if ch := &p.chunks[idx]; ch.len > 0 {
 				src, dst := &c.Bufs[ch.srcBuf], &c.Bufs[ch.buf]
 				copy(dst.Region.Bytes()[dst.Off+ch.off:dst.Off+ch.off+ch.len], src.Region.Bytes()[src.Off+ch.srcOff:src.Off+ch.srcOff+ch.len])
 			}
 			e.finish(p, idx)
-		}
-		if len(e.dirtyList) == 0 {
-			break
+			if len(e.dirtyList) == 0 {
+				return nil
+			}
 		}
 		peer := e.dirtyList[len(e.dirtyList)-1]
 		e.dirtyList = e.dirtyList[:len(e.dirtyList)-1]
@@ -546,7 +575,6 @@ func (e *Executor) progress(c *Call) error {
 			e.finish(p, idx)
 		}
 	}
-	return nil
 }
 
 func (e *Executor) source(c *Call, ch *chunk) (transport.Region, int) {

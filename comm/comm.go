@@ -332,7 +332,9 @@ type Options struct {
 	// that holds whatever the transport, for a peer or link that stops
 	// without an error (a stalled process, a black-holed path).
 	StallTimeout time.Duration
-	// SpinPolls is how many empty polls precede a blocking wait (default 64).
+	// SpinPolls is how many empty polls precede a blocking wait (default 64,
+	// env GOCCL_SPIN_POLLS). Transports whose Wait spins itself (TCP: see
+	// tcp.Options.SpinTime) ignore it.
 	SpinPolls int
 	// OwnDevice makes Close close the transport device.
 	OwnDevice bool

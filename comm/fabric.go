@@ -390,8 +390,12 @@ func (c *Comm) connect(ctx context.Context) error {
 		}
 		c.links[peer] = l
 	}
+	spin := c.opts.SpinPolls
+	if ws, ok := c.dev.(waitSpinner); ok && ws.WaitSpins() {
+		spin = 0 // the queue's Wait spins on its sources itself
+	}
 	c.exec = &collectives.Executor{Rank: c.rank, Size: c.size, Links: c.links, CQ: cq,
-		NSlots: n, SlotSize: slot, SpinPolls: c.opts.SpinPolls,
+		NSlots: n, SlotSize: slot, SpinPolls: spin,
 		OnProgress: c.armStall, Stalled: c.onStall}
 	if in, ok := c.dev.(transport.Inliner); ok {
 		c.exec.Inline = in.MaxInline()
@@ -435,3 +439,9 @@ func (c *Comm) closeLinks() error {
 	c.staging = nil
 	return errors.Join(errs...)
 }
+
+// waitSpinner is implemented by devices whose completion queues poll their
+// sources in Wait, spinning before they sleep (transport/tcp): the executor
+// then calls Wait at once instead of spinning on Poll, whose polls the
+// device could not tell from a caller that went away.
+type waitSpinner interface{ WaitSpins() bool }

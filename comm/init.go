@@ -132,7 +132,7 @@ func openTransports(advertise string, info bootstrap.Info) (devs devices, why st
 				// Why verbs is off, e.g. "verbs: libibverbs.so.1 not
 				// loaded (...)" or "verbs: no RDMA device (...)".
 				whys = append(whys, strings.TrimSuffix(verr.Error(), ": "+transport.ErrNotSupported.Error()))
-				if devs.net, err = openTCP(advertise); err != nil {
+				if devs.net, err = openTCP(advertise, over); err != nil {
 					return devs, "", err
 				}
 			}
@@ -144,7 +144,7 @@ func openTransports(advertise string, info bootstrap.Info) (devs devices, why st
 		}
 		return devs, "GOCCL_TRANSPORT=shm", nil
 	case "tcp":
-		devs.net, err = openTCP(advertise)
+		devs.net, err = openTCP(advertise, over)
 		return devs, "GOCCL_TRANSPORT=tcp", err
 	case "verbs":
 		d, err := openVerbs(over)
@@ -195,14 +195,27 @@ func logTransport(rank int, devs devices, why string, firstOnHost bool) {
 	}
 }
 
-func openTCP(advertise string) (transport.Device, error) {
+// openTCP opens the TCP transport. oversubscribed (more local ranks than
+// cores) makes its waits spin briefly and yield the processor while they do.
+func openTCP(advertise string, oversubscribed bool) (transport.Device, error) {
 	// GOCCL_SOCKET_TIMEOUT bounds how long unacknowledged data may sit on a
 	// connection (TCP_USER_TIMEOUT) before the link is declared dead.
 	ut, err := envDuration("GOCCL_SOCKET_TIMEOUT", 10*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	d, err := tcp.NewDevice(tcp.Options{AdvertiseHost: advertise, UserTimeout: ut})
+	// GOCCL_SPIN_TIME is how long a wait polls its sockets while nothing
+	// arrives before it sleeps ("0s" sleeps at once).
+	var spin time.Duration
+	if v := os.Getenv("GOCCL_SPIN_TIME"); v != "" {
+		if spin, err = time.ParseDuration(v); err != nil || spin < 0 {
+			return nil, fmt.Errorf("GOCCL_SPIN_TIME=%q: want a duration such as 200us", v)
+		}
+		if spin == 0 {
+			spin = -1
+		}
+	}
+	d, err := tcp.NewDevice(tcp.Options{AdvertiseHost: advertise, UserTimeout: ut, SpinTime: spin, Oversubscribed: oversubscribed})
 	if err != nil {
 		return nil, err
 	}

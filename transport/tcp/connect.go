@@ -59,7 +59,7 @@ func (e *endpoint) Connect(ctx context.Context, remote []byte) error {
 				e.dev.logf("dropping parked connection from %s: it names endpoint %x, Connect names %x", c.RemoteAddr(), src[:4], ra.token[:4])
 			}
 		}
-		if e.conn == nil {
+		if !e.linked {
 			e.timer = time.AfterFunc(e.dev.opts.ConnectTimeout, e.connectTimedOut)
 		}
 		e.mu.Unlock()
@@ -89,7 +89,7 @@ func (e *endpoint) Connect(ctx context.Context, remote []byte) error {
 
 func (e *endpoint) connectTimedOut() {
 	e.mu.Lock()
-	waiting := e.conn == nil && e.err == nil && !e.closed
+	waiting := !e.linked && e.err == nil && !e.closed
 	e.mu.Unlock()
 	if waiting {
 		e.fail(fmt.Errorf("tcp: connect: peer %s did not connect within %v: %w", e.peerName, e.dev.opts.ConnectTimeout, transport.ErrLink), nil, nil)
@@ -172,7 +172,7 @@ func (e *endpoint) dial(ctx context.Context, ra address) (*net.TCPConn, error) {
 func (e *endpoint) acceptable(src [16]byte) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed || e.err != nil || e.conn != nil {
+	if e.closed || e.err != nil || e.linked {
 		return false
 	}
 	if e.connecting {
@@ -186,7 +186,7 @@ func (e *endpoint) acceptable(src [16]byte) bool {
 func (e *endpoint) attach(c *net.TCPConn, src [16]byte) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed || e.err != nil || e.conn != nil {
+	if e.closed || e.err != nil || e.linked {
 		return false
 	}
 	if e.connecting {
@@ -205,15 +205,27 @@ func (e *endpoint) attach(c *net.TCPConn, src [16]byte) bool {
 	return true
 }
 
-// startLocked adopts the connection and starts the reader and writer.
+// startLocked adopts the connection and starts its lane. Frames posted
+// while the connection was not there yet leave now.
 func (e *endpoint) startLocked(c *net.TCPConn) {
-	e.conn = c
+	e.linked = true
 	if e.timer != nil {
 		e.timer.Stop()
 		e.timer = nil
 	}
-	e.writerDone = make(chan struct{})
-	e.wg.Add(2)
-	go e.readLoop(c)
-	go e.writeLoop(c)
+	fd, err := takeSocket(c)
+	if err != nil {
+		c.Close()
+		e.mu.Unlock()
+		e.fail(fmt.Errorf("tcp: connection to %s: %v: %w", e.peerName, err, transport.ErrLink), nil, nil)
+		e.mu.Lock()
+		return
+	}
+	l := newLane(e, fd)
+	e.lane.Store(l)
+	l.start()
+	if len(e.outq) > 0 {
+		l.txWant.Store(true)
+		l.armWriter()
+	}
 }

@@ -3,44 +3,92 @@ package tcp
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/goccl/goccl/transport"
 )
 
-// cq is a completion queue: a growable ring of completions under a mutex,
-// and a one-token channel that wakes waiters. depth bounds the requests
-// posted and not yet taken out (transport.CompletionQueue); the ring itself
-// grows, so completions that no post caused (OpRemoteError) are never lost.
+// cq is a completion queue: a ring of completions under a mutex, the
+// sockets of its endpoints, which its callers drive, and a one-token
+// channel that wakes a parked waiter.
+//
+// Progress is driven by the caller (see doc.go): Poll and Wait read and
+// write the sockets of the queue's endpoints themselves, without waking any
+// other goroutine. While a Wait spins or sleeps in poll(2) on the sockets
+// (park.go), the device's background loop stands aside for them (it drops
+// a socket at its first wake-up for it). A second Wait of the same queue
+// that finds nothing sleeps on notify, and before it does it hands the
+// sockets back to the background loop, which wakes it. When callers stop
+// coming (no Poll or Wait for a lazy period), a timer hands the sockets
+// back too, so that acknowledgements and the peer's data keep flowing
+// while nobody polls.
 type cq struct {
 	dev    *Device
-	depth  int64
-	held   atomic.Int64 // entries held by posted requests (see reserve)
 	mu     sync.Mutex
 	ring   ring[transport.Completion]
 	closed bool
 	notify chan struct{} // capacity 1: "something may be queued"
 	done   chan struct{} // closed by Close
+
+	depth int
+	used  atomic.Int64 // entries held by posted requests (see reserve)
+
+	lanes    atomic.Pointer[[]*lane] // sockets of the queue's endpoints (copy on write under mu)
+	spinners atomic.Int32            // Waits polling the sockets now
+	parked   atomic.Int32            // Waits asleep on notify
+	activity atomic.Uint64           // Poll and Wait calls so far
+
+	busyUntil atomic.Int64 // unix nanoseconds: callers count as active until then (see active)
+
+	park parker // the Wait asleep in poll(2)
+
+	timerOn  atomic.Bool  // the lazy hand-off timer is scheduled
+	lazyNext atomic.Int64 // its next period (see lazyPeriod)
+	timer    *time.Timer
+	lastSeen atomic.Uint64 // activity at the timer's previous run
 }
 
 var _ transport.CompletionQueue = (*cq)(nil)
 
+// The lazy timer looks lazyPeriod after a caller left Poll or Wait; if
+// callers came meanwhile it looks again after twice as long, up to
+// lazyMaxPeriod, and once it finds the queue quiet it hands the sockets to
+// the background loop and starts again from lazyPeriod. So a queue
+// in constant use wakes the timer's goroutine a few dozen times a second,
+// not a thousand (each wake-up takes a core from the ranks on a small
+// host), and a caller that went away is covered within lazyMaxPeriod.
+const (
+	lazyPeriod    = time.Millisecond
+	lazyMaxPeriod = 20 * time.Millisecond
+)
+
 func newCQ(dev *Device, depth int) *cq {
-	q := &cq{dev: dev, depth: int64(depth), notify: make(chan struct{}, 1), done: make(chan struct{})}
-	q.ring.grow(min(depth, 1024))
+	q := &cq{dev: dev, notify: make(chan struct{}, 1), done: make(chan struct{}), depth: depth}
+	q.ring.grow(min(depth, 1<<16))
+	q.lanes.Store(new([]*lane))
+	q.park.init()
+	q.lazyNext.Store(int64(lazyPeriod))
+	q.timer = time.AfterFunc(time.Hour, q.lazy)
+	q.timer.Stop()
 	return q
 }
 
-// reserve takes the entry a request being posted holds until its
-// completion is taken out by Poll, or says the queue is full.
-func (q *cq) reserve() error {
-	if n := q.held.Add(1); n > q.depth {
-		q.held.Add(-1)
-		return fmt.Errorf("%d requests posted and not taken out, depth %d: %w", n-1, q.depth, transport.ErrQueueFull)
+// reserve takes one entry for a request about to be posted. It fails with
+// ErrQueueFull when the queue's depth is taken by requests whose
+// completions were not taken yet.
+func (q *cq) reserve(op string) error {
+	if q.used.Add(1) > int64(q.depth) {
+		q.used.Add(-1)
+		return fmt.Errorf("tcp: post %s: %d requests already hold the completion queue's %d entries: %w", op, q.depth, q.depth, transport.ErrQueueFull)
 	}
 	return nil
 }
+
+// unreserve returns an entry taken by reserve for a post that was refused.
+func (q *cq) unreserve() { q.used.Add(-1) }
 
 // push queues one completion. Completions pushed after Close are dropped.
 func (q *cq) push(c transport.Completion) {
@@ -55,21 +103,26 @@ func (q *cq) push(c transport.Completion) {
 	case q.notify <- struct{}{}:
 	default:
 	}
+	q.park.ring()
 }
 
-func (q *cq) Poll(out []transport.Completion) int {
+// take moves queued completions into out.
+func (q *cq) take(out []transport.Completion) int {
 	q.mu.Lock()
-	n, freed := 0, int64(0)
+	n, freed := 0, 0
 	for n < len(out) && q.ring.len() > 0 {
-		out[n] = q.ring.pop()
-		if out[n].Op != transport.OpRemoteError {
+		c := q.ring.pop()
+		if c.Op != transport.OpRemoteError {
 			freed++
 		}
+		out[n] = c
 		n++
 	}
 	more := q.ring.len() > 0
 	q.mu.Unlock()
-	q.held.Add(-freed)
+	if freed > 0 {
+		q.used.Add(-int64(freed))
+	}
 	if more && n > 0 {
 		// Pass the wake-up on to another waiter.
 		select {
@@ -80,22 +133,186 @@ func (q *cq) Poll(out []transport.Completion) int {
 	return n
 }
 
+// Poll drives the queue's sockets once (non-blocking reads and writes),
+// then moves up to len(out) completions into out. It never blocks.
+func (q *cq) Poll(out []transport.Completion) int {
+	q.activity.Add(1)
+	q.drive()
+	n := q.take(out)
+	q.left()
+	return n
+}
+
+// left is called when a caller leaves Poll or Wait.
+func (q *cq) left() {
+	q.busyUntil.Store(time.Now().Add(coalesceWindow).UnixNano())
+	q.idle()
+}
+
+// Wait returns at least one completion. It polls the sockets of the
+// queue's endpoints itself, spinning while data moves, and once nothing
+// arrived for Options.SpinTime sleeps in poll(2) on them (see parker). It
+// returns early with ctx's error, or ErrClosed after Close.
 func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) {
 	if len(out) == 0 {
 		return 0, fmt.Errorf("tcp: cq wait with empty output slice: %w", transport.ErrInvalid)
 	}
+	q.activity.Add(1)
+	defer q.left()
+	spin := q.dev.spin
+	procs := int32(runtime.GOMAXPROCS(0))
 	for {
-		if n := q.Poll(out); n > 0 {
+		// Spin: poll the sockets until something completes or nothing
+		// moved for the spin budget.
+		q.spinners.Add(1)
+		spinning.Add(1)
+		quiet := time.Now()
+		for i := 0; ; i++ {
+			moved := q.drive()
+			if n := q.take(out); n > 0 {
+				q.spinners.Add(-1)
+				spinning.Add(-1)
+				return n, nil
+			}
+			if i&15 == 15 {
+				select {
+				case <-ctx.Done():
+					q.spinners.Add(-1)
+					spinning.Add(-1)
+					return 0, ctx.Err()
+				case <-q.done:
+					q.spinners.Add(-1)
+					spinning.Add(-1)
+					return 0, fmt.Errorf("tcp: cq wait: %w", transport.ErrClosed)
+				default:
+				}
+			}
+			now := time.Now()
+			crowd := crowded(procs)
+			if moved {
+				quiet = now
+			} else if now.Sub(quiet) >= spin.budgetFor(crowd) {
+				break
+			}
+			spin.pause(now.Sub(quiet), crowd)
+		}
+		q.spinners.Add(-1)
+		spinning.Add(-1)
+
+		// Sleep in the kernel on the sockets themselves (see parker).
+		if n, err, ok := q.sleep(ctx, out); ok {
+			return n, err
+		}
+		// Or, if another Wait sleeps there: the background loop
+		// takes the sockets over and wakes us through notify.
+		q.parked.Add(1)
+		q.handOff()
+		if n := q.take(out); n > 0 {
+			q.parked.Add(-1)
 			return n, nil
 		}
 		select {
 		case <-q.notify:
 		case <-q.done:
+			q.parked.Add(-1)
 			return 0, fmt.Errorf("tcp: cq wait: %w", transport.ErrClosed)
 		case <-ctx.Done():
+			q.parked.Add(-1)
 			return 0, ctx.Err()
 		}
+		q.parked.Add(-1)
+		if n := q.take(out); n > 0 {
+			return n, nil
+		}
 	}
+}
+
+// drive makes one non-blocking pass over the queue's sockets; it reports
+// whether any bytes moved.
+func (q *cq) drive() bool {
+	moved := false
+	for _, l := range *q.lanes.Load() {
+		if l.poll() {
+			moved = true
+		}
+	}
+	return moved
+}
+
+// standAside reports whether the background loop should leave the
+// sockets to a Wait that polls them (spinning, or asleep in poll(2)), and
+// no Wait relies on them (asleep on notify).
+func (q *cq) standAside() bool {
+	return (q.spinners.Load() > 0 || q.park.in.Load()) && q.parked.Load() == 0
+}
+
+// handOff gives every socket of the queue back to the background loop:
+// it watches them again, and owed acknowledgements and queued frames are
+// written now (or when the socket has room).
+func (q *cq) handOff() {
+	for _, l := range *q.lanes.Load() {
+		l.handOff()
+	}
+}
+
+// coalesceWindow is how long after a Poll or Wait returned its caller
+// counts as active: posts it makes meanwhile leave with its next poll.
+const coalesceWindow = 20 * time.Microsecond
+
+// active reports whether a caller is polling the queue or returned from a
+// poll within coalesceWindow.
+func (q *cq) active() bool {
+	return q.spinners.Load() > 0 || time.Now().UnixNano() < q.busyUntil.Load()
+}
+
+// idle is called when a caller leaves Poll or Wait: unless callers keep
+// coming, the timer hands the sockets back to the background loop.
+func (q *cq) idle() {
+	if q.timerOn.CompareAndSwap(false, true) {
+		q.timer.Reset(time.Duration(q.lazyNext.Load()))
+	}
+}
+
+// lazy runs on the timer: after a period without Poll or Wait it hands
+// the sockets to the background loop; otherwise it looks again later.
+func (q *cq) lazy() {
+	q.timerOn.Store(false)
+	select {
+	case <-q.done:
+		return
+	default:
+	}
+	act := q.activity.Load()
+	if q.lastSeen.Swap(act) != act || q.spinners.Load() > 0 || q.park.in.Load() {
+		q.lazyNext.Store(min(2*q.lazyNext.Load(), int64(lazyMaxPeriod)))
+		q.idle()
+		return
+	}
+	q.lazyNext.Store(int64(lazyPeriod))
+	q.handOff()
+}
+
+func (q *cq) addLane(l *lane) {
+	q.mu.Lock()
+	old := *q.lanes.Load()
+	ls := make([]*lane, len(old), len(old)+1)
+	copy(ls, old)
+	ls = append(ls, l)
+	q.lanes.Store(&ls)
+	q.mu.Unlock()
+}
+
+func (q *cq) removeLane(l *lane) {
+	q.mu.Lock()
+	old := *q.lanes.Load()
+	ls := make([]*lane, 0, len(old))
+	for _, o := range old {
+		if o != l {
+			ls = append(ls, o)
+		}
+	}
+	q.lanes.Store(&ls)
+	q.mu.Unlock()
 }
 
 func (q *cq) Close() error {
@@ -108,6 +325,8 @@ func (q *cq) Close() error {
 	q.ring.clear()
 	q.mu.Unlock()
 	close(q.done)
+	q.park.close()
+	q.timer.Stop()
 	if q.dev != nil {
 		q.dev.forgetCQ(q)
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goccl/goccl/internal/ratelog"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -58,6 +59,15 @@ type Options struct {
 	// SocketBuffer, if positive, sets SO_SNDBUF and SO_RCVBUF (which
 	// disables the kernel's autotuning). Default: leave autotuning on.
 	SocketBuffer int
+	// SpinTime is how long a Wait keeps polling its sockets while nothing
+	// arrives before it sleeps in poll(2) on its sockets.
+	// Default 50 µs; negative sleeps at once.
+	SpinTime time.Duration
+	// Oversubscribed says that this host runs more ranks than it has
+	// cores: a Wait then yields the processor to the kernel between polls
+	// and sleeps after a short spin, so that it does not hold the core a
+	// peer needs.
+	Oversubscribed bool
 	// Logf receives diagnostics about dropped connections. Default log.Printf.
 	Logf func(format string, args ...any)
 }
@@ -105,6 +115,7 @@ const maxHandshakes = 64
 // registrations, and the endpoints that connections are routed to.
 type Device struct {
 	opts Options
+	spin spinPolicy
 	ln   *net.TCPListener
 	host netip.Addr
 	port uint16
@@ -120,7 +131,22 @@ type Device struct {
 	handshakes map[net.Conn]struct{}
 
 	wg sync.WaitGroup // accept loop and handshakes
+
+	// dropLog throttles the per-connection lines about dropped
+	// connections (see dropf).
+	dropLog *ratelog.Limiter
+
+	bg bgLoop // serves the sockets nobody polls
 }
+
+// A flood of stray connections (a port scanner, a peer reconnecting in a
+// loop) must not bury the log: per remote host the first dropBurst dropped
+// connections are logged in full, the rest counted, one summary line per
+// dropInterval.
+const (
+	dropBurst    = 5
+	dropInterval = 10 * time.Second
+)
 
 var _ transport.Device = (*Device)(nil)
 
@@ -150,6 +176,7 @@ func NewDevice(opts Options) (*Device, error) {
 	}
 	d := &Device{
 		opts:       o,
+		spin:       newSpinPolicy(&o),
 		ln:         ln,
 		host:       host,
 		port:       la.Port(),
@@ -159,6 +186,10 @@ func NewDevice(opts Options) (*Device, error) {
 		cqs:        make(map[*cq]struct{}),
 		handshakes: make(map[net.Conn]struct{}),
 	}
+	d.dropLog = ratelog.New(dropBurst, dropInterval, func(s ratelog.Summary) {
+		d.opts.Logf("tcp: device %s: %d more connections from %s dropped in the last %s", d.Addr(), s.Suppressed, s.Key, s.Span.Round(time.Second))
+	})
+	d.bg.start()
 	d.wg.Add(1)
 	go d.acceptLoop()
 	return d, nil
@@ -194,6 +225,11 @@ func advertised(host string, listen netip.Addr) (netip.Addr, error) {
 // Name returns "tcp".
 func (d *Device) Name() string { return "tcp" }
 
+// WaitSpins reports that the device's completion queues poll their sockets
+// in Wait (spinning, then sleeping): a caller needs no spin loop of its own
+// around Poll before it calls Wait.
+func (d *Device) WaitSpins() bool { return true }
+
 // maxInline is the largest payload a post copies at once (transport.Inliner).
 const maxInline = 4096
 
@@ -211,6 +247,28 @@ func (d *Device) logf(format string, args ...any) {
 		return
 	}
 	d.opts.Logf("tcp: device %s: "+format, append([]any{d.Addr()}, args...)...)
+}
+
+// dropf reports a dropped connection from remote, throttled per remote
+// host (see dropBurst).
+func (d *Device) dropf(remote net.Addr, format string, args ...any) {
+	if d.isClosed() {
+		return
+	}
+	if d.dropLog.Allow(hostOf(remote)) {
+		d.logf("dropping connection from %s: "+format, append([]any{remote}, args...)...)
+	}
+}
+
+// hostOf is the address a flood comes from: the IP without the port.
+func hostOf(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok && t != nil {
+		return t.IP.String()
+	}
+	if a == nil {
+		return "unknown"
+	}
+	return a.String()
 }
 
 // Register registers buf. It does not block. The key is 64 random bits.
@@ -237,7 +295,8 @@ func (d *Device) Register(buf []byte, access transport.Access) (transport.Region
 }
 
 // Deregister revokes the region's key. It blocks until no transfer touches
-// the region's memory any more (a transfer in progress finishes first).
+// the region's memory any more (a transfer in progress finishes or fails
+// first).
 func (d *Device) Deregister(tr transport.Region) error {
 	r, ok := tr.(*region)
 	if !ok || r.dev != d {
@@ -250,9 +309,7 @@ func (d *Device) Deregister(tr transport.Region) error {
 	}
 	delete(d.regions, r.key)
 	d.regMu.Unlock()
-	r.mu.Lock()
-	r.revoked = true
-	r.mu.Unlock()
+	r.revoke()
 	return nil
 }
 
@@ -371,6 +428,8 @@ func (d *Device) Close() error {
 	for _, e := range eps {
 		e.Close()
 	}
+	d.dropLog.Stop()
+	d.bg.stop()
 	d.mu.Lock()
 	cqs := make([]*cq, 0, len(d.cqs))
 	for q := range d.cqs {
@@ -385,9 +444,7 @@ func (d *Device) Close() error {
 	d.regions = map[uint64]*region{}
 	d.regMu.Unlock()
 	for _, r := range regs {
-		r.mu.Lock()
-		r.revoked = true
-		r.mu.Unlock()
+		r.revoke()
 	}
 	d.wg.Wait()
 	return nil
@@ -413,7 +470,7 @@ func (d *Device) acceptLoop() {
 			full := !d.closed
 			d.mu.Unlock()
 			if full {
-				d.logf("dropping connection from %s: %d handshakes in progress", c.RemoteAddr(), maxHandshakes)
+				d.dropf(c.RemoteAddr(), "%d handshakes in progress", maxHandshakes)
 			}
 			c.Close()
 			continue
@@ -439,21 +496,21 @@ func (d *Device) handshake(c *net.TCPConn) {
 			c.Close()
 		}
 	}()
-	from := c.RemoteAddr().String()
+	remote := c.RemoteAddr()
 	c.SetDeadline(time.Now().Add(d.opts.HandshakeTimeout))
 	var b [helloSize]byte
 	// The magic first, so that a stranger speaking another protocol is
 	// dropped at once rather than after the timeout.
 	if _, err := io.ReadFull(c, b[:len(helloMagic)]); err != nil {
-		d.logf("dropping connection from %s: reading hello: %v", from, err)
+		d.dropf(remote, "reading hello: %v", err)
 		return
 	}
 	if [4]byte(b[:4]) != helloMagic {
-		d.logf("dropping connection from %s: bad hello magic %q", from, b[:4])
+		d.dropf(remote, "bad hello magic %q", b[:4])
 		return
 	}
 	if _, err := io.ReadFull(c, b[len(helloMagic):]); err != nil {
-		d.logf("dropping connection from %s: reading hello: %v", from, err)
+		d.dropf(remote, "reading hello: %v", err)
 		return
 	}
 	var h hello
@@ -463,11 +520,11 @@ func (d *Device) handshake(c *net.TCPConn) {
 			reply.encode(b[:])
 			c.Write(b[:])
 		}
-		d.logf("dropping connection from %s: %v", from, err)
+		d.dropf(remote, "%v", err)
 		return
 	}
 	if h.typ != helloReq {
-		d.logf("dropping connection from %s: hello of type %d", from, h.typ)
+		d.dropf(remote, "hello of type %d", h.typ)
 		return
 	}
 	d.mu.Lock()
@@ -482,20 +539,20 @@ func (d *Device) handshake(c *net.TCPConn) {
 	reply := hello{typ: helloAck, status: status, dst: h.dst, src: h.src}
 	reply.encode(b[:])
 	if _, err := c.Write(b[:]); err != nil {
-		d.logf("dropping connection from %s: answering hello: %v", from, err)
+		d.dropf(remote, "answering hello: %v", err)
 		return
 	}
 	if status != helloOK {
-		d.logf("dropping connection from %s: hello names %s endpoint %x", from, map[uint8]string{helloUnknown: "unknown", helloBusy: "busy"}[status], h.dst[:4])
+		d.dropf(remote, "hello names %s endpoint %x", map[uint8]string{helloUnknown: "unknown", helloBusy: "busy"}[status], h.dst[:4])
 		return
 	}
 	if err := tune(c, &d.opts); err != nil {
-		d.logf("dropping connection from %s: %v", from, err)
+		d.dropf(remote, "%v", err)
 		return
 	}
 	c.SetDeadline(time.Time{})
 	keep = e.attach(c, h.src)
 	if !keep {
-		d.logf("dropping connection from %s: endpoint %x no longer accepts it", from, h.dst[:4])
+		d.dropf(remote, "endpoint %x no longer accepts it", h.dst[:4])
 	}
 }

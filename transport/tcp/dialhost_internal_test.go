@@ -3,10 +3,11 @@ package tcp
 import (
 	"context"
 	"errors"
-	"net"
 	"net/netip"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/transporttest"
@@ -39,15 +40,17 @@ func TestDialHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	pingPong(t, p)
-	eb := p.B.(*endpoint)
-	eb.mu.Lock()
-	c := eb.conn
-	eb.mu.Unlock()
-	if c == nil {
+	l := p.B.(*endpoint).ctl()
+	if l == nil {
 		t.Fatal("B has no connection after a ping-pong")
 	}
-	if got := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr(); got != netip.MustParseAddr("127.0.0.9") {
-		t.Errorf("B sees the connection from %v, want 127.0.0.9", got)
+	sa, err := unix.Getpeername(l.fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in4, ok := sa.(*unix.SockaddrInet4)
+	if got := netip.AddrFrom4(in4.Addr); !ok || got != netip.MustParseAddr("127.0.0.9") {
+		t.Errorf("B sees the connection from %v, want 127.0.0.9", sa)
 	}
 }
 

@@ -27,14 +27,33 @@
 // an initiator whose requests completed may close at once: nothing it sent
 // is still waiting for a receive on the other side.
 //
+// Progress is driven by the caller (DESIGN.md, "Progress"): after the
+// handshake each connection (a lane, lane.go) leaves Go's netpoller and is
+// read and written with non-blocking system calls by whoever drives it. A
+// post on an idle connection is written by the posting goroutine; posts
+// made while the caller is polling leave together at its next poll (one
+// writev). Poll and Wait read the sockets of their queue's endpoints, parse
+// frames, place payloads and complete requests themselves; Wait spins
+// while data moves (Options.SpinTime without data, shorter and yielding
+// the core when Options.Oversubscribed) and then sleeps in poll(2) on the
+// sockets, so the data's arrival wakes it directly (park.go). What nobody
+// polls (a peer's writes while this side computes, acknowledgements owed,
+// output a full socket held back, the drain after a failure) is served by
+// one background loop per device (bgloop.go); it stands aside for lanes
+// whose queue has a Wait polling them, and a lazy timer hands a queue's
+// lanes back to it when callers stop coming (cq.go).
+//
 // Sockets use TCP_NODELAY, TCP_USER_TIMEOUT and short keepalives so that a
 // dead peer or a cut link fails every pending request within a bounded time.
 //
 // Files mirror the verbs backend: address.go (the blob), device.go (listener,
-// registrations, routing), endpoint.go (the connected pair), region.go
-// (registered memory), wire.go (header and hello codecs), cq.go (completion
-// queue), sockopt.go (socket tuning).
+// registrations, routing), endpoint.go (posts) and fail.go (the error state,
+// Close), region.go (registered memory), wire.go (header and hello codecs),
+// cq.go (completion queue), sockopt.go (socket tuning); the progress engine
+// is lane.go (one connection), rx.go and tx.go (parsing and batching),
+// park.go (a Wait asleep in poll(2)), bgloop.go (the background loop) and
+// spin.go (how long a Wait spins).
 //
 // The package may import only the standard library, golang.org/x/sys and
-// goccl's transport package.
+// goccl's transport and internal/ratelog packages.
 package tcp

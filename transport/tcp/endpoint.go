@@ -14,33 +14,36 @@ import (
 //
 // Requests are posted under mu: each goes into the pending FIFO of its kind
 // (sends, writes and reads wait for the peer's ACK or response; receives
-// wait for a message) and, except receives, into outq, which the writer
-// goroutine drains onto the socket. The reader goroutine parses frames and
-// places payloads straight into registered memory. Every request leaves its
-// FIFO exactly once, and whoever removes it completes it.
+// wait for a message) and, except receives, into outq, which the connection's
+// lane writes to the socket: at once, from the posting goroutine, when the
+// connection is idle. Whoever reads the socket (a caller's Poll or Wait, or
+// the device's background loop) parses frames and places payloads straight into
+// registered memory. Every request leaves its FIFO exactly once, and
+// whoever removes it completes it.
 type endpoint struct {
-	werr  error // the writer's error, while the reader drains (see writeFailed)
 	dev   *Device
 	cq    *cq
 	token [16]byte
 	blob  []byte
 
-	mu   sync.Mutex
-	cond sync.Cond // wakes the writer
+	mu sync.Mutex
 
-	connecting bool    // Connect in progress or done
-	connected  bool    // posts are accepted
-	dialer     bool    // this side dialed
-	peer       address // the remote blob, once Connect was called
-	peerName   string  // peer ip:port for messages
-	conn       *net.TCPConn
-	parked     *net.TCPConn // accepted before Connect was called
+	connecting bool                 // Connect in progress or done
+	connected  bool                 // posts are accepted
+	dialer     bool                 // this side dialed
+	peer       address              // the remote blob, once Connect was called
+	peerName   string               // peer ip:port for messages
+	linked     bool                 // the connection is adopted (lane set)
+	lane       atomic.Pointer[lane] // the connection's machinery, once connected
+	parked     *net.TCPConn         // accepted before Connect was called
 	parkedSrc  [16]byte
 	timer      *time.Timer // acceptor: peer must dial within ConnectTimeout
 	closed     bool
 	err        error       // error state cause; nil while healthy
-	failed     atomic.Bool // err != nil, for the writer's hot loop
-	lingering  bool        // a NAK is queued: send it, then drain and close
+	failed     atomic.Bool // err != nil, for the hot paths
+	werr       error       // a write's error, while the reader drains (see writeFailed)
+	wfail      atomic.Bool // werr != nil
+	lingering  bool        // a NAK or owed acks are queued: send them, then close
 
 	seq       uint64
 	sends     ring[pending]
@@ -57,9 +60,6 @@ type endpoint struct {
 	immHeld ring[uint64]
 
 	spares spares // large pooled buffers kept at hand
-
-	wg         sync.WaitGroup // reader and writer
-	writerDone chan struct{}  // closed when the writer exits
 }
 
 var _ transport.Endpoint = (*endpoint)(nil)
@@ -84,9 +84,9 @@ type unexpected struct {
 	hasImm bool
 }
 
-// outItem is one frame for the writer: a header and, for SEND and WRITE,
-// the region the payload is taken from, or for READ_RESP the pooled buffer
-// holding the data.
+// outItem is one frame to write: a header and, for SEND and WRITE, the
+// region the payload is taken from, or for READ_RESP and small (inline)
+// payloads the pooled buffer holding the data.
 type outItem struct {
 	h   header
 	r   *region
@@ -96,7 +96,6 @@ type outItem struct {
 
 func newEndpoint(d *Device, q *cq, tok [16]byte) *endpoint {
 	e := &endpoint{dev: d, cq: q, token: tok}
-	e.cond.L = &e.mu
 	a := address{ip: d.host, port: d.port, token: tok}
 	e.blob = a.encode()
 	return e
@@ -111,6 +110,40 @@ func (e *endpoint) String() string {
 	return e.peerName
 }
 
+// ctl is the lane that carries the endpoint's frames; nil until connected.
+func (e *endpoint) ctl() *lane { return e.lane.Load() }
+
+// queueLocked queues a frame for the socket.
+func (e *endpoint) queueLocked(it outItem) {
+	e.outq = append(e.outq, it)
+	if l := e.ctl(); l != nil {
+		l.txWant.Store(true)
+	}
+}
+
+// ackOwedLocked notes that acknowledgements are owed to the peer. They
+// leave with the next frame written, at the start of the next poll, or at
+// once when the background loop placed the data.
+func (e *endpoint) ackOwedLocked() {
+	if l := e.ctl(); l != nil {
+		l.txWant.Store(true)
+	}
+}
+
+// kick writes queued frames now if the connection's writer is free.
+func (e *endpoint) kick() {
+	if l := e.ctl(); l != nil {
+		l.kick(false)
+	}
+}
+
+// posted has the frame just queued by a post written (see lane.post).
+func (e *endpoint) posted() {
+	if l := e.ctl(); l != nil {
+		l.post()
+	}
+}
+
 // postableLocked says why a request cannot be posted now, or nil.
 func (e *endpoint) postableLocked(op string) error {
 	switch {
@@ -121,7 +154,7 @@ func (e *endpoint) postableLocked(op string) error {
 	case !e.connected:
 		return fmt.Errorf("tcp: post %s: endpoint not connected: %w", op, transport.ErrInvalid)
 	}
-	return nil
+	return e.cq.reserve(op)
 }
 
 // checkLocal validates the local part of a request.
@@ -139,46 +172,44 @@ func (e *endpoint) checkLocal(op string, tr transport.Region, off, n int, need t
 	if r.access&need != need {
 		return nil, fmt.Errorf("tcp: post %s: local region grants %v, needs %v: %w", op, r.access, need, transport.ErrInvalid)
 	}
-	r.mu.RLock()
-	revoked := r.revoked
-	r.mu.RUnlock()
-	if revoked {
+	if r.revoked.Load() {
 		return nil, fmt.Errorf("tcp: post %s: local region key %#x is deregistered: %w", op, r.key, transport.ErrInvalid)
 	}
 	return r, nil
 }
 
-// PostSend queues r.Bytes()[off:off+n] as one message. It never blocks; the
-// buffer belongs to the transport until the completion, which arrives once
-// the peer placed the message into a posted receive. If the peer dies or the
-// link fails first, the send completes with ErrFlushed wrapping ErrPeerClosed
-// or ErrLink (within Options.UserTimeout or the keepalive bound).
+// PostSend queues r.Bytes()[off:off+n] as one message and, if the
+// connection is idle, writes it before returning (without blocking: what
+// the socket does not take is written later). The buffer belongs to the
+// transport until the completion, which arrives once the peer placed the
+// message into a posted receive. If the peer dies or the link fails
+// first, the send completes with ErrFlushed wrapping ErrPeerClosed or
+// ErrLink (within Options.UserTimeout or the keepalive bound).
 func (e *endpoint) PostSend(id uint64, tr transport.Region, off, n int) error {
 	r, err := e.checkLocal("send", tr, off, n, 0)
 	if err != nil {
 		return err
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if err := e.postableLocked("send"); err != nil {
+		e.mu.Unlock()
 		return err
-	}
-	if err := e.cq.reserve(); err != nil {
-		return fmt.Errorf("tcp: post send to %s: %w", e.peerName, err)
 	}
 	e.seq++
 	e.sends.push(pending{id: id, seq: e.seq, r: r, off: off, n: n})
-	e.outq = append(e.outq, e.outItemLocked(header{typ: msgSend, id: e.seq, length: uint64(n)}, r, off, n))
-	e.cond.Signal()
+	e.queueLocked(e.outItemLocked(header{typ: msgSend, id: e.seq, length: uint64(n)}, r, off, n))
+	e.mu.Unlock()
+	e.posted()
 	return nil
 }
 
 // PostWrite queues a write of local.Bytes()[off:off+n] into the peer's
-// region at roff. It never blocks; the buffer belongs to the transport until
+// region at roff and, if the connection is idle, writes it before
+// returning (without blocking). The buffer belongs to the transport until
 // the completion, which arrives once the peer placed the data. The target
-// validates key, bounds and access first; a refusal completes the write with
-// ErrRemoteAccess and puts both endpoints into the error state. On a dead
-// peer it completes as PostSend does.
+// validates key, bounds and access first; a refusal completes the write
+// with ErrRemoteAccess and puts both endpoints into the error state. On a
+// dead peer it completes as PostSend does.
 func (e *endpoint) PostWrite(id uint64, tr transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32) error {
 	r, err := e.checkLocal("write", tr, off, n, 0)
 	if err != nil {
@@ -189,18 +220,16 @@ func (e *endpoint) PostWrite(id uint64, tr transport.Region, off, n int, remote 
 		h.flags, h.imm = flagImm, *imm
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if err := e.postableLocked("write"); err != nil {
+		e.mu.Unlock()
 		return err
-	}
-	if err := e.cq.reserve(); err != nil {
-		return fmt.Errorf("tcp: post write to %s: %w", e.peerName, err)
 	}
 	e.seq++
 	h.id = e.seq
 	e.writes.push(pending{id: id, seq: e.seq, r: r, off: off, n: n, key: remote.Key, roff: roff})
-	e.outq = append(e.outq, e.outItemLocked(h, r, off, n))
-	e.cond.Signal()
+	e.queueLocked(e.outItemLocked(h, r, off, n))
+	e.mu.Unlock()
+	e.posted()
 	return nil
 }
 
@@ -215,17 +244,15 @@ func (e *endpoint) PostRead(id uint64, tr transport.Region, off, n int, remote t
 		return err
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if err := e.postableLocked("read"); err != nil {
+		e.mu.Unlock()
 		return err
-	}
-	if err := e.cq.reserve(); err != nil {
-		return fmt.Errorf("tcp: post read to %s: %w", e.peerName, err)
 	}
 	e.seq++
 	e.reads.push(pending{id: id, seq: e.seq, r: r, off: off, n: n, key: remote.Key, roff: roff})
-	e.outq = append(e.outq, outItem{h: header{typ: msgReadReq, id: e.seq, key: remote.Key, offset: roff, length: uint64(n)}})
-	e.cond.Signal()
+	e.queueLocked(outItem{h: header{typ: msgReadReq, id: e.seq, key: remote.Key, offset: roff, length: uint64(n)}})
+	e.mu.Unlock()
+	e.posted()
 	return nil
 }
 
@@ -245,10 +272,6 @@ func (e *endpoint) PostRecv(id uint64, tr transport.Region, off, n int) error {
 		e.mu.Unlock()
 		return err
 	}
-	if err := e.cq.reserve(); err != nil {
-		e.mu.Unlock()
-		return fmt.Errorf("tcp: post recv from %s: %w", e.peerName, err)
-	}
 	p := pending{id: id, r: r, off: off, n: n}
 	if e.unexp.len() == 0 {
 		e.recvs.push(p)
@@ -259,8 +282,9 @@ func (e *endpoint) PostRecv(id uint64, tr transport.Region, off, n int) error {
 	if u.hasImm {
 		e.cq.push(transport.Completion{ID: id, Op: transport.OpRecv, Bytes: u.n, Imm: u.imm, HasImm: true, Endpoint: e})
 		e.writeAcks += e.immHeld.pop() // this write and those held behind it
-		e.cond.Signal()
+		e.ackOwedLocked()
 		e.mu.Unlock()
+		e.kick()
 		return nil
 	}
 	if u.n > n {
@@ -283,190 +307,16 @@ func (e *endpoint) PostRecv(id uint64, tr transport.Region, off, n int) error {
 	}
 	e.cq.push(transport.Completion{ID: id, Op: transport.OpRecv, Bytes: u.n, Endpoint: e})
 	e.sendAcks++
-	e.cond.Signal()
+	e.ackOwedLocked()
 	e.mu.Unlock()
-	return nil
-}
-
-func (e *endpoint) deregisteredErr(op string, r *region) error {
-	return fmt.Errorf("tcp: %s with %s: local region key %#x deregistered while the request was in flight: %w", op, e.peerName, r.key, transport.ErrInvalid)
-}
-
-// refuseLength handles a message of n bytes that does not fit the receive
-// p: the receive fails with ErrLength, the sender is told, and the endpoint
-// enters the error state (as an RC queue pair does).
-func (e *endpoint) refuseLength(p pending, n int, seq uint64) {
-	err := fmt.Errorf("tcp: recv from %s: message of %d bytes longer than the posted receive of %d bytes: %w", e.peerName, n, p.n, transport.ErrLength)
-	nak := header{typ: msgNak, kind: kindSend, status: statusLength, id: seq, length: uint64(n), aux: uint64(p.n)}
-	e.fail(err, &nak, &transport.Completion{ID: p.id, Op: transport.OpRecv, Err: err, Endpoint: e})
-}
-
-// refuseRemote handles a peer's access that failed validation: NAK to the
-// initiator, OpRemoteError here, error state on both sides.
-func (e *endpoint) refuseRemote(kind uint8, h *header, status uint8, size uint64) {
-	err := fmt.Errorf("tcp: remote %s from %s: key %#x offset %d len %d: %s: %w",
-		kindName(kind), e.peerName, h.key, h.offset, h.length, refusalText(kind, status, size), transport.ErrRemoteAccess)
-	nak := header{typ: msgNak, kind: kind, status: status, id: h.id, key: h.key, offset: h.offset, length: h.length, aux: size}
-	e.fail(err, &nak, &transport.Completion{Op: transport.OpRemoteError, Err: err, Endpoint: e})
-}
-
-func kindName(kind uint8) string {
-	switch kind {
-	case kindSend:
-		return "send"
-	case kindWrite:
-		return "write"
-	case kindRead:
-		return "read"
-	}
-	return fmt.Sprintf("kind(%d)", kind)
-}
-
-func refusalText(kind, status uint8, size uint64) string {
-	switch status {
-	case statusBadKey:
-		return "unknown or revoked key"
-	case statusBounds:
-		return fmt.Sprintf("out of bounds of region (len %d)", size)
-	case statusAccess:
-		if kind == kindRead {
-			return "region does not grant remote-read"
-		}
-		return "region does not grant remote-write"
-	case statusLength:
-		return fmt.Sprintf("longer than the posted receive of %d bytes", size)
-	}
-	return fmt.Sprintf("refused (status %d)", status)
-}
-
-// fail moves the endpoint into the error state; the first cause wins.
-// first, if non-nil, is completed before the flushed requests (the request
-// or event that caused the failure). With nak non-nil the writer sends it
-// after any acknowledgements still owed, then the connection is drained
-// for LingerTimeout and closed; otherwise the connection is closed now.
-func (e *endpoint) fail(cause error, nak *header, first *transport.Completion) {
-	e.mu.Lock()
-	if prev := e.err; prev != nil {
-		e.mu.Unlock()
-		if first != nil {
-			// Already failed: the request is flushed with the first cause.
-			c := *first
-			if c.Op != transport.OpRemoteError {
-				c.Err = e.flushErr(opName(c.Op), prev)
-			}
-			e.cq.push(c)
-		}
-		return
-	}
-	e.err = cause
-	e.failed.Store(true)
-	if e.timer != nil {
-		e.timer.Stop()
-	}
-	for i := range e.outq {
-		e.putBuf(e.outq[i].buf)
-	}
-	clear(e.outq)
-	e.outq = e.outq[:0]
-	conn := e.conn
-	switch {
-	case nak != nil && conn != nil:
-		e.outq = append(e.outq, outItem{h: *nak})
-		e.lingering = true
-		conn.SetReadDeadline(time.Now().Add(e.dev.opts.LingerTimeout))
-	case e.closed && conn != nil:
-		// Close: the peer's requests whose data is already placed (and
-		// whose receives may have completed here) still get their
-		// acknowledgements, as an adapter would have sent them already:
-		// the writer finishes its batch, sends the acks still owed and
-		// closes its half; Close waits for it (bounded by the deadline).
-		e.lingering = true
-		conn.SetWriteDeadline(time.Now().Add(e.dev.opts.LingerTimeout))
-	default:
-		e.sendAcks, e.writeAcks = 0, 0
-	}
-	if first != nil {
-		e.cq.push(*first)
-	}
-	e.flushLocked(&e.recvs, transport.OpRecv, cause)
-	e.flushLocked(&e.sends, transport.OpSend, cause)
-	e.flushLocked(&e.writes, transport.OpWrite, cause)
-	e.flushLocked(&e.reads, transport.OpRead, cause)
-	for e.unexp.len() > 0 {
-		e.putBuf(e.unexp.pop().buf)
-	}
-	e.immHeld.clear()
-	closeNow := conn != nil && !e.lingering
-	e.cond.Broadcast()
-	e.mu.Unlock()
-	if closeNow {
-		conn.Close()
-	}
-}
-
-func (e *endpoint) flushLocked(q *ring[pending], op transport.Op, cause error) {
-	for q.len() > 0 {
-		p := q.pop()
-		e.cq.push(transport.Completion{ID: p.id, Op: op, Err: e.flushErr(op.String(), cause), Endpoint: e})
-	}
-}
-
-func (e *endpoint) flushErr(op string, cause error) error {
-	dir := "to"
-	if op == "recv" {
-		dir = "from"
-	}
-	return fmt.Errorf("tcp: %s %s %s: %w: %w", op, dir, e.peerName, transport.ErrFlushed, cause)
-}
-
-func opName(op transport.Op) string { return op.String() }
-
-// Close disconnects. Pending requests complete with an error wrapping
-// ErrClosed; the peer's with ErrPeerClosed, except those whose data this
-// side already placed: the writer still sends their acknowledgements, then
-// closes its half. Close blocks until that is done (at most
-// Options.LingerTimeout, for a peer that does not read) and the endpoint's
-// goroutines have exited; a transfer in progress is cut.
-func (e *endpoint) Close() error {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil
-	}
-	e.closed = true
-	peer := e.peerName
-	e.mu.Unlock()
-	e.fail(fmt.Errorf("tcp: endpoint to %s closed: %w", peer, transport.ErrClosed), nil, nil)
-	e.mu.Lock()
-	conn, parked := e.conn, e.parked
-	e.parked = nil
-	linger, writerDone := e.lingering, e.writerDone
-	e.mu.Unlock()
-	if conn != nil && linger && writerDone != nil {
-		// Let the writer send what it still owes (bounded by the write
-		// deadline fail set) before the connection is cut.
-		t := time.NewTimer(e.dev.opts.LingerTimeout)
-		select {
-		case <-writerDone:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-	if conn != nil {
-		conn.Close()
-	}
-	if parked != nil {
-		parked.Close()
-	}
-	e.dev.forgetEndpoint(e)
-	e.wg.Wait()
+	e.kick()
 	return nil
 }
 
 // outItemLocked makes the queue entry of a send or write: a payload of at
 // most maxInline bytes is copied now into a pooled buffer (the caller may
 // reuse its own, see Device.MaxInline); a larger one is written straight
-// from the region later.
+// from the region.
 func (e *endpoint) outItemLocked(h header, r *region, off, n int) outItem {
 	if n == 0 || n > maxInline {
 		return outItem{h: h, r: r, off: off}
@@ -474,4 +324,13 @@ func (e *endpoint) outItemLocked(h header, r *region, off, n int) outItem {
 	b := e.getBuf(n)
 	copy((*b)[:n], r.buf[off:off+n])
 	return outItem{h: h, buf: b}
+}
+
+// complete pushes a successful completion.
+func (e *endpoint) complete(p pending, op transport.Op, n int) {
+	e.cq.push(transport.Completion{ID: p.id, Op: op, Bytes: n, Endpoint: e})
+}
+
+func (e *endpoint) deregisteredErr(op string, r *region) error {
+	return fmt.Errorf("tcp: %s with %s: local region key %#x deregistered while the request was in flight: %w", op, e.peerName, r.key, transport.ErrInvalid)
 }

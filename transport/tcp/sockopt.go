@@ -62,18 +62,12 @@ const tcpCloseWait = 8
 
 // peerSentFIN reports whether the connection ended by the peer's orderly
 // close (state CLOSE_WAIT) rather than by an abort (reset, user timeout,
-// keepalive), whose error the other goroutine's system call may already
-// have consumed, leaving this one a bare end of file.
-func peerSentFIN(c *net.TCPConn) bool {
-	raw, err := c.SyscallConn()
+// keepalive), whose error another reader's system call may already have
+// consumed, leaving this one a bare end of file.
+func peerSentFIN(fd int) bool {
+	info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
 	if err != nil {
 		return true
 	}
-	state := uint8(tcpCloseWait)
-	raw.Control(func(fd uintptr) {
-		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
-			state = info.State
-		}
-	})
-	return state == tcpCloseWait
+	return info.State == tcpCloseWait
 }

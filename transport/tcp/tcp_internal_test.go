@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/transporttest"
 )
@@ -222,12 +224,7 @@ func TestPeerReset(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eb := p.B.(*endpoint)
-	eb.mu.Lock()
-	c := eb.conn
-	eb.mu.Unlock()
-	c.SetLinger(0)
-	c.Close()
+	resetSocket(t, p.B.(*endpoint))
 	cs := transporttest.WaitN(t, p.CQA, 4, 5*time.Second)
 	for i, comp := range cs {
 		transporttest.ExpectErr(t, comp, transport.OpRecv, uint64(i), transport.ErrFlushed, transport.ErrPeerClosed)
@@ -238,6 +235,28 @@ func TestPeerReset(t *testing.T) {
 	if err := p.A.PostRecv(9, buf, 0, 64); !errors.Is(err, transport.ErrPeerClosed) {
 		t.Errorf("post after reset: %v", err)
 	}
+}
+
+// resetSocket closes e's socket with a reset (SO_LINGER 0), as a crash
+// would, under the lane's locks so that nothing of e touches it afterwards.
+func resetSocket(t *testing.T, e *endpoint) {
+	t.Helper()
+	l := e.ctl()
+	if l == nil {
+		t.Fatal("endpoint has no connection")
+	}
+	l.rxMu.Lock()
+	l.txMu.Lock()
+	defer l.txMu.Unlock()
+	defer l.rxMu.Unlock()
+	if err := unix.SetsockoptLinger(l.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0}); err != nil {
+		t.Fatal(err)
+	}
+	l.closed.Store(true)
+	unix.Close(l.fd)
+	// The background loop's poll(2) holds the socket until it returns;
+	// the reset leaves when it lets go.
+	e.dev.bg.ring()
 }
 
 // TestPeerDeviceClosed: the peer's device closes with requests in flight.
@@ -519,5 +538,49 @@ func TestCloseSendsOwedAcks(t *testing.T) {
 		transporttest.ExpectOK(t, transporttest.WaitOne(t, p.CQB, 5*time.Second), transport.OpRecv, 1, 4096)
 		p.B.Close()
 		transporttest.ExpectOK(t, transporttest.WaitOne(t, p.CQA, 5*time.Second), transport.OpWrite, 2, 4096)
+	}
+}
+
+// TestStrayFloodThrottled: a flood of stray connections from one host
+// logs the first few in full and the rest as one counted summary (issue 11:
+// one unthrottled line per refused connection buried the log).
+func TestStrayFloodThrottled(t *testing.T) {
+	var sink logSink
+	o := testOptions(t)
+	o.Logf = sink.logf
+	d, err := NewDevice(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const strays = 40
+	for range strays {
+		c, err := net.Dial("tcp", d.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+		expectDropped(t, c)
+		c.Close()
+	}
+	count := func(sub string) int {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		n := 0
+		for _, s := range sink.lines {
+			if strings.Contains(s, sub) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count("dropping connection"); n != dropBurst {
+		t.Fatalf("%d lines about dropped connections for %d strays, want %d (then a summary)", n, strays, dropBurst)
+	}
+	d.Close()
+	want := fmt.Sprintf("%d more connections from 127.0.0.1 dropped", strays-dropBurst)
+	if n := count(want); n != 1 {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		t.Fatalf("no summary %q after Close; got:\n%s", want, strings.Join(sink.lines, "\n"))
 	}
 }
