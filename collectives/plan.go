@@ -1,6 +1,11 @@
 package collectives
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+)
 
 // Plan is a schedule cut into chunks, with the dependencies between chunks
 // made explicit, ready for the executor. It is immutable once compiled and
@@ -53,96 +58,114 @@ func (p *Plan) NumChunks() int { return len(p.chunks) }
 // Peers lists the peers the plan talks to.
 func (p *Plan) Peers() []int { return p.peers }
 
-// span is a byte range of one buffer with the chunk that last wrote it and
-// the chunks that read it since.
-type span struct {
-	a, b    int
-	writer  int32 // -1 if none
-	readers []int32
+// access is a byte range [x, y) of one buffer that a chunk reads or
+// writes. An empty range is treated as the single byte at x, so that
+// zero-length steps order among themselves.
+type access struct {
+	buf   Buf
+	x, y  int
+	write bool
 }
 
-// hazards tracks, per buffer, which chunks touched which bytes, exactly (a
-// sorted list of disjoint spans), so that a chunk depends only on the
-// chunks whose bytes it really shares.
-type hazards [numBufs][]span
-
-// access records that chunk idx reads (or writes) [x, y) of buf and appends
-// the chunks it must wait for to deps. An empty range is treated as the
-// single byte at x, so zero-length steps order among themselves.
-func (h *hazards) access(buf Buf, x, y int, write bool, idx int32, deps []int32) []int32 {
-	if y <= x {
-		y = x + 1
+// accesses returns what chunk ch reads and writes, in order: a copy's
+// source, then its destination (or the send's source, the receive's
+// destination).
+func (ch *chunk) accesses(out []access) []access {
+	out = out[:0]
+	if ch.kind == Copy && ch.len > 0 { // an empty copy only orders itself, by its destination
+		out = append(out, access{buf: ch.srcBuf, x: ch.srcOff, y: ch.srcOff + ch.len})
 	}
-	spans := h.split(buf, x, y)
-	for i := range spans {
-		sp := &spans[i]
-		if sp.b <= x || sp.a >= y {
-			continue
+	return append(out, access{buf: ch.buf, x: ch.off, y: ch.off + ch.len, write: ch.kind != Send})
+}
+
+// hazards tracks, per buffer, which chunk last wrote each byte and which
+// chunks read it since, exactly, so that a chunk depends only on the
+// chunks whose bytes it really shares. Every access is known before the
+// first is recorded, so each buffer is cut once into the elementary
+// intervals between consecutive access boundaries, and an access visits
+// the intervals it covers, found by binary search: compiling costs the
+// number of chunks times the intervals one chunk covers (a few: where
+// steps of different alignment meet), not the square of the chunk count.
+type hazards struct {
+	bufs  [numBufs]intervals
+	nodes []readerNode // the readers lists of all intervals
+	mark  []int32      // mark[c] == i+1: chunk c is already a dependency of chunk i
+}
+
+// intervals is one buffer cut at every access boundary: interval i is
+// [at[i], at[i+1]).
+type intervals struct {
+	at      []int
+	writer  []int32 // per interval: the chunk that last wrote it, -1 if none
+	readers []int32 // per interval: its readers since (a list in nodes), -1 if none
+}
+
+type readerNode struct{ chunk, next int32 }
+
+// newHazards prepares the tracking of accs (every access of nchunks
+// chunks; others may not be recorded).
+func newHazards(accs []access, nchunks int) *hazards {
+	h := &hazards{mark: make([]int32, nchunks)}
+	for _, a := range accs {
+		iv := &h.bufs[a.buf]
+		iv.at = append(iv.at, a.x, max(a.y, a.x+1))
+	}
+	for b := range h.bufs {
+		iv := &h.bufs[b]
+		slices.Sort(iv.at)
+		iv.at = slices.Compact(iv.at)
+		n := max(len(iv.at)-1, 0)
+		iv.writer, iv.readers = make([]int32, n), make([]int32, n)
+		for i := range n {
+			iv.writer[i], iv.readers[i] = -1, -1
 		}
-		if sp.writer >= 0 {
-			deps = addDep(deps, sp.writer)
+	}
+	return h
+}
+
+// access records that chunk idx makes access a (one newHazards was given)
+// and appends the chunks it must wait for to deps, each once.
+func (h *hazards) access(a access, idx int32, deps []int32) []int32 {
+	iv := &h.bufs[a.buf]
+	y := max(a.y, a.x+1)
+	i, _ := slices.BinarySearch(iv.at, a.x)
+	for ; i < len(iv.writer) && iv.at[i] < y; i++ {
+		if w := iv.writer[i]; w >= 0 {
+			deps = h.dep(deps, w, idx)
 		}
-		if write {
-			for _, r := range sp.readers {
-				deps = addDep(deps, r)
+		if a.write {
+			for n := iv.readers[i]; n >= 0; n = h.nodes[n].next {
+				deps = h.dep(deps, h.nodes[n].chunk, idx)
 			}
-			sp.writer, sp.readers = idx, nil
+			iv.writer[i], iv.readers[i] = idx, -1
 		} else {
-			sp.readers = append(sp.readers, idx)
+			h.nodes = append(h.nodes, readerNode{chunk: idx, next: iv.readers[i]})
+			iv.readers[i] = int32(len(h.nodes) - 1)
 		}
 	}
 	return deps
 }
 
-// split makes x and y span boundaries and fills the gaps of [x, y) with
-// fresh spans, returning the buffer's span list.
-func (h *hazards) split(buf Buf, x, y int) []span {
-	old := h[buf]
-	out := make([]span, 0, len(old)+3)
-	pos := x // the first byte of [x, y) not yet covered
-	for _, sp := range old {
-		if sp.b <= x || sp.a >= y {
-			if sp.a >= y && pos < y {
-				out = append(out, span{a: pos, b: y, writer: -1})
-				pos = y
-			}
-			out = append(out, sp)
-			continue
-		}
-		if sp.a > pos {
-			out = append(out, span{a: pos, b: sp.a, writer: -1})
-		}
-		cut := func(a, b int) span {
-			return span{a: a, b: b, writer: sp.writer, readers: append([]int32(nil), sp.readers...)}
-		}
-		if sp.a < x {
-			out = append(out, cut(sp.a, x))
-		}
-		out = append(out, cut(max(sp.a, x), min(sp.b, y)))
-		if sp.b > y {
-			out = append(out, cut(y, sp.b))
-		}
-		pos = max(pos, min(sp.b, y))
+func (h *hazards) dep(deps []int32, d, idx int32) []int32 {
+	if d == idx || h.mark[d] == idx+1 {
+		return deps
 	}
-	if pos < y {
-		out = append(out, span{a: pos, b: y, writer: -1})
-	}
-	h[buf] = out
-	return out
+	h.mark[d] = idx + 1
+	return append(deps, d)
 }
 
-func addDep(list []int32, d int32) []int32 {
-	for _, x := range list {
-		if x == d {
-			return list
-		}
-	}
-	return append(list, d)
-}
+// ctxCheckEvery is how many chunks Compile plans between looks at its
+// context.
+const ctxCheckEvery = 1 << 12
 
 // Compile cuts s into chunks of at most chunkSize bytes and computes their
-// dependencies.
+// dependencies. Its cost is linear in the number of chunks (see hazards).
 func Compile(s Schedule, chunkSize int) (*Plan, error) {
+	return CompileContext(context.Background(), s, chunkSize)
+}
+
+// CompileContext is Compile that gives up with ctx's cause when ctx ends.
+func CompileContext(ctx context.Context, s Schedule, chunkSize int) (*Plan, error) {
 	if chunkSize <= 0 {
 		return nil, fmt.Errorf("compile %s: chunk size %d must be positive", s.Name, chunkSize)
 	}
@@ -153,45 +176,68 @@ func Compile(s Schedule, chunkSize int) (*Plan, error) {
 			return nil, fmt.Errorf("compile %s: rank %d: bad local copy %+v", s.Name, s.Rank, cp)
 		}
 	}
-	var h hazards
-	deps := make([][]int32, 0, len(s.Steps))
+	total := 0
 	for si, st := range s.Steps {
 		if err := checkStep(s, st); err != nil {
 			return nil, fmt.Errorf("compile %s: rank %d step %d (%v): %s", s.Name, s.Rank, si, st, err)
 		}
+		total += max(1, (st.Len+chunkSize-1)/chunkSize)
+		if total > math.MaxInt32 {
+			return nil, fmt.Errorf("compile %s: rank %d: more than %d chunks of %d bytes", s.Name, s.Rank, math.MaxInt32, chunkSize)
+		}
+	}
+	// Cut the steps into chunks.
+	p.chunks = make([]chunk, 0, total)
+	accs := make([]access, 0, total+total/4)
+	var buf [2]access
+	nextCheck := ctxCheckEvery
+	for _, st := range s.Steps {
 		for a := st.Off; ; {
 			b := min(a+chunkSize, st.Off+st.Len)
 			idx := int32(len(p.chunks))
 			ch := chunk{kind: st.Kind, buf: st.Buf, peer: int32(st.Peer), off: a, len: b - a}
-			var d []int32
-			if st.Kind == Copy {
-				ch.peer, ch.srcBuf, ch.srcOff = -1, st.SrcBuf, st.SrcOff+(a-st.Off)
-				if ch.len > 0 { // an empty copy only orders itself, by its destination
-					d = h.access(ch.srcBuf, ch.srcOff, ch.srcOff+ch.len, false, idx, nil)
-				}
-			}
-			p.chunks = append(p.chunks, ch)
-			d = h.access(st.Buf, a, b, st.Kind != Send, idx, d)
-			deps = append(deps, d)
 			switch st.Kind {
 			case Send:
 				p.sends[st.Peer] = append(p.sends[st.Peer], idx)
 			case Copy:
+				ch.peer, ch.srcBuf, ch.srcOff = -1, st.SrcBuf, st.SrcOff+(a-st.Off)
 				p.copies = append(p.copies, idx)
 			default:
 				p.recvs[st.Peer] = append(p.recvs[st.Peer], idx)
 			}
+			p.chunks = append(p.chunks, ch)
+			accs = append(accs, ch.accesses(buf[:0])...)
 			a = b
 			if a >= st.Off+st.Len {
 				break
 			}
 		}
+		if len(p.chunks) >= nextCheck {
+			nextCheck += ctxCheckEvery
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("compile %s: rank %d: %w", s.Name, s.Rank, context.Cause(ctx))
+			}
+		}
+	}
+	// Dependencies, in program order, as lists in one array (deps of
+	// chunk i at deps[depAt[i]:depAt[i+1]]).
+	h := newHazards(accs, len(p.chunks))
+	deps := make([]int32, 0, len(p.chunks))
+	depAt := make([]int32, len(p.chunks)+1)
+	for i := range p.chunks {
+		if i%ctxCheckEvery == 0 && ctx.Err() != nil {
+			return nil, fmt.Errorf("compile %s: rank %d: %w", s.Name, s.Rank, context.Cause(ctx))
+		}
+		for _, a := range p.chunks[i].accesses(buf[:0]) {
+			deps = h.access(a, int32(i), deps)
+		}
+		depAt[i+1] = int32(len(deps))
 	}
 	// Invert the dependency lists into dependents (CSR layout).
 	nOut := make([]int32, len(p.chunks))
-	for i, d := range deps {
-		p.chunks[i].nDeps = int32(len(d))
-		for _, x := range d {
+	for i := range p.chunks {
+		p.chunks[i].nDeps = depAt[i+1] - depAt[i]
+		for _, x := range deps[depAt[i]:depAt[i+1]] {
 			nOut[x]++
 		}
 	}
@@ -203,8 +249,8 @@ func Compile(s Schedule, chunkSize int) (*Plan, error) {
 	}
 	p.outs = make([]int32, pos)
 	fill := make([]int32, len(p.chunks))
-	for i, d := range deps {
-		for _, x := range d {
+	for i := range p.chunks {
+		for _, x := range deps[depAt[i]:depAt[i+1]] {
 			p.outs[p.chunks[x].outStart+fill[x]] = int32(i)
 			fill[x]++
 		}
