@@ -30,11 +30,11 @@ func TestSymmetriesHold(t *testing.T) {
 		collectives.CollBroadcast, collectives.CollReduce} {
 		for _, a := range collectives.Algos(c) {
 			for _, p := range []int{2, 6, 8, 12, 16} {
-				sym := symmetryOf(c, a.Name, p)
+				args := &collectives.Args{Count: 4 * 16 * 3 * 5 * 7, ElemSize: 4}
+				sym := symmetryOf(c, a.Name, p, args.Count)
 				if sym == symNone {
 					continue
 				}
-				args := &collectives.Args{Count: 4 * 16 * 3 * 5 * 7, ElemSize: 4}
 				zero := a.Schedule(0, p, args)
 				for r := 1; r < p; r++ {
 					s := a.Schedule(r, p, args)

@@ -74,8 +74,10 @@ func (m Machine) validate() error {
 //   - PerByte: CPU seconds per byte at each end, for transports that copy
 //     through the CPU (TCP's socket copies); 0 for zero-copy transports.
 type Link struct {
-	Alpha, Beta       float64
-	Overhead, PerByte float64
+	Alpha    float64 `json:"alpha"`
+	Beta     float64 `json:"beta"`
+	Overhead float64 `json:"overhead"`
+	PerByte  float64 `json:"per_byte"`
 }
 
 // Params is the cost model: links per class, the CPU's reduction and copy

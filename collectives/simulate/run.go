@@ -20,6 +20,10 @@ type Job struct {
 	Bytes    int
 	ElemSize int // default 4
 	Root     int
+	// OutOfPlace marks a reducing collective called with separate send and
+	// receive buffers: the communicator copies the send buffer into the
+	// receive buffer before the plan runs (what OSU's benchmarks do).
+	OutOfPlace bool
 }
 
 // Method is how a time was obtained.
@@ -142,7 +146,7 @@ func Simulate(job Job, m Machine, par Params, opt Options) (Result, error) {
 	case Analytic:
 		return s.analytic()
 	}
-	if s.window() > 0 {
+	if s.window(job.Bytes) > 0 {
 		if r, err := s.periodic(job.Bytes); !errors.Is(err, errBudget) {
 			return r, err
 		}
@@ -164,8 +168,15 @@ type sim struct {
 	budget int
 }
 
-func (s *sim) window() int {
-	sym := symmetryOf(s.job.Coll, s.job.Algo, s.m.Ranks)
+// symmetry is the job's symmetry at size bytes.
+func (s *sim) symmetry(bytes int) symmetry {
+	a, _, _ := s.withBytes(bytes).args(s.m.Ranks)
+	return symmetryOf(s.job.Coll, s.job.Algo, s.m.Ranks, a.Count)
+}
+
+// window is the periodic window at size bytes, 0 if none.
+func (s *sim) window(bytes int) int {
+	sym := s.symmetry(bytes)
 	pool := 0
 	if s.m.Cores > 0 {
 		pool = s.m.poolRanks()
@@ -191,7 +202,7 @@ func (s *sim) estimate(bytes, n int) int {
 // and the last.
 func (s *sim) samples() []int {
 	p := s.m.Ranks
-	if symmetryOf(s.job.Coll, s.job.Algo, p) != symNone {
+	if s.symmetry(s.job.Bytes) != symNone {
 		return []int{0}
 	}
 	out := []int{s.job.Root}
@@ -221,14 +232,14 @@ func (s *sim) full(bytes int) (Result, error) {
 
 // periodic simulates a window of ranks.
 func (s *sim) periodic(bytes int) (Result, error) {
-	w := s.window()
+	w := s.window(bytes)
 	if w == 0 {
 		return Result{}, fmt.Errorf("simulate: %s %s on %d ranks, %d per host: not periodic", s.job.Coll, s.job.Algo, s.m.Ranks, s.m.rph())
 	}
 	if s.estimate(bytes, w) > s.budget {
 		return Result{}, errBudget
 	}
-	wd := &world{p: s.m.Ranks, w: w, sym: symmetryOf(s.job.Coll, s.job.Algo, s.m.Ranks), rph: s.m.rph()}
+	wd := &world{p: s.m.Ranks, w: w, sym: s.symmetry(bytes), rph: s.m.rph()}
 	return s.simulate(bytes, wd, Periodic)
 }
 
@@ -241,6 +252,13 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 	for r := range wd.w {
 		if plans[r], err = compileRank(s.algo.Schedule(r, wd.p, a), s.par.ChunkBytes); err != nil {
 			return Result{}, err
+		}
+		if s.job.OutOfPlace && s.job.Coll.Info().Reducing {
+			extra := a.Count * a.ElemSize
+			if s.job.Coll.Info().Blocked {
+				extra *= wd.p
+			}
+			plans[r].pre += extra
 		}
 	}
 	m := s.m
@@ -281,13 +299,12 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 func (s *sim) extrapolate() (Result, error) {
 	p := s.m.Ranks
 	n := s.job.Bytes
-	unit := 4 * max(s.job.ElemSize, 1)
-	if s.job.Coll.Info().Blocked {
-		unit *= p
-	}
+	// Whole elements on every rank's segments (and whole blocks), so that
+	// a periodic job stays periodic at the smaller sizes.
+	unit := 4 * max(s.job.ElemSize, 1) * p
 	inner := s.full
 	w := p
-	if ww := s.window(); ww > 0 {
+	if ww := s.window(n); ww > 0 {
 		inner, w = s.periodic, ww
 	}
 	n2 := n / 2

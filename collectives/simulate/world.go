@@ -38,11 +38,17 @@ func (s symmetry) String() string {
 // symmetries lists the algorithms whose schedules are symmetric, with the
 // condition on the rank count. TestSymmetriesHold checks every claim
 // against the schedules.
-func symmetryOf(c collectives.Coll, algo string, ranks int) symmetry {
+//
+// The ring allreduce cuts its buffer into segments of count/ranks elements:
+// it is symmetric only when they are all the same length.
+func symmetryOf(c collectives.Coll, algo string, ranks, count int) symmetry {
 	pow2 := ranks&(ranks-1) == 0
 	switch {
-	case c == collectives.CollAllreduce && algo == "ring",
-		c == collectives.CollAllgather && algo == "ring",
+	case c == collectives.CollAllreduce && algo == "ring":
+		if count%ranks == 0 {
+			return symShift
+		}
+	case c == collectives.CollAllgather && algo == "ring",
 		c == collectives.CollReduceScatter && algo == "ring",
 		c == collectives.CollAlltoall && algo == "bruck",
 		c == collectives.CollBarrier:
