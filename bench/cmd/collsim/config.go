@@ -146,4 +146,3 @@ func short(a string) string {
 	}
 	return a
 }
-

@@ -15,14 +15,14 @@ import (
 // point is one (collective, ranks, size): every algorithm's result and the
 // selector's choice.
 type point struct {
-	Coll     string             `json:"collective"`
-	Ranks    int                `json:"ranks"`
-	Hosts    int                `json:"hosts"`
-	Bytes    int                `json:"bytes"` // priced size (the whole buffer; all blocks of all-to-all)
-	Block    int                `json:"block,omitempty"`
-	Algos    []algoResult       `json:"algorithms"`
-	Best     string             `json:"best"`
-	Selector string             `json:"selector"`
+	Coll     string              `json:"collective"`
+	Ranks    int                 `json:"ranks"`
+	Hosts    int                 `json:"hosts"`
+	Bytes    int                 `json:"bytes"` // priced size (the whole buffer; all blocks of all-to-all)
+	Block    int                 `json:"block,omitempty"`
+	Algos    []algoResult        `json:"algorithms"`
+	Best     string              `json:"best"`
+	Selector string              `json:"selector"`
 	prices   []collectives.Price // the selector's
 }
 
