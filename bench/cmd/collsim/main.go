@@ -7,6 +7,7 @@
 //
 //	collsim [flags]                       crossover tables (default scales)
 //	collsim validate [flags] DIR          predicted vs measured (scripts/sim-validate.sh)
+//	gorun -n 2 collsim calibrate [flags]  measure a link class (as a rank)
 //
 // The tables: for allreduce, broadcast and all-to-all (-coll) at 8, 64,
 // 512, 4,096 and 65,536 ranks (-ranks), every priced algorithm's time at
@@ -49,9 +50,12 @@ type usageError struct{ error }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	var err error
-	if len(args) > 0 && args[0] == "validate" {
+	switch {
+	case len(args) > 0 && args[0] == "validate":
 		err = validateCmd(args[1:], stdout, stderr)
-	} else {
+	case len(args) > 0 && args[0] == "calibrate":
+		err = calibrateCmd(args[1:], stdout, stderr)
+	default:
 		err = tablesCmd(args, stdout, stderr)
 	}
 	var ue usageError

@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -112,5 +113,58 @@ func drawCollective(w io.Writer, coll string, points []*point) error {
 		pl.Draw(canvases[i/cols][i%cols])
 	}
 	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+	return err
+}
+
+// drawValidation writes a PNG of predicted against measured time, log-log,
+// a colour per collective, with the diagonal and the tolerance band.
+func drawValidation(w io.Writer, pts []vpoint, tol float64) error {
+	pl := plot.New()
+	pl.Title.Text = fmt.Sprintf("simulated vs measured (%d points; dashed: +-%.0f%%)", len(pts), tol*100)
+	pl.X.Label.Text = "measured time per call (s)"
+	pl.Y.Label.Text = "predicted (s)"
+	pl.X.Scale, pl.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	pl.X.Tick.Marker, pl.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	pl.Legend.Top, pl.Legend.Left = true, true
+	pl.Add(plotter.NewGrid())
+	var colls []string
+	lo, hi := math.Inf(1), 0.0
+	for _, p := range pts {
+		if !slices.Contains(colls, p.coll) {
+			colls = append(colls, p.coll)
+		}
+		lo, hi = min(lo, p.measured, p.predicted), max(hi, p.measured, p.predicted)
+	}
+	for i, c := range colls {
+		var xy plotter.XYs
+		for _, p := range pts {
+			if p.coll == c && p.measured > 0 && p.predicted > 0 {
+				xy = append(xy, plotter.XY{X: p.measured, Y: p.predicted})
+			}
+		}
+		s, err := plotter.NewScatter(xy)
+		if err != nil {
+			return err
+		}
+		s.Color, s.Shape = plotutil.Color(i), plotutil.Shape(i)
+		pl.Add(s)
+		pl.Legend.Add(c, s)
+	}
+	for _, f := range []float64{1, 1 - tol, 1 + tol} {
+		l, err := plotter.NewLine(plotter.XYs{{X: lo, Y: lo * f}, {X: hi, Y: hi * f}})
+		if err != nil {
+			return err
+		}
+		l.Color = color.Gray{Y: 80}
+		if f != 1 {
+			l.Dashes = []vg.Length{vg.Points(3), vg.Points(3)}
+		}
+		pl.Add(l)
+	}
+	wt, err := pl.WriterTo(7*vg.Inch, 7*vg.Inch, "png")
+	if err != nil {
+		return err
+	}
+	_, err = wt.WriteTo(w)
 	return err
 }
