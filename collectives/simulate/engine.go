@@ -18,10 +18,12 @@ import (
 //
 // Time is spent in three kinds of resources:
 //
-//   - threads: each rank has an executor thread (posting sends, consuming
-//     chunks: the reduction or copy out of staging, local copies) and an
-//     I/O thread (taking arrived messages off the transport). A thread runs
-//     one task at a time, in order.
+//   - threads: each rank has an executor thread (consuming chunks: the
+//     reduction or copy out of staging; local copies), a sending thread
+//     (putting each posted message on the wire: Overhead + bytes x PerByte)
+//     and a receiving thread (taking each arrived message off the
+//     transport, the same). The executor decides at once what to post; a
+//     thread runs one task at a time, in order.
 //   - cores: the threads of a CPU pool share its cores; a thread with work
 //     waits for a free core, and gives it up after each task (round robin,
 //     close to the kernel's fair sharing at the grain of one chunk).
@@ -93,6 +95,16 @@ type task struct {
 	cost  float64
 }
 
+// A rank's threads: the executor's, and the transport's sending and
+// receiving sides (TCP's writer and reader goroutines and the kernel's
+// work for them; an RDMA adapter's queues cost them nothing but the
+// overheads).
+const threadsPerRank = 3
+
+func execThread(r int32) int32 { return threadsPerRank * r }
+func sendThread(r int32) int32 { return threadsPerRank*r + 1 }
+func recvThread(r int32) int32 { return threadsPerRank*r + 2 }
+
 type thread struct {
 	q    []task
 	head int
@@ -134,7 +146,7 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 		return nil, err
 	}
 	n := len(plans)
-	e := &engine{par: par, limit: limit, links: links, ranks: make([]rstate, n), threads: make([]thread, 2*n)}
+	e := &engine{par: par, limit: limit, links: links, ranks: make([]rstate, n), threads: make([]thread, threadsPerRank*n)}
 	poolRanks := m.poolRanks()
 	if m.Cores == 0 {
 		poolRanks = 1
@@ -143,12 +155,12 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 	for i := range e.pools {
 		e.pools[i].free = m.Cores
 		if m.Cores == 0 {
-			e.pools[i].free = 2 // each rank's two threads run at once
+			e.pools[i].free = threadsPerRank // a rank's threads run at once
 		}
 	}
 	for r := range n {
-		for k := range 2 {
-			e.threads[2*r+k] = thread{pool: int32(r / poolRanks), rank: int32(r)}
+		for k := range threadsPerRank {
+			e.threads[threadsPerRank*r+k] = thread{pool: int32(r / poolRanks), rank: int32(r)}
 		}
 	}
 	// Ports: per rank a local pair, per host a NIC pair.
@@ -189,7 +201,7 @@ func (e *engine) run() error {
 	for r := range e.ranks {
 		st := &e.ranks[r]
 		if st.plan.pre > 0 {
-			e.addTask(2*int32(r), task{kind: tStart, cost: float64(st.plan.pre) * e.par.Copy})
+			e.addTask(execThread(int32(r)), task{kind: tStart, cost: float64(st.plan.pre) * e.par.Copy})
 		} else {
 			e.start(int32(r))
 		}
@@ -216,7 +228,7 @@ func (e *engine) run() error {
 		case evArrive:
 			l := &e.links[ev.a]
 			cost := e.par.Links[l.class].Overhead + float64(ev.c)*e.par.Links[l.class].PerByte
-			e.addTask(2*l.to+1, task{kind: tRead, link: ev.a, chunk: ev.b, len: ev.c, cost: cost})
+			e.addTask(recvThread(l.to), task{kind: tRead, link: ev.a, chunk: ev.b, len: ev.c, cost: cost})
 		case evCredit:
 			l := &e.links[ev.a]
 			l.credits++
@@ -262,7 +274,7 @@ func (e *engine) start(r int32) {
 	}
 	for _, c := range rp.copies {
 		if rp.chunks[c].nDeps == 0 {
-			e.addTask(2*r, task{kind: tCopy, chunk: c, cost: float64(rp.chunks[c].len) * e.par.Copy})
+			e.addTask(execThread(r), task{kind: tCopy, chunk: c, cost: float64(rp.chunks[c].len) * e.par.Copy})
 		}
 	}
 }
@@ -282,7 +294,7 @@ func (e *engine) tryPost(r, k int32) {
 		l.credits--
 		st.sendHead[k]++
 		n := st.plan.chunks[c].len
-		e.addTask(2*r, task{kind: tPost, link: en.sendLink, chunk: c, len: n, cost: lc.Overhead + float64(n)*lc.PerByte})
+		e.addTask(sendThread(r), task{kind: tPost, link: en.sendLink, chunk: c, len: n, cost: lc.Overhead + float64(n)*lc.PerByte})
 	}
 }
 
@@ -304,8 +316,7 @@ func (e *engine) tryConsume(r, k int32) {
 		if ch.kind == collectives.RecvReduce {
 			per = e.par.Gamma
 		}
-		e.addTask(2*r, task{kind: tConsume, link: en.recvLk, chunk: c, len: ch.len,
-			cost: float64(ch.len)*per + e.par.Links[l.class].Overhead})
+		e.addTask(execThread(r), task{kind: tConsume, link: en.recvLk, chunk: c, len: ch.len, cost: float64(ch.len) * per})
 	}
 }
 
@@ -323,7 +334,7 @@ func (e *engine) finish(r, c int32) {
 		oc := &rp.chunks[o]
 		switch oc.kind {
 		case collectives.Copy:
-			e.addTask(2*r, task{kind: tCopy, chunk: o, cost: float64(oc.len) * e.par.Copy})
+			e.addTask(execThread(r), task{kind: tCopy, chunk: o, cost: float64(oc.len) * e.par.Copy})
 		case collectives.Send:
 			e.tryPost(r, oc.entry)
 		default:

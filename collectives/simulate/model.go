@@ -69,8 +69,9 @@ func (m Machine) validate() error {
 //     first-served server: for LinkNet the ports are the hosts' NICs, one
 //     per direction, shared by the host's ranks; for LinkLocal every rank
 //     has its own pair of ports.
-//   - Overhead: CPU seconds per message at each end (LogGP's o): posting
-//     it, and taking it off the transport.
+//   - Overhead: CPU seconds per message at each end (LogGP's o): putting
+//     it on the transport, and taking it off (credits and acknowledgements
+//     ride along: their cost is part of it).
 //   - PerByte: CPU seconds per byte at each end, for transports that copy
 //     through the CPU (TCP's socket copies); 0 for zero-copy transports.
 type Link struct {
