@@ -10,7 +10,9 @@
 #   calibration  `collsim calibrate`: 2 ranks on one host (the local link
 #                class) and 2 ranks on two hosts (the net class, per rate):
 #                ring allreduce wall and CPU time per call at 8 B .. 4 MiB,
-#                and the CPU's reduction and copy speeds;
+#                and the CPU's reduction and copy speeds; 8 ranks on one
+#                host at 256 B: the CPU a message costs more when ranks
+#                outnumber cores;
 #   measurement  bench/osu allreduce (ring, rabenseifner, recursive-doubling,
 #                tree), bcast (binomial, pipeline, scatter-allgather) and
 #                alltoall (pairwise, bruck), each algorithm forced, on
@@ -25,10 +27,12 @@
 # The measurements need a quiet machine: every rank of every "host" shares
 # this machine's cores, and other load shows up as time.
 #
-# Usage: scripts/sim-validate.sh [-o DIR] [--quick] [--rates "1gbit 10gbit"]
+# Usage: scripts/sim-validate.sh [-o DIR] [--quick] [--reuse] [--nice] [--rates "1gbit 10gbit"]
 #   -o DIR    results (default /tmp/sim-validate); DIR/report.txt is the table
 #   --quick   2x1 2x2 4x2 only, sizes to 1 MiB, fewer iterations (to debug)
 #   --reuse   skip the measurements whose result files exist
+#   --nice    run the ranks at nice -20, ahead of other load on the machine
+#             (a stopgap where it cannot be quiet; caches are still shared)
 #
 # Needs root (namespaces, tc). Everything it creates is removed on exit.
 set -uo pipefail
@@ -38,14 +42,16 @@ export PATH="/usr/local/go/bin:$PATH"
 OUT=/tmp/sim-validate
 QUICK=0
 REUSE=0
+NICE=()
 RATES="1gbit 10gbit"
 while (($#)); do
 	case $1 in
 	-o) OUT=$2; shift 2 ;;
 	--quick) QUICK=1; shift ;;
 	--reuse) REUSE=1; shift ;;
+	--nice) NICE=(nice -n -20); shift ;;
 	--rates) RATES=$2; shift 2 ;;
-	*) echo "usage: $0 [-o DIR] [--quick] [--reuse] [--rates \"1gbit 10gbit\"]" >&2; exit 2 ;;
+	*) echo "usage: $0 [-o DIR] [--quick] [--reuse] [--nice] [--rates \"1gbit 10gbit\"]" >&2; exit 2 ;;
 	esac
 done
 
@@ -149,7 +155,7 @@ job() {
 	if ((REUSE)) && [[ -s "$file" ]]; then
 		return 0
 	fi
-	if ! ip netns exec "${NS}h0" timeout 900 "$BIN/gorun" --ssh "$BIN/nsssh" --timeout 800s \
+	if ! ip netns exec "${NS}h0" "${NICE[@]}" timeout 900 "$BIN/gorun" --ssh "$BIN/nsssh" --timeout 800s \
 		-H "$(hostspec "$h" "$r")" "$@" >"$file.tmp" 2>"$file.err"; then
 		say "FAILED: $h x $r: $*: $(tail -n 3 "$file.err" | tr '\n' ' ')"
 		rm -f "$file.tmp"
@@ -162,6 +168,8 @@ failed=0
 calib=("$BIN/collsim" calibrate -i $((ITERS * 2)) -x "$WARM" -sizes 8,64K,1M,4M)
 say "calibrating the local link class (2 ranks on one host)"
 job "$OUT/calib/local.json" 1 2 "${calib[@]}" || failed=1
+say "calibrating the CPU's cost of more ranks than cores (8 ranks on one host)"
+job "$OUT/calib/oversub.json" 1 8 "$BIN/collsim" calibrate -i $((ITERS * 4)) -x "$WARM" -sizes 256 || failed=1
 for rate in $RATES; do
 	shape "$rate" || die "tc tbf $rate failed"
 	say "links shaped to $rate; calibrating the net link class (2 ranks on two hosts)"

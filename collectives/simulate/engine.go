@@ -37,6 +37,7 @@ import (
 // arrives, Alpha after it took the message off the transport.
 type engine struct {
 	par     *Params
+	switchO float64 // Params.Switch if the pools are oversubscribed, else 0
 	now     float64
 	heap    []event
 	seq     uint64
@@ -150,6 +151,8 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 	poolRanks := m.poolRanks()
 	if m.Cores == 0 {
 		poolRanks = 1
+	} else if poolRanks > m.Cores {
+		e.switchO = par.Switch
 	}
 	e.pools = make([]pool, (n+poolRanks-1)/poolRanks)
 	for i := range e.pools {
@@ -227,7 +230,7 @@ func (e *engine) run() error {
 			e.taskDone(ev.a)
 		case evArrive:
 			l := &e.links[ev.a]
-			cost := e.par.Links[l.class].Overhead + float64(ev.c)*e.par.Links[l.class].PerByte
+			cost := e.par.Links[l.class].Overhead + e.switchO + float64(ev.c)*e.par.Links[l.class].PerByte
 			e.addTask(recvThread(l.to), task{kind: tRead, link: ev.a, chunk: ev.b, len: ev.c, cost: cost})
 		case evCredit:
 			l := &e.links[ev.a]
@@ -294,7 +297,7 @@ func (e *engine) tryPost(r, k int32) {
 		l.credits--
 		st.sendHead[k]++
 		n := st.plan.chunks[c].len
-		e.addTask(sendThread(r), task{kind: tPost, link: en.sendLink, chunk: c, len: n, cost: lc.Overhead + float64(n)*lc.PerByte})
+		e.addTask(sendThread(r), task{kind: tPost, link: en.sendLink, chunk: c, len: n, cost: lc.Overhead + e.switchO + float64(n)*lc.PerByte})
 	}
 }
 

@@ -100,6 +100,12 @@ type Params struct {
 	// Inline is the largest chunk the transport copies at post time, which
 	// the executor counts done at once (TCP: 4096; 0 for none).
 	Inline int
+	// Switch is CPU seconds added to every message's overhead, at each
+	// end, where a CPU pool holds more ranks than cores: the process
+	// switch a message's arrival or departure then costs (the woken rank
+	// must displace another, with cold caches), which an idle core does
+	// not charge.
+	Switch float64
 }
 
 func (p *Params) validate() error {
@@ -111,7 +117,7 @@ func (p *Params) validate() error {
 			return fmt.Errorf("simulate: negative cost on %s links: %+v", collectives.LinkClass(c), l)
 		}
 	}
-	if p.Gamma < 0 || p.Copy < 0 || p.Inline < 0 {
+	if p.Gamma < 0 || p.Copy < 0 || p.Inline < 0 || p.Switch < 0 {
 		return fmt.Errorf("simulate: negative gamma, copy or inline size")
 	}
 	return nil

@@ -21,6 +21,7 @@ type config struct {
 	ChunkBytes   int           `json:"chunk_bytes"`
 	Slots        int           `json:"slots"`
 	Inline       int           `json:"inline"`
+	Switch       float64       `json:"switch"` // CPU per message end where ranks outnumber cores
 	RanksPerHost int           `json:"ranks_per_host"`
 	Cores        int           `json:"cores"`      // per pool; 0: a core per rank
 	PoolRanks    int           `json:"pool_ranks"` // 0: a pool per host
@@ -34,7 +35,7 @@ func (c *config) params() simulate.Params {
 	if c.Slots > 0 {
 		p.Slots = c.Slots
 	}
-	p.Inline = c.Inline
+	p.Inline, p.Switch = c.Inline, c.Switch
 	return p
 }
 
@@ -107,7 +108,7 @@ func (c *config) describe() string {
 		if c.PoolRanks > 0 {
 			pool = fmt.Sprintf("%d ranks", c.PoolRanks)
 		}
-		fmt.Fprintf(&b, "; %d cores per %s", c.Cores, pool)
+		fmt.Fprintf(&b, "; %d cores per %s, %.2f us per message end more where ranks outnumber them", c.Cores, pool, c.Switch*1e6)
 	}
 	b.WriteString("\n")
 	return b.String()

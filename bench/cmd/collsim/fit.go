@@ -89,9 +89,6 @@ func readCalibration(path string) (*calibration, error) {
 		c.sizes = append(c.sizes, s)
 	}
 	slices.SortFunc(c.sizes, func(a, b calibSize) int { return a.bytes - b.bytes })
-	if len(c.sizes) < 2 {
-		return nil, fmt.Errorf("%s: need two sizes, have %d", path, len(c.sizes))
-	}
 	return c, nil
 }
 
@@ -149,8 +146,8 @@ func rankWork(job simulate.Job, p, chunk int) (work, error) {
 // local class, 2 for the net class) into cfg, whose other class (if
 // already fitted) stays as it is. cores is the machine's.
 func fitClass(cfg *config, class collectives.LinkClass, cal *calibration, cores int, log io.Writer) error {
-	if cal.ranks != 2 {
-		return fmt.Errorf("calibration on %d ranks: want 2", cal.ranks)
+	if cal.ranks != 2 || len(cal.sizes) < 2 {
+		return fmt.Errorf("calibration on %d ranks at %d sizes: want 2 ranks, 2 sizes or more", cal.ranks, len(cal.sizes))
 	}
 	cfg.Gamma, cfg.Copy = cal.gamma, cal.copy
 	cfg.ChunkBytes, cfg.Slots, cfg.Inline = cal.chunk, cal.slots, cal.inline
@@ -230,6 +227,34 @@ func fitClass(cfg *config, class collectives.LinkClass, cal *calibration, cores 
 			fmt.Fprintf(log, "#   %8s: wall %10s (model %10s), CPU %10s (model %10s)\n",
 				sizeLabel(s.bytes), seconds(s.wall), seconds(pred), seconds(s.cpu), seconds(cpu))
 		}
+	}
+	return nil
+}
+
+// fitSwitch fits Params.Switch from a calibration of cal.ranks ranks on
+// one host, more than the machine's cores: the CPU time per message end
+// beyond the local class's overhead (fitted on 2 ranks, where every rank
+// has a core). The local class must be fitted first.
+func fitSwitch(cfg *config, cal *calibration, cores int, log io.Writer) error {
+	if cal.ranks <= cores {
+		return fmt.Errorf("oversubscribed calibration on %d ranks: want more than the %d cores", cal.ranks, cores)
+	}
+	small := cal.sizes[0]
+	job := simulate.Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: small.bytes, OutOfPlace: true}
+	w, err := rankWork(job, cal.ranks, cfg.ChunkBytes)
+	if err != nil {
+		return err
+	}
+	rest := w.reduce*cfg.Gamma + w.copy*cfg.Copy + float64(w.events)*cfg.Local.Overhead + w.wire*cfg.Local.PerByte
+	cfg.Switch = max(0, (small.cpu-rest)/float64(w.events))
+	if log != nil {
+		m := simulate.Machine{Ranks: cal.ranks, Cores: cores, PoolRanks: cal.ranks}
+		r, err := simulate.Simulate(job, m, cfg.params(), simulate.Options{Method: simulate.Full})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(log, "# %d ranks on %d cores: fitted %.2f us more per message end; %s: wall %s (model %s), CPU %s\n",
+			cal.ranks, cores, cfg.Switch*1e6, sizeLabel(small.bytes), seconds(small.wall), seconds(r.MeanSeconds), seconds(small.cpu))
 	}
 	return nil
 }

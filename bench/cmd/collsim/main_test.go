@@ -76,28 +76,36 @@ func truth() config {
 		Net:        simulate.Link{Alpha: 70e-6, Beta: 8e-9, Overhead: 9e-6, PerByte: 0.6e-9},
 		Gamma:      0.1e-9,
 		Copy:       0.05e-9,
-		ChunkBytes: 512 << 10, Slots: 8, Inline: 4096, Cores: 2,
+		ChunkBytes: 512 << 10, Slots: 8, Inline: 4096, Cores: 2, Switch: 12e-6,
 	}
 }
 
-// writeCalibration writes what `collsim calibrate` would print on 2 ranks
-// over class, on a machine that behaves exactly like cfg.
-func writeCalibration(t *testing.T, path string, cfg config, class collectives.LinkClass) {
-	rph := 2
+// writeCalibration writes what `collsim calibrate` would print on ranks
+// ranks (on one host, or one per host for LinkNet) on a machine of 2
+// cores that behaves exactly like cfg.
+func writeCalibration(t *testing.T, path string, cfg config, class collectives.LinkClass, ranks int, sizes ...int) {
+	rph := ranks
 	link := cfg.Local
 	if class == collectives.LinkNet {
 		rph, link = 1, cfg.Net
 	}
+	if len(sizes) == 0 {
+		sizes = []int{8, 64 << 10, 1 << 20, 4 << 20}
+	}
+	sw := 0.0
+	if ranks > 2 {
+		sw = cfg.Switch
+	}
 	var b bytes.Buffer
-	for _, n := range []int{8, 64 << 10, 1 << 20, 4 << 20} {
+	for _, n := range sizes {
 		job := simulate.Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: n, OutOfPlace: true}
-		r, err := simulate.Simulate(job, simulate.Machine{Ranks: 2, RanksPerHost: rph, Cores: 2, PoolRanks: 2}, cfg.params(), simulate.Options{})
+		r, err := simulate.Simulate(job, simulate.Machine{Ranks: ranks, RanksPerHost: rph, Cores: 2, PoolRanks: ranks}, cfg.params(), simulate.Options{})
 		require.NoError(t, err)
-		w, err := rankWork(job, 2, cfg.ChunkBytes)
+		w, err := rankWork(job, ranks, cfg.ChunkBytes)
 		require.NoError(t, err)
-		cpu := float64(w.events)*link.Overhead + w.wire*link.PerByte + w.reduce*cfg.Gamma + w.copy*cfg.Copy
-		for rank := range 2 {
-			rec := calibRecord{Rank: rank, Ranks: 2, Bytes: n, Iters: 10, WallS: r.MeanSeconds, CPUS: cpu,
+		cpu := float64(w.events)*(link.Overhead+sw) + w.wire*link.PerByte + w.reduce*cfg.Gamma + w.copy*cfg.Copy
+		for rank := range ranks {
+			rec := calibRecord{Rank: rank, Ranks: ranks, Bytes: n, Iters: 10, WallS: r.MeanSeconds, CPUS: cpu,
 				Gamma: cfg.Gamma, Copy: cfg.Copy, Chunk: cfg.ChunkBytes, Slots: cfg.Slots, Inline: cfg.Inline}
 			j, err := json.Marshal(rec)
 			require.NoError(t, err)
@@ -113,14 +121,18 @@ func writeCalibration(t *testing.T, path string, cfg config, class collectives.L
 func TestFitRecoversTheModel(t *testing.T) {
 	want := truth()
 	dir := t.TempDir()
-	writeCalibration(t, filepath.Join(dir, "local.json"), want, collectives.LinkLocal)
-	writeCalibration(t, filepath.Join(dir, "net.json"), want, collectives.LinkNet)
+	writeCalibration(t, filepath.Join(dir, "local.json"), want, collectives.LinkLocal, 2)
+	writeCalibration(t, filepath.Join(dir, "net.json"), want, collectives.LinkNet, 2)
+	writeCalibration(t, filepath.Join(dir, "oversub.json"), want, collectives.LinkLocal, 8, 256)
 	var got config
 	local, err := readCalibration(filepath.Join(dir, "local.json"))
 	require.NoError(t, err)
 	net, err := readCalibration(filepath.Join(dir, "net.json"))
 	require.NoError(t, err)
+	over, err := readCalibration(filepath.Join(dir, "oversub.json"))
+	require.NoError(t, err)
 	require.NoError(t, fitClass(&got, collectives.LinkLocal, local, 2, nil))
+	require.NoError(t, fitSwitch(&got, over, 2, nil))
 	require.NoError(t, fitClass(&got, collectives.LinkNet, net, 2, nil))
 	near := func(want, got float64, what string) {
 		t.Helper()
@@ -135,6 +147,7 @@ func TestFitRecoversTheModel(t *testing.T) {
 	near(want.Net.Overhead, got.Net.Overhead, "net overhead")
 	near(want.Net.PerByte, got.Net.PerByte, "net per byte")
 	near(want.Gamma, got.Gamma, "gamma")
+	near(want.Switch, got.Switch, "switch")
 }
 
 // TestValidateEndToEnd runs `collsim validate` on a directory laid out as
@@ -143,8 +156,9 @@ func TestFitRecoversTheModel(t *testing.T) {
 func TestValidateEndToEnd(t *testing.T) {
 	cfg := truth()
 	dir := t.TempDir()
-	writeCalibration(t, filepath.Join(dir, "calib", "local.json"), cfg, collectives.LinkLocal)
-	writeCalibration(t, filepath.Join(dir, "calib", "net-1gbit.json"), cfg, collectives.LinkNet)
+	writeCalibration(t, filepath.Join(dir, "calib", "local.json"), cfg, collectives.LinkLocal, 2)
+	writeCalibration(t, filepath.Join(dir, "calib", "oversub.json"), cfg, collectives.LinkLocal, 8, 256)
+	writeCalibration(t, filepath.Join(dir, "calib", "net-1gbit.json"), cfg, collectives.LinkNet, 2)
 	runs := filepath.Join(dir, "runs", "1gbit", "2x2")
 	require.NoError(t, os.MkdirAll(runs, 0o755))
 	m := simulate.Machine{Ranks: 4, RanksPerHost: 2, Cores: 2, PoolRanks: 4}

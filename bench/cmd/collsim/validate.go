@@ -26,7 +26,8 @@ import (
 // (DIR/fit-RATE.json, usable with -params).
 //
 // DIR/calib/local.json and DIR/calib/net-RATE.json are `collsim
-// calibrate` outputs; DIR/runs/RATE/HxR/COLL-ALGO.json are `osu COLL
+// calibrate` outputs (2 ranks on one host; on two hosts), as is the
+// optional DIR/calib/oversub.json (more ranks on one host than cores); DIR/runs/RATE/HxR/COLL-ALGO.json are `osu COLL
 // --algorithm ALGO -o json` outputs of H hosts with R ranks each.
 func validateCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("collsim validate", flag.ContinueOnError)
@@ -49,6 +50,13 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Optional: ranks on one host outnumbering the cores (Params.Switch).
+	var over *calibration
+	if _, err := os.Stat(filepath.Join(dir, "calib", "oversub.json")); err == nil {
+		if over, err = readCalibration(filepath.Join(dir, "calib", "oversub.json")); err != nil {
+			return err
+		}
+	}
 	nets, err := filepath.Glob(filepath.Join(dir, "calib", "net-*.json"))
 	if err != nil || len(nets) == 0 {
 		return fmt.Errorf("validate: no %s", filepath.Join(dir, "calib", "net-RATE.json"))
@@ -64,6 +72,11 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "# rate %s: the model fitted on this machine's %d cores\n", rateName, *cores)
 		if err := fitClass(&cfg, collectives.LinkLocal, local, *cores, stdout); err != nil {
 			return fmt.Errorf("fit local: %w", err)
+		}
+		if over != nil {
+			if err := fitSwitch(&cfg, over, *cores, stdout); err != nil {
+				return fmt.Errorf("fit oversubscription: %w", err)
+			}
 		}
 		if err := fitClass(&cfg, collectives.LinkNet, cal, *cores, stdout); err != nil {
 			return fmt.Errorf("fit net %s: %w", rateName, err)
