@@ -113,6 +113,9 @@ func TestExtrapolationMatchesFull(t *testing.T) {
 		{collectives.CollBroadcast, "binomial", 64 * 4096},
 		{collectives.CollBroadcast, "pipeline", 64 * 4096},
 		{collectives.CollAllreduce, "rabenseifner", 1 << 20},
+		{collectives.CollAllreduce, "rabenseifner", 256 << 10}, // its last rounds' messages: less than a chunk
+		{collectives.CollAllreduce, "recursive-doubling", 256 << 10},
+		{collectives.CollAlltoall, "bruck", 24 * 4096 * 16},
 	} {
 		job := Job{Coll: tc.coll, Algo: tc.algo, Bytes: tc.bytes}
 		m := Machine{Ranks: 24, RanksPerHost: 4, Cores: 2}

@@ -292,10 +292,9 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 }
 
 // extrapolate simulates two smaller sizes n1 < n2 = 2 n1 and extends the
-// line through them to the job's size. The smaller size's messages must
-// still be several chunks long on average, so that both are in the
-// pipeline's steady state; else (or if even they do not fit the budget)
-// it gives up.
+// line through them to the job's size. The smaller size's largest message
+// must still be several chunks long (see steady); else (or if even they
+// do not fit the budget) it gives up.
 func (s *sim) extrapolate() (Result, error) {
 	p := s.m.Ranks
 	n := s.job.Bytes
@@ -337,21 +336,22 @@ func (s *sim) extrapolate() (Result, error) {
 	return res, nil
 }
 
-// steady reports whether at size bytes the job's messages average at
-// least four chunks (on the ranks estimate samples).
+// steady reports whether at size bytes the job's largest message is at
+// least four chunks long (on the ranks estimate samples): past that, the
+// time grows linearly with the size (a message of one partial chunk costs
+// α plus its bytes, a longer one is pipelined chunk after chunk), up to
+// the small kinks where a message crosses a chunk boundary.
 func (s *sim) steady(bytes int) bool {
 	p := s.m.Ranks
 	a, _, _ := s.withBytes(bytes).args(p)
 	for _, r := range s.samples() {
-		sch := s.algo.Schedule(r, p, a)
-		msgs, _ := chunkCount(sch, s.par.ChunkBytes)
-		steps := 0
-		for _, st := range sch.Steps {
+		largest := 0
+		for _, st := range s.algo.Schedule(r, p, a).Steps {
 			if st.Kind != collectives.Copy {
-				steps++
+				largest = max(largest, st.Len)
 			}
 		}
-		if msgs < 4*steps {
+		if largest < 4*s.par.ChunkBytes {
 			return false
 		}
 	}
