@@ -38,6 +38,7 @@ import (
 type engine struct {
 	par     *Params
 	switchO float64 // Params.Switch if the pools are oversubscribed, else 0
+	switchG float64 // Params.SwitchGap likewise
 	now     float64
 	heap    []event
 	seq     uint64
@@ -152,7 +153,7 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 	if m.Cores == 0 {
 		poolRanks = 1
 	} else if poolRanks > m.Cores {
-		e.switchO = par.Switch
+		e.switchO, e.switchG = par.Switch, par.SwitchGap
 	}
 	e.pools = make([]pool, (n+poolRanks-1)/poolRanks)
 	for i := range e.pools {
@@ -372,7 +373,7 @@ func (e *engine) dispatch(pi int32) {
 		}
 		p.free--
 		x := &e.threads[th]
-		if cost := x.q[x.head].cost; cost > 0 {
+		if cost := x.q[x.head].cost + e.switchG; cost > 0 {
 			e.push(event{t: e.now + cost, kind: evDone, a: th})
 		} else {
 			e.imm = append(e.imm, th)

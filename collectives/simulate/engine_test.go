@@ -126,13 +126,15 @@ func TestBadInputs(t *testing.T) {
 }
 
 func TestSwitchOnlyWhenOversubscribed(t *testing.T) {
-	// One message of 8 bytes, o = 1, Switch = 5: a pool of 2 ranks on 2
-	// cores pays o at each end (2); on 1 core it pays o + Switch (12).
+	// One message of 8 bytes, o = 1, Switch = 5, SwitchGap = 100: a pool
+	// of 2 ranks on 2 cores pays o at each end (2); on 1 core it pays o +
+	// Switch + SwitchGap at each end and the gap for the consumption too
+	// (312).
 	par := units(1024, 8, 1<<20)
 	par.Links[collectives.LinkLocal] = Link{Overhead: 1}
-	par.Switch = 5
+	par.Switch, par.SwitchGap = 5, 100
 	job := Job{Coll: collectives.CollBroadcast, Algo: "pipeline", Bytes: 8}
 	require.InDelta(t, 2, run(t, job, Machine{Ranks: 2, Cores: 2, PoolRanks: 2}, par, Full).Seconds, 1e-12)
-	require.InDelta(t, 12, run(t, job, Machine{Ranks: 2, Cores: 1, PoolRanks: 2}, par, Full).Seconds, 1e-12)
+	require.InDelta(t, 312, run(t, job, Machine{Ranks: 2, Cores: 1, PoolRanks: 2}, par, Full).Seconds, 1e-12)
 	require.InDelta(t, 2, run(t, job, Machine{Ranks: 2}, par, Full).Seconds, 1e-12)
 }

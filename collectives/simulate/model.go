@@ -106,6 +106,11 @@ type Params struct {
 	// must displace another, with cold caches), which an idle core does
 	// not charge.
 	Switch float64
+	// SwitchGap is seconds a core loses on every task it runs where a
+	// pool holds more ranks than cores: the switch between ranks' threads
+	// and the wake-ups that leave a core idle while runnable work waits,
+	// time no rank's CPU time shows.
+	SwitchGap float64
 }
 
 func (p *Params) validate() error {
@@ -117,7 +122,7 @@ func (p *Params) validate() error {
 			return fmt.Errorf("simulate: negative cost on %s links: %+v", collectives.LinkClass(c), l)
 		}
 	}
-	if p.Gamma < 0 || p.Copy < 0 || p.Inline < 0 || p.Switch < 0 {
+	if p.Gamma < 0 || p.Copy < 0 || p.Inline < 0 || p.Switch < 0 || p.SwitchGap < 0 {
 		return fmt.Errorf("simulate: negative gamma, copy or inline size")
 	}
 	return nil

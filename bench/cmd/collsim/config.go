@@ -21,7 +21,8 @@ type config struct {
 	ChunkBytes   int           `json:"chunk_bytes"`
 	Slots        int           `json:"slots"`
 	Inline       int           `json:"inline"`
-	Switch       float64       `json:"switch"` // CPU per message end where ranks outnumber cores
+	Switch       float64       `json:"switch"`     // CPU per message end where ranks outnumber cores
+	SwitchGap    float64       `json:"switch_gap"` // core time lost per task there
 	RanksPerHost int           `json:"ranks_per_host"`
 	Cores        int           `json:"cores"`      // per pool; 0: a core per rank
 	PoolRanks    int           `json:"pool_ranks"` // 0: a pool per host
@@ -35,7 +36,7 @@ func (c *config) params() simulate.Params {
 	if c.Slots > 0 {
 		p.Slots = c.Slots
 	}
-	p.Inline, p.Switch = c.Inline, c.Switch
+	p.Inline, p.Switch, p.SwitchGap = c.Inline, c.Switch, c.SwitchGap
 	return p
 }
 
@@ -108,7 +109,8 @@ func (c *config) describe() string {
 		if c.PoolRanks > 0 {
 			pool = fmt.Sprintf("%d ranks", c.PoolRanks)
 		}
-		fmt.Fprintf(&b, "; %d cores per %s, %.2f us per message end more where ranks outnumber them", c.Cores, pool, c.Switch*1e6)
+		fmt.Fprintf(&b, "; %d cores per %s; where ranks outnumber them, %.2f us more CPU per message end and %.2f us lost per task",
+			c.Cores, pool, c.Switch*1e6, c.SwitchGap*1e6)
 	}
 	b.WriteString("\n")
 	return b.String()

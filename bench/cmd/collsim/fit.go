@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -19,15 +20,15 @@ import (
 //
 //   - gamma and copy: the CPU's reduction and copy speeds, timed in
 //     process (rank 0's);
-//   - overhead (CPU per message at each end) from the CPU time per call at
-//     the smallest size, after the reduction and copies, divided by the
-//     chunks the rank sends and receives;
-//   - per_byte (CPU per byte at each end) from the CPU time per call at
-//     the largest size, after the overheads, reductions and copies;
+//   - overhead (CPU per message at each end) and per_byte (CPU per byte at
+//     each end): the least-squares fit of the CPU time per call at every
+//     size, after the reductions and copies, to the chunks the rank sends
+//     and receives and their bytes;
 //   - alpha so that the simulator reproduces the measured time at the
-//     smallest size, beta so that it reproduces the largest (0 if the CPU
-//     alone already explains it within 1%): a two-point fit through the
-//     simulator, with the CPU costs above in place.
+//     smallest size; beta (the port) so that it reproduces the larger
+//     sizes best (least squared log error; 0 if the CPU alone explains
+//     them): a fit through the simulator, with the CPU costs above in
+//     place.
 
 // calibSize is one size of a calibration: wall and CPU per call, averaged
 // over the ranks.
@@ -157,21 +158,20 @@ func fitClass(cfg *config, class collectives.LinkClass, cal *calibration, cores 
 		link, rph = &cfg.Net, 1
 	}
 	*link = simulate.Link{}
-	small, large := cal.sizes[0], cal.sizes[len(cal.sizes)-1]
+	small := cal.sizes[0]
 	job := func(b int) simulate.Job {
 		return simulate.Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: b, OutOfPlace: true}
 	}
-	ws, err := rankWork(job(small.bytes), 2, cfg.ChunkBytes)
-	if err != nil {
-		return err
-	}
-	wl, err := rankWork(job(large.bytes), 2, cfg.ChunkBytes)
-	if err != nil {
-		return err
+	works := make([]work, len(cal.sizes))
+	for i, sz := range cal.sizes {
+		w, err := rankWork(job(sz.bytes), 2, cfg.ChunkBytes)
+		if err != nil {
+			return err
+		}
+		works[i] = w
 	}
 	cpuRest := func(w work) float64 { return w.reduce*cfg.Gamma + w.copy*cfg.Copy }
-	link.Overhead = max(0, (small.cpu-cpuRest(ws))/float64(ws.events))
-	link.PerByte = max(0, (large.cpu-cpuRest(wl)-float64(wl.events)*link.Overhead)/wl.wire)
+	link.Overhead, link.PerByte = fitCPU(cal.sizes, works, cpuRest)
 	m := simulate.Machine{Ranks: 2, RanksPerHost: rph, Cores: cores, PoolRanks: 2}
 	timeAt := func(b int) (float64, error) {
 		r, err := simulate.Simulate(job(b), m, cfg.params(), simulate.Options{Method: simulate.Full})
@@ -188,28 +188,22 @@ func fitClass(cfg *config, class collectives.LinkClass, cal *calibration, cores 
 		return err
 	}
 	link.Alpha = max(0, (small.wall-t0)/((t1-t0)/10e-6))
-	// beta: the time at the largest size grows with it; bisect.
-	lo, hi := 0.0, 1e-7
-	link.Beta = 0
-	if t, err := timeAt(large.bytes); err != nil {
-		return err
-	} else if t < 0.99*large.wall {
-		// The port is not the bottleneck at small beta (the CPU is), so the
-		// time is flat there: bisect for the smallest beta that explains
-		// the measurement.
-		for range 50 {
-			link.Beta = (lo + hi) / 2
-			t, err := timeAt(large.bytes)
+	// beta: the least squared log error over the larger sizes.
+	miss := func(beta float64) (float64, error) {
+		link.Beta = beta
+		sum := 0.0
+		for _, sz := range cal.sizes[1:] {
+			t, err := timeAt(sz.bytes)
 			if err != nil {
-				return err
+				return 0, err
 			}
-			if t < large.wall {
-				lo = link.Beta
-			} else {
-				hi = link.Beta
-			}
+			d := math.Log(t / sz.wall)
+			sum += d * d
 		}
-		link.Beta = (lo + hi) / 2
+		return sum, nil
+	}
+	if link.Beta, err = minimizeBeta(miss); err != nil {
+		return err
 	}
 	if log != nil {
 		fmt.Fprintf(log, "# %s link: fitted alpha %.2f us, port %s, overhead %.2f us/message, CPU %.3f ns/B per end; from:\n",
@@ -231,10 +225,13 @@ func fitClass(cfg *config, class collectives.LinkClass, cal *calibration, cores 
 	return nil
 }
 
-// fitSwitch fits Params.Switch from a calibration of cal.ranks ranks on
-// one host, more than the machine's cores: the CPU time per message end
-// beyond the local class's overhead (fitted on 2 ranks, where every rank
-// has a core). The local class must be fitted first.
+// fitSwitch fits Params.Switch and SwitchGap from a calibration of
+// cal.ranks ranks on one host, more than the machine's cores: Switch is
+// the CPU time per message end beyond the local class's overhead (fitted
+// on 2 ranks, where every rank has a core); SwitchGap the core time lost
+// per task that then makes the simulator reproduce the measured time
+// (secant steps: the time grows about linearly with it). The local class
+// must be fitted first.
 func fitSwitch(cfg *config, cal *calibration, cores int, log io.Writer) error {
 	if cal.ranks <= cores {
 		return fmt.Errorf("oversubscribed calibration on %d ranks: want more than the %d cores", cal.ranks, cores)
@@ -247,14 +244,117 @@ func fitSwitch(cfg *config, cal *calibration, cores int, log io.Writer) error {
 	}
 	rest := w.reduce*cfg.Gamma + w.copy*cfg.Copy + float64(w.events)*cfg.Local.Overhead + w.wire*cfg.Local.PerByte
 	cfg.Switch = max(0, (small.cpu-rest)/float64(w.events))
-	if log != nil {
-		m := simulate.Machine{Ranks: cal.ranks, Cores: cores, PoolRanks: cal.ranks}
+	m := simulate.Machine{Ranks: cal.ranks, Cores: cores, PoolRanks: cal.ranks}
+	timeAt := func(gap float64) (float64, error) {
+		cfg.SwitchGap = gap
 		r, err := simulate.Simulate(job, m, cfg.params(), simulate.Options{Method: simulate.Full})
-		if err != nil {
-			return err
+		return r.MeanSeconds - small.wall, err
+	}
+	x0, x1 := 0.0, 10e-6
+	f0, err := timeAt(x0)
+	if err != nil {
+		return err
+	}
+	gap := 0.0
+	if f0 < 0 {
+		for range 6 {
+			f1, err := timeAt(x1)
+			if err != nil {
+				return err
+			}
+			if f1 == f0 {
+				break
+			}
+			x0, x1, f0 = x1, max(0, x1-f1*(x1-x0)/(f1-f0)), f1
 		}
-		fmt.Fprintf(log, "# %d ranks on %d cores: fitted %.2f us more per message end; %s: wall %s (model %s), CPU %s\n",
-			cal.ranks, cores, cfg.Switch*1e6, sizeLabel(small.bytes), seconds(small.wall), seconds(r.MeanSeconds), seconds(small.cpu))
+		gap = x1
+	}
+	cfg.SwitchGap = gap
+	if log != nil {
+		fmt.Fprintf(log, "# %d ranks on %d cores (%s): wall %s, CPU %s; fitted %.2f us more CPU per message end, %.2f us lost per task\n",
+			cal.ranks, cores, sizeLabel(small.bytes), seconds(small.wall), seconds(small.cpu), cfg.Switch*1e6, cfg.SwitchGap*1e6)
 	}
 	return nil
+}
+
+// fitCPU fits the CPU per message (o) and per byte (w) at each end to the
+// measured CPU time per call at every size, after the reductions and
+// copies (rest): least squares of the relative error, o and w not
+// negative.
+func fitCPU(sizes []calibSize, works []work, rest func(work) float64) (o, w float64) {
+	// Rows: events/cpu * o + wire/cpu * w = (cpu - rest)/cpu.
+	var saa, sab, sbb, say, sby float64
+	for i, sz := range sizes {
+		if sz.cpu <= 0 {
+			continue
+		}
+		a, b := float64(works[i].events)/sz.cpu, works[i].wire/sz.cpu
+		y := (sz.cpu - rest(works[i])) / sz.cpu
+		saa, sab, sbb, say, sby = saa+a*a, sab+a*b, sbb+b*b, say+a*y, sby+b*y
+	}
+	if det := saa*sbb - sab*sab; det > 0 {
+		o, w = (say*sbb-sby*sab)/det, (sby*saa-say*sab)/det
+	}
+	switch {
+	case o < 0 && sbb > 0:
+		o, w = 0, max(0, sby/sbb)
+	case w < 0 && saa > 0:
+		o, w = max(0, say/saa), 0
+	}
+	return max(o, 0), max(w, 0)
+}
+
+// minimizeBeta finds the port's seconds per byte that minimises miss: 0,
+// or the best of a logarithmic grid from 1e-12 to 1e-7 (10 TB/s to 10
+// MB/s) refined by golden-section search around it.
+func minimizeBeta(miss func(float64) (float64, error)) (float64, error) {
+	m0, err := miss(0)
+	if err != nil {
+		return 0, err
+	}
+	best, bestMiss := 0.0, m0
+	const lo, hi, steps = -12.0, -7.0, 50
+	bestI := -1
+	for i := range steps + 1 {
+		b := math.Pow(10, lo+(hi-lo)*float64(i)/steps)
+		m, err := miss(b)
+		if err != nil {
+			return 0, err
+		}
+		if m < bestMiss {
+			best, bestMiss, bestI = b, m, i
+		}
+	}
+	if bestI < 0 {
+		return 0, nil
+	}
+	// Golden section between the grid neighbours, in log space.
+	a := lo + (hi-lo)*float64(max(bestI-1, 0))/steps
+	c := lo + (hi-lo)*float64(min(bestI+1, steps))/steps
+	g := (math.Sqrt(5) - 1) / 2
+	for range 30 {
+		x1, x2 := c-g*(c-a), a+g*(c-a)
+		m1, err := miss(math.Pow(10, x1))
+		if err != nil {
+			return 0, err
+		}
+		m2, err := miss(math.Pow(10, x2))
+		if err != nil {
+			return 0, err
+		}
+		if m1 < m2 {
+			c = x2
+		} else {
+			a = x1
+		}
+	}
+	b := math.Pow(10, (a+c)/2)
+	m, err := miss(b)
+	if err != nil {
+		return 0, err
+	}
+	if m <= bestMiss {
+		best = b
+	}
+	return best, nil
 }

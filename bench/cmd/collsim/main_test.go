@@ -76,7 +76,7 @@ func truth() config {
 		Net:        simulate.Link{Alpha: 70e-6, Beta: 8e-9, Overhead: 9e-6, PerByte: 0.6e-9},
 		Gamma:      0.1e-9,
 		Copy:       0.05e-9,
-		ChunkBytes: 512 << 10, Slots: 8, Inline: 4096, Cores: 2, Switch: 12e-6,
+		ChunkBytes: 512 << 10, Slots: 8, Inline: 4096, Cores: 2, Switch: 12e-6, SwitchGap: 4e-6,
 	}
 }
 
@@ -148,6 +148,7 @@ func TestFitRecoversTheModel(t *testing.T) {
 	near(want.Net.PerByte, got.Net.PerByte, "net per byte")
 	near(want.Gamma, got.Gamma, "gamma")
 	near(want.Switch, got.Switch, "switch")
+	near(want.SwitchGap, got.SwitchGap, "switch gap")
 }
 
 // TestValidateEndToEnd runs `collsim validate` on a directory laid out as
