@@ -37,8 +37,8 @@ import (
 // arrives, Alpha after it took the message off the transport.
 type engine struct {
 	par     *Params
-	switchO float64 // Params.Switch if the pools are oversubscribed, else 0
-	switchG float64 // Params.SwitchGap likewise
+	switchO float64 // Oversub.Switch at the pools' ranks per core
+	switchG float64 // Oversub.Gap likewise
 	now     float64
 	heap    []event
 	seq     uint64
@@ -153,7 +153,7 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 	if m.Cores == 0 {
 		poolRanks = 1
 	} else if poolRanks > m.Cores {
-		e.switchO, e.switchG = par.Switch, par.SwitchGap
+		e.switchO, e.switchG = par.oversub(float64(poolRanks) / float64(m.Cores))
 	}
 	e.pools = make([]pool, (n+poolRanks-1)/poolRanks)
 	for i := range e.pools {

@@ -132,9 +132,14 @@ func TestSwitchOnlyWhenOversubscribed(t *testing.T) {
 	// (312).
 	par := units(1024, 8, 1<<20)
 	par.Links[collectives.LinkLocal] = Link{Overhead: 1}
-	par.Switch, par.SwitchGap = 5, 100
+	par.Oversubscribed = []Oversub{{RanksPerCore: 2, Switch: 5, Gap: 100}, {RanksPerCore: 4, Switch: 15, Gap: 300}}
 	job := Job{Coll: collectives.CollBroadcast, Algo: "pipeline", Bytes: 8}
 	require.InDelta(t, 2, run(t, job, Machine{Ranks: 2, Cores: 2, PoolRanks: 2}, par, Full).Seconds, 1e-12)
 	require.InDelta(t, 312, run(t, job, Machine{Ranks: 2, Cores: 1, PoolRanks: 2}, par, Full).Seconds, 1e-12)
+	// 3 ranks per core (the pool's third rank belongs to another job):
+	// halfway, Switch 10 and Gap 200: 2*(1+10) + 3*200.
+	require.InDelta(t, 622, run(t, job, Machine{Ranks: 2, Cores: 1, PoolRanks: 3}, par, Full).Seconds, 1e-12)
+	// Beyond the last entry, the last entry's.
+	require.InDelta(t, 2*(1+15)+3*300, run(t, job, Machine{Ranks: 2, Cores: 1, PoolRanks: 8}, par, Full).Seconds, 1e-12)
 	require.InDelta(t, 2, run(t, job, Machine{Ranks: 2}, par, Full).Seconds, 1e-12)
 }

@@ -100,17 +100,46 @@ type Params struct {
 	// Inline is the largest chunk the transport copies at post time, which
 	// the executor counts done at once (TCP: 4096; 0 for none).
 	Inline int
-	// Switch is CPU seconds added to every message's overhead, at each
-	// end, where a CPU pool holds more ranks than cores: the process
-	// switch a message's arrival or departure then costs (the woken rank
-	// must displace another, with cold caches), which an idle core does
-	// not charge.
-	Switch float64
-	// SwitchGap is seconds a core loses on every task it runs where a
-	// pool holds more ranks than cores: the switch between ranks' threads
-	// and the wake-ups that leave a core idle while runnable work waits,
-	// time no rank's CPU time shows.
-	SwitchGap float64
+	// Oversubscribed says what ranks sharing cores cost, by ranks per
+	// core, in increasing order of RanksPerCore. A pool with more ranks
+	// than cores takes Switch and Gap interpolated linearly in its ranks
+	// per core between the entries around it (the nearest entry's beyond
+	// them); every rank having a core costs neither.
+	Oversubscribed []Oversub
+}
+
+// Oversub is what ranks sharing cores cost at RanksPerCore ranks per core:
+//
+//   - Switch: CPU seconds added to every message's overhead at each end,
+//     the process switch its arrival or departure then costs (the woken
+//     rank displaces another, with cold caches), which an idle core does
+//     not charge;
+//   - Gap: seconds a core loses on every task it runs, to the scheduler's
+//     switches and wake-ups that leave cores idle while runnable work
+//     waits, time no rank's CPU time shows.
+type Oversub struct {
+	RanksPerCore float64 `json:"ranks_per_core"`
+	Switch       float64 `json:"switch"`
+	Gap          float64 `json:"gap"`
+}
+
+// oversub is Switch and Gap at k ranks per core.
+func (p *Params) oversub(k float64) (sw, gap float64) {
+	o := p.Oversubscribed
+	if k <= 1 || len(o) == 0 {
+		return 0, 0
+	}
+	if k <= o[0].RanksPerCore {
+		return o[0].Switch, o[0].Gap
+	}
+	for i := 1; i < len(o); i++ {
+		if k <= o[i].RanksPerCore {
+			f := (k - o[i-1].RanksPerCore) / (o[i].RanksPerCore - o[i-1].RanksPerCore)
+			return o[i-1].Switch + f*(o[i].Switch-o[i-1].Switch), o[i-1].Gap + f*(o[i].Gap-o[i-1].Gap)
+		}
+	}
+	last := o[len(o)-1]
+	return last.Switch, last.Gap
 }
 
 func (p *Params) validate() error {
@@ -122,8 +151,13 @@ func (p *Params) validate() error {
 			return fmt.Errorf("simulate: negative cost on %s links: %+v", collectives.LinkClass(c), l)
 		}
 	}
-	if p.Gamma < 0 || p.Copy < 0 || p.Inline < 0 || p.Switch < 0 || p.SwitchGap < 0 {
+	if p.Gamma < 0 || p.Copy < 0 || p.Inline < 0 {
 		return fmt.Errorf("simulate: negative gamma, copy or inline size")
+	}
+	for i, o := range p.Oversubscribed {
+		if o.RanksPerCore <= 1 || o.Switch < 0 || o.Gap < 0 || (i > 0 && o.RanksPerCore <= p.Oversubscribed[i-1].RanksPerCore) {
+			return fmt.Errorf("simulate: oversubscription costs %+v: want ranks per core above 1, increasing, and costs not negative", p.Oversubscribed)
+		}
 	}
 	return nil
 }

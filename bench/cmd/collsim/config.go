@@ -13,19 +13,19 @@ import (
 // `collsim validate` writes it: the links, the CPU, the executor's
 // settings and the machine's shape.
 type config struct {
-	Note         string        `json:"note,omitempty"`
-	Local        simulate.Link `json:"local"`
-	Net          simulate.Link `json:"net"`
-	Gamma        float64       `json:"gamma"`
-	Copy         float64       `json:"copy"`
-	ChunkBytes   int           `json:"chunk_bytes"`
-	Slots        int           `json:"slots"`
-	Inline       int           `json:"inline"`
-	Switch       float64       `json:"switch"`     // CPU per message end where ranks outnumber cores
-	SwitchGap    float64       `json:"switch_gap"` // core time lost per task there
-	RanksPerHost int           `json:"ranks_per_host"`
-	Cores        int           `json:"cores"`      // per pool; 0: a core per rank
-	PoolRanks    int           `json:"pool_ranks"` // 0: a pool per host
+	Note       string        `json:"note,omitempty"`
+	Local      simulate.Link `json:"local"`
+	Net        simulate.Link `json:"net"`
+	Gamma      float64       `json:"gamma"`
+	Copy       float64       `json:"copy"`
+	ChunkBytes int           `json:"chunk_bytes"`
+	Slots      int           `json:"slots"`
+	Inline     int           `json:"inline"`
+	// Oversub is what ranks sharing cores cost, by ranks per core.
+	Oversub      []simulate.Oversub `json:"oversubscribed,omitempty"`
+	RanksPerHost int                `json:"ranks_per_host"`
+	Cores        int                `json:"cores"`      // per pool; 0: a core per rank
+	PoolRanks    int                `json:"pool_ranks"` // 0: a pool per host
 }
 
 func (c *config) params() simulate.Params {
@@ -36,7 +36,7 @@ func (c *config) params() simulate.Params {
 	if c.Slots > 0 {
 		p.Slots = c.Slots
 	}
-	p.Inline, p.Switch, p.SwitchGap = c.Inline, c.Switch, c.SwitchGap
+	p.Inline, p.Oversubscribed = c.Inline, c.Oversub
 	return p
 }
 
@@ -109,8 +109,10 @@ func (c *config) describe() string {
 		if c.PoolRanks > 0 {
 			pool = fmt.Sprintf("%d ranks", c.PoolRanks)
 		}
-		fmt.Fprintf(&b, "; %d cores per %s; where ranks outnumber them, %.2f us more CPU per message end and %.2f us lost per task",
-			c.Cores, pool, c.Switch*1e6, c.SwitchGap*1e6)
+		fmt.Fprintf(&b, "; %d cores per %s", c.Cores, pool)
+		for _, o := range c.Oversub {
+			fmt.Fprintf(&b, "; at %g ranks per core %.2f us more CPU per message end, %.2f us lost per task", o.RanksPerCore, o.Switch*1e6, o.Gap*1e6)
+		}
 	}
 	b.WriteString("\n")
 	return b.String()

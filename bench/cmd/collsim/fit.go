@@ -225,42 +225,44 @@ func fitClass(cfg *config, class collectives.LinkClass, cal *calibration, cores 
 	return nil
 }
 
-// fitSwitch fits Params.Switch and SwitchGap from a calibration of
-// cal.ranks ranks on one host, more than the machine's cores: Switch is
-// the CPU time per message end beyond the local class's overhead (fitted
-// on 2 ranks, where every rank has a core); SwitchGap the core time lost
-// per task that then makes the simulator reproduce the measured time
-// (secant steps: the time grows about linearly with it). The local class
-// must be fitted first.
-func fitSwitch(cfg *config, cal *calibration, cores int, log io.Writer) error {
+// fitOversub fits the costs of ranks sharing cores (simulate.Oversub)
+// from a calibration of cal.ranks ranks on one host, more than the
+// machine's cores: Switch is the CPU time per message end beyond the local
+// class's overhead (fitted on 2 ranks, where every rank has a core); Gap
+// the core time lost per task that then makes the simulator reproduce the
+// measured time (secant steps: the time grows about linearly with it). The
+// local class must be fitted first.
+func fitOversub(cfg *config, cal *calibration, cores int, log io.Writer) (simulate.Oversub, error) {
 	if cal.ranks <= cores {
-		return fmt.Errorf("oversubscribed calibration on %d ranks: want more than the %d cores", cal.ranks, cores)
+		return simulate.Oversub{}, fmt.Errorf("oversubscribed calibration on %d ranks: want more than the %d cores", cal.ranks, cores)
 	}
 	small := cal.sizes[0]
 	job := simulate.Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: small.bytes, OutOfPlace: true}
 	w, err := rankWork(job, cal.ranks, cfg.ChunkBytes)
 	if err != nil {
-		return err
+		return simulate.Oversub{}, err
 	}
 	rest := w.reduce*cfg.Gamma + w.copy*cfg.Copy + float64(w.events)*cfg.Local.Overhead + w.wire*cfg.Local.PerByte
-	cfg.Switch = max(0, (small.cpu-rest)/float64(w.events))
+	o := simulate.Oversub{RanksPerCore: float64(cal.ranks) / float64(cores), Switch: max(0, (small.cpu-rest)/float64(w.events))}
 	m := simulate.Machine{Ranks: cal.ranks, Cores: cores, PoolRanks: cal.ranks}
+	one := *cfg
 	timeAt := func(gap float64) (float64, error) {
-		cfg.SwitchGap = gap
-		r, err := simulate.Simulate(job, m, cfg.params(), simulate.Options{Method: simulate.Full})
+		o.Gap = gap
+		one.Oversub = []simulate.Oversub{o}
+		r, err := simulate.Simulate(job, m, one.params(), simulate.Options{Method: simulate.Full})
 		return r.MeanSeconds - small.wall, err
 	}
 	x0, x1 := 0.0, 10e-6
 	f0, err := timeAt(x0)
 	if err != nil {
-		return err
+		return simulate.Oversub{}, err
 	}
 	gap := 0.0
 	if f0 < 0 {
 		for range 6 {
 			f1, err := timeAt(x1)
 			if err != nil {
-				return err
+				return simulate.Oversub{}, err
 			}
 			if f1 == f0 {
 				break
@@ -269,12 +271,12 @@ func fitSwitch(cfg *config, cal *calibration, cores int, log io.Writer) error {
 		}
 		gap = x1
 	}
-	cfg.SwitchGap = gap
+	o.Gap = gap
 	if log != nil {
 		fmt.Fprintf(log, "# %d ranks on %d cores (%s): wall %s, CPU %s; fitted %.2f us more CPU per message end, %.2f us lost per task\n",
-			cal.ranks, cores, sizeLabel(small.bytes), seconds(small.wall), seconds(small.cpu), cfg.Switch*1e6, cfg.SwitchGap*1e6)
+			cal.ranks, cores, sizeLabel(small.bytes), seconds(small.wall), seconds(small.cpu), o.Switch*1e6, o.Gap*1e6)
 	}
-	return nil
+	return o, nil
 }
 
 // fitCPU fits the CPU per message (o) and per byte (w) at each end to the

@@ -76,7 +76,8 @@ func truth() config {
 		Net:        simulate.Link{Alpha: 70e-6, Beta: 8e-9, Overhead: 9e-6, PerByte: 0.6e-9},
 		Gamma:      0.1e-9,
 		Copy:       0.05e-9,
-		ChunkBytes: 512 << 10, Slots: 8, Inline: 4096, Cores: 2, Switch: 12e-6, SwitchGap: 4e-6,
+		ChunkBytes: 512 << 10, Slots: 8, Inline: 4096, Cores: 2,
+		Oversub: []simulate.Oversub{{RanksPerCore: 2, Switch: 8e-6, Gap: 2e-6}, {RanksPerCore: 4, Switch: 12e-6, Gap: 4e-6}},
 	}
 }
 
@@ -93,8 +94,10 @@ func writeCalibration(t *testing.T, path string, cfg config, class collectives.L
 		sizes = []int{8, 64 << 10, 1 << 20, 4 << 20}
 	}
 	sw := 0.0
-	if ranks > 2 {
-		sw = cfg.Switch
+	for _, o := range cfg.Oversub {
+		if o.RanksPerCore == float64(ranks)/2 {
+			sw = o.Switch
+		}
 	}
 	var b bytes.Buffer
 	for _, n := range sizes {
@@ -123,16 +126,21 @@ func TestFitRecoversTheModel(t *testing.T) {
 	dir := t.TempDir()
 	writeCalibration(t, filepath.Join(dir, "local.json"), want, collectives.LinkLocal, 2)
 	writeCalibration(t, filepath.Join(dir, "net.json"), want, collectives.LinkNet, 2)
-	writeCalibration(t, filepath.Join(dir, "oversub.json"), want, collectives.LinkLocal, 8, 256)
+	writeCalibration(t, filepath.Join(dir, "oversub-4.json"), want, collectives.LinkLocal, 4, 256)
+	writeCalibration(t, filepath.Join(dir, "oversub-8.json"), want, collectives.LinkLocal, 8, 256)
 	var got config
 	local, err := readCalibration(filepath.Join(dir, "local.json"))
 	require.NoError(t, err)
 	net, err := readCalibration(filepath.Join(dir, "net.json"))
 	require.NoError(t, err)
-	over, err := readCalibration(filepath.Join(dir, "oversub.json"))
-	require.NoError(t, err)
 	require.NoError(t, fitClass(&got, collectives.LinkLocal, local, 2, nil))
-	require.NoError(t, fitSwitch(&got, over, 2, nil))
+	for _, f := range []string{"oversub-4.json", "oversub-8.json"} {
+		over, err := readCalibration(filepath.Join(dir, f))
+		require.NoError(t, err)
+		o, err := fitOversub(&got, over, 2, nil)
+		require.NoError(t, err)
+		got.Oversub = append(got.Oversub, o)
+	}
 	require.NoError(t, fitClass(&got, collectives.LinkNet, net, 2, nil))
 	near := func(want, got float64, what string) {
 		t.Helper()
@@ -147,8 +155,12 @@ func TestFitRecoversTheModel(t *testing.T) {
 	near(want.Net.Overhead, got.Net.Overhead, "net overhead")
 	near(want.Net.PerByte, got.Net.PerByte, "net per byte")
 	near(want.Gamma, got.Gamma, "gamma")
-	near(want.Switch, got.Switch, "switch")
-	near(want.SwitchGap, got.SwitchGap, "switch gap")
+	require.Len(t, got.Oversub, 2)
+	for i, o := range want.Oversub {
+		require.Equal(t, o.RanksPerCore, got.Oversub[i].RanksPerCore)
+		near(o.Switch, got.Oversub[i].Switch, "switch")
+		near(o.Gap, got.Oversub[i].Gap, "gap")
+	}
 }
 
 // TestValidateEndToEnd runs `collsim validate` on a directory laid out as
@@ -158,7 +170,8 @@ func TestValidateEndToEnd(t *testing.T) {
 	cfg := truth()
 	dir := t.TempDir()
 	writeCalibration(t, filepath.Join(dir, "calib", "local.json"), cfg, collectives.LinkLocal, 2)
-	writeCalibration(t, filepath.Join(dir, "calib", "oversub.json"), cfg, collectives.LinkLocal, 8, 256)
+	writeCalibration(t, filepath.Join(dir, "calib", "oversub-4.json"), cfg, collectives.LinkLocal, 4, 256)
+	writeCalibration(t, filepath.Join(dir, "calib", "oversub-8.json"), cfg, collectives.LinkLocal, 8, 256)
 	writeCalibration(t, filepath.Join(dir, "calib", "net-1gbit.json"), cfg, collectives.LinkNet, 2)
 	runs := filepath.Join(dir, "runs", "1gbit", "2x2")
 	require.NoError(t, os.MkdirAll(runs, 0o755))

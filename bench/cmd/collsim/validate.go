@@ -26,8 +26,9 @@ import (
 // (DIR/fit-RATE.json, usable with -params).
 //
 // DIR/calib/local.json and DIR/calib/net-RATE.json are `collsim
-// calibrate` outputs (2 ranks on one host; on two hosts), as is the
-// optional DIR/calib/oversub.json (more ranks on one host than cores); DIR/runs/RATE/HxR/COLL-ALGO.json are `osu COLL
+// calibrate` outputs (2 ranks on one host; on two hosts), as are the
+// optional DIR/calib/oversub-N.json (N ranks on one host, more than the
+// cores); DIR/runs/RATE/HxR/COLL-ALGO.json are `osu COLL
 // --algorithm ALGO -o json` outputs of H hosts with R ranks each.
 func validateCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("collsim validate", flag.ContinueOnError)
@@ -50,13 +51,21 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Optional: ranks on one host outnumbering the cores (Params.Switch).
-	var over *calibration
-	if _, err := os.Stat(filepath.Join(dir, "calib", "oversub.json")); err == nil {
-		if over, err = readCalibration(filepath.Join(dir, "calib", "oversub.json")); err != nil {
+	// Optional: more ranks on one host than cores, at several levels
+	// (simulate.Oversub): oversub-N.json for N ranks.
+	overFiles, err := filepath.Glob(filepath.Join(dir, "calib", "oversub-*.json"))
+	if err != nil {
+		return err
+	}
+	var overs []*calibration
+	for _, f := range overFiles {
+		c, err := readCalibration(f)
+		if err != nil {
 			return err
 		}
+		overs = append(overs, c)
 	}
+	slices.SortFunc(overs, func(a, b *calibration) int { return a.ranks - b.ranks })
 	nets, err := filepath.Glob(filepath.Join(dir, "calib", "net-*.json"))
 	if err != nil || len(nets) == 0 {
 		return fmt.Errorf("validate: no %s", filepath.Join(dir, "calib", "net-RATE.json"))
@@ -73,10 +82,12 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		if err := fitClass(&cfg, collectives.LinkLocal, local, *cores, stdout); err != nil {
 			return fmt.Errorf("fit local: %w", err)
 		}
-		if over != nil {
-			if err := fitSwitch(&cfg, over, *cores, stdout); err != nil {
+		for _, c := range overs {
+			o, err := fitOversub(&cfg, c, *cores, stdout)
+			if err != nil {
 				return fmt.Errorf("fit oversubscription: %w", err)
 			}
+			cfg.Oversub = append(cfg.Oversub, o)
 		}
 		if err := fitClass(&cfg, collectives.LinkNet, cal, *cores, stdout); err != nil {
 			return fmt.Errorf("fit net %s: %w", rateName, err)
