@@ -11,8 +11,9 @@
 #                class) and 2 ranks on two hosts (the net class, per rate):
 #                ring allreduce wall and CPU time per call at 8 B .. 4 MiB,
 #                and the CPU's reduction and copy speeds; 4, 8 and 16 ranks
-#                on one host at 256 B: what ranks outnumbering cores cost
-#                (CPU per message, and core time lost);
+#                on one host, ring and recursive doubling at 256 B: what
+#                ranks outnumbering cores cost (CPU per message, core time
+#                lost, latency);
 #   measurement  bench/osu allreduce (ring, rabenseifner, recursive-doubling,
 #                tree), bcast (binomial, pipeline, scatter-allgather) and
 #                alltoall (pairwise, bruck), each algorithm forced, on
@@ -169,8 +170,9 @@ calib=("$BIN/collsim" calibrate -i $((ITERS * 2)) -x "$WARM" -sizes 8,64K,1M,4M)
 say "calibrating the local link class (2 ranks on one host)"
 job "$OUT/calib/local.json" 1 2 "${calib[@]}" || failed=1
 for n in 4 8 16; do
-	say "calibrating the CPU's cost of more ranks than cores ($n ranks on one host)"
-	job "$OUT/calib/oversub-$n.json" 1 "$n" "$BIN/collsim" calibrate -i $((ITERS * 4)) -x "$WARM" -sizes 256 || failed=1
+	say "calibrating the cost of more ranks than cores ($n ranks on one host)"
+	job "$OUT/calib/oversub-ring-$n.json" 1 "$n" "$BIN/collsim" calibrate -i $((ITERS * 4)) -x "$WARM" -sizes 256 || failed=1
+	job "$OUT/calib/oversub-rd-$n.json" 1 "$n" "$BIN/collsim" calibrate -algorithm recursive-doubling -i $((ITERS * 4)) -x "$WARM" -sizes 256 || failed=1
 done
 for rate in $RATES; do
 	shape "$rate" || die "tc tbf $rate failed"

@@ -37,8 +37,7 @@ import (
 // arrives, Alpha after it took the message off the transport.
 type engine struct {
 	par     *Params
-	switchO float64 // Oversub.Switch at the pools' ranks per core
-	switchG float64 // Oversub.Gap likewise
+	over    Oversub // the costs at the pools' ranks per core
 	now     float64
 	heap    []event
 	seq     uint64
@@ -153,7 +152,7 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 	if m.Cores == 0 {
 		poolRanks = 1
 	} else if poolRanks > m.Cores {
-		e.switchO, e.switchG = par.oversub(float64(poolRanks) / float64(m.Cores))
+		e.over = par.oversub(float64(poolRanks) / float64(m.Cores))
 	}
 	e.pools = make([]pool, (n+poolRanks-1)/poolRanks)
 	for i := range e.pools {
@@ -231,7 +230,7 @@ func (e *engine) run() error {
 			e.taskDone(ev.a)
 		case evArrive:
 			l := &e.links[ev.a]
-			cost := e.par.Links[l.class].Overhead + e.switchO + float64(ev.c)*e.par.Links[l.class].PerByte
+			cost := e.par.Links[l.class].Overhead + e.over.Switch + float64(ev.c)*e.par.Links[l.class].PerByte
 			e.addTask(recvThread(l.to), task{kind: tRead, link: ev.a, chunk: ev.b, len: ev.c, cost: cost})
 		case evCredit:
 			l := &e.links[ev.a]
@@ -298,7 +297,7 @@ func (e *engine) tryPost(r, k int32) {
 		l.credits--
 		st.sendHead[k]++
 		n := st.plan.chunks[c].len
-		e.addTask(sendThread(r), task{kind: tPost, link: en.sendLink, chunk: c, len: n, cost: lc.Overhead + e.switchO + float64(n)*lc.PerByte})
+		e.addTask(sendThread(r), task{kind: tPost, link: en.sendLink, chunk: c, len: n, cost: lc.Overhead + e.over.Switch + float64(n)*lc.PerByte})
 	}
 }
 
@@ -373,7 +372,7 @@ func (e *engine) dispatch(pi int32) {
 		}
 		p.free--
 		x := &e.threads[th]
-		if cost := x.q[x.head].cost + e.switchG; cost > 0 {
+		if cost := x.q[x.head].cost + e.over.Gap; cost > 0 {
 			e.push(event{t: e.now + cost, kind: evDone, a: th})
 		} else {
 			e.imm = append(e.imm, th)
@@ -418,13 +417,13 @@ func (e *engine) apply(r int32, t task) {
 		l := &e.links[t.link]
 		l.arrived++
 		if int(t.len) > e.par.Inline {
-			e.push(event{t: e.now + e.par.Links[l.class].Alpha, kind: evAck, a: l.from, b: t.chunk})
+			e.push(event{t: e.now + e.par.Links[l.class].Alpha + e.over.Latency, kind: evAck, a: l.from, b: t.chunk})
 		}
 		e.tryConsume(l.to, l.toEntry)
 	case tConsume:
 		l := &e.links[t.link]
 		e.finish(r, t.chunk)
-		e.push(event{t: e.now + e.par.Links[l.class].Alpha, kind: evCredit, a: t.link})
+		e.push(event{t: e.now + e.par.Links[l.class].Alpha + e.over.Latency, kind: evCredit, a: t.link})
 	case tCopy:
 		e.finish(r, t.chunk)
 	}
@@ -441,7 +440,7 @@ func (e *engine) transmit(l *link, n float64, lc *Link) float64 {
 	in.free = s2 + d
 	out.bytes += n
 	in.bytes += n
-	return s2 + d + lc.Alpha
+	return s2 + d + lc.Alpha + e.over.Latency
 }
 
 // push and pop keep the event heap, ordered by time then insertion.

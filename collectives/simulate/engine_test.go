@@ -136,6 +136,10 @@ func TestSwitchOnlyWhenOversubscribed(t *testing.T) {
 	job := Job{Coll: collectives.CollBroadcast, Algo: "pipeline", Bytes: 8}
 	require.InDelta(t, 2, run(t, job, Machine{Ranks: 2, Cores: 2, PoolRanks: 2}, par, Full).Seconds, 1e-12)
 	require.InDelta(t, 312, run(t, job, Machine{Ranks: 2, Cores: 1, PoolRanks: 2}, par, Full).Seconds, 1e-12)
+	// Latency adds to the message's way (and, here, to nothing else).
+	par.Oversubscribed[0].Latency = 1000
+	require.InDelta(t, 1312, run(t, job, Machine{Ranks: 2, Cores: 1, PoolRanks: 2}, par, Full).Seconds, 1e-12)
+	par.Oversubscribed[0].Latency = 0
 	// 3 ranks per core (the pool's third rank belongs to another job):
 	// halfway, Switch 10 and Gap 200: 2*(1+10) + 3*200.
 	require.InDelta(t, 622, run(t, job, Machine{Ranks: 2, Cores: 1, PoolRanks: 3}, par, Full).Seconds, 1e-12)

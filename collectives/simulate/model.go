@@ -115,31 +115,36 @@ type Params struct {
 //     rank displaces another, with cold caches), which an idle core does
 //     not charge;
 //   - Gap: seconds a core loses on every task it runs, to the scheduler's
-//     switches and wake-ups that leave cores idle while runnable work
-//     waits, time no rank's CPU time shows.
+//     switches that leave cores idle while runnable work waits, time no
+//     rank's CPU time shows;
+//   - Latency: seconds added to every message's Alpha (data, credits and
+//     acknowledgements): the wait of a woken rank for a core, which
+//     matters where ranks wait on each other rather than on the CPU.
 type Oversub struct {
 	RanksPerCore float64 `json:"ranks_per_core"`
 	Switch       float64 `json:"switch"`
 	Gap          float64 `json:"gap"`
+	Latency      float64 `json:"latency"`
 }
 
-// oversub is Switch and Gap at k ranks per core.
-func (p *Params) oversub(k float64) (sw, gap float64) {
+// oversub is the costs at k ranks per core.
+func (p *Params) oversub(k float64) Oversub {
 	o := p.Oversubscribed
 	if k <= 1 || len(o) == 0 {
-		return 0, 0
+		return Oversub{}
 	}
 	if k <= o[0].RanksPerCore {
-		return o[0].Switch, o[0].Gap
+		return o[0]
 	}
 	for i := 1; i < len(o); i++ {
 		if k <= o[i].RanksPerCore {
 			f := (k - o[i-1].RanksPerCore) / (o[i].RanksPerCore - o[i-1].RanksPerCore)
-			return o[i-1].Switch + f*(o[i].Switch-o[i-1].Switch), o[i-1].Gap + f*(o[i].Gap-o[i-1].Gap)
+			mix := func(a, b float64) float64 { return a + f*(b-a) }
+			a, b := o[i-1], o[i]
+			return Oversub{RanksPerCore: k, Switch: mix(a.Switch, b.Switch), Gap: mix(a.Gap, b.Gap), Latency: mix(a.Latency, b.Latency)}
 		}
 	}
-	last := o[len(o)-1]
-	return last.Switch, last.Gap
+	return o[len(o)-1]
 }
 
 func (p *Params) validate() error {
@@ -155,7 +160,7 @@ func (p *Params) validate() error {
 		return fmt.Errorf("simulate: negative gamma, copy or inline size")
 	}
 	for i, o := range p.Oversubscribed {
-		if o.RanksPerCore <= 1 || o.Switch < 0 || o.Gap < 0 || (i > 0 && o.RanksPerCore <= p.Oversubscribed[i-1].RanksPerCore) {
+		if o.RanksPerCore <= 1 || o.Switch < 0 || o.Gap < 0 || o.Latency < 0 || (i > 0 && o.RanksPerCore <= p.Oversubscribed[i-1].RanksPerCore) {
 			return fmt.Errorf("simulate: oversubscription costs %+v: want ranks per core above 1, increasing, and costs not negative", p.Oversubscribed)
 		}
 	}

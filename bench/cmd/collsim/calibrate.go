@@ -21,6 +21,7 @@ import (
 // call (getrusage, user and system, all threads), and the CPU's reduction
 // and copy speeds measured in process.
 type calibRecord struct {
+	Algo   string  `json:"algorithm"`
 	Rank   int     `json:"rank"`
 	Ranks  int     `json:"ranks"`
 	Bytes  int     `json:"bytes"`
@@ -35,8 +36,9 @@ type calibRecord struct {
 }
 
 // calibrateCmd runs as a rank of a goccl job (under gorun): for each size
-// it times iters ring allreduces of float32 sums out of place, as OSU's
-// allreduce benchmark calls them, and prints one JSON line per size.
+// it times iters allreduces (ring, or -algorithm) of float32 sums out of
+// place, as OSU's allreduce benchmark calls them, and prints one JSON line
+// per size.
 func calibrateCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("collsim calibrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -94,7 +96,7 @@ func calibrateCmd(args []string, stdout, stderr io.Writer) error {
 				cpu += dc
 			}
 		}
-		rec := calibRecord{Rank: c.Rank(), Ranks: c.Size(), Bytes: count * 4, Iters: *iters,
+		rec := calibRecord{Algo: *algo, Rank: c.Rank(), Ranks: c.Size(), Bytes: count * 4, Iters: *iters,
 			WallS: wall / float64(*iters), CPUS: cpu / float64(*iters), Gamma: gamma, Copy: copyCost,
 			Chunk: 512 << 10, Slots: 8, Inline: 4096}
 		b, err := json.Marshal(rec)

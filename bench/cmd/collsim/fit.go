@@ -38,6 +38,7 @@ type calibSize struct {
 }
 
 type calibration struct {
+	algo          string // the allreduce algorithm measured
 	sizes         []calibSize
 	gamma, copy   float64
 	chunk, slots  int
@@ -73,7 +74,11 @@ func readCalibration(path string) (*calibration, error) {
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("%s: no measurements", path)
 	}
-	c := &calibration{chunk: recs[0].Chunk, slots: recs[0].Slots, inline: recs[0].Inline, ranks: recs[0].Ranks}
+	algo := recs[0].Algo
+	if algo == "" {
+		algo = "ring"
+	}
+	c := &calibration{algo: algo, chunk: recs[0].Chunk, slots: recs[0].Slots, inline: recs[0].Inline, ranks: recs[0].Ranks}
 	by := map[int][]calibRecord{}
 	for _, r := range recs {
 		if r.Rank == 0 {
@@ -226,57 +231,111 @@ func fitClass(cfg *config, class collectives.LinkClass, cal *calibration, cores 
 }
 
 // fitOversub fits the costs of ranks sharing cores (simulate.Oversub)
-// from a calibration of cal.ranks ranks on one host, more than the
-// machine's cores: Switch is the CPU time per message end beyond the local
-// class's overhead (fitted on 2 ranks, where every rank has a core); Gap
-// the core time lost per task that then makes the simulator reproduce the
-// measured time (secant steps: the time grows about linearly with it). The
-// local class must be fitted first.
-func fitOversub(cfg *config, cal *calibration, cores int, log io.Writer) (simulate.Oversub, error) {
-	if cal.ranks <= cores {
-		return simulate.Oversub{}, fmt.Errorf("oversubscribed calibration on %d ranks: want more than the %d cores", cal.ranks, cores)
+// from calibrations of ranks on one host, more than the machine's cores:
+// ring (the ring allreduce) and, if not nil, rd (recursive doubling), at
+// the same rank count. Switch is the ring's CPU time per message end beyond
+// the local class's overhead (fitted on 2 ranks, where every rank has a
+// core); Gap (core time lost per task) makes the simulator reproduce the
+// ring's time, which the cores bound; Latency (per message) the recursive
+// doubling's, which waits on its partners: the latency by bisection, the
+// gap solved for it at each step. The local class must be fitted first.
+func fitOversub(cfg *config, ring, rd *calibration, cores int, log io.Writer) (simulate.Oversub, error) {
+	if ring.ranks <= cores || (rd != nil && rd.ranks != ring.ranks) {
+		return simulate.Oversub{}, fmt.Errorf("oversubscribed calibration on %d ranks: want more than the %d cores, the same for both algorithms", ring.ranks, cores)
 	}
-	small := cal.sizes[0]
-	job := simulate.Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: small.bytes, OutOfPlace: true}
-	w, err := rankWork(job, cal.ranks, cfg.ChunkBytes)
+	jobOf := func(c *calibration) simulate.Job {
+		return simulate.Job{Coll: collectives.CollAllreduce, Algo: c.algo, Bytes: c.sizes[0].bytes, OutOfPlace: true}
+	}
+	w, err := rankWork(jobOf(ring), ring.ranks, cfg.ChunkBytes)
 	if err != nil {
 		return simulate.Oversub{}, err
 	}
+	small := ring.sizes[0]
 	rest := w.reduce*cfg.Gamma + w.copy*cfg.Copy + float64(w.events)*cfg.Local.Overhead + w.wire*cfg.Local.PerByte
-	o := simulate.Oversub{RanksPerCore: float64(cal.ranks) / float64(cores), Switch: max(0, (small.cpu-rest)/float64(w.events))}
-	m := simulate.Machine{Ranks: cal.ranks, Cores: cores, PoolRanks: cal.ranks}
+	o := simulate.Oversub{RanksPerCore: float64(ring.ranks) / float64(cores), Switch: max(0, (small.cpu-rest)/float64(w.events))}
+	m := simulate.Machine{Ranks: ring.ranks, Cores: cores, PoolRanks: ring.ranks}
 	one := *cfg
-	timeAt := func(gap float64) (float64, error) {
-		o.Gap = gap
+	miss := func(c *calibration) (float64, error) {
 		one.Oversub = []simulate.Oversub{o}
-		r, err := simulate.Simulate(job, m, one.params(), simulate.Options{Method: simulate.Full})
-		return r.MeanSeconds - small.wall, err
+		r, err := simulate.Simulate(jobOf(c), m, one.params(), simulate.Options{Method: simulate.Full})
+		return r.MeanSeconds - c.sizes[0].wall, err
 	}
-	x0, x1 := 0.0, 10e-6
-	f0, err := timeAt(x0)
-	if err != nil {
-		return simulate.Oversub{}, err
+	// gapFor solves the ring's gap with the latency at l.
+	gapFor := func(l float64) (float64, error) {
+		o.Latency = l
+		return solve(func(x float64) (float64, error) { o.Gap = x; return miss(ring) })
 	}
-	gap := 0.0
-	if f0 < 0 {
-		for range 6 {
-			f1, err := timeAt(x1)
-			if err != nil {
-				return simulate.Oversub{}, err
-			}
-			if f1 == f0 {
-				break
-			}
-			x0, x1, f0 = x1, max(0, x1-f1*(x1-x0)/(f1-f0)), f1
+	if rd == nil {
+		if o.Gap, err = gapFor(0); err != nil {
+			return o, err
 		}
-		gap = x1
+	} else {
+		// Bisect the latency for recursive doubling's time, the gap solved
+		// for the ring's at each step: the ring bounds the gap, recursive
+		// doubling (waiting on its partners) the latency.
+		rdMiss := func(l float64) (float64, error) {
+			g, err := gapFor(l)
+			if err != nil {
+				return 0, err
+			}
+			o.Gap, o.Latency = g, l
+			return miss(rd)
+		}
+		lo, hi := 0.0, 2e-3
+		f, err := rdMiss(lo)
+		if err != nil {
+			return o, err
+		}
+		if f < 0 {
+			for range 40 {
+				mid := (lo + hi) / 2
+				f, err := rdMiss(mid)
+				if err != nil {
+					return o, err
+				}
+				if f < 0 {
+					lo = mid
+				} else {
+					hi = mid
+				}
+			}
+			lo = (lo + hi) / 2
+		}
+		if o.Gap, err = gapFor(lo); err != nil {
+			return o, err
+		}
+		o.Latency = lo
 	}
-	o.Gap = gap
 	if log != nil {
-		fmt.Fprintf(log, "# %d ranks on %d cores (%s): wall %s, CPU %s; fitted %.2f us more CPU per message end, %.2f us lost per task\n",
-			cal.ranks, cores, sizeLabel(small.bytes), seconds(small.wall), seconds(small.cpu), o.Switch*1e6, o.Gap*1e6)
+		fmt.Fprintf(log, "# %d ranks on %d cores: %s %s wall %s, CPU %s", ring.ranks, cores, ring.algo, sizeLabel(small.bytes), seconds(small.wall), seconds(small.cpu))
+		if rd != nil {
+			fmt.Fprintf(log, "; %s %s wall %s", rd.algo, sizeLabel(rd.sizes[0].bytes), seconds(rd.sizes[0].wall))
+		}
+		fmt.Fprintf(log, "; fitted %.2f us more CPU per message end, %.2f us lost per task, %.2f us more latency per message\n",
+			o.Switch*1e6, o.Gap*1e6, o.Latency*1e6)
 	}
 	return o, nil
+}
+
+// solve finds x >= 0 where f, growing with x, is zero (0 if f(0) >= 0),
+// by secant steps from 0 and 10e-6.
+func solve(f func(float64) (float64, error)) (float64, error) {
+	x0, x1 := 0.0, 10e-6
+	f0, err := f(x0)
+	if err != nil || f0 >= 0 {
+		return 0, err
+	}
+	for range 8 {
+		f1, err := f(x1)
+		if err != nil {
+			return 0, err
+		}
+		if f1 == f0 || math.Abs(f1) < 1e-9 {
+			break
+		}
+		x0, x1, f0 = x1, max(0, x1-f1*(x1-x0)/(f1-f0)), f1
+	}
+	return x1, nil
 }
 
 // fitCPU fits the CPU per message (o) and per byte (w) at each end to the

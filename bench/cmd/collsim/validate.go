@@ -27,8 +27,8 @@ import (
 //
 // DIR/calib/local.json and DIR/calib/net-RATE.json are `collsim
 // calibrate` outputs (2 ranks on one host; on two hosts), as are the
-// optional DIR/calib/oversub-N.json (N ranks on one host, more than the
-// cores); DIR/runs/RATE/HxR/COLL-ALGO.json are `osu COLL
+// optional DIR/calib/oversub-ring-N.json and oversub-rd-N.json (N ranks on
+// one host, more than the cores: ring and recursive doubling); DIR/runs/RATE/HxR/COLL-ALGO.json are `osu COLL
 // --algorithm ALGO -o json` outputs of H hosts with R ranks each.
 func validateCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("collsim validate", flag.ContinueOnError)
@@ -52,20 +52,28 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// Optional: more ranks on one host than cores, at several levels
-	// (simulate.Oversub): oversub-N.json for N ranks.
-	overFiles, err := filepath.Glob(filepath.Join(dir, "calib", "oversub-*.json"))
+	// (simulate.Oversub): oversub-ring-N.json and oversub-rd-N.json for N
+	// ranks.
+	overFiles, err := filepath.Glob(filepath.Join(dir, "calib", "oversub-ring-*.json"))
 	if err != nil {
 		return err
 	}
-	var overs []*calibration
+	type overPair struct{ ring, rd *calibration }
+	var overs []overPair
 	for _, f := range overFiles {
-		c, err := readCalibration(f)
-		if err != nil {
+		var pair overPair
+		if pair.ring, err = readCalibration(f); err != nil {
 			return err
 		}
-		overs = append(overs, c)
+		rdFile := strings.Replace(f, "oversub-ring-", "oversub-rd-", 1)
+		if _, err := os.Stat(rdFile); err == nil {
+			if pair.rd, err = readCalibration(rdFile); err != nil {
+				return err
+			}
+		}
+		overs = append(overs, pair)
 	}
-	slices.SortFunc(overs, func(a, b *calibration) int { return a.ranks - b.ranks })
+	slices.SortFunc(overs, func(a, b overPair) int { return a.ring.ranks - b.ring.ranks })
 	nets, err := filepath.Glob(filepath.Join(dir, "calib", "net-*.json"))
 	if err != nil || len(nets) == 0 {
 		return fmt.Errorf("validate: no %s", filepath.Join(dir, "calib", "net-RATE.json"))
@@ -83,7 +91,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("fit local: %w", err)
 		}
 		for _, c := range overs {
-			o, err := fitOversub(&cfg, c, *cores, stdout)
+			o, err := fitOversub(&cfg, c.ring, c.rd, *cores, stdout)
 			if err != nil {
 				return fmt.Errorf("fit oversubscription: %w", err)
 			}
