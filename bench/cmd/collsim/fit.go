@@ -235,10 +235,10 @@ func fitClass(cfg *config, class collectives.LinkClass, cal *calibration, cores 
 // ring (the ring allreduce) and, if not nil, rd (recursive doubling), at
 // the same rank count. Switch is the ring's CPU time per message end beyond
 // the local class's overhead (fitted on 2 ranks, where every rank has a
-// core); Gap (core time lost per task) makes the simulator reproduce the
-// ring's time, which the cores bound; Latency (per message) the recursive
-// doubling's, which waits on its partners: the latency by bisection, the
-// gap solved for it at each step. The local class must be fitted first.
+// core); Gap (core time lost per task) and Latency (per message) make the
+// simulator reproduce the two times best (least squared log error): the
+// ring's, which the cores bound more, and recursive doubling's, which
+// waits on its partners more. The local class must be fitted first.
 func fitOversub(cfg *config, ring, rd *calibration, cores int, log io.Writer) (simulate.Oversub, error) {
 	if ring.ranks <= cores || (rd != nil && rd.ranks != ring.ranks) {
 		return simulate.Oversub{}, fmt.Errorf("oversubscribed calibration on %d ranks: want more than the %d cores, the same for both algorithms", ring.ranks, cores)
@@ -260,51 +260,67 @@ func fitOversub(cfg *config, ring, rd *calibration, cores int, log io.Writer) (s
 		r, err := simulate.Simulate(jobOf(c), m, one.params(), simulate.Options{Method: simulate.Full})
 		return r.MeanSeconds - c.sizes[0].wall, err
 	}
-	// gapFor solves the ring's gap with the latency at l.
-	gapFor := func(l float64) (float64, error) {
-		o.Latency = l
-		return solve(func(x float64) (float64, error) { o.Gap = x; return miss(ring) })
-	}
 	if rd == nil {
-		if o.Gap, err = gapFor(0); err != nil {
+		// The ring alone: the gap that reproduces it.
+		if o.Gap, err = solve(func(x float64) (float64, error) { o.Gap = x; return miss(ring) }); err != nil {
 			return o, err
 		}
 	} else {
-		// Bisect the latency for recursive doubling's time, the gap solved
-		// for the ring's at each step: the ring bounds the gap, recursive
-		// doubling (waiting on its partners) the latency.
-		rdMiss := func(l float64) (float64, error) {
-			g, err := gapFor(l)
-			if err != nil {
-				return 0, err
-			}
+		// Both: the gap and latency with the least squared log error over
+		// the two, on a logarithmic grid (0, then 0.1 us to 100 us of gap,
+		// 1 us to 3 ms of latency), refined once around the best.
+		logMiss := func(g, l float64) (float64, error) {
 			o.Gap, o.Latency = g, l
-			return miss(rd)
-		}
-		lo, hi := 0.0, 2e-3
-		f, err := rdMiss(lo)
-		if err != nil {
-			return o, err
-		}
-		if f < 0 {
-			for range 40 {
-				mid := (lo + hi) / 2
-				f, err := rdMiss(mid)
+			sum := 0.0
+			for _, c := range []*calibration{ring, rd} {
+				d, err := miss(c)
 				if err != nil {
-					return o, err
+					return 0, err
 				}
-				if f < 0 {
-					lo = mid
-				} else {
-					hi = mid
+				r := math.Log((c.sizes[0].wall + d) / c.sizes[0].wall)
+				sum += r * r
+			}
+			return sum, nil
+		}
+		grid := func(lo, hi float64, n int) []float64 {
+			out := []float64{0}
+			for i := range n + 1 {
+				out = append(out, lo*math.Pow(hi/lo, float64(i)/float64(n)))
+			}
+			return out
+		}
+		best, bg, bl := math.Inf(1), 0.0, 0.0
+		search := func(gs, ls []float64) error {
+			for _, g := range gs {
+				for _, l := range ls {
+					m, err := logMiss(g, l)
+					if err != nil {
+						return err
+					}
+					if m < best {
+						best, bg, bl = m, g, l
+					}
 				}
 			}
-			lo = (lo + hi) / 2
+			return nil
 		}
-		if o.Gap, err = gapFor(lo); err != nil {
+		if err := search(grid(0.1e-6, 100e-6, 15), grid(1e-6, 3e-3, 20)); err != nil {
 			return o, err
 		}
-		o.Latency = lo
+		around := func(x, step float64) []float64 {
+			if x == 0 {
+				return []float64{0}
+			}
+			var out []float64
+			for i := -4; i <= 4; i++ {
+				out = append(out, x*math.Pow(step, float64(i)/4))
+			}
+			return out
+		}
+		if err := search(around(bg, math.Pow(1000, 1.0/15)), around(bl, math.Pow(3000, 1.0/20))); err != nil {
+			return o, err
+		}
+		o.Gap, o.Latency = bg, bl
 	}
 	if log != nil {
 		fmt.Fprintf(log, "# %d ranks on %d cores: %s %s wall %s, CPU %s", ring.ranks, cores, ring.algo, sizeLabel(small.bytes), seconds(small.wall), seconds(small.cpu))
