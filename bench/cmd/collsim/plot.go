@@ -37,7 +37,11 @@ func drawCollective(w io.Writer, coll string, points []*point) error {
 	for _, p := range ranks {
 		pts := byRanks[p]
 		pl := plot.New()
-		pl.Title.Text = fmt.Sprintf("%s, %d ranks (%d hosts)", coll, p, pts[0].Hosts)
+		hosts := "1 host"
+		if pts[0].Hosts > 1 {
+			hosts = fmt.Sprintf("%d hosts", pts[0].Hosts)
+		}
+		pl.Title.Text = fmt.Sprintf("%s, %d ranks (%s)", coll, p, hosts)
 		pl.X.Label.Text = "buffer (bytes)"
 		if pts[0].Block > 0 {
 			pl.X.Label.Text = "block (bytes)"
