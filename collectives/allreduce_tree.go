@@ -119,11 +119,27 @@ func dtreeParent(size, rank, t int) int {
 // dtree returns rank's parent (-1 at the root) and children, in increasing
 // order, in tree t (0 or 1) of the double binary tree over size ranks.
 func dtree(size, rank, t int) (parent int, children []int) {
-	// A rank's children are the ranks that name it as parent: at most two.
-	for c := range size {
-		if c != rank && dtreeParent(size, c, t) == rank {
-			children = append(children, c)
-		}
+	to, from := dtreeMap(size, t)
+	for _, c := range btreeChildren(size, to(rank), nil) {
+		children = append(children, from(c))
+	}
+	if len(children) == 2 && children[0] > children[1] {
+		children[0], children[1] = children[1], children[0]
 	}
 	return dtreeParent(size, rank, t), children
+}
+
+// btreeChildren appends rank's children in NCCL's binary tree over size
+// ranks (at most two) to out. A child c names as parent c with its lowest
+// set bit b cleared, possibly with bit 2b set: it differs from its parent
+// by b, so the candidates are rank +- 2^k, O(log size) of them.
+func btreeChildren(size, rank int, out []int) []int {
+	for b := 1; b < size; b <<= 1 {
+		for _, c := range [2]int{rank - b, rank + b} {
+			if c > 0 && c < size && btreeParent(size, c) == rank {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }

@@ -88,45 +88,40 @@ func foldCost(p int) (p2, rounds, lg int) {
 }
 
 // dtreeDepth is the depth of the deeper tree of TreeAllreduce on p ranks,
-// in edges.
+// in edges. Tree 1 is tree 0 renumbered, so both have NCCL's btree's
+// depth; the walk up from every rank costs O(p log p) and allocates
+// nothing.
 func dtreeDepth(p int) int {
 	depth := 0
-	for t := range 2 {
-		for r := range p {
-			d := 0
-			for x := r; ; d++ {
-				x = dtreeParent(p, x, t)
-				if x < 0 {
-					break
-				}
-			}
-			depth = max(depth, d)
+	for r := range p {
+		d := 0
+		for x := r; x > 0; d++ {
+			x = btreeParent(p, x)
 		}
+		depth = max(depth, d)
 	}
 	return depth
 }
 
 // dtreeMaxEdges is the largest number of tree edges (parent and children,
-// over both trees of TreeAllreduce) any rank has on p ranks.
+// over both trees of TreeAllreduce) any rank has on p ranks, in O(p log p)
+// without allocation.
 func dtreeMaxEdges(p int) int {
-	edges := make([]int, p)
-	for t := range 2 {
-		for r := range p {
-			if u := dtreeParent(p, r, t); u >= 0 {
-				edges[r]++
-				edges[u]++
+	var kids [2]int
+	most := 0
+	for r := range p {
+		n := 0
+		for t := range 2 {
+			to, _ := dtreeMap(p, t)
+			v := to(r)
+			if v != 0 {
+				n++
 			}
+			n += len(btreeChildren(p, v, kids[:0]))
 		}
+		most = max(most, n)
 	}
-	return max(0, maxOf(edges))
-}
-
-func maxOf(xs []int) int {
-	m := 0
-	for _, x := range xs {
-		m = max(m, x)
-	}
-	return m
+	return most
 }
 
 // groupBlocks is how many blocks rank 0 exchanges in the rounds at distance

@@ -149,3 +149,42 @@ func TestDoubleBinaryTree(t *testing.T) {
 		}
 	}
 }
+
+// TestDtreeMatchesItsDefinition checks the O(log n) tree helpers against
+// their definition by brute force: a rank's children are the ranks that
+// name it as parent, and the cost table's depth and edge counts follow.
+func TestDtreeMatchesItsDefinition(t *testing.T) {
+	for size := 1; size <= 130; size++ {
+		depth, edges := 0, make([]int, size)
+		for tr := range 2 {
+			for r := range size {
+				var want []int
+				for c := range size {
+					if c != r && dtreeParent(size, c, tr) == r {
+						want = append(want, c)
+					}
+				}
+				parent, children := dtree(size, r, tr)
+				if parent != dtreeParent(size, r, tr) || fmt.Sprint(children) != fmt.Sprint(want) {
+					t.Fatalf("size %d tree %d rank %d: dtree = %d %v, want %d %v", size, tr, r, parent, children, dtreeParent(size, r, tr), want)
+				}
+				d := 0
+				for x := dtreeParent(size, r, tr); x >= 0; x = dtreeParent(size, x, tr) {
+					d++
+				}
+				depth = max(depth, d)
+				if parent >= 0 {
+					edges[r]++
+					edges[parent]++
+				}
+			}
+		}
+		most := 0
+		for _, e := range edges {
+			most = max(most, e)
+		}
+		if dtreeDepth(size) != depth || dtreeMaxEdges(size) != most {
+			t.Fatalf("size %d: depth %d edges %d, want %d %d", size, dtreeDepth(size), dtreeMaxEdges(size), depth, most)
+		}
+	}
+}

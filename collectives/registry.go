@@ -170,6 +170,11 @@ type Algo struct {
 	// Reduced is how many bytes the busiest rank runs through the
 	// reduction kernel (the γ term); nil for none.
 	Reduced func(size int, n float64) float64
+	// NetBytes is how many bytes the busiest host's link carries out on
+	// size ranks placed rph per host (netcost.go), for a call priced at n
+	// bytes; nil where that is no more than Cost's busiest rank (rings and
+	// chains cross each host boundary once).
+	NetBytes func(size, rph int, n float64) float64
 	// Doc is the algorithm's line in the documentation.
 	Doc string
 }
@@ -182,7 +187,8 @@ var algoTable = []Algo{
 			p2, fold, _ := foldCost(p)
 			return float64(p2-1)/float64(p2)*n + float64(fold/2)*n
 		},
-		Doc: "reduce-scatter by recursive halving, then allgather by recursive doubling (any rank count)"},
+		NetBytes: netRabenseifner,
+		Doc:      "reduce-scatter by recursive halving, then allgather by recursive doubling (any rank count)"},
 	{Coll: CollAllreduce, Name: "ring", Schedule: plain(RingAllreduce), Cost: func(p int, n float64) (int, float64) {
 		return 2 * (p - 1), 2 * float64(p-1) / float64(p) * n
 	}, Reduced: func(p int, n float64) float64 { return float64(p-1) / float64(p) * n },
@@ -193,23 +199,24 @@ var algoTable = []Algo{
 	}, Reduced: func(p int, n float64) float64 {
 		_, fold, lg := foldCost(p)
 		return float64(lg+fold/2) * n
-	}, Doc: "exchange the whole buffer with partners at distance 1, 2, 4, ... (small buffers)"},
+	}, NetBytes: netRecursiveDoubling, Doc: "exchange the whole buffer with partners at distance 1, 2, 4, ... (small buffers)"},
 	{Coll: CollAllreduce, Name: "tree", Schedule: plain(TreeAllreduce), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
 		// Up and down the deeper tree; a rank sends and receives half the
 		// buffer per tree edge it has.
 		return 2 * dtreeDepth(p), float64(dtreeMaxEdges(p)) * n / 2
 	}, Reduced: func(p int, n float64) float64 { return n }, // two children's halves at an inner node
-		Doc: "double binary tree, each tree reducing and broadcasting half the buffer, pipelined (as NCCL)"},
+		NetBytes: netTree,
+		Doc:      "double binary tree, each tree reducing and broadcasting half the buffer, pipelined (as NCCL)"},
 
 	{Coll: CollBroadcast, Name: "binomial", Schedule: rooted(BinomialBroadcast), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p), float64(log2Ceil(p)) * n
-	}, Doc: "binomial tree, pipelined"},
+	}, NetBytes: netBinomialBroadcast, Doc: "binomial tree, pipelined"},
 	{Coll: CollBroadcast, Name: "pipeline", Schedule: rooted(PipelineBroadcast), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
 		return p - 1, n
 	}, Doc: "chain from the root, pipelined"},
 	{Coll: CollBroadcast, Name: "scatter-allgather", Schedule: rooted(ScatterAllgatherBroadcast), Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p) + p - 1, 2 * float64(p-1) / float64(p) * n
-	}, Doc: "binomial scatter, then ring allgather (large buffers)"},
+	}, NetBytes: netScatterAllgather, Doc: "binomial scatter, then ring allgather (large buffers)"},
 
 	{Coll: CollReduce, Name: "binomial", Schedule: rooted(BinomialReduce), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p), float64(log2Ceil(p)) * n
@@ -260,7 +267,7 @@ var algoTable = []Algo{
 
 	{Coll: CollAlltoall, Name: "pairwise", Schedule: plain(PairwiseAlltoall), Cost: func(p int, n float64) (int, float64) {
 		return p - 1, float64(p-1) / float64(p) * n
-	}, Doc: "exchange with rank+k, rank-k for k = 1 .. n-1"},
+	}, NetBytes: netPairwise, Doc: "exchange with rank+k, rank-k for k = 1 .. n-1"},
 	{Coll: CollAlltoall, Name: "bruck", Schedule: plain(BruckAlltoall), Cost: func(p int, n float64) (int, float64) {
 		// A message per round, of the slots with bit k set: about
 		// (p/2)*log2(p) blocks, the same on every rank.
@@ -269,7 +276,7 @@ var algoTable = []Algo{
 			blocks += bruckSlots(p, k)
 		}
 		return log2Ceil(p), float64(blocks) / float64(p) * n
-	}, Doc: "Bruck's ceil(log2 n) rounds with local rotations (small blocks)"},
+	}, NetBytes: netBruckAlltoall, Doc: "Bruck's ceil(log2 n) rounds with local rotations (small blocks)"},
 
 	{Coll: CollAlltoallv, Name: "pairwise", Schedule: func(r, n int, a *Args) Schedule {
 		return PairwiseAlltoallv(r, n, a.SendCounts, a.SendDispls, a.RecvCounts, a.RecvDispls, a.ElemSize)

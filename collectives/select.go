@@ -40,10 +40,20 @@ type LinkCost struct {
 
 func (l LinkCost) known() bool { return l.Alpha > 0 || l.Beta > 0 }
 
-// Topology is where a job's ranks are.
+// Topology is where a job's ranks are: Hosts hosts of RanksPerHost ranks
+// each, in rank order (the last may hold fewer), each host's ranks sharing
+// its network link.
 type Topology struct {
 	Size  int // ranks
 	Hosts int // hosts they run on; 0 or 1: all on one host
+}
+
+// RanksPerHost is how many ranks a host holds (the last may hold fewer).
+func (t Topology) RanksPerHost() int {
+	if t.Hosts <= 1 {
+		return max(t.Size, 1)
+	}
+	return (t.Size + t.Hosts - 1) / t.Hosts
 }
 
 // Model is what the selector prices algorithms with.
@@ -76,8 +86,10 @@ type Price struct {
 }
 
 // Time estimates the run time of algorithm a on a call priced at nbytes
-// (CollInfo.Price) on t with model m. It reports false for an algorithm
-// without a cost.
+// (CollInfo.Price) on t with model m: α per step and β per byte of the
+// busiest rank or, on several hosts, of the busiest host's link if that
+// carries more (Algo.NetBytes), plus γ per byte reduced. It reports false
+// for an algorithm without a cost.
 func (a *Algo) Time(nbytes int, t Topology, m Model) (float64, bool) {
 	if a.Cost == nil {
 		return 0, false
@@ -85,7 +97,13 @@ func (a *Algo) Time(nbytes int, t Topology, m Model) (float64, bool) {
 	l := m.link(t)
 	// A pipeline's chunks are no larger than the buffer.
 	chunk := min(m.ChunkBytes, max(nbytes, 1))
-	sec := a.costAt(t.Size, nbytes).Time(l.Alpha, l.Beta, chunk)
+	c := a.costAt(t.Size, nbytes)
+	if t.Hosts > 1 && t.Size > 1 && a.NetBytes != nil {
+		// The hosts' links are shared by their ranks: the busiest one
+		// may carry more than the busiest rank sends.
+		c.Bytes = max(c.Bytes, a.NetBytes(t.Size, t.RanksPerHost(), float64(nbytes)))
+	}
+	sec := c.Time(l.Alpha, l.Beta, chunk)
 	if a.Reduced != nil && t.Size > 1 {
 		sec += a.Reduced(t.Size, float64(nbytes)) * m.Gamma
 	}

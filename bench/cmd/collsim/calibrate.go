@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/goccl/goccl/collectives"
+	"github.com/goccl/goccl/comm"
+)
+
+// calibRecord is one rank's measurement of one size in `collsim
+// calibrate`: the ring allreduce's wall time per call (OSU's way: each call
+// timed alone, a barrier after it) and the CPU time the process spent per
+// call (getrusage, user and system, all threads), and the CPU's reduction
+// and copy speeds measured in process.
+type calibRecord struct {
+	Algo   string  `json:"algorithm"`
+	Rank   int     `json:"rank"`
+	Ranks  int     `json:"ranks"`
+	Bytes  int     `json:"bytes"`
+	Iters  int     `json:"iters"`
+	WallS  float64 `json:"wall_s"`
+	CPUS   float64 `json:"cpu_s"`
+	Gamma  float64 `json:"gamma"`
+	Copy   float64 `json:"copy"`
+	Chunk  int     `json:"chunk_bytes"`
+	Slots  int     `json:"slots"`
+	Inline int     `json:"inline"`
+}
+
+// calibrateCmd runs as a rank of a goccl job (under gorun): for each size
+// it times iters allreduces (ring, or -algorithm) of float32 sums out of
+// place, as OSU's allreduce benchmark calls them, and prints one JSON line
+// per size.
+func calibrateCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("collsim calibrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sizes := fs.String("sizes", "8,64K,1M,4M", "buffer sizes in bytes")
+	iters := fs.Int("i", 40, "timed calls per size")
+	warm := fs.Int("x", 5, "warm-up calls per size")
+	algo := fs.String("algorithm", "ring", "allreduce algorithm")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	ns, err := parseInts(*sizes)
+	if err != nil {
+		return usageError{fmt.Errorf("-sizes: %w", err)}
+	}
+	ctx := context.Background()
+	// A fixed cost model: tuning at Init would only add start-up time.
+	c, err := comm.Init(ctx, comm.Options{Alpha: 20e-6, Beta: 1e-9})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	gamma, copyCost := cpuSpeeds()
+	biggest := slices.Max(ns)
+	send, err := comm.Alloc[float32](c, biggest/4)
+	if err != nil {
+		return err
+	}
+	recv, err := comm.Alloc[float32](c, biggest/4)
+	if err != nil {
+		return err
+	}
+	opt := comm.WithAlgorithm(*algo)
+	for _, n := range ns {
+		count := n / 4
+		if err := c.Barrier(ctx); err != nil {
+			return err
+		}
+		var wall, cpu float64
+		for i := range *warm + *iters {
+			c0 := cpuSeconds()
+			t0 := time.Now()
+			if err := comm.Allreduce(ctx, c, send[:count], recv[:count], comm.Sum, opt); err != nil {
+				return err
+			}
+			d := time.Since(t0).Seconds()
+			dc := cpuSeconds() - c0
+			if err := c.Barrier(ctx); err != nil {
+				return err
+			}
+			if i >= *warm {
+				wall += d
+				cpu += dc
+			}
+		}
+		rec := calibRecord{Algo: *algo, Rank: c.Rank(), Ranks: c.Size(), Bytes: count * 4, Iters: *iters,
+			WallS: wall / float64(*iters), CPUS: cpu / float64(*iters), Gamma: gamma, Copy: copyCost,
+			Chunk: 512 << 10, Slots: 8, Inline: 4096}
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+	}
+	return nil
+}
+
+// cpuSeconds is the user and system CPU time of the process so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// cpuSpeeds measures, in this process, seconds per byte of the reduction
+// kernel (float32 sum) and of a copy, as the executor runs them: a chunk
+// of 512 KiB out of a staging slot into a 16 MiB buffer, at successive
+// offsets. Each is the fastest of five rounds of 32 chunks.
+func cpuSpeeds() (gamma, copyCost float64) {
+	const chunk, span = 512 << 10, 16 << 20
+	slot := make([]byte, chunk)
+	buf := make([]byte, span)
+	best := func(f func(dst []byte)) float64 {
+		b := 1.0
+		for range 5 {
+			t0 := time.Now()
+			for i := range 32 {
+				off := (i * chunk) % span
+				f(buf[off : off+chunk])
+			}
+			b = min(b, time.Since(t0).Seconds()/(32*chunk))
+		}
+		return b
+	}
+	gamma = best(func(dst []byte) { _ = collectives.Reduce(collectives.Float32, collectives.Sum, dst, slot) })
+	copyCost = best(func(dst []byte) { copy(dst, slot) })
+	return gamma, copyCost
+}

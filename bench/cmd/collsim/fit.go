@@ -1,0 +1,437 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/goccl/goccl/collectives"
+	"github.com/goccl/goccl/collectives/simulate"
+)
+
+// The fit of one link class from `collsim calibrate`'s measurements of the
+// ring allreduce on 2 ranks over that class. Every parameter comes from a
+// measurement the calibration repeats:
+//
+//   - gamma and copy: the CPU's reduction and copy speeds, timed in
+//     process (rank 0's);
+//   - overhead (CPU per message at each end) and per_byte (CPU per byte at
+//     each end): the least-squares fit of the CPU time per call at every
+//     size, after the reductions and copies, to the chunks the rank sends
+//     and receives and their bytes;
+//   - alpha so that the simulator reproduces the measured time at the
+//     smallest size; beta (the port) so that it reproduces the larger
+//     sizes best (least squared log error; 0 if the CPU alone explains
+//     them): a fit through the simulator, with the CPU costs above in
+//     place.
+
+// calibSize is one size of a calibration: wall and CPU per call, averaged
+// over the ranks.
+type calibSize struct {
+	bytes     int
+	wall, cpu float64
+}
+
+type calibration struct {
+	algo          string // the allreduce algorithm measured
+	sizes         []calibSize
+	gamma, copy   float64
+	chunk, slots  int
+	inline, ranks int
+}
+
+// readCalibration reads the JSON lines of one `collsim calibrate` run (as
+// gorun tags them: "[r] {...}").
+func readCalibration(path string) (*calibration, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var recs []calibRecord
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if i := strings.Index(line, "{"); i >= 0 {
+			line = line[i:]
+		} else {
+			continue
+		}
+		var r calibRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		recs = append(recs, r)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("%s: no measurements", path)
+	}
+	algo := recs[0].Algo
+	if algo == "" {
+		algo = "ring"
+	}
+	c := &calibration{algo: algo, chunk: recs[0].Chunk, slots: recs[0].Slots, inline: recs[0].Inline, ranks: recs[0].Ranks}
+	by := map[int][]calibRecord{}
+	for _, r := range recs {
+		if r.Rank == 0 {
+			c.gamma, c.copy = r.Gamma, r.Copy
+		}
+		by[r.Bytes] = append(by[r.Bytes], r)
+	}
+	for b, rs := range by {
+		s := calibSize{bytes: b}
+		for _, r := range rs {
+			s.wall += r.WallS / float64(len(rs))
+			s.cpu += r.CPUS / float64(len(rs))
+		}
+		c.sizes = append(c.sizes, s)
+	}
+	slices.SortFunc(c.sizes, func(a, b calibSize) int { return a.bytes - b.bytes })
+	return c, nil
+}
+
+// work is what one rank's CPU does in a call: messages (chunks) put on and
+// taken off the transport, their bytes, bytes reduced and bytes copied.
+type work struct {
+	events             int
+	wire, reduce, copy float64
+}
+
+// rankWork counts rank 0's work in job on p ranks from its compiled plan.
+func rankWork(job simulate.Job, p, chunk int) (work, error) {
+	a, err := collectives.LookupAlgo(job.Coll, job.Algo)
+	if err != nil {
+		return work{}, err
+	}
+	count := job.Bytes / 4
+	if job.Coll.Info().Blocked {
+		count /= p
+	}
+	s := a.Schedule(0, p, &collectives.Args{Count: count, ElemSize: 4, Root: job.Root})
+	pl, err := collectives.Compile(s, chunk)
+	if err != nil {
+		return work{}, err
+	}
+	var w work
+	for _, cp := range pl.PreCopies() {
+		w.copy += float64(cp.Len)
+	}
+	if job.OutOfPlace {
+		w.copy += float64(count * 4)
+	}
+	for i := range pl.NumChunks() {
+		c := pl.Chunk(i)
+		switch c.Kind {
+		case collectives.Send:
+			w.events++
+			w.wire += float64(c.Len)
+		case collectives.Recv, collectives.RecvReduce:
+			w.events++ // taking it off the transport
+			w.wire += float64(c.Len)
+			if c.Kind == collectives.RecvReduce {
+				w.reduce += float64(c.Len)
+			} else {
+				w.copy += float64(c.Len)
+			}
+		case collectives.Copy:
+			w.copy += float64(c.Len)
+		}
+	}
+	return w, nil
+}
+
+// fitClass fits the link class of cal (2 ranks, hosts as given: 1 for the
+// local class, 2 for the net class) into cfg, whose other class (if
+// already fitted) stays as it is. cores is the machine's.
+func fitClass(cfg *config, class collectives.LinkClass, cal *calibration, cores int, log io.Writer) error {
+	if cal.ranks != 2 || len(cal.sizes) < 2 {
+		return fmt.Errorf("calibration on %d ranks at %d sizes: want 2 ranks, 2 sizes or more", cal.ranks, len(cal.sizes))
+	}
+	cfg.Gamma, cfg.Copy = cal.gamma, cal.copy
+	cfg.ChunkBytes, cfg.Slots, cfg.Inline = cal.chunk, cal.slots, cal.inline
+	link := &cfg.Local
+	rph := 2
+	if class == collectives.LinkNet {
+		link, rph = &cfg.Net, 1
+	}
+	*link = simulate.Link{}
+	small := cal.sizes[0]
+	job := func(b int) simulate.Job {
+		return simulate.Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: b, OutOfPlace: true}
+	}
+	works := make([]work, len(cal.sizes))
+	for i, sz := range cal.sizes {
+		w, err := rankWork(job(sz.bytes), 2, cfg.ChunkBytes)
+		if err != nil {
+			return err
+		}
+		works[i] = w
+	}
+	cpuRest := func(w work) float64 { return w.reduce*cfg.Gamma + w.copy*cfg.Copy }
+	link.Overhead, link.PerByte = fitCPU(cal.sizes, works, cpuRest)
+	m := simulate.Machine{Ranks: 2, RanksPerHost: rph, Cores: cores, PoolRanks: 2}
+	timeAt := func(b int) (float64, error) {
+		r, err := simulate.Simulate(job(b), m, cfg.params(), simulate.Options{Method: simulate.Full})
+		return r.MeanSeconds, err
+	}
+	// alpha: the time at the smallest size is linear in it.
+	t0, err := timeAt(small.bytes)
+	if err != nil {
+		return err
+	}
+	link.Alpha = 10e-6
+	t1, err := timeAt(small.bytes)
+	if err != nil {
+		return err
+	}
+	link.Alpha = max(0, (small.wall-t0)/((t1-t0)/10e-6))
+	// beta: the least squared log error over the larger sizes.
+	miss := func(beta float64) (float64, error) {
+		link.Beta = beta
+		sum := 0.0
+		for _, sz := range cal.sizes[1:] {
+			t, err := timeAt(sz.bytes)
+			if err != nil {
+				return 0, err
+			}
+			d := math.Log(t / sz.wall)
+			sum += d * d
+		}
+		return sum, nil
+	}
+	if link.Beta, err = minimizeBeta(miss); err != nil {
+		return err
+	}
+	if log != nil {
+		fmt.Fprintf(log, "# %s link: fitted alpha %.2f us, port %s, overhead %.2f us/message, CPU %.3f ns/B per end; from:\n",
+			class, link.Alpha*1e6, rate(link.Beta), link.Overhead*1e6, link.PerByte*1e9)
+		for _, s := range cal.sizes {
+			pred, err := timeAt(s.bytes)
+			if err != nil {
+				return err
+			}
+			w, err := rankWork(job(s.bytes), 2, cfg.ChunkBytes)
+			if err != nil {
+				return err
+			}
+			cpu := cpuRest(w) + float64(w.events)*link.Overhead + w.wire*link.PerByte
+			fmt.Fprintf(log, "#   %8s: wall %10s (model %10s), CPU %10s (model %10s)\n",
+				sizeLabel(s.bytes), seconds(s.wall), seconds(pred), seconds(s.cpu), seconds(cpu))
+		}
+	}
+	return nil
+}
+
+// fitOversub fits the costs of ranks sharing cores (simulate.Oversub)
+// from calibrations of ranks on one host, more than the machine's cores:
+// ring (the ring allreduce) and, if not nil, rd (recursive doubling), at
+// the same rank count. Switch is the ring's CPU time per message end beyond
+// the local class's overhead (fitted on 2 ranks, where every rank has a
+// core); Gap (core time lost per task) and Latency (per message) make the
+// simulator reproduce the two times best (least squared log error): the
+// ring's, which the cores bound more, and recursive doubling's, which
+// waits on its partners more. The local class must be fitted first.
+func fitOversub(cfg *config, ring, rd *calibration, cores int, log io.Writer) (simulate.Oversub, error) {
+	if ring.ranks <= cores || (rd != nil && rd.ranks != ring.ranks) {
+		return simulate.Oversub{}, fmt.Errorf("oversubscribed calibration on %d ranks: want more than the %d cores, the same for both algorithms", ring.ranks, cores)
+	}
+	jobOf := func(c *calibration) simulate.Job {
+		return simulate.Job{Coll: collectives.CollAllreduce, Algo: c.algo, Bytes: c.sizes[0].bytes, OutOfPlace: true}
+	}
+	w, err := rankWork(jobOf(ring), ring.ranks, cfg.ChunkBytes)
+	if err != nil {
+		return simulate.Oversub{}, err
+	}
+	small := ring.sizes[0]
+	rest := w.reduce*cfg.Gamma + w.copy*cfg.Copy + float64(w.events)*cfg.Local.Overhead + w.wire*cfg.Local.PerByte
+	o := simulate.Oversub{RanksPerCore: float64(ring.ranks) / float64(cores), Switch: max(0, (small.cpu-rest)/float64(w.events))}
+	m := simulate.Machine{Ranks: ring.ranks, Cores: cores, PoolRanks: ring.ranks}
+	one := *cfg
+	miss := func(c *calibration) (float64, error) {
+		one.Oversub = []simulate.Oversub{o}
+		r, err := simulate.Simulate(jobOf(c), m, one.params(), simulate.Options{Method: simulate.Full})
+		return r.MeanSeconds - c.sizes[0].wall, err
+	}
+	if rd == nil {
+		// The ring alone: the gap that reproduces it.
+		if o.Gap, err = solve(func(x float64) (float64, error) { o.Gap = x; return miss(ring) }); err != nil {
+			return o, err
+		}
+	} else {
+		// Both: the gap and latency with the least squared log error over
+		// the two, on a logarithmic grid (0, then 0.1 us to 100 us of gap,
+		// 1 us to 3 ms of latency), refined once around the best.
+		logMiss := func(g, l float64) (float64, error) {
+			o.Gap, o.Latency = g, l
+			sum := 0.0
+			for _, c := range []*calibration{ring, rd} {
+				d, err := miss(c)
+				if err != nil {
+					return 0, err
+				}
+				r := math.Log((c.sizes[0].wall + d) / c.sizes[0].wall)
+				sum += r * r
+			}
+			return sum, nil
+		}
+		grid := func(lo, hi float64, n int) []float64 {
+			out := []float64{0}
+			for i := range n + 1 {
+				out = append(out, lo*math.Pow(hi/lo, float64(i)/float64(n)))
+			}
+			return out
+		}
+		best, bg, bl := math.Inf(1), 0.0, 0.0
+		search := func(gs, ls []float64) error {
+			for _, g := range gs {
+				for _, l := range ls {
+					m, err := logMiss(g, l)
+					if err != nil {
+						return err
+					}
+					if m < best {
+						best, bg, bl = m, g, l
+					}
+				}
+			}
+			return nil
+		}
+		if err := search(grid(0.1e-6, 100e-6, 15), grid(1e-6, 3e-3, 20)); err != nil {
+			return o, err
+		}
+		around := func(x, step float64) []float64 {
+			if x == 0 {
+				return []float64{0}
+			}
+			var out []float64
+			for i := -4; i <= 4; i++ {
+				out = append(out, x*math.Pow(step, float64(i)/4))
+			}
+			return out
+		}
+		if err := search(around(bg, math.Pow(1000, 1.0/15)), around(bl, math.Pow(3000, 1.0/20))); err != nil {
+			return o, err
+		}
+		o.Gap, o.Latency = bg, bl
+	}
+	if log != nil {
+		fmt.Fprintf(log, "# %d ranks on %d cores: %s %s wall %s, CPU %s", ring.ranks, cores, ring.algo, sizeLabel(small.bytes), seconds(small.wall), seconds(small.cpu))
+		if rd != nil {
+			fmt.Fprintf(log, "; %s %s wall %s", rd.algo, sizeLabel(rd.sizes[0].bytes), seconds(rd.sizes[0].wall))
+		}
+		fmt.Fprintf(log, "; fitted %.2f us more CPU per message end, %.2f us lost per task, %.2f us more latency per message\n",
+			o.Switch*1e6, o.Gap*1e6, o.Latency*1e6)
+	}
+	return o, nil
+}
+
+// solve finds x >= 0 where f, growing with x, is zero (0 if f(0) >= 0),
+// by secant steps from 0 and 10e-6.
+func solve(f func(float64) (float64, error)) (float64, error) {
+	x0, x1 := 0.0, 10e-6
+	f0, err := f(x0)
+	if err != nil || f0 >= 0 {
+		return 0, err
+	}
+	for range 8 {
+		f1, err := f(x1)
+		if err != nil {
+			return 0, err
+		}
+		if f1 == f0 || math.Abs(f1) < 1e-9 {
+			break
+		}
+		x0, x1, f0 = x1, max(0, x1-f1*(x1-x0)/(f1-f0)), f1
+	}
+	return x1, nil
+}
+
+// fitCPU fits the CPU per message (o) and per byte (w) at each end to the
+// measured CPU time per call at every size, after the reductions and
+// copies (rest): least squares of the relative error, o and w not
+// negative.
+func fitCPU(sizes []calibSize, works []work, rest func(work) float64) (o, w float64) {
+	// Rows: events/cpu * o + wire/cpu * w = (cpu - rest)/cpu.
+	var saa, sab, sbb, say, sby float64
+	for i, sz := range sizes {
+		if sz.cpu <= 0 {
+			continue
+		}
+		a, b := float64(works[i].events)/sz.cpu, works[i].wire/sz.cpu
+		y := (sz.cpu - rest(works[i])) / sz.cpu
+		saa, sab, sbb, say, sby = saa+a*a, sab+a*b, sbb+b*b, say+a*y, sby+b*y
+	}
+	if det := saa*sbb - sab*sab; det > 0 {
+		o, w = (say*sbb-sby*sab)/det, (sby*saa-say*sab)/det
+	}
+	switch {
+	case o < 0 && sbb > 0:
+		o, w = 0, max(0, sby/sbb)
+	case w < 0 && saa > 0:
+		o, w = max(0, say/saa), 0
+	}
+	return max(o, 0), max(w, 0)
+}
+
+// minimizeBeta finds the port's seconds per byte that minimises miss: 0,
+// or the best of a logarithmic grid from 1e-12 to 1e-7 (10 TB/s to 10
+// MB/s) refined by golden-section search around it.
+func minimizeBeta(miss func(float64) (float64, error)) (float64, error) {
+	m0, err := miss(0)
+	if err != nil {
+		return 0, err
+	}
+	best, bestMiss := 0.0, m0
+	const lo, hi, steps = -12.0, -7.0, 50
+	bestI := -1
+	for i := range steps + 1 {
+		b := math.Pow(10, lo+(hi-lo)*float64(i)/steps)
+		m, err := miss(b)
+		if err != nil {
+			return 0, err
+		}
+		if m < bestMiss {
+			best, bestMiss, bestI = b, m, i
+		}
+	}
+	if bestI < 0 {
+		return 0, nil
+	}
+	// Golden section between the grid neighbours, in log space.
+	a := lo + (hi-lo)*float64(max(bestI-1, 0))/steps
+	c := lo + (hi-lo)*float64(min(bestI+1, steps))/steps
+	g := (math.Sqrt(5) - 1) / 2
+	for range 30 {
+		x1, x2 := c-g*(c-a), a+g*(c-a)
+		m1, err := miss(math.Pow(10, x1))
+		if err != nil {
+			return 0, err
+		}
+		m2, err := miss(math.Pow(10, x2))
+		if err != nil {
+			return 0, err
+		}
+		if m1 < m2 {
+			c = x2
+		} else {
+			a = x1
+		}
+	}
+	b := math.Pow(10, (a+c)/2)
+	m, err := miss(b)
+	if err != nil {
+		return 0, err
+	}
+	if m <= bestMiss {
+		best = b
+	}
+	return best, nil
+}

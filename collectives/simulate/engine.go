@@ -1,0 +1,494 @@
+package simulate
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/goccl/goccl/collectives"
+)
+
+// The engine is a discrete-event simulation of the executor (see
+// collectives.Executor) on every simulated rank at once. Per rank it keeps
+// what the executor keeps: each chunk's count of unfinished dependencies,
+// per peer the next send and the next receive in program order, per link
+// the credits (free staging slots at the receiver) and the chunks arrived
+// in staging and not yet consumed. A send leaves when its dependencies are
+// done and its link has a credit; a receive is consumed when its chunk has
+// arrived and its dependencies are done; consuming returns the credit.
+//
+// Time is spent in three kinds of resources:
+//
+//   - threads: each rank has an executor thread (consuming chunks: the
+//     reduction or copy out of staging; local copies), a sending thread
+//     (putting each posted message on the wire: Overhead + bytes x PerByte)
+//     and a receiving thread (taking each arrived message off the
+//     transport, the same). The executor decides at once what to post; a
+//     thread runs one task at a time, in order.
+//   - cores: the threads of a CPU pool share its cores; a thread with work
+//     waits for a free core, and gives it up after each task (round robin,
+//     close to the kernel's fair sharing at the grain of one chunk).
+//   - ports: every message passes its sender's output port and its
+//     receiver's input port (a host's NIC for LinkNet, the rank's own for
+//     LinkLocal), first come first served, at Beta seconds per byte, then
+//     Alpha of latency.
+//
+// A send chunk is done when posted if it is at most Params.Inline bytes
+// (the transport copied it), else when the receiver's acknowledgement
+// arrives, Alpha after it took the message off the transport.
+type engine struct {
+	par     *Params
+	over    Oversub // the costs at the pools' ranks per core
+	now     float64
+	heap    []event
+	seq     uint64
+	events  int
+	limit   int
+	ranks   []rstate
+	links   []link
+	threads []thread
+	pools   []pool
+	ports   []port
+	imm     []int32 // threads whose current task costs nothing: done now
+	immHead int
+}
+
+type rstate struct {
+	plan     *rankPlan
+	left     []int32 // per chunk: dependencies not yet done
+	sendHead []int32 // per entry
+	recvHead []int32
+	done     int
+	finish   float64
+}
+
+type link struct {
+	from, to           int32 // simulated ranks
+	fromEntry, toEntry int32
+	class              collectives.LinkClass
+	credits            int32
+	arrived            int32 // in staging, not consumed
+	out, in            int32 // ports
+}
+
+type port struct {
+	free  float64
+	bytes float64
+	net   bool
+	owner int32 // host (net) or rank (local)
+	dir   int8  // 0 out, 1 in
+}
+
+type taskKind uint8
+
+const (
+	tStart   taskKind = iota // the rank's Pre copies are done: start
+	tPost                    // post send chunk to link
+	tRead                    // take a message of link off the transport (chunk: the sender's)
+	tConsume                 // consume receive chunk of link
+	tCopy                    // a Copy chunk
+)
+
+type task struct {
+	kind  taskKind
+	link  int32
+	chunk int32
+	len   int32
+	cost  float64
+}
+
+// A rank's threads: the executor's, and the transport's sending and
+// receiving sides (TCP's writer and reader goroutines and the kernel's
+// work for them; an RDMA adapter's queues cost them nothing but the
+// overheads).
+const threadsPerRank = 3
+
+func execThread(r int32) int32 { return threadsPerRank * r }
+func sendThread(r int32) int32 { return threadsPerRank*r + 1 }
+func recvThread(r int32) int32 { return threadsPerRank*r + 2 }
+
+type thread struct {
+	q    []task
+	head int
+	busy bool // running a task or waiting for a core
+	pool int32
+	rank int32
+}
+
+type pool struct {
+	free int
+	wait []int32
+	head int
+}
+
+type evKind uint8
+
+const (
+	evDone   evKind = iota // thread a's current task ends
+	evArrive               // a message of link a arrives: sender's chunk b, c bytes
+	evCredit               // a credit of link a arrives at its sender
+	evAck                  // rank a's send chunk b is acknowledged
+)
+
+type event struct {
+	t       float64
+	seq     uint64
+	kind    evKind
+	a, b, c int32
+}
+
+// errBudget is returned when a simulation would exceed its event budget.
+var errBudget = errors.New("event budget exceeded")
+
+// newEngine prepares plans (one per simulated rank, in world wd) on
+// machine m.
+func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) (*engine, error) {
+	links, err := wd.links(plans)
+	if err != nil {
+		return nil, err
+	}
+	n := len(plans)
+	e := &engine{par: par, limit: limit, links: links, ranks: make([]rstate, n), threads: make([]thread, threadsPerRank*n)}
+	poolRanks := m.poolRanks()
+	if m.Cores == 0 {
+		poolRanks = 1
+	} else if poolRanks > m.Cores {
+		e.over = par.oversub(float64(poolRanks) / float64(m.Cores))
+	}
+	e.pools = make([]pool, (n+poolRanks-1)/poolRanks)
+	for i := range e.pools {
+		e.pools[i].free = m.Cores
+		if m.Cores == 0 {
+			e.pools[i].free = threadsPerRank // a rank's threads run at once
+		}
+	}
+	for r := range n {
+		for k := range threadsPerRank {
+			e.threads[threadsPerRank*r+k] = thread{pool: int32(r / poolRanks), rank: int32(r)}
+		}
+	}
+	// Ports: per rank a local pair, per host a NIC pair.
+	hosts := (n + wd.rph - 1) / wd.rph
+	e.ports = make([]port, 2*n+2*hosts)
+	for r := range n {
+		e.ports[2*r] = port{owner: int32(r), dir: 0}
+		e.ports[2*r+1] = port{owner: int32(r), dir: 1}
+	}
+	for h := range hosts {
+		e.ports[2*n+2*h] = port{net: true, owner: int32(h), dir: 0}
+		e.ports[2*n+2*h+1] = port{net: true, owner: int32(h), dir: 1}
+	}
+	for i := range e.links {
+		l := &e.links[i]
+		l.credits = int32(par.Slots)
+		if l.class == collectives.LinkNet {
+			l.out, l.in = int32(2*n+2*(int(l.from)/wd.rph)), int32(2*n+2*(int(l.to)/wd.rph)+1)
+		} else {
+			l.out, l.in = 2*l.from, 2*l.to+1
+		}
+	}
+	for r, rp := range plans {
+		st := &e.ranks[r]
+		st.plan = rp
+		st.left = make([]int32, len(rp.chunks))
+		for i := range rp.chunks {
+			st.left[i] = rp.chunks[i].nDeps
+		}
+		st.sendHead = make([]int32, len(rp.entries))
+		st.recvHead = make([]int32, len(rp.entries))
+	}
+	return e, nil
+}
+
+// run simulates until every rank is done.
+func (e *engine) run() error {
+	for r := range e.ranks {
+		st := &e.ranks[r]
+		if st.plan.pre > 0 {
+			e.addTask(execThread(int32(r)), task{kind: tStart, cost: float64(st.plan.pre) * e.par.Copy})
+		} else {
+			e.start(int32(r))
+		}
+	}
+	for {
+		for e.immHead < len(e.imm) {
+			th := e.imm[e.immHead]
+			e.immHead++
+			e.taskDone(th)
+		}
+		e.imm, e.immHead = e.imm[:0], 0
+		if len(e.heap) == 0 {
+			break
+		}
+		ev := e.pop()
+		e.now = ev.t
+		e.events++
+		if e.events > e.limit {
+			return errBudget
+		}
+		switch ev.kind {
+		case evDone:
+			e.taskDone(ev.a)
+		case evArrive:
+			l := &e.links[ev.a]
+			cost := e.par.Links[l.class].Overhead + e.over.Switch + float64(ev.c)*e.par.Links[l.class].PerByte
+			e.addTask(recvThread(l.to), task{kind: tRead, link: ev.a, chunk: ev.b, len: ev.c, cost: cost})
+		case evCredit:
+			l := &e.links[ev.a]
+			l.credits++
+			e.tryPost(l.from, l.fromEntry)
+		case evAck:
+			e.finish(ev.a, ev.b)
+		}
+	}
+	for r := range e.ranks {
+		st := &e.ranks[r]
+		if st.done < len(st.plan.chunks) {
+			return fmt.Errorf("simulate: deadlock: rank %d finished %d of %d chunks (%s)", r, st.done, len(st.plan.chunks), e.pending(r))
+		}
+	}
+	return nil
+}
+
+// pending says what rank r waits for, for a deadlock error.
+func (e *engine) pending(r int) string {
+	st := &e.ranks[r]
+	for k, en := range st.plan.entries {
+		if int(st.sendHead[k]) < len(en.sends) || int(st.recvHead[k]) < len(en.recvs) {
+			return fmt.Sprintf("peer %d: sent %d/%d, received %d/%d", en.peer, st.sendHead[k], len(en.sends), st.recvHead[k], len(en.recvs))
+		}
+	}
+	return "local copies"
+}
+
+func (e *engine) start(r int32) {
+	st := &e.ranks[r]
+	rp := st.plan
+	if len(rp.chunks) == 0 {
+		st.finish = e.now
+		return
+	}
+	for k, en := range rp.entries {
+		if len(en.sends) > 0 {
+			e.tryPost(r, int32(k))
+		}
+		if len(en.recvs) > 0 {
+			e.tryConsume(r, int32(k))
+		}
+	}
+	for _, c := range rp.copies {
+		if rp.chunks[c].nDeps == 0 {
+			e.addTask(execThread(r), task{kind: tCopy, chunk: c, cost: float64(rp.chunks[c].len) * e.par.Copy})
+		}
+	}
+}
+
+// tryPost queues the posts of rank r's ready sends to entry k, in order,
+// while the link has credits.
+func (e *engine) tryPost(r, k int32) {
+	st := &e.ranks[r]
+	en := &st.plan.entries[k]
+	l := &e.links[en.sendLink]
+	lc := &e.par.Links[l.class]
+	for int(st.sendHead[k]) < len(en.sends) && l.credits > 0 {
+		c := en.sends[st.sendHead[k]]
+		if st.left[c] > 0 {
+			return
+		}
+		l.credits--
+		st.sendHead[k]++
+		n := st.plan.chunks[c].len
+		e.addTask(sendThread(r), task{kind: tPost, link: en.sendLink, chunk: c, len: n, cost: lc.Overhead + e.over.Switch + float64(n)*lc.PerByte})
+	}
+}
+
+// tryConsume queues the consumption of rank r's arrived receives from
+// entry k, in order, while their dependencies are done.
+func (e *engine) tryConsume(r, k int32) {
+	st := &e.ranks[r]
+	en := &st.plan.entries[k]
+	l := &e.links[en.recvLk]
+	for int(st.recvHead[k]) < len(en.recvs) && l.arrived > 0 {
+		c := en.recvs[st.recvHead[k]]
+		if st.left[c] > 0 {
+			return
+		}
+		l.arrived--
+		st.recvHead[k]++
+		ch := &st.plan.chunks[c]
+		per := e.par.Copy
+		if ch.kind == collectives.RecvReduce {
+			per = e.par.Gamma
+		}
+		e.addTask(execThread(r), task{kind: tConsume, link: en.recvLk, chunk: c, len: ch.len, cost: float64(ch.len) * per})
+	}
+}
+
+// finish marks rank r's chunk c done and releases what waits for it.
+func (e *engine) finish(r, c int32) {
+	st := &e.ranks[r]
+	rp := st.plan
+	st.done++
+	ch := &rp.chunks[c]
+	for _, o := range rp.outs[ch.outStart : ch.outStart+ch.nOut] {
+		st.left[o]--
+		if st.left[o] > 0 {
+			continue
+		}
+		oc := &rp.chunks[o]
+		switch oc.kind {
+		case collectives.Copy:
+			e.addTask(execThread(r), task{kind: tCopy, chunk: o, cost: float64(oc.len) * e.par.Copy})
+		case collectives.Send:
+			e.tryPost(r, oc.entry)
+		default:
+			e.tryConsume(r, oc.entry)
+		}
+	}
+	if st.done == len(rp.chunks) {
+		st.finish = e.now
+	}
+}
+
+// addTask queues t on thread th.
+func (e *engine) addTask(th int32, t task) {
+	x := &e.threads[th]
+	x.q = append(x.q, t)
+	if !x.busy {
+		x.busy = true
+		p := &e.pools[x.pool]
+		p.wait = append(p.wait, th)
+		e.dispatch(x.pool)
+	}
+}
+
+// dispatch starts waiting threads of pool pi on its free cores.
+func (e *engine) dispatch(pi int32) {
+	p := &e.pools[pi]
+	for p.free > 0 && p.head < len(p.wait) {
+		th := p.wait[p.head]
+		p.head++
+		if p.head == len(p.wait) {
+			p.wait, p.head = p.wait[:0], 0
+		}
+		p.free--
+		x := &e.threads[th]
+		if cost := x.q[x.head].cost + e.over.Gap; cost > 0 {
+			e.push(event{t: e.now + cost, kind: evDone, a: th})
+		} else {
+			e.imm = append(e.imm, th)
+		}
+	}
+}
+
+// taskDone ends thread th's current task: the core goes back to the pool,
+// the task takes effect, and the thread queues again if it has more.
+func (e *engine) taskDone(th int32) {
+	x := &e.threads[th]
+	t := x.q[x.head]
+	x.head++
+	if x.head == len(x.q) {
+		x.q, x.head = x.q[:0], 0
+	}
+	e.pools[x.pool].free++
+	e.apply(x.rank, t)
+	x = &e.threads[th]
+	p := &e.pools[x.pool]
+	if x.head < len(x.q) {
+		p.wait = append(p.wait, th)
+	} else {
+		x.busy = false
+	}
+	e.dispatch(x.pool)
+}
+
+func (e *engine) apply(r int32, t task) {
+	switch t.kind {
+	case tStart:
+		e.start(r)
+	case tPost:
+		l := &e.links[t.link]
+		lc := &e.par.Links[l.class]
+		arrive := e.transmit(l, float64(t.len), lc)
+		e.push(event{t: arrive, kind: evArrive, a: t.link, b: t.chunk, c: t.len})
+		if int(t.len) <= e.par.Inline {
+			e.finish(r, t.chunk)
+		}
+	case tRead:
+		l := &e.links[t.link]
+		l.arrived++
+		if int(t.len) > e.par.Inline {
+			e.push(event{t: e.now + e.par.Links[l.class].Alpha + e.over.Latency, kind: evAck, a: l.from, b: t.chunk})
+		}
+		e.tryConsume(l.to, l.toEntry)
+	case tConsume:
+		l := &e.links[t.link]
+		e.finish(r, t.chunk)
+		e.push(event{t: e.now + e.par.Links[l.class].Alpha + e.over.Latency, kind: evCredit, a: t.link})
+	case tCopy:
+		e.finish(r, t.chunk)
+	}
+}
+
+// transmit passes n bytes through l's ports from now and returns when they
+// arrive.
+func (e *engine) transmit(l *link, n float64, lc *Link) float64 {
+	out, in := &e.ports[l.out], &e.ports[l.in]
+	d := n * lc.Beta
+	s1 := max(e.now, out.free)
+	out.free = s1 + d
+	s2 := max(s1, in.free)
+	in.free = s2 + d
+	out.bytes += n
+	in.bytes += n
+	return s2 + d + lc.Alpha + e.over.Latency
+}
+
+// push and pop keep the event heap, ordered by time then insertion.
+func (e *engine) push(ev event) {
+	e.seq++
+	ev.seq = e.seq
+	h := append(e.heap, ev)
+	i := len(h) - 1
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !less(&h[i], &h[parent]) {
+			break
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+	e.heap = h
+}
+
+func (e *engine) pop() event {
+	h := e.heap
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(h) && less(&h[r], &h[l]) {
+			m = r
+		}
+		if !less(&h[m], &h[i]) {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	e.heap = h
+	return top
+}
+
+func less(a, b *event) bool {
+	if a.t != b.t {
+		return a.t < b.t
+	}
+	return a.seq < b.seq
+}

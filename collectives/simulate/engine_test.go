@@ -1,0 +1,149 @@
+package simulate
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goccl/goccl/collectives"
+)
+
+// Hand-computed cases. Times are in arbitrary units; bytes are small.
+
+// units is a model with every cost zero but the executor's settings.
+func units(chunk, slots, inline int) Params {
+	return Params{ChunkBytes: chunk, Slots: slots, Inline: inline}
+}
+
+func run(t *testing.T, job Job, m Machine, par Params, method Method) Result {
+	t.Helper()
+	r, err := Simulate(job, m, par, Options{Method: method})
+	require.NoError(t, err)
+	return r
+}
+
+func TestOneMessage(t *testing.T) {
+	// Broadcast of 8 bytes on 2 ranks: rank 0 sends one chunk to rank 1.
+	par := units(1024, 8, 0)
+	par.Links[collectives.LinkLocal] = Link{Alpha: 10, Beta: 1, Overhead: 2, PerByte: 0.5}
+	par.Copy = 0.25
+	r := run(t, Job{Coll: collectives.CollBroadcast, Algo: "pipeline", Bytes: 8}, Machine{Ranks: 2}, par, Full)
+	// Post (the sending thread): o + 8ω = 6. Both ports at once
+	// (cut-through): 8β = 8, then α: arrives at 24. Read (the receiving
+	// thread): o + 8ω = 6, at 30. Consume (the executor): 8κ = 2: rank 1
+	// done at 32. The acknowledgement reaches rank 0 α after the read: 40.
+	require.InDelta(t, 40, r.Seconds, 1e-12)
+	require.InDelta(t, 36, r.MeanSeconds, 1e-12)
+	require.Equal(t, 8.0, r.BusiestBytes)
+	require.False(t, r.Busiest.Net)
+
+	// Inline: the send is done when posted (at 6).
+	par.Inline = 8
+	r = run(t, Job{Coll: collectives.CollBroadcast, Algo: "pipeline", Bytes: 8}, Machine{Ranks: 2}, par, Full)
+	require.InDelta(t, 32, r.Seconds, 1e-12)
+	require.InDelta(t, 19, r.MeanSeconds, 1e-12)
+}
+
+func TestChainPipelines(t *testing.T) {
+	// A chain of 3 ranks moving 3 chunks of 8 bytes, β = 1, α = 1: the
+	// last chunk reaches the end after (p-1)(cβ+α) + (k-1)cβ = 18 + 16.
+	par := units(8, 8, 1<<20)
+	par.Links[collectives.LinkLocal] = Link{Alpha: 1, Beta: 1}
+	r := run(t, Job{Coll: collectives.CollBroadcast, Algo: "pipeline", Bytes: 24}, Machine{Ranks: 3}, par, Full)
+	require.InDelta(t, 34, r.Seconds, 1e-12)
+	// Rank 0 is done when its last (inline) post leaves at 0, rank 1 when
+	// it forwards the last chunk at 25.
+	require.InDelta(t, (0+25+34)/3.0, r.MeanSeconds, 1e-12)
+}
+
+func TestRingOfThree(t *testing.T) {
+	// Ring allreduce of 12 bytes on 3 ranks: 2(p-1) = 4 dependent steps of
+	// a 4-byte segment each, α + 4β each.
+	par := units(1024, 8, 1<<20)
+	par.Links[collectives.LinkLocal] = Link{Alpha: 1, Beta: 1}
+	r := run(t, Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: 12}, Machine{Ranks: 3}, par, Full)
+	require.InDelta(t, 20, r.Seconds, 1e-12)
+	require.InDelta(t, 20, r.MeanSeconds, 1e-12)
+	// Each rank's ports carry its 4 segments of 4 bytes.
+	require.Equal(t, 16.0, r.BusiestBytes)
+}
+
+func TestCreditStallsWithOneSlot(t *testing.T) {
+	// 3 chunks from rank 0 to rank 1, α = 1, nothing else costs. With one
+	// slot each chunk waits for the credit of the one before: it arrives
+	// at 1, its credit is back at 2, the next leaves then: (2k-1)α = 5.
+	par := units(8, 1, 1<<20)
+	par.Links[collectives.LinkLocal] = Link{Alpha: 1}
+	job := Job{Coll: collectives.CollBroadcast, Algo: "pipeline", Bytes: 24}
+	require.InDelta(t, 5, run(t, job, Machine{Ranks: 2}, par, Full).Seconds, 1e-12)
+	par.Slots = 8 // all three in flight at once
+	require.InDelta(t, 1, run(t, job, Machine{Ranks: 2}, par, Full).Seconds, 1e-12)
+}
+
+func TestNICContention(t *testing.T) {
+	// Pairwise all-to-all of 4 blocks of 16 bytes on 4 ranks. Local links
+	// cost nothing; a NIC moves a byte per unit, α = 3.
+	par := units(1024, 8, 1<<20)
+	par.Links[collectives.LinkNet] = Link{Alpha: 3, Beta: 1}
+	job := Job{Coll: collectives.CollAlltoall, Algo: "pairwise", Bytes: 4 * 16}
+	// One rank per host: each NIC sends 3 blocks: 48 + α.
+	r := run(t, job, Machine{Ranks: 4, RanksPerHost: 1}, par, Full)
+	require.InDelta(t, 51, r.Seconds, 1e-12)
+	require.Equal(t, 48.0, r.BusiestBytes)
+	require.True(t, r.Busiest.Net)
+	// Two ranks per host share the NIC: each host sends 2 ranks x 2 blocks
+	// across: 64 + α.
+	r = run(t, job, Machine{Ranks: 4, RanksPerHost: 2}, par, Full)
+	require.InDelta(t, 67, r.Seconds, 1e-12)
+	require.Equal(t, 64.0, r.BusiestBytes)
+	require.Equal(t, 2*64.0, r.NetBytes)
+}
+
+func TestCoresAreShared(t *testing.T) {
+	// Ring allreduce of 8 bytes on 2 ranks: each rank reduces one 4-byte
+	// segment at γ = 1 (4 units); nothing else costs. On a core each the
+	// reductions overlap; on one shared core they take turns.
+	par := units(1024, 8, 1<<20)
+	par.Gamma = 1
+	job := Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: 8}
+	require.InDelta(t, 4, run(t, job, Machine{Ranks: 2}, par, Full).Seconds, 1e-12)
+	require.InDelta(t, 8, run(t, job, Machine{Ranks: 2, Cores: 1, PoolRanks: 2}, par, Full).Seconds, 1e-12)
+	require.InDelta(t, 4, run(t, job, Machine{Ranks: 2, Cores: 2, PoolRanks: 2}, par, Full).Seconds, 1e-12)
+}
+
+func TestBadInputs(t *testing.T) {
+	par := units(1024, 8, 0)
+	_, err := Simulate(Job{Coll: collectives.CollAllreduce, Algo: "nope", Bytes: 8}, Machine{Ranks: 2}, par, Options{})
+	require.ErrorContains(t, err, "nope")
+	_, err = Simulate(Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: 8}, Machine{Ranks: 0}, par, Options{})
+	require.Error(t, err)
+	_, err = Simulate(Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: 8}, Machine{Ranks: 2}, units(0, 8, 0), Options{})
+	require.Error(t, err)
+	_, err = Simulate(Job{Coll: collectives.CollBroadcast, Algo: "binomial", Bytes: 8, Root: 5}, Machine{Ranks: 2}, par, Options{})
+	require.ErrorContains(t, err, "root")
+	_, err = Simulate(Job{Coll: collectives.CollBroadcast, Algo: "binomial", Bytes: 8}, Machine{Ranks: 4}, par, Options{Method: Periodic})
+	require.ErrorContains(t, err, "not periodic")
+}
+
+func TestSwitchOnlyWhenOversubscribed(t *testing.T) {
+	// One message of 8 bytes, o = 1, Switch = 5, SwitchGap = 100: a pool
+	// of 2 ranks on 2 cores pays o at each end (2); on 1 core it pays o +
+	// Switch + SwitchGap at each end and the gap for the consumption too
+	// (312).
+	par := units(1024, 8, 1<<20)
+	par.Links[collectives.LinkLocal] = Link{Overhead: 1}
+	par.Oversubscribed = []Oversub{{RanksPerCore: 2, Switch: 5, Gap: 100}, {RanksPerCore: 4, Switch: 15, Gap: 300}}
+	job := Job{Coll: collectives.CollBroadcast, Algo: "pipeline", Bytes: 8}
+	require.InDelta(t, 2, run(t, job, Machine{Ranks: 2, Cores: 2, PoolRanks: 2}, par, Full).Seconds, 1e-12)
+	require.InDelta(t, 312, run(t, job, Machine{Ranks: 2, Cores: 1, PoolRanks: 2}, par, Full).Seconds, 1e-12)
+	// Latency adds to the message's way (and, here, to nothing else).
+	par.Oversubscribed[0].Latency = 1000
+	require.InDelta(t, 1312, run(t, job, Machine{Ranks: 2, Cores: 1, PoolRanks: 2}, par, Full).Seconds, 1e-12)
+	par.Oversubscribed[0].Latency = 0
+	// 3 ranks per core (the pool's third rank belongs to another job):
+	// halfway, Switch 10 and Gap 200: 2*(1+10) + 3*200.
+	require.InDelta(t, 622, run(t, job, Machine{Ranks: 2, Cores: 1, PoolRanks: 3}, par, Full).Seconds, 1e-12)
+	// Beyond the last entry, the last entry's.
+	require.InDelta(t, 2*(1+15)+3*300, run(t, job, Machine{Ranks: 2, Cores: 1, PoolRanks: 8}, par, Full).Seconds, 1e-12)
+	require.InDelta(t, 2, run(t, job, Machine{Ranks: 2}, par, Full).Seconds, 1e-12)
+}

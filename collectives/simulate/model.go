@@ -1,0 +1,191 @@
+package simulate
+
+import (
+	"fmt"
+
+	"github.com/goccl/goccl/collectives"
+)
+
+// Machine is where a job's ranks run: hosts of RanksPerHost ranks each
+// (rank r on host r/RanksPerHost; the last host may hold fewer), and the
+// cores their CPU work shares.
+type Machine struct {
+	Ranks        int
+	RanksPerHost int // 0: every rank on one host
+	// Cores is how many cores the ranks of one CPU pool share; 0: every
+	// rank has a core of its own (no CPU contention between ranks).
+	Cores int
+	// PoolRanks is how many consecutive ranks share a pool of Cores cores;
+	// 0: a pool per host. A validation run whose "hosts" are network
+	// namespaces of one machine sets it to Ranks: every rank competes for
+	// the machine's cores.
+	PoolRanks int
+}
+
+// Hosts is the number of hosts.
+func (m Machine) Hosts() int {
+	rph := m.rph()
+	return (m.Ranks + rph - 1) / rph
+}
+
+func (m Machine) rph() int {
+	if m.RanksPerHost <= 0 || m.RanksPerHost > m.Ranks {
+		return max(m.Ranks, 1)
+	}
+	return m.RanksPerHost
+}
+
+func (m Machine) poolRanks() int {
+	if m.PoolRanks <= 0 {
+		return m.rph()
+	}
+	return m.PoolRanks
+}
+
+// Topology is the selector's view of the machine.
+func (m Machine) Topology() collectives.Topology {
+	return collectives.Topology{Size: m.Ranks, Hosts: m.Hosts()}
+}
+
+func (m Machine) validate() error {
+	if m.Ranks < 1 {
+		return fmt.Errorf("simulate: %d ranks", m.Ranks)
+	}
+	if m.RanksPerHost < 0 || m.Cores < 0 || m.PoolRanks < 0 {
+		return fmt.Errorf("simulate: negative ranks per host, cores or pool size in %+v", m)
+	}
+	return nil
+}
+
+// Link is the cost of one class of link (collectives.LinkLocal within a
+// host, collectives.LinkNet between hosts) in a LogGP-style model with
+// ports:
+//
+//   - Alpha: seconds from the moment a message's last byte leaves its
+//     sender's port until it is at the receiver (wire and wake-up latency;
+//     it takes no CPU). Credits and acknowledgements travel in Alpha too.
+//   - Beta: seconds per byte of a port. A message passes its sender's
+//     output port and its receiver's input port, each a first-come
+//     first-served server: for LinkNet the ports are the hosts' NICs, one
+//     per direction, shared by the host's ranks; for LinkLocal every rank
+//     has its own pair of ports.
+//   - Overhead: CPU seconds per message at each end (LogGP's o): putting
+//     it on the transport, and taking it off (credits and acknowledgements
+//     ride along: their cost is part of it).
+//   - PerByte: CPU seconds per byte at each end, for transports that copy
+//     through the CPU (TCP's socket copies); 0 for zero-copy transports.
+type Link struct {
+	Alpha    float64 `json:"alpha"`
+	Beta     float64 `json:"beta"`
+	Overhead float64 `json:"overhead"`
+	PerByte  float64 `json:"per_byte"`
+}
+
+// Params is the cost model: links per class, the CPU's reduction and copy
+// speeds, and the executor's settings.
+type Params struct {
+	Links [collectives.NumLinkClasses]Link
+	// Gamma is CPU seconds per byte reduced (a RecvReduce chunk's
+	// reduction out of its staging slot).
+	Gamma float64
+	// Copy is CPU seconds per byte copied locally: a Recv chunk's copy out
+	// of its staging slot, Copy chunks and a schedule's Pre copies.
+	Copy float64
+	// ChunkBytes is the executor's chunk and staging slot size
+	// (comm.Options.ChunkSize; default 512 KiB).
+	ChunkBytes int
+	// Slots is the number of staging slots per link: chunks in flight to
+	// one peer before a credit comes back (comm.Options.Slots; default 8).
+	Slots int
+	// Inline is the largest chunk the transport copies at post time, which
+	// the executor counts done at once (TCP: 4096; 0 for none).
+	Inline int
+	// Oversubscribed says what ranks sharing cores cost, by ranks per
+	// core, in increasing order of RanksPerCore. A pool with more ranks
+	// than cores takes Switch and Gap interpolated linearly in its ranks
+	// per core between the entries around it (the nearest entry's beyond
+	// them); every rank having a core costs neither.
+	Oversubscribed []Oversub
+}
+
+// Oversub is what ranks sharing cores cost at RanksPerCore ranks per core:
+//
+//   - Switch: CPU seconds added to every message's overhead at each end,
+//     the process switch its arrival or departure then costs (the woken
+//     rank displaces another, with cold caches), which an idle core does
+//     not charge;
+//   - Gap: seconds a core loses on every task it runs, to the scheduler's
+//     switches that leave cores idle while runnable work waits, time no
+//     rank's CPU time shows;
+//   - Latency: seconds added to every message's Alpha (data, credits and
+//     acknowledgements): the wait of a woken rank for a core, which
+//     matters where ranks wait on each other rather than on the CPU.
+type Oversub struct {
+	RanksPerCore float64 `json:"ranks_per_core"`
+	Switch       float64 `json:"switch"`
+	Gap          float64 `json:"gap"`
+	Latency      float64 `json:"latency"`
+}
+
+// oversub is the costs at k ranks per core.
+func (p *Params) oversub(k float64) Oversub {
+	o := p.Oversubscribed
+	if k <= 1 || len(o) == 0 {
+		return Oversub{}
+	}
+	if k <= o[0].RanksPerCore {
+		return o[0]
+	}
+	for i := 1; i < len(o); i++ {
+		if k <= o[i].RanksPerCore {
+			f := (k - o[i-1].RanksPerCore) / (o[i].RanksPerCore - o[i-1].RanksPerCore)
+			mix := func(a, b float64) float64 { return a + f*(b-a) }
+			a, b := o[i-1], o[i]
+			return Oversub{RanksPerCore: k, Switch: mix(a.Switch, b.Switch), Gap: mix(a.Gap, b.Gap), Latency: mix(a.Latency, b.Latency)}
+		}
+	}
+	return o[len(o)-1]
+}
+
+func (p *Params) validate() error {
+	if p.ChunkBytes <= 0 || p.Slots <= 0 {
+		return fmt.Errorf("simulate: chunk size %d and slots %d must be positive", p.ChunkBytes, p.Slots)
+	}
+	for c, l := range p.Links {
+		if l.Alpha < 0 || l.Beta < 0 || l.Overhead < 0 || l.PerByte < 0 {
+			return fmt.Errorf("simulate: negative cost on %s links: %+v", collectives.LinkClass(c), l)
+		}
+	}
+	if p.Gamma < 0 || p.Copy < 0 || p.Inline < 0 {
+		return fmt.Errorf("simulate: negative gamma, copy or inline size")
+	}
+	for i, o := range p.Oversubscribed {
+		if o.RanksPerCore <= 1 || o.Switch < 0 || o.Gap < 0 || o.Latency < 0 || (i > 0 && o.RanksPerCore <= p.Oversubscribed[i-1].RanksPerCore) {
+			return fmt.Errorf("simulate: oversubscription costs %+v: want ranks per core above 1, increasing, and costs not negative", p.Oversubscribed)
+		}
+	}
+	return nil
+}
+
+// SelectorModel is the α-β-γ model the selector would price with on these
+// links: per message, the latency and both ends' overheads; per byte, the
+// port and both ends' copies (what a two-point fit of one algorithm on the
+// link class measures, as comm's tuning does).
+func (p *Params) SelectorModel() collectives.Model {
+	var m collectives.Model
+	for c, l := range p.Links {
+		m.Links[c] = collectives.LinkCost{Alpha: l.Alpha + 2*l.Overhead, Beta: l.Beta + 2*l.PerByte + p.Copy}
+	}
+	m.Gamma, m.ChunkBytes = p.Gamma, p.ChunkBytes
+	return m
+}
+
+// DefaultParams is goccl's executor with its defaults (512 KiB chunks, 8
+// slots, TCP's 4 KiB inline sends) on the given links and CPU speeds.
+func DefaultParams(local, net Link, gamma, copyCost float64) Params {
+	var p Params
+	p.Links[collectives.LinkLocal], p.Links[collectives.LinkNet] = local, net
+	p.Gamma, p.Copy = gamma, copyCost
+	p.ChunkBytes, p.Slots, p.Inline = 512<<10, 8, 4096
+	return p
+}

@@ -1,0 +1,376 @@
+package simulate
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/goccl/goccl/collectives"
+)
+
+// Job is one collective call to simulate.
+type Job struct {
+	Coll collectives.Coll
+	Algo string
+	// Bytes is the call's priced size (collectives.Coll.PricedBytes): the
+	// buffer of allreduce and broadcast, all size blocks of the block
+	// collectives (alltoall's whole send buffer). It is rounded down to
+	// whole elements (and whole blocks).
+	Bytes    int
+	ElemSize int // default 4
+	Root     int
+	// OutOfPlace marks a reducing collective called with separate send and
+	// receive buffers: the communicator copies the send buffer into the
+	// receive buffer before the plan runs (what OSU's benchmarks do).
+	OutOfPlace bool
+}
+
+// Method is how a time was obtained.
+type Method uint8
+
+const (
+	// Auto picks the first method that applies, in the order Periodic,
+	// Full, Extrapolated, Analytic.
+	Auto Method = iota
+	// Full simulates every rank.
+	Full
+	// Periodic simulates a window of ranks of a symmetric algorithm on
+	// alike hosts; exact when the window's schedules are the job's (when
+	// the buffer divides evenly into the algorithm's segments).
+	Periodic
+	// Extrapolated simulates two smaller sizes (fully or periodically)
+	// and extends the line through them: the time of a large call grows
+	// linearly with its size once its messages are many chunks long.
+	Extrapolated
+	// Analytic is the registry's α-β-γ cost (collectives.Algo.Time) on the
+	// links' selector model: no simulation at all.
+	Analytic
+)
+
+func (m Method) String() string {
+	return [...]string{"auto", "full", "periodic", "extrapolated", "analytic"}[m]
+}
+
+// Options bound a simulation.
+type Options struct {
+	Method Method
+	// Budget is the most events one simulation may take (default 2e7,
+	// about a few seconds); Auto moves on to the next method past it.
+	Budget int
+}
+
+func (o Options) budget() int {
+	if o.Budget > 0 {
+		return o.Budget
+	}
+	return 20_000_000
+}
+
+// Port names a port of the model: a host's NIC or a rank's local port, in
+// one direction.
+type Port struct {
+	Net   bool // a host's NIC; else a rank's local port
+	Owner int  // host or rank
+	In    bool // the input direction
+}
+
+func (p Port) String() string {
+	dir := "out"
+	if p.In {
+		dir = "in"
+	}
+	if p.Net {
+		return fmt.Sprintf("host %d NIC %s", p.Owner, dir)
+	}
+	return fmt.Sprintf("rank %d local %s", p.Owner, dir)
+}
+
+// Result is the simulated time of a job.
+type Result struct {
+	// Seconds is when the last rank finishes; MeanSeconds the mean over
+	// ranks of when each finishes (what OSU's average latency measures).
+	Seconds, MeanSeconds float64
+	Method               Method
+	// Simulated is the number of ranks simulated (the window of a
+	// periodic simulation); Events the events taken.
+	Simulated, Events int
+	// Busiest is the port that carried the most bytes, and BusiestBytes
+	// its bytes. Analytic results give the busiest rank's bytes from the
+	// cost table and a zero Port.
+	Busiest      Port
+	BusiestBytes float64
+	// NetBytes is the bytes that crossed between hosts, over the job.
+	NetBytes float64
+}
+
+// args is the schedule arguments of job on p ranks.
+func (j Job) args(p int) (*collectives.Args, int, error) {
+	es := j.ElemSize
+	if es <= 0 {
+		es = 4
+	}
+	count := j.Bytes / es
+	if j.Coll.Info().Blocked {
+		count = j.Bytes / (es * p)
+	}
+	if j.Root < 0 || j.Root >= p {
+		return nil, 0, fmt.Errorf("simulate: root %d of %d ranks", j.Root, p)
+	}
+	return &collectives.Args{Count: count, ElemSize: es, Root: j.Root}, es, nil
+}
+
+// Simulate runs job on machine m under par.
+func Simulate(job Job, m Machine, par Params, opt Options) (Result, error) {
+	if err := m.validate(); err != nil {
+		return Result{}, err
+	}
+	if err := par.validate(); err != nil {
+		return Result{}, err
+	}
+	algo, err := collectives.LookupAlgo(job.Coll, job.Algo)
+	if err != nil {
+		return Result{}, fmt.Errorf("simulate: %w", err)
+	}
+	if _, _, err := job.args(m.Ranks); err != nil {
+		return Result{}, err
+	}
+	s := &sim{job: job, m: m, par: par, algo: algo, budget: opt.budget()}
+	switch opt.Method {
+	case Full:
+		return s.full(job.Bytes)
+	case Periodic:
+		return s.periodic(job.Bytes)
+	case Extrapolated:
+		return s.extrapolate()
+	case Analytic:
+		return s.analytic()
+	}
+	if s.window(job.Bytes) > 0 {
+		if r, err := s.periodic(job.Bytes); !errors.Is(err, errBudget) {
+			return r, err
+		}
+	}
+	if r, err := s.full(job.Bytes); !errors.Is(err, errBudget) {
+		return r, err
+	}
+	if r, err := s.extrapolate(); !errors.Is(err, errBudget) {
+		return r, err
+	}
+	return s.analytic()
+}
+
+type sim struct {
+	job    Job
+	m      Machine
+	par    Params
+	algo   *collectives.Algo
+	budget int
+}
+
+// symmetry is the job's symmetry at size bytes.
+func (s *sim) symmetry(bytes int) symmetry {
+	a, _, _ := s.withBytes(bytes).args(s.m.Ranks)
+	return symmetryOf(s.job.Coll, s.job.Algo, s.m.Ranks, a.Count)
+}
+
+// window is the periodic window at size bytes, 0 if none.
+func (s *sim) window(bytes int) int {
+	sym := s.symmetry(bytes)
+	pool := 0
+	if s.m.Cores > 0 {
+		pool = s.m.poolRanks()
+	}
+	return periodicWindow(sym, s.m.Ranks, s.m.rph(), pool)
+}
+
+// estimate is the events a simulation of n ranks of the job at size bytes
+// would take, from the chunk counts of a few ranks' schedules.
+func (s *sim) estimate(bytes, n int) int {
+	p := s.m.Ranks
+	a, _, _ := s.withBytes(bytes).args(p)
+	most := 0
+	for _, r := range s.samples() {
+		msgs, copies := chunkCount(s.algo.Schedule(r, p, a), s.par.ChunkBytes)
+		most = max(most, 3*msgs+copies)
+	}
+	return most * n
+}
+
+// samples are the ranks whose schedules stand for all in estimates: rank
+// 0 of a symmetric algorithm; else the root, its neighbours, the middle
+// and the last.
+func (s *sim) samples() []int {
+	p := s.m.Ranks
+	if s.symmetry(s.job.Bytes) != symNone {
+		return []int{0}
+	}
+	out := []int{s.job.Root}
+	for _, r := range []int{(s.job.Root + 1) % p, (s.job.Root + p - 1) % p, p / 2, 0, p - 1} {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (s *sim) withBytes(b int) Job {
+	j := s.job
+	j.Bytes = b
+	return j
+}
+
+// full simulates every rank.
+func (s *sim) full(bytes int) (Result, error) {
+	p := s.m.Ranks
+	if s.estimate(bytes, p) > s.budget {
+		return Result{}, errBudget
+	}
+	wd := &world{p: p, w: p, rph: s.m.rph()}
+	return s.simulate(bytes, wd, Full)
+}
+
+// periodic simulates a window of ranks.
+func (s *sim) periodic(bytes int) (Result, error) {
+	w := s.window(bytes)
+	if w == 0 {
+		return Result{}, fmt.Errorf("simulate: %s %s on %d ranks, %d per host: not periodic", s.job.Coll, s.job.Algo, s.m.Ranks, s.m.rph())
+	}
+	if s.estimate(bytes, w) > s.budget {
+		return Result{}, errBudget
+	}
+	wd := &world{p: s.m.Ranks, w: w, sym: s.symmetry(bytes), rph: s.m.rph()}
+	return s.simulate(bytes, wd, Periodic)
+}
+
+func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
+	a, _, err := s.withBytes(bytes).args(wd.p)
+	if err != nil {
+		return Result{}, err
+	}
+	plans := make([]*rankPlan, wd.w)
+	for r := range wd.w {
+		if plans[r], err = compileRank(s.algo.Schedule(r, wd.p, a), s.par.ChunkBytes); err != nil {
+			return Result{}, err
+		}
+		if s.job.OutOfPlace && s.job.Coll.Info().Reducing {
+			extra := a.Count * a.ElemSize
+			if s.job.Coll.Info().Blocked {
+				extra *= wd.p
+			}
+			plans[r].pre += extra
+		}
+	}
+	m := s.m
+	e, err := newEngine(plans, wd, m, &s.par, s.budget)
+	if err != nil {
+		return Result{}, fmt.Errorf("simulate: %s %s on %d ranks: %w", s.job.Coll, s.job.Algo, wd.p, err)
+	}
+	if err := e.run(); err != nil {
+		if errors.Is(err, errBudget) {
+			return Result{}, err
+		}
+		return Result{}, fmt.Errorf("simulate: %s %s on %d ranks: %w", s.job.Coll, s.job.Algo, wd.p, err)
+	}
+	res := Result{Method: method, Simulated: wd.w, Events: e.events}
+	for r := range e.ranks {
+		res.Seconds = max(res.Seconds, e.ranks[r].finish)
+		res.MeanSeconds += e.ranks[r].finish
+	}
+	res.MeanSeconds /= float64(len(e.ranks))
+	for _, pt := range e.ports {
+		if pt.bytes > res.BusiestBytes {
+			res.BusiestBytes = pt.bytes
+			res.Busiest = Port{Net: pt.net, Owner: int(pt.owner), In: pt.dir == 1}
+		}
+		if pt.net && pt.dir == 0 {
+			res.NetBytes += pt.bytes
+		}
+	}
+	res.NetBytes *= float64(wd.p) / float64(wd.w)
+	return res, nil
+}
+
+// extrapolate simulates two smaller sizes n1 < n2 = 2 n1 and extends the
+// line through them to the job's size. The smaller size's largest message
+// must still be several chunks long (see steady); else (or if even they
+// do not fit the budget) it gives up.
+func (s *sim) extrapolate() (Result, error) {
+	p := s.m.Ranks
+	n := s.job.Bytes
+	// Whole elements on every rank's segments (and whole blocks), so that
+	// a periodic job stays periodic at the smaller sizes.
+	unit := 4 * max(s.job.ElemSize, 1) * p
+	inner := s.full
+	w := p
+	if ww := s.window(n); ww > 0 {
+		inner, w = s.periodic, ww
+	}
+	n2 := n / 2
+	for n2 >= unit && s.estimate(n2, w) > s.budget {
+		n2 /= 2
+	}
+	n2 = n2 / unit * unit
+	n1 := n2 / 2 / unit * unit
+	if n1 < unit || !s.steady(n1) {
+		return Result{}, errBudget
+	}
+	r1, err := inner(n1)
+	if err != nil {
+		return Result{}, err
+	}
+	r2, err := inner(n2)
+	if err != nil {
+		return Result{}, err
+	}
+	at := func(y1, y2 float64) float64 {
+		return y2 + (y2-y1)/float64(n2-n1)*float64(n-n2)
+	}
+	res := r2
+	res.Method = Extrapolated
+	res.Seconds = at(r1.Seconds, r2.Seconds)
+	res.MeanSeconds = at(r1.MeanSeconds, r2.MeanSeconds)
+	res.BusiestBytes = at(r1.BusiestBytes, r2.BusiestBytes)
+	res.NetBytes = at(r1.NetBytes, r2.NetBytes)
+	res.Events = r1.Events + r2.Events
+	return res, nil
+}
+
+// steady reports whether at size bytes the job's largest message is at
+// least four chunks long (on the ranks estimate samples): past that, the
+// time grows linearly with the size (a message of one partial chunk costs
+// α plus its bytes, a longer one is pipelined chunk after chunk), up to
+// the small kinks where a message crosses a chunk boundary.
+func (s *sim) steady(bytes int) bool {
+	p := s.m.Ranks
+	a, _, _ := s.withBytes(bytes).args(p)
+	for _, r := range s.samples() {
+		largest := 0
+		for _, st := range s.algo.Schedule(r, p, a).Steps {
+			if st.Kind != collectives.Copy {
+				largest = max(largest, st.Len)
+			}
+		}
+		if largest < 4*s.par.ChunkBytes {
+			return false
+		}
+	}
+	return true
+}
+
+// analytic prices the job with the registry's cost on the selector model.
+func (s *sim) analytic() (Result, error) {
+	t, ok := s.algo.Time(s.job.Bytes, s.m.Topology(), s.par.SelectorModel())
+	if !ok {
+		return Result{}, fmt.Errorf("simulate: %s %s has no cost model", s.job.Coll, s.job.Algo)
+	}
+	res := Result{Seconds: t, MeanSeconds: t, Method: Analytic}
+	if s.algo.Cost != nil && s.m.Ranks > 1 {
+		_, b := s.algo.Cost(s.m.Ranks, float64(s.job.Bytes))
+		res.BusiestBytes = b
+	}
+	if math.IsNaN(t) {
+		return Result{}, fmt.Errorf("simulate: %s %s: no time", s.job.Coll, s.job.Algo)
+	}
+	return res, nil
+}
