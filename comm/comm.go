@@ -105,7 +105,7 @@ type Comm struct {
 	// between two ranks of rank 0's host the local links); zero: alpha and
 	// beta price every link.
 	linkCost [collectives.NumLinkClasses]collectives.LinkCost
-	debug       bool
+	debug    bool
 }
 
 // Rank is this process's rank, 0 <= Rank < Size; -1 for a nil *Comm (the
