@@ -44,7 +44,7 @@ func Algorithms(coll string) []string {
 	}
 	var names []string
 	for _, a := range Algos(c) {
-		if a.Cost != nil {
+		if a.Cost != nil || a.Price != nil {
 			names = append(names, a.Name)
 		}
 	}

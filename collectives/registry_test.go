@@ -68,7 +68,7 @@ func TestParseAlgoSpec(t *testing.T) {
 	for _, tc := range []struct{ spec, want string }{
 		{"allreduce", "not collective:algorithm"},
 		{"bcast:binomial", `did you mean "broadcast"`},
-		{"allreduce:nonesuch", `allreduce has no algorithm "nonesuch" (have rabenseifner, recursive-doubling, ring, tree)`},
+		{"allreduce:nonesuch", `allreduce has no algorithm "nonesuch" (have hier-leader, hier-ring, rabenseifner, recursive-doubling, ring, tree)`},
 	} {
 		_, err := ParseAlgoSpec(tc.spec)
 		require.Error(t, err, tc.spec)
