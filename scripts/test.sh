@@ -6,7 +6,7 @@
 #   3. go test on every package (ranks as goroutines over the in-memory and
 #      TCP transports, real processes under gorun), then again under the
 #      race detector with -short (smaller tables, no process tests)
-#   4. each fuzz target for a short time (FUZZTIME, default 10s)
+#   4. each fuzz target for a short time (FUZZTIME, default 4s)
 #   5. gorun across hosts (network namespaces + sshd), under Slurm and under
 #      Open MPI's mpirun (scripts/gorun-integration.sh)
 #   6. verbs on Soft-RoCE inside QEMU (scripts/softroce-test.sh)
@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
-FUZZTIME="${FUZZTIME:-10s}"
+FUZZTIME="${FUZZTIME:-4s}"
 step() { printf '\n=== %s (%s)\n' "$*" "$(date +%T)"; }
 
 step "install system packages"
