@@ -12,3 +12,26 @@ func DisseminationBarrier(rank, size int) Schedule {
 	}
 	return s
 }
+
+// Agreed appends to s, rank's schedule of a call on size ranks, the
+// messages of a dissemination barrier. They carry the call's fingerprint
+// like every message (collective, algorithm, type, count, root), so no
+// rank finishes the call before every rank's fingerprint reached it,
+// directly or through ranks that checked it: a rank whose call differs
+// (another root, say) has each of its messages refused by its receiver,
+// which fails, and every path from it to the other ranks is cut, so every
+// rank fails in the same call instead of some completing with data from a
+// root the others do not share. comm adds it to broadcasts and scatters of
+// three or more ranks, where a leaf of the tree otherwise hears only from
+// ranks that agree with it. Cost: ceil(log2 size) rounds of zero-byte
+// messages, overlapping the call's own; each rank sends its barrier
+// messages after its other messages to the same peer, as the receiver
+// expects them.
+func Agreed(s Schedule, size int) Schedule {
+	if size < 2 {
+		return s
+	}
+	b := DisseminationBarrier(s.Rank, size)
+	s.Steps = append(s.Steps[:len(s.Steps):len(s.Steps)], b.Steps...)
+	return s
+}

@@ -85,33 +85,31 @@ var testOptsFast = Options{ChunkSize: 4096, Slots: 3, Timeout: 60 * time.Second,
 // fail in that call, fast, and every error names both roots (issue 11 item
 // 3). With two ranks each passing itself, both are roots that only send;
 // with three or more some stall with no data at all (nobody thinks it is
-// the root) and find the difference by comparing calls. Every rank fails
-// the call, except, in a broadcast or scatter of three or more ranks, a
-// rank that is not a root itself and received what its call expects from
-// ranks that agree with it: it may complete first (with its root's data),
-// and its next call fails, naming the mismatch.
+// the root) and find the difference by comparing calls. No rank completes
+// the call: in a broadcast or scatter of three or more ranks, where a leaf
+// of the tree hears only from ranks that agree with it, the barrier comm
+// adds (collectives.Agreed) makes every rank check every rank's call.
 func TestRootMismatch(t *testing.T) {
 	colls := []struct {
-		name      string
-		diverging bool // broadcast, scatter: see above
-		run       func(ctx context.Context, c *Comm, root int) error
+		name string
+		run  func(ctx context.Context, c *Comm, root int) error
 	}{
-		{"broadcast", true, func(ctx context.Context, c *Comm, root int) error {
+		{"broadcast", func(ctx context.Context, c *Comm, root int) error {
 			return Broadcast(ctx, c, make([]int64, 100), root)
 		}},
-		{"broadcast-binomial", true, func(ctx context.Context, c *Comm, root int) error {
+		{"broadcast-binomial", func(ctx context.Context, c *Comm, root int) error {
 			return Broadcast(ctx, c, make([]int64, 100), root, WithAlgorithm("binomial"))
 		}},
-		{"broadcast-pipeline", true, func(ctx context.Context, c *Comm, root int) error {
+		{"broadcast-pipeline", func(ctx context.Context, c *Comm, root int) error {
 			return Broadcast(ctx, c, make([]int64, 100), root, WithAlgorithm("pipeline"))
 		}},
-		{"reduce", false, func(ctx context.Context, c *Comm, root int) error {
+		{"reduce", func(ctx context.Context, c *Comm, root int) error {
 			return Reduce(ctx, c, make([]float32, 100), make([]float32, 100), Sum, root)
 		}},
-		{"gather", false, func(ctx context.Context, c *Comm, root int) error {
+		{"gather", func(ctx context.Context, c *Comm, root int) error {
 			return Gather(ctx, c, make([]float32, 10), make([]float32, 10*c.Size()), root)
 		}},
-		{"scatter", true, func(ctx context.Context, c *Comm, root int) error {
+		{"scatter", func(ctx context.Context, c *Comm, root int) error {
 			return Scatter(ctx, c, make([]float32, 10*c.Size()), make([]float32, 10), root)
 		}},
 	}
@@ -152,7 +150,7 @@ func TestRootMismatch(t *testing.T) {
 					switch {
 					case o.err == nil:
 						t.Errorf("rank %d: no error", r)
-					case strings.HasPrefix(msg, late) && (!coll.diverging || len(roots) == 2 || roots[r] == r):
+					case strings.HasPrefix(msg, late):
 						t.Errorf("rank %d (root=%d) completed the call: %v", r, roots[r], o.err)
 					case len(named) < 2:
 						t.Errorf("rank %d: error does not name two roots: %v", r, o.err)
@@ -170,83 +168,81 @@ func TestRootMismatch(t *testing.T) {
 // (an out-of-range root, a short receive buffer, an unknown operation or
 // type, bad counts or displacements) or that disagree with the others' (an
 // empty buffer, a wrong receive length): every rank's call fails within a
-// second, naming that rank and the argument, and none returns nil. In a
-// broadcast or scatter of three or more ranks a rank whose part of the tree
-// does not involve the bad rank may complete first, with the root's data;
-// its next call fails (see collectives/checks.go).
+// second, naming that rank and the argument, and none returns nil (in a
+// broadcast or scatter of three or more ranks, also a rank whose part of
+// the tree does not involve the bad rank: see collectives.Agreed).
 func TestBadInputFailsEveryRank(t *testing.T) {
 	const bad = 1
 	f32 := func(n int) []float32 { return make([]float32, n) }
 	cases := []struct {
-		what   string
-		ranks  int
-		rooted bool     // broadcast or scatter: see above
-		want   []string // in every rank's error
-		call   func(ctx context.Context, c *Comm, isBad bool) error
+		what  string
+		ranks int
+		want  []string // in every rank's error
+		call  func(ctx context.Context, c *Comm, isBad bool) error
 	}{
-		{"root out of range", 3, true, []string{"rank 1", "root 7 out of range"}, func(ctx context.Context, c *Comm, isBad bool) error {
+		{"root out of range", 3, []string{"rank 1", "root 7 out of range"}, func(ctx context.Context, c *Comm, isBad bool) error {
 			root := 0
 			if isBad {
 				root = 7
 			}
 			return Broadcast(ctx, c, f32(16), root)
 		}},
-		{"short receive buffer", 3, false, []string{"rank 1", "recv has 80 bytes"}, func(ctx context.Context, c *Comm, isBad bool) error {
+		{"short receive buffer", 3, []string{"rank 1", "recv has 80 bytes"}, func(ctx context.Context, c *Comm, isBad bool) error {
 			recv := f32(30)
 			if isBad {
 				recv = f32(20)
 			}
 			return Allgather(ctx, c, f32(10), recv)
 		}},
-		{"short receive buffer at the root", 3, false, []string{"rank 1", "root's recv has"}, func(ctx context.Context, c *Comm, isBad bool) error {
+		{"short receive buffer at the root", 3, []string{"rank 1", "root's recv has"}, func(ctx context.Context, c *Comm, isBad bool) error {
 			recv := f32(30)
 			if isBad {
 				recv = f32(29)
 			}
 			return Gather(ctx, c, f32(10), recv, bad)
 		}},
-		{"unknown operation", 3, false, []string{"rank 1", "unsupported reduction"}, func(ctx context.Context, c *Comm, isBad bool) error {
+		{"unknown operation", 3, []string{"rank 1", "unsupported reduction"}, func(ctx context.Context, c *Comm, isBad bool) error {
 			op := Sum
 			if isBad {
 				op = Op(99)
 			}
 			return Allreduce(ctx, c, f32(16), f32(16), op)
 		}},
-		{"unknown type", 3, false, []string{"rank 1", "unsupported data type"}, func(ctx context.Context, c *Comm, isBad bool) error {
+		{"unknown type", 3, []string{"rank 1", "unsupported data type"}, func(ctx context.Context, c *Comm, isBad bool) error {
 			dt := TypeFloat32
 			if isBad {
 				dt = DataType(99)
 			}
 			return c.AllreduceBytes(ctx, make([]byte, 64), make([]byte, 64), dt, Sum)
 		}},
-		{"bad counts", 3, false, []string{"rank 1", "2 recv counts for 3 ranks"}, func(ctx context.Context, c *Comm, isBad bool) error {
+		{"bad counts", 3, []string{"rank 1", "2 recv counts for 3 ranks"}, func(ctx context.Context, c *Comm, isBad bool) error {
 			counts := []int{4, 4, 4}
 			if isBad {
 				counts = counts[:2]
 			}
 			return Allgatherv(ctx, c, f32(4), f32(12), counts, nil)
 		}},
-		{"bad displacements", 3, false, []string{"rank 1", "outside a buffer of 12 elements"}, func(ctx context.Context, c *Comm, isBad bool) error {
+		{"bad displacements", 3, []string{"rank 1", "outside a buffer of 12 elements"}, func(ctx context.Context, c *Comm, isBad bool) error {
 			displs := []int{0, 4, 8}
 			if isBad {
 				displs = []int{0, 4, 9}
 			}
 			return Allgatherv(ctx, c, f32(4), f32(12), []int{4, 4, 4}, displs)
 		}},
-		{"empty buffer", 3, false, []string{"rank 1 called allreduce(float32, 0, sum)", "allreduce(float32, 16, sum)"}, func(ctx context.Context, c *Comm, isBad bool) error {
+		{"empty buffer", 3, []string{"rank 1 called allreduce(float32, 0, sum)", "allreduce(float32, 16, sum)"}, func(ctx context.Context, c *Comm, isBad bool) error {
 			if isBad {
 				return Allreduce[float32](ctx, c, nil, nil, Sum)
 			}
 			return Allreduce(ctx, c, f32(16), f32(16), Sum)
 		}},
-		{"wrong receive length, two ranks", 2, false, []string{"rank 1 called scatter(float32, 12, root=0)", "scatter(float32, 10, root=0)"}, func(ctx context.Context, c *Comm, isBad bool) error {
+		{"wrong receive length, two ranks", 2, []string{"rank 1 called scatter(float32, 12, root=0)", "scatter(float32, 10, root=0)"}, func(ctx context.Context, c *Comm, isBad bool) error {
 			recv := f32(10)
 			if isBad {
 				recv = f32(12)
 			}
 			return Scatter(ctx, c, f32(10*c.Size()), recv, 0)
 		}},
-		{"wrong receive length", 3, true, []string{"rank 1 called scatter(float32, 12, root=0)", "scatter(float32, 10, root=0)"}, func(ctx context.Context, c *Comm, isBad bool) error {
+		{"wrong receive length", 3, []string{"rank 1 called scatter(float32, 12, root=0)", "scatter(float32, 10, root=0)"}, func(ctx context.Context, c *Comm, isBad bool) error {
 			recv := f32(10)
 			if isBad {
 				recv = f32(12)
@@ -259,15 +255,6 @@ func TestBadInputFailsEveryRank(t *testing.T) {
 			for trial := range trials(t, 3) {
 				out := runCall(t, tc.ranks, testOptsFast, 5*time.Second, func(ctx context.Context, c *Comm) error {
 					err := tc.call(ctx, c, c.Rank() == bad)
-					if err == nil && tc.rooted {
-						// Completed before the failure reached it: the
-						// communicator is broken all the same.
-						buf := f32(1)
-						if err2 := Allreduce(ctx, c, buf, buf, Sum); err2 != nil {
-							return fmt.Errorf("next call: %w", err2)
-						}
-						return fmt.Errorf("the call and the next one returned nil")
-					}
 					return err
 				})
 				for r, o := range out {

@@ -51,6 +51,12 @@ func (c *Comm) plan(ctx context.Context, r *Request, algo string, fuse int) (*co
 	a := r.args.schedArgs() // escapes to the constructor: made only when compiling
 	a.Count, a.ElemSize, a.Root, a.Hosts = r.count, elemSize, r.root, c.hosts
 	s := al.Build(c.rank, c.size, &a)
+	if (r.kind == collBroadcast || r.kind == collScatter) && c.size >= 3 && r.count > 0 {
+		// A tree's leaf hears only from ranks that agree with it: the
+		// barrier's messages make every rank check every rank's call
+		// (root included) before it completes (collectives.Agreed).
+		s = collectives.Agreed(s, c.size)
+	}
 	var p *collectives.Plan
 	if fuse > 0 {
 		p, err = collectives.CompileFusedContext(ctx, s, c.opts.ChunkSize, fuse)
