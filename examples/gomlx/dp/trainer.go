@@ -136,6 +136,10 @@ func (t *Trainer) clock() float64 { return time.Since(t.epoch).Seconds() }
 // variable in context order.
 func (t *Trainer) gradientGraph(mctx *mlctx.Context, all []*graph.Node) []*graph.Node {
 	g := all[0].Graph()
+	if t.vars != nil {
+		// A graph for new batch shapes finds the variables created.
+		mctx = mctx.Checked(false)
+	}
 	mctx.SetTraining(g, true)
 	inputs, labels := all[:t.nInputs], all[t.nInputs:]
 	predictions := t.model(mctx, nil, inputs)
@@ -267,8 +271,10 @@ func (t *Trainer) trainStep(ctx context.Context, inputs, labels []any) error {
 	t.stats.Copy += copying
 	t.stats.Comm += t2 - t1 - copying
 	if err != nil {
+		// The first collective to fail is the cause; goccl fails the
+		// later ones of the step with it, so that error tells it.
 		t.scalAR.Wait(ctx)
-		return fmt.Errorf("averaging gradients: %w", err)
+		return fmt.Errorf("averaging the gradients, loss and metrics across ranks: %w", err)
 	}
 	_, err = t.updateExec.Exec(t.gradArgs...)
 	if err == nil {

@@ -306,3 +306,32 @@ func TestPeerAbort(t *testing.T) {
 	}
 	t.Logf("rank 0: %v", errs[0])
 }
+
+// TestBatchShapes trains on batches of 16, then 8 (a last, partial batch),
+// then 16 rows: each new shape builds a new gradient graph, which must find
+// the variables the first one created and train the same ones.
+func TestBatchShapes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	comms, err := commtest.Connect(ctx, "mem", 1, comm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comms[0].Close()
+	tr, err := New(comms[0], newBackend(t), mlctx.New(), mlp, losses.SparseCategoricalCrossEntropyLogits,
+		optimizers.Adam().Done(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	xs, ys := data()
+	for i, n := range []int{1, 2, 1} {
+		x, y := share(xs[i], ys[i], 0, n)
+		if _, err := tr.TrainStep(ctx, []any{x}, []any{y}); err != nil {
+			t.Fatalf("step %d (batch %d): %v", i+1, batch/n, err)
+		}
+	}
+	if len(tr.Variables()) != 6 {
+		t.Errorf("%d trainable variables, want 6", len(tr.Variables()))
+	}
+}
