@@ -51,7 +51,7 @@ func patchConv(ctx *mlctx.Context, x *Node, kernel, stride, out int) *Node {
 	dims := x.Shape().Dimensions
 	batch, h, w, c := dims[0], dims[1], dims[2], dims[3]
 	oh, ow := (h+stride-1)/stride, (w+stride-1)/stride
-	top, left := ((oh-1)*stride+kernel-h)/2, ((ow-1)*stride+kernel-w)/2
+	top, left := (kernel-1)/2, (kernel-1)/2 // as GoMLX's PadSame
 	n := oh * ow * kernel * kernel
 	idx := make([]int32, n)
 	mask := make([]float32, n)
