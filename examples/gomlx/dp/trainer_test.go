@@ -72,9 +72,14 @@ func share(x []float32, y []int32, r, n int) (*tensors.Tensor, *tensors.Tensor) 
 		tensors.FromFlatDataAndDimensions(y[r*rows:(r+1)*rows], rows, 1)
 }
 
+// newBackend is simplego with its operations run one at a time: its
+// parallel mode (the default when one execution runs) races on its own
+// bookkeeping in GoMLX v0.26.0 (executeNode reads the use counts of its
+// inputs unlocked while another worker updates them), which go test -race
+// reports.
 func newBackend(t testing.TB) backends.Backend {
 	t.Helper()
-	b, err := simplego.New("")
+	b, err := simplego.New("ops_sequential")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,10 @@
 //	-test-n N      use only the first N test images (default all 10000)
 //	-points N      training-loss points recorded per epoch (default 10)
 //	-steps N       stop each epoch after N steps (default 0: the whole set)
+//	-simplego CFG  simplego's configuration (default ""): ops_sequential
+//	               runs one operation at a time; its default parallel mode
+//	               races on its own bookkeeping in GoMLX v0.26.0 (go test
+//	               -race reports it), so the tests use ops_sequential
 //	-v             every rank prints "rank R pid P trained its first step"
 //	               on stderr (tests use it to kill a rank mid-training)
 //
@@ -85,6 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	points := fs.Int("points", 10, "training-loss points recorded per epoch")
 	maxSteps := fs.Int("steps", 0, "stop each epoch after N steps (0: the whole training set)")
 	plotOut := fs.String("plot", "", "plot mode: draw the runs given as JSON files into this PNG")
+	backendConfig := fs.String("simplego", "", "simplego backend configuration (ops_sequential: one operation at a time)")
 	verbose := fs.Bool("v", false, "every rank says on stderr when it has trained its first step, with its pid")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -135,7 +140,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := config{Model: *model, Optimizer: *optimizer, Epochs: *epochs, Batch: *batch, LR: *lr,
-		BucketBytes: *bucketKB << 10, Seed: *seed, Points: *points, MaxSteps: *maxSteps}
+		BucketBytes: *bucketKB << 10, Seed: *seed, Points: *points, MaxSteps: *maxSteps, Backend: *backendConfig}
 	if *verbose {
 		cfg.FirstStep = func() { fmt.Fprintf(stderr, "rank %d pid %d trained its first step\n", c.Rank(), os.Getpid()) }
 	}

@@ -8,6 +8,7 @@ import (
 	"image/png"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -23,6 +24,10 @@ const rankEnv = "GOMLX_MNIST_TEST_RANK"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(rankEnv) == "1" {
+		// gorun stops the other ranks 250 ms after one dies (SIGTERM,
+		// then SIGKILL after --grace): ignoring SIGTERM lets the test see
+		// a survivor fail by itself, as it must, rather than be stopped.
+		signal.Ignore(syscall.SIGTERM)
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
@@ -83,14 +88,19 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	tmp := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	var jsons []string
-	for _, model := range []string{"mlp", "cnn"} {
+	// The CNN is slow on simplego (and very slow under -race): 3 steps.
+	for _, tc := range []struct {
+		model string
+		steps int
+	}{{"mlp", 10}, {"cnn", 3}} {
+		model := tc.model
 		js := filepath.Join(tmp, model+".json")
 		var stdout, stderr bytes.Buffer
-		code := run(ctx, []string{"-data", dir, "-model", model, "-epochs", "1", "-train-n", "320", "-test-n", "100",
-			"-batch", "32", "-json", js}, &stdout, &stderr)
+		code := run(ctx, []string{"-data", dir, "-simplego", "ops_sequential", "-model", model, "-epochs", "1",
+			"-train-n", fmt.Sprint(32 * tc.steps), "-test-n", "50", "-batch", "32", "-json", js}, &stdout, &stderr)
 		if code != 0 {
 			t.Fatalf("-model %s: exit %d; stderr:\n%s", model, code, &stderr)
 		}
@@ -108,7 +118,7 @@ func TestRun(t *testing.T) {
 		} else if err := json.Unmarshal(b, &res); err != nil {
 			t.Fatal(err)
 		}
-		if res.Ranks != 1 || len(res.Epochs) != 1 || len(res.Points) != 10 || res.TrainSamples != 320 || res.Phases.Steps != 10 {
+		if res.Ranks != 1 || len(res.Epochs) != 1 || len(res.Points) != tc.steps || res.TrainSamples != 32*tc.steps || res.Phases.Steps != tc.steps {
 			t.Errorf("-model %s: JSON: %+v", model, res)
 		}
 		if first, last := res.Points[0].Loss, res.Points[len(res.Points)-1].Loss; !(last < first) {
@@ -160,7 +170,9 @@ func TestUsage(t *testing.T) {
 // TestKillRank trains on 2 processes under gorun and SIGKILLs one of them
 // once both have trained a step: the other must fail within 10 s with
 // goccl's error naming the dead rank (not hang), and gorun must exit
-// non-zero. Rank 0 is the victim too: it hosts the bootstrap store.
+// non-zero. The ranks ignore the SIGTERM with which gorun stops a job
+// (and gorun waits 30 s before its SIGKILL), so the survivor's failure is
+// its own. Rank 0 is the victim too: it hosts the bootstrap store.
 func TestKillRank(t *testing.T) {
 	singleRank(t)
 	if testing.Short() {
@@ -184,8 +196,8 @@ func TestKillRank(t *testing.T) {
 		t.Run(fmt.Sprintf("victim=%d", victim), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, filepath.Join(bin, "gorun"), "-n", "2", self, "-v", "-data", dir,
-				"-train-n", "3200", "-test-n", "100", "-epochs", "1000", "-batch", "32")
+			cmd := exec.CommandContext(ctx, filepath.Join(bin, "gorun"), "-n", "2", "--grace", "30s", self, "-v", "-data", dir,
+				"-train-n", "3200", "-test-n", "100", "-epochs", "1000", "-batch", "32", "-simplego", "ops_sequential")
 			cmd.Env = append(os.Environ(), rankEnv+"=1", "GOCCL_TRANSPORT=tcp")
 			var out syncBuffer
 			cmd.Stdout, cmd.Stderr = &out, &out

@@ -15,7 +15,7 @@ import (
 // forward pass simplego runs) on the same kernel, for even and odd sizes,
 // strides 1 and 2, and 3x3 and 5x5 windows.
 func TestPatchConv(t *testing.T) {
-	backend, err := simplego.New("")
+	backend, err := simplego.New("ops_sequential") // see -simplego in main.go
 	if err != nil {
 		t.Fatal(err)
 	}

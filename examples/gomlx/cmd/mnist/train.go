@@ -30,6 +30,7 @@ type config struct {
 	Seed        int64
 	Points      int    // training-loss points recorded per epoch
 	MaxSteps    int    // steps per epoch, 0 for the whole training set
+	Backend     string // simplego's configuration
 	FirstStep   func() // called after the first step, if not nil
 }
 
@@ -80,7 +81,7 @@ func train(ctx context.Context, c *comm.Comm, cfg config, trainSet, testSet *dat
 	if steps == 0 {
 		return nil, fmt.Errorf("%d training samples make no batch of %d", trainSet.len(), cfg.Batch)
 	}
-	backend, err := simplego.New("")
+	backend, err := simplego.New(cfg.Backend)
 	if err != nil {
 		return nil, fmt.Errorf("GoMLX backend: %w", err)
 	}
