@@ -17,10 +17,13 @@
 //	-model NAME    mlp (784-256-128-10, ReLU; default) or cnn (5x5 and
 //	               3x3 convolutions of 16 and 32 channels with stride 2,
 //	               then 64 and 10 units)
-//	-optimizer X   adam (default) or sgd
+//	-optimizer X   momentum (SGD with momentum, as examples/mnist; default),
+//	               adam or sgd (GoMLX's, without momentum)
 //	-epochs N      passes over the training set (default 2)
 //	-batch N       global batch size, a multiple of the rank count (default 64)
-//	-lr X          learning rate (default 0.001 for adam, 0.1 for sgd)
+//	-lr X          learning rate (default 0.01 for momentum, 0.001 for adam,
+//	               0.1 for sgd)
+//	-momentum X    momentum of -optimizer momentum (default 0.9)
 //	-bucket-kb N   gradient bucket cap in KiB (default 1024)
 //	-seed N        seed of the initial weights and the shuffles (default 1)
 //	-json FILE     write the loss curve, accuracies and timings (rank 0)
@@ -76,10 +79,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mnist", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	model := fs.String("model", "mlp", "model: mlp or cnn")
-	optimizer := fs.String("optimizer", "adam", "optimizer: adam or sgd")
+	optimizer := fs.String("optimizer", "momentum", "optimizer: momentum (SGD with momentum), adam or sgd")
 	epochs := fs.Int("epochs", 2, "passes over the training set")
 	batch := fs.Int("batch", 64, "global batch size, a multiple of the rank count")
-	lr := fs.Float64("lr", 0, "learning rate (0: 0.001 for adam, 0.1 for sgd)")
+	lr := fs.Float64("lr", 0, "learning rate (0: 0.01 for momentum, 0.001 for adam, 0.1 for sgd)")
+	momentum := fs.Float64("momentum", 0.9, "momentum of -optimizer momentum")
 	bucketKB := fs.Int("bucket-kb", 1024, "gradient bucket cap in KiB")
 	seed := fs.Int64("seed", 1, "seed of the initial weights and the shuffles")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file (rank 0)")
@@ -111,15 +115,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case *model != "mlp" && *model != "cnn":
 		fmt.Fprintf(stderr, "mnist: -model %q: want mlp or cnn\n", *model)
 		return 2
-	case *optimizer != "adam" && *optimizer != "sgd":
-		fmt.Fprintf(stderr, "mnist: -optimizer %q: want adam or sgd\n", *optimizer)
+	case *optimizer != "momentum" && *optimizer != "adam" && *optimizer != "sgd":
+		fmt.Fprintf(stderr, "mnist: -optimizer %q: want momentum, adam or sgd\n", *optimizer)
+		return 2
+	case *momentum < 0 || *momentum >= 1:
+		fmt.Fprintln(stderr, "mnist: want 0 <= -momentum < 1")
 		return 2
 	case *epochs < 1 || *batch < 1 || *lr < 0 || *bucketKB < 1 || *trainN < 0 || *testN < 0 || *points < 1 || *maxSteps < 0:
 		fmt.Fprintln(stderr, "mnist: want -epochs, -batch, -bucket-kb, -points > 0 and -lr, -train-n, -test-n, -steps >= 0")
 		return 2
 	}
 	if *lr == 0 {
-		*lr = map[string]float64{"adam": 0.001, "sgd": 0.1}[*optimizer]
+		*lr = map[string]float64{"momentum": 0.01, "adam": 0.001, "sgd": 0.1}[*optimizer]
 	}
 	if *dataDir == "" {
 		*dataDir = defaultDataDir()
@@ -139,7 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mnist: -batch %d is not a multiple of %d ranks\n", *batch, c.Size())
 		return 2
 	}
-	cfg := config{Model: *model, Optimizer: *optimizer, Epochs: *epochs, Batch: *batch, LR: *lr,
+	cfg := config{Model: *model, Optimizer: *optimizer, Epochs: *epochs, Batch: *batch, LR: *lr, Momentum: *momentum,
 		BucketBytes: *bucketKB << 10, Seed: *seed, Points: *points, MaxSteps: *maxSteps, Backend: *backendConfig}
 	if *verbose {
 		cfg.FirstStep = func() { fmt.Fprintf(stderr, "rank %d pid %d trained its first step\n", c.Rank(), os.Getpid()) }

@@ -151,6 +151,7 @@ func TestUsage(t *testing.T) {
 		{"-batch", "0"},
 		{"-model", "rnn"},
 		{"-optimizer", "rmsprop"},
+		{"-momentum", "1"},
 		{"-bucket-kb", "0"},
 		{"extra"},
 		{"-nosuchflag"},

@@ -26,6 +26,7 @@ type config struct {
 	Epochs      int
 	Batch       int // global batch, split evenly over the ranks
 	LR          float64
+	Momentum    float64 // of the momentum optimizer
 	BucketBytes int
 	Seed        int64
 	Points      int    // training-loss points recorded per epoch
@@ -41,6 +42,7 @@ type result struct {
 	Ranks        int           `json:"ranks"`
 	Batch        int           `json:"batch"`
 	LR           float64       `json:"lr"`
+	Momentum     float64       `json:"momentum,omitempty"`
 	Seed         int64         `json:"seed"`
 	Parameters   int           `json:"parameters"`
 	Buckets      int           `json:"buckets"`
@@ -93,8 +95,13 @@ func train(ctx context.Context, c *comm.Comm, cfg config, trainSet, testSet *dat
 	if err := mctx.SetRNGStateFromSeed(cfg.Seed + int64(rank)*1000); err != nil {
 		return nil, err
 	}
-	var opt optimizers.Interface = optimizers.Adam().LearningRate(cfg.LR).Done()
-	if cfg.Optimizer == "sgd" {
+	var opt optimizers.Interface
+	switch cfg.Optimizer {
+	case "momentum":
+		opt = momentumSGD{lr: cfg.LR, momentum: cfg.Momentum}
+	case "adam":
+		opt = optimizers.Adam().LearningRate(cfg.LR).Done()
+	case "sgd":
 		opt = optimizers.StochasticGradientDescent().WithDecay(false).WithLearningRate(cfg.LR)
 	}
 	tr, err := dp.New(c, backend, mctx, model, losses.SparseCategoricalCrossEntropyLogits, opt,
@@ -108,6 +115,7 @@ func train(ctx context.Context, c *comm.Comm, cfg config, trainSet, testSet *dat
 		return nil, err
 	}
 	res := &result{Model: cfg.Model, Optimizer: cfg.Optimizer, Ranks: size, Batch: cfg.Batch, LR: cfg.LR, Seed: cfg.Seed,
+		Momentum:     cfg.Momentum,
 		TrainSamples: trainSet.len(), TestSamples: testSet.len()}
 	points := max(1, min(cfg.Points, steps))
 	perm := make([]int, trainSet.len())
