@@ -44,10 +44,14 @@ func BenchmarkStep(b *testing.B) {
 	for i := range ys {
 		ys[i] = int32(rng.IntN(10))
 	}
-	x := tensors.FromFlatDataAndDimensions(xs, rows, 784)
-	y := tensors.FromFlatDataAndDimensions(ys, rows, 1)
+	// Tensors are made per run: they keep the backend they were sent to,
+	// and each run has its own backend.
+	batch := func() (*tensors.Tensor, *tensors.Tensor) {
+		return tensors.FromFlatDataAndDimensions(xs, rows, 784), tensors.FromFlatDataAndDimensions(ys, rows, 1)
+	}
 
 	b.Run("trainer=gomlx", func(b *testing.B) {
+		x, y := batch()
 		backend := newBackend(b)
 		tr := train.NewTrainer(backend, mlctx.New(), mnistMLP, losses.SparseCategoricalCrossEntropyLogits,
 			optimizers.Adam().Done(), nil, nil)
@@ -66,6 +70,7 @@ func BenchmarkStep(b *testing.B) {
 		}
 	})
 	b.Run("trainer=dp", func(b *testing.B) {
+		x, y := batch()
 		ctx := context.Background()
 		comms, err := commtest.Connect(ctx, "mem", 1, comm.Options{})
 		if err != nil {
