@@ -35,7 +35,8 @@ func (c Cost) Time(alpha, beta float64, chunkBytes int) float64 {
 	return float64(max(c.Steps-1, 0))*(alpha+chunk*beta) + nchunks*alpha + c.Bytes*beta
 }
 
-// Algorithms lists the priced algorithms of a collective ("allreduce",
+// Algorithms lists the algorithms of a collective with a flat α-β cost
+// (Algo.Cost; not the hierarchical ones, priced by Algo.Price) ("allreduce",
 // "broadcast", ...: CollInfo.Name) in the selector's order of preference.
 func Algorithms(coll string) []string {
 	c, err := CollByName(coll)

@@ -150,6 +150,9 @@ type Args struct {
 	SendCounts, SendDispls, RecvCounts, RecvDispls []int
 	// Point to point: destination, source, and elements received.
 	Peer, Src, RecvCount int
+	// Hosts identifies each rank's host (equal values share one), for the
+	// hierarchical algorithms; nil: one host. The same on every rank.
+	Hosts []int
 }
 
 // Algo is one algorithm of one collective.
@@ -175,6 +178,12 @@ type Algo struct {
 	// bytes; nil where that is no more than Cost's busiest rank (rings and
 	// chains cross each host boundary once).
 	NetBytes func(size, rph int, n float64) float64
+	// Price, for algorithms whose phases cross different link classes
+	// (the hierarchical ones), replaces Cost in Time: the time of a call
+	// priced at n bytes on t with m, false where the algorithm does not
+	// apply to t (one host, or one rank per host). Such algorithms run
+	// only where picked by Price or forced.
+	Price func(n float64, t Topology, m Model) (float64, bool)
 	// Doc is the algorithm's line in the documentation.
 	Doc string
 }
@@ -207,6 +216,11 @@ var algoTable = []Algo{
 	}, Reduced: func(p int, n float64) float64 { return n }, // two children's halves at an inner node
 		NetBytes: netTree,
 		Doc:      "double binary tree, each tree reducing and broadcasting half the buffer, pipelined (as NCCL)"},
+
+	{Coll: CollAllreduce, Name: "hier-ring", Schedule: HierRingAllreduce, Price: priceHierRing,
+		Doc: "several ranks per host: ring reduce-scatter in each host, ring allreduce of each shard across hosts, ring allgather in each host"},
+	{Coll: CollAllreduce, Name: "hier-leader", Schedule: HierLeaderAllreduce, Price: priceHierLeader,
+		Doc: "several ranks per host: reduce to each host's first rank, recursive doubling among those, then back to the host's ranks (small buffers)"},
 
 	{Coll: CollBroadcast, Name: "binomial", Schedule: rooted(BinomialBroadcast), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p), float64(log2Ceil(p)) * n

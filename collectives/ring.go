@@ -16,6 +16,14 @@ package collectives
 // Each segment is reduced in one fixed order around the ring and then
 // copied, so every rank ends with bitwise identical results.
 func RingAllreduce(rank, size, count, elemSize int) Schedule {
+	s := ringReduceScatterPhase(rank, size, count, elemSize)
+	s.Steps = append(s.Steps, ringAllgatherPhase(rank, size, count, elemSize).Steps...)
+	return s
+}
+
+// ringReduceScatterPhase is the ring allreduce's first half: afterwards
+// rank r holds segment r+1 (mod size) reduced over all ranks.
+func ringReduceScatterPhase(rank, size, count, elemSize int) Schedule {
 	s := Schedule{Rank: rank, Size: size}
 	if size <= 1 || count == 0 {
 		return s
@@ -31,6 +39,17 @@ func RingAllreduce(rank, size, count, elemSize int) Schedule {
 			s.add(RecvReduce, left, BufData, ro, rl)
 		}
 	}
+	return s
+}
+
+// ringAllgatherPhase is the ring allreduce's second half: from rank r
+// holding segment r+1 (mod size), every rank ends with every segment.
+func ringAllgatherPhase(rank, size, count, elemSize int) Schedule {
+	s := Schedule{Rank: rank, Size: size}
+	if size <= 1 || count == 0 {
+		return s
+	}
+	right, left := mod(rank+1, size), mod(rank-1, size)
 	for step := 0; step < size-1; step++ {
 		so, sl := segment(count, elemSize, size, mod(rank+1-step, size))
 		ro, rl := segment(count, elemSize, size, mod(rank-step, size))

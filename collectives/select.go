@@ -46,6 +46,8 @@ func (l LinkCost) known() bool { return l.Alpha > 0 || l.Beta > 0 }
 type Topology struct {
 	Size  int // ranks
 	Hosts int // hosts they run on; 0 or 1: all on one host
+	// Uneven: the hosts hold different numbers of ranks.
+	Uneven bool
 }
 
 // RanksPerHost is how many ranks a host holds (the last may hold fewer).
@@ -91,6 +93,9 @@ type Price struct {
 // carries more (Algo.NetBytes), plus γ per byte reduced. It reports false
 // for an algorithm without a cost.
 func (a *Algo) Time(nbytes int, t Topology, m Model) (float64, bool) {
+	if a.Price != nil {
+		return a.Price(float64(nbytes), t, m)
+	}
 	if a.Cost == nil {
 		return 0, false
 	}

@@ -164,13 +164,28 @@ func (c *Comm) pick(k collKind, nbytes int) (string, error) {
 }
 
 // topology is where the communicator's ranks are, for the selector.
-func (c *Comm) topology() collectives.Topology { return collectives.Topology{Size: c.size, Hosts: 1} }
+func (c *Comm) topology() collectives.Topology {
+	t := collectives.Topology{Size: c.size, Hosts: max(c.nHosts, 1)}
+	if len(c.hosts) == c.size {
+		per := make([]int, t.Hosts)
+		for _, h := range c.hosts {
+			per[h]++
+		}
+		for _, n := range per {
+			t.Uneven = t.Uneven || n != per[0]
+		}
+	}
+	return t
+}
 
 // model is the selector's cost model: the α and β measured at New on the
 // transport in use, the kernel's γ and the chunk size.
 func (c *Comm) model() collectives.Model {
 	m := collectives.Model{Gamma: c.gamma, ChunkBytes: c.opts.ChunkSize}
-	m.Links[collectives.LinkLocal] = collectives.LinkCost{Alpha: c.alpha, Beta: c.beta}
+	m.Links = c.linkCost
+	if m.Links == ([collectives.NumLinkClasses]collectives.LinkCost{}) {
+		m.Links[collectives.LinkLocal] = collectives.LinkCost{Alpha: c.alpha, Beta: c.beta}
+	}
 	return m
 }
 

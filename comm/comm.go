@@ -100,7 +100,12 @@ type Comm struct {
 	prices      []collectives.Price // the selector's scratch
 	alpha, beta float64
 	gamma       float64 // seconds per byte reduced
-	debug       bool
+	// linkCost is α and β per link class, measured at New on communicators
+	// that span hosts (the flat measurement prices the network, a ping-pong
+	// between two ranks of rank 0's host the local links); zero: alpha and
+	// beta price every link.
+	linkCost [collectives.NumLinkClasses]collectives.LinkCost
+	debug    bool
 }
 
 // Rank is this process's rank, 0 <= Rank < Size; -1 for a nil *Comm (the

@@ -49,7 +49,7 @@ func (c *Comm) plan(ctx context.Context, r *Request, algo string, fuse int) (*co
 		return nil, 0, err
 	}
 	a := r.args.schedArgs() // escapes to the constructor: made only when compiling
-	a.Count, a.ElemSize, a.Root = r.count, elemSize, r.root
+	a.Count, a.ElemSize, a.Root, a.Hosts = r.count, elemSize, r.root, c.hosts
 	s := al.Build(c.rank, c.size, &a)
 	var p *collectives.Plan
 	if fuse > 0 {

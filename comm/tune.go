@@ -2,6 +2,7 @@ package comm
 
 import (
 	"context"
+	"fmt"
 	"math"
 
 	"slices"
@@ -89,16 +90,87 @@ func (c *Comm) tune(ctx context.Context) error {
 	}
 	beta := max((t2-t1)/(wire(tuneLarge)-wire(tuneSmall)), 1e-12)
 	alpha := max(t1/steps, 1e-7)
-	agreed := []float64{alpha, beta, gamma}
+	// On several hosts the ring's steps wait on the network; the local
+	// links are priced by a ping-pong between rank 0 and a rank of its
+	// host, if it has one.
+	var local collectives.LinkCost
+	if c.nHosts > 1 {
+		if local, err = c.pingPong(ctx, buf); err != nil {
+			return err
+		}
+	}
+	agreed := []float64{alpha, beta, gamma, local.Alpha, local.Beta}
 	if err := Broadcast(ctx, c, agreed, 0); err != nil {
 		return err
 	}
 	c.alpha, c.beta, c.gamma = agreed[0], agreed[1], agreed[2]
+	if c.nHosts > 1 {
+		c.linkCost[collectives.LinkNet] = collectives.LinkCost{Alpha: c.alpha, Beta: c.beta}
+		c.linkCost[collectives.LinkLocal] = collectives.LinkCost{Alpha: agreed[3], Beta: agreed[4]}
+	}
 	if debug {
 		c.debug = true
 		c.debugf("cost model: α=%.1fus β=%.3fns/B (%.2f GB/s) γ=%.3fns/B measured on %s", c.alpha*1e6, c.beta*1e9, 1/c.beta/1e9, c.gamma*1e9, c.dev.Name())
+		if l := c.linkCost[collectives.LinkLocal]; c.nHosts > 1 && l.Beta > 0 {
+			c.debugf("cost model: local links α=%.1fus β=%.3fns/B (%.2f GB/s), network as above (%d hosts)", l.Alpha*1e6, l.Beta*1e9, 1/l.Beta/1e9, c.nHosts)
+		}
 	}
 	return nil
+}
+
+// pingPong measures the local links between rank 0 and the next rank of
+// its host, if any (the zero LinkCost if none): one-way time of a small
+// and a large message, half a round trip each. Only those two ranks take
+// part; the others go on to the broadcast that follows.
+func (c *Comm) pingPong(ctx context.Context, buf []float32) (collectives.LinkCost, error) {
+	peer := -1
+	if c.rank == 0 || c.hosts[c.rank] == c.hosts[0] {
+		for r := 1; r < c.size; r++ {
+			if c.hosts[r] == c.hosts[0] {
+				peer = r
+				break
+			}
+		}
+	}
+	if peer < 0 || (c.rank != 0 && c.rank != peer) {
+		return collectives.LinkCost{}, nil
+	}
+	other := peer
+	if c.rank == peer {
+		other = 0
+	}
+	oneWay := func(n int) (float64, error) {
+		var ts []float64
+		for i := range tuneRepeats + 1 {
+			start := time.Now()
+			var err error
+			if c.rank == 0 {
+				if err = Send(ctx, c, buf[:n/4], other, 0); err == nil {
+					err = Recv(ctx, c, buf[:n/4], other, 0)
+				}
+			} else {
+				if err = Recv(ctx, c, buf[:n/4], other, 0); err == nil {
+					err = Send(ctx, c, buf[:n/4], other, 0)
+				}
+			}
+			if err != nil {
+				return 0, fmt.Errorf("local link ping-pong with rank %d: %w", other, err)
+			}
+			if i > 0 {
+				ts = append(ts, time.Since(start).Seconds()/2)
+			}
+		}
+		return median(ts), nil
+	}
+	t1, err := oneWay(tuneSmall)
+	if err != nil {
+		return collectives.LinkCost{}, err
+	}
+	t2, err := oneWay(tuneLarge)
+	if err != nil {
+		return collectives.LinkCost{}, err
+	}
+	return collectives.LinkCost{Alpha: max(t1, 1e-7), Beta: max((t2-t1)/float64(tuneLarge-tuneSmall), 1e-12)}, nil
 }
 
 // CostModel returns the α (seconds per message step) and β (seconds per

@@ -146,6 +146,20 @@ part_hosts() {
 		fi
 	done
 
+	# 1a. Every collective and algorithm (hierarchical ones included) on
+	#     2 hosts of 3 ranks: shared memory within a host, TCP between.
+	name=hosts-collcheck
+	t0=$(date +%s%N)
+	in_h0 timeout 300 "${gorun[@]}" -H "$(hostip 0):3,$(hostip 1):3" "$T/collcheck" -counts 1,13,1000 -types float32 \
+		>"$T/$name.out" 2>"$T/$name.err"
+	RC=$?
+	if ((RC == 0)) && grep -q "collcheck: 6 ranks via .*shm.*: every collective and algorithm verified for float32 x 1000" "$T/$name.out"; then
+		ok "gorun -H $(hostip 0):3,$(hostip 1):3 collcheck: $(grep -o 'via .*x 1000 .*' "$T/$name.out" | head -c 120) ($(ms "$t0") ms)"
+	else
+		bad "gorun -H $(hostip 0):3,$(hostip 1):3 collcheck: exit $RC"
+		show "$name"
+	fi
+
 	# 1b. 32 ranks on 2 hosts, more than sshd's default MaxStartups (10)
 	#     at once: the ranks of a host share one ssh connection.
 	name=hosts-many

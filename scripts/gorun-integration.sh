@@ -7,6 +7,9 @@
 #   hosts   4 hosts as network namespaces (10.77.0.1-4 on a bridge in a 5th
 #           namespace; nothing outside them), an sshd in each, and:
 #           the allreduce example across them with gorun -H (4 and 8 ranks);
+#           collcheck on 2 hosts of 3 ranks (shared memory within a host,
+#           TCP between: every collective and algorithm, the hierarchical
+#           ones included, verified);
 #           SIGKILL of a remote rank mid-run (gorun exits non-zero within
 #           5 s naming it, no rank left anywhere); the ssh link of a rank
 #           cut (the remote rank is stopped by its wrapper); SIGINT to gorun
@@ -107,7 +110,7 @@ install_pkgs() { # package...
 }
 
 build() {
-	go build -o "$T/gorun" ./cmd/gorun && go build -o "$T/allreduce" ./examples/allreduce
+	go build -o "$T/gorun" ./cmd/gorun && go build -o "$T/allreduce" ./examples/allreduce && go build -o "$T/collcheck" ./examples/collcheck
 }
 
 # check_allreduce FILE RANKS: the example's verified line is in FILE.

@@ -7,7 +7,7 @@
 #      TCP transports, real processes under gorun), then again under the
 #      race detector with -short (smaller tables, no process tests)
 #   4. the GoMLX example module (examples/gomlx, its own go.mod): vet, tests
-#   5. each fuzz target for a short time (FUZZTIME, default 10s)
+#   5. each fuzz target for a short time (FUZZTIME, default 4s)
 #   6. gorun across hosts (network namespaces + sshd), under Slurm and under
 #      Open MPI's mpirun (scripts/gorun-integration.sh)
 #   7. verbs on Soft-RoCE inside QEMU (scripts/softroce-test.sh)
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
-FUZZTIME="${FUZZTIME:-10s}"
+FUZZTIME="${FUZZTIME:-4s}"
 step() { printf '\n=== %s (%s)\n' "$*" "$(date +%T)"; }
 
 step "install system packages"

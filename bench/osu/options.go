@@ -116,7 +116,7 @@ var options = []option{
 	{'t', "num-test-calls", true, "Test calls during the compute of non-blocking tests"},
 	{'o', "output", true, "text (default) or json (one JSON object per row, with run metadata)"},
 	{0, "nccl", false, "print nccl-tests' layout (size count type redop root time algbw busbw #wrong)"},
-	{0, "transport", true, "transport: auto, tcp or verbs (sets GOCCL_TRANSPORT)"},
+	{0, "transport", true, "transport: auto, shm, tcp or verbs (sets GOCCL_TRANSPORT)"},
 	{0, "algorithm", true, "algorithm of every call (comm.WithAlgorithm; GOCCL_ALGO works too)"},
 }
 

@@ -210,6 +210,10 @@ func (q *CompletionQueue) waitOn(m *memberQueue, take int) {
 	var buf [maxTake]transport.Completion
 	n, err := m.cq.Wait(q.life, buf[:take])
 	q.translate(buf[:n])
+	// Under pollMu: a Poll either sees these in held or still sees m
+	// owned, never m free with these not yet held (it would return m's
+	// later completions first).
+	q.pollMu.Lock()
 	q.heldMu.Lock()
 	q.held = append(q.held, buf[:n]...)
 	if err != nil && q.werr == nil && q.life.Err() == nil {
@@ -217,6 +221,7 @@ func (q *CompletionQueue) waitOn(m *memberQueue, take int) {
 	}
 	q.heldMu.Unlock()
 	m.owned.Store(false)
+	q.pollMu.Unlock()
 	select {
 	case q.notify <- struct{}{}:
 	default:
