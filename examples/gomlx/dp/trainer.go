@@ -136,10 +136,8 @@ func (t *Trainer) clock() float64 { return time.Since(t.epoch).Seconds() }
 // variable in context order.
 func (t *Trainer) gradientGraph(mctx *mlctx.Context, all []*graph.Node) []*graph.Node {
 	g := all[0].Graph()
-	if t.vars != nil {
-		// A graph for new batch shapes finds the variables created.
-		mctx = mctx.Checked(false)
-	}
+	// A graph for new batch shapes reuses the variables the first one
+	// created: context.Exec marks its context Reuse after its first graph.
 	mctx.SetTraining(g, true)
 	inputs, labels := all[:t.nInputs], all[t.nInputs:]
 	predictions := t.model(mctx, nil, inputs)

@@ -314,8 +314,8 @@ func TestPeerAbort(t *testing.T) {
 }
 
 // TestBatchShapes trains on batches of 16, then 8 (a last, partial batch),
-// then 16 rows: each new shape builds a new gradient graph, which must find
-// the variables the first one created and train the same ones.
+// then 16 rows: each new shape builds a new gradient graph, which must
+// reuse the variables the first one created and train the same ones.
 func TestBatchShapes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
