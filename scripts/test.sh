@@ -6,11 +6,12 @@
 #   3. go test on every package (ranks as goroutines over the in-memory and
 #      TCP transports, real processes under gorun), then again under the
 #      race detector with -short (smaller tables, no process tests)
-#   4. each fuzz target for a short time (FUZZTIME, default 4s)
-#   5. gorun across hosts (network namespaces + sshd), under Slurm and under
+#   4. the GoMLX example module (examples/gomlx, its own go.mod): vet, tests
+#   5. each fuzz target for a short time (FUZZTIME, default 4s)
+#   6. gorun across hosts (network namespaces + sshd), under Slurm and under
 #      Open MPI's mpirun (scripts/gorun-integration.sh)
-#   6. verbs on Soft-RoCE inside QEMU (scripts/softroce-test.sh)
-# SKIP_INTEGRATION=1 skips step 5 and SKIP_VM=1 step 6 (for quick local
+#   7. verbs on Soft-RoCE inside QEMU (scripts/softroce-test.sh)
+# SKIP_INTEGRATION=1 skips step 6 and SKIP_VM=1 step 7 (for quick local
 # runs); CI runs everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +41,11 @@ go test -count=1 -timeout 15m ./...
 
 step "go test -race -short (every package with concurrency, smaller tables)"
 go test -race -short -count=1 -timeout 15m ./...
+
+step "GoMLX example module (examples/gomlx)"
+# A Go module of its own (goccl's go.mod never depends on GoMLX), so the
+# ./... above does not reach it.
+(cd examples/gomlx && go vet ./... && go test -count=1 -timeout 10m ./...)
 
 step "fuzz targets, ${FUZZTIME} each"
 for pkg in $(go list ./...); do
