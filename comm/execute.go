@@ -51,7 +51,7 @@ func (c *Comm) plan(ctx context.Context, r *Request, algo string, fuse int) (*co
 	a := r.args.schedArgs() // escapes to the constructor: made only when compiling
 	a.Count, a.ElemSize, a.Root, a.Hosts = r.count, elemSize, r.root, c.hosts
 	s := al.Build(c.rank, c.size, &a)
-	if (r.kind == collBroadcast || r.kind == collScatter) && c.size >= 3 && r.count > 0 {
+	if agreed(r.kind, c.size, r.count) {
 		// A tree's leaf hears only from ranks that agree with it: the
 		// barrier's messages make every rank check every rank's call
 		// (root included) before it completes (collectives.Agreed).
@@ -199,7 +199,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		// Rooted collectives on a tree or chain: senders wait until their
 		// receivers complete, so that a disagreement reaches them (see
 		// collectives/checks.go).
-		call.Confirm = r.root >= 0 && (algo == "binomial" || algo == "pipeline") && p.Name == algo
+		call.Confirm = r.root >= 0 && (algo == "binomial" || algo == "pipeline") && p.Name == algo && !agreed(r.kind, c.size, r.count)
 		if err := c.exec.Run(c.runCtx(ctx), &call); err != nil {
 			// Tell the peers and drop every connection at once, so that
 			// peers waiting on this rank fail now rather than at their
@@ -294,4 +294,12 @@ func overlap(a, b []byte) bool {
 	}
 	a0, b0 := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
 	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
+}
+
+// agreed says whether a call's schedule ends with the agreement barrier
+// (collectives.Agreed): broadcasts and scatters of three or more ranks.
+// Such calls need no confirmation step (Call.Confirm): the barrier already
+// keeps every rank in the call until every rank's call was checked.
+func agreed(k collKind, size, count int) bool {
+	return (k == collBroadcast || k == collScatter) && size >= 3 && count > 0
 }
