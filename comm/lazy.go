@@ -243,9 +243,15 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 	early := firstLook
 	look := time.NewTimer(early)
 	defer look.Stop()
+	// A failed connect waits settleWait for the store to say why (a
+	// peer that failed, or closed, drops its half of the connection).
+	var connErr error
+	var settle <-chan time.Time
 	for left > 0 {
 		poke := c.poke.Load()
 		select {
+		case <-settle:
+			return connErr
 		case <-look.C:
 			if err := c.lookAround(call); err != nil {
 				return err
@@ -257,7 +263,10 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 			switch {
 			case g.conn:
 				if g.err != nil {
-					return g.err
+					if connErr == nil {
+						connErr, settle = g.err, time.After(settleWait)
+					}
+					continue
 				}
 				c.adoptLink(halves, g.i, g.link)
 				left--
