@@ -85,7 +85,9 @@ func (c *Comm) snapshot(call *collectives.Call) rankState {
 // stateNow is this rank's answer.
 func (c *Comm) stateNow() rankState {
 	n := c.callNo.Load()
-	st := rankState{seq: c.seqNow.Load(), running: n%2 == 1, root: -1}
+	// The measurement at New (tune.go) numbers its calls as the first user
+	// calls of ranks that finished it: not a call to compare with theirs.
+	st := rankState{seq: c.seqNow.Load(), running: n%2 == 1 && !c.tuning.Load(), root: -1}
 	if r := c.failRoot.Load(); r != noRoot {
 		st.failed, st.root = true, int(r)
 		return st

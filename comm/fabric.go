@@ -65,6 +65,8 @@ type fabric struct {
 	// set for a point-to-point call, above bit 20 the callNo of the run,
 	// for the responder (answer.go).
 	runFP atomic.Uint64
+	// tuning is set while New measures the transport (tune.go).
+	tuning atomic.Bool
 	// hosts numbers the ranks' hosts (ranks with equal host identities
 	// share a number, in order of first appearance); via says which
 	// transport reaches each peer.

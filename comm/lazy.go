@@ -243,6 +243,7 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 	early := firstLook
 	look := time.NewTimer(early)
 	defer look.Stop()
+	rounds := 0
 	// A failed connect waits settleWait for the store to say why (a
 	// peer that failed, or closed, drops its half of the connection).
 	var connErr error
@@ -251,11 +252,12 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 		poke := c.poke.Load()
 		select {
 		case <-settle:
-			return connErr
+			return fmt.Errorf("%s: %w", c.callName(call), connErr)
 		case <-look.C:
-			if err := c.lookAround(call); err != nil {
+			if err := c.lookAround(call, rounds); err != nil {
 				return err
 			}
+			rounds++
 			if early *= 2; early < c.stallStep {
 				look.Reset(early)
 			}
@@ -323,14 +325,32 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 // until the stall watchdog's pokes take over.
 const firstLook = 20 * time.Millisecond
 
-// lookAround compares call with those of the peers this rank waits to
-// connect to, and returns their disagreement, if any.
-func (c *Comm) lookAround(call *collectives.Call) error {
+// earlyPeers is how many of the peers it waits for a rank asks in one
+// early look-around: an all-to-all that connects every peer must not ask
+// the store n questions per rank every few milliseconds (the stall
+// watchdog's pokes ask all of them, from a second on).
+const earlyPeers = 4
+
+// lookAround compares call with those of up to earlyPeers of the peers
+// this rank waits to connect to (a different few each time: round is the
+// look-around's number), and returns their disagreement, if any.
+func (c *Comm) lookAround(call *collectives.Call, round int) error {
+	if c.tuning.Load() {
+		return nil // see stateNow
+	}
 	kv := kvOf(c.rdv)
 	st := c.snapshot(call)
+	ask := st.waiting
+	if len(ask) > earlyPeers {
+		some := make([]int, earlyPeers)
+		for i := range some {
+			some[i] = ask[(round*earlyPeers+i)%len(ask)]
+		}
+		ask = some
+	}
 	ctx, cancel := context.WithTimeout(c.life, queryWait)
 	defer cancel()
-	for w, a := range c.query(ctx, kv, st.waiting) {
+	for w, a := range c.query(ctx, kv, ask) {
 		if err := c.compare(st, w, a); err != nil {
 			return err
 		}

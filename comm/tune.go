@@ -49,8 +49,10 @@ func (c *Comm) tune(ctx context.Context) error {
 	// defaults above are forgotten.
 	debug := c.debug
 	c.debug = false
+	c.tuning.Store(true)
 	defer func() {
 		c.runMu.Lock()
+		c.tuning.Store(false)
 		c.seq, c.debug = 0, debug
 		clear(c.choices)
 		c.runMu.Unlock()
