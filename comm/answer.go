@@ -100,7 +100,7 @@ func (c *Comm) stateNow() rankState {
 		// in the same collective with a different one disagrees with it.
 		st.fp, st.p2p = uint16(v), v&(1<<16) != 0
 	}
-	if c.stallElapsed.Load() == 0 && !c.connWait.Load() {
+	if c.stallElapsed.Load() == 0 {
 		return st
 	}
 	c.diagMu.Lock()

@@ -60,7 +60,6 @@ type fabric struct {
 	// connecting lists the peers whose set-up this rank waits for, while
 	// it does (the stall diagnosis asks them).
 	connecting []int
-	connWait   atomic.Bool // connecting is not empty: the responder answers with the snapshot
 	// runFP is the running call's fingerprint (low 16 bits), with bit 16
 	// set for a point-to-point call, above bit 20 the callNo of the run,
 	// for the responder (answer.go).

@@ -237,9 +237,10 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 	// Until the stall watchdog's first poke, look around early and often:
 	// ranks that disagree on the call may need different pairs, and then
 	// no data can show the difference (see compare).
-	c.snapshot(call)
-	c.connWait.Store(true)
-	defer c.connWait.Store(false)
+	// (The rank counts as stalled for the peers that ask, and shows whom
+	// it waits on, only once the stall watchdog says so, as in the
+	// executor: a rank still in the previous call may wait on this one
+	// for a while without any disagreement.)
 	early := firstLook
 	look := time.NewTimer(early)
 	defer look.Stop()
