@@ -155,6 +155,7 @@ func (c *Comm) ensureLinks(call *collectives.Call) error {
 	start := time.Now()
 	err := c.connectPeers(call, kv, missing)
 	if err != nil {
+		err = fmt.Errorf("%s: rank %d: connecting %s: %w", c.callName(call), c.rank, rankList(c.connecting), err)
 		c.exec.Fail(err)
 		return err
 	}
@@ -253,7 +254,7 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 		poke := c.poke.Load()
 		select {
 		case <-settle:
-			return fmt.Errorf("%s: %w", c.callName(call), connErr)
+			return connErr
 		case <-look.C:
 			if err := c.lookAround(call, rounds); err != nil {
 				return err
