@@ -118,6 +118,15 @@ func (c *Comm) tune(ctx context.Context) error {
 	beta := max((t2-t1)/(wire(tuneLarge)-wire(tuneSmall)), 1e-12)
 	alpha := max(t1/steps, 1e-7)
 	agreed := []float64{alpha, beta, gamma}
+	if oneStep {
+		// The measurement made no collective (SendRecv is point to
+		// point): the broadcast would be collective #1, the number of the
+		// user's first, whose data may reach a rank still here. A number
+		// far from the user's first calls keeps them apart.
+		c.runMu.Lock()
+		c.seq = collectives.SeqMod / 2
+		c.runMu.Unlock()
+	}
 	if err := Broadcast(ctx, c, agreed, 0); err != nil {
 		return err
 	}
