@@ -75,7 +75,7 @@ func decodeState(b []byte) (rankState, bool) {
 // snapshot records the state of the stalled run for the ranks that ask.
 func (c *Comm) snapshot(call *collectives.Call) rankState {
 	st := rankState{seq: c.seq, running: true, stalled: true, call: c.callName(call),
-		fp: call.Fingerprint(), p2p: call.P2P, waiting: c.exec.Waiting(call)}
+		fp: call.Fingerprint(), p2p: call.P2P, waiting: c.waitingOn(call)}
 	c.diagMu.Lock()
 	c.snap, c.snapCall = st, c.callNo.Load()
 	c.diagMu.Unlock()
@@ -85,12 +85,22 @@ func (c *Comm) snapshot(call *collectives.Call) rankState {
 // stateNow is this rank's answer.
 func (c *Comm) stateNow() rankState {
 	n := c.callNo.Load()
-	st := rankState{seq: c.seqNow.Load(), running: n%2 == 1, root: -1}
+	// The measurement at New (tune.go) numbers its calls as the first user
+	// calls of ranks that finished it: not a call to compare with theirs.
+	st := rankState{seq: c.seqNow.Load(), running: n%2 == 1 && !c.tuning.Load(), root: -1}
 	if r := c.failRoot.Load(); r != noRoot {
 		st.failed, st.root = true, int(r)
 		return st
 	}
-	if !st.running || c.stallElapsed.Load() == 0 {
+	if !st.running {
+		return st
+	}
+	if v := c.runFP.Load(); v>>20 == n {
+		// The running call's fingerprint, known once its plan is: a rank
+		// in the same collective with a different one disagrees with it.
+		st.fp, st.p2p = uint16(v), v&(1<<16) != 0
+	}
+	if c.stallElapsed.Load() == 0 {
 		return st
 	}
 	c.diagMu.Lock()

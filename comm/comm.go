@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -235,6 +236,13 @@ func (c *Comm) Close() error {
 		ctx, cancel = context.WithTimeout(context.Background(), closeWait)
 		c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeClosed, Rank: c.rank, Seq: uint16(c.seq % collectives.SeqMod)})
 		cancel()
+		// Peers not connected to this rank learn it from the store, should
+		// a call of theirs still need it (lazy.go).
+		if kv := kvOf(c.rdv); kv != nil {
+			ctx, cancel = context.WithTimeout(context.Background(), closeWait)
+			kv.Set(ctx, c.closedKey(c.rank), []byte(strconv.FormatUint(uint64(c.seq), 10)))
+			cancel()
+		}
 	case c.aborted.Load():
 		ctx, cancel := context.WithTimeout(context.Background(), notifyWait)
 		c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeAborted, Rank: c.rank, Seq: uint16(collectives.Epoch(c.seq, true))})
@@ -348,6 +356,16 @@ type Options struct {
 	// transport in use.
 	Alpha, Beta float64
 
+	// StagingBudget bounds the staging memory of a rank, in bytes
+	// (default DefaultStagingBudget, 64 MiB; env GOCCL_STAGING_BUDGET): a
+	// job of so many ranks that Slots staging slots of ChunkSize bytes per
+	// peer would exceed it, were every peer connected, gets fewer slots
+	// per peer, and past two slots smaller chunks (see stagingGeometry).
+	// Peers are connected, and their staging allocated, on first use, so a
+	// ring or tree job allocates a few peers' worth of it. Every rank must
+	// be given the same value, as with ChunkSize and Slots.
+	StagingBudget int
+
 	// HostID identifies this rank's host: ranks with equal HostIDs are on
 	// one host, reach each other over shared memory when a shm device is
 	// given, and form the groups of hierarchical algorithms. Empty: the
@@ -375,6 +393,11 @@ func (o *Options) fill() error {
 		}
 	}
 	o.Slots = min(o.Slots, 1<<15)
+	if o.StagingBudget <= 0 {
+		if o.StagingBudget, err = envInt("GOCCL_STAGING_BUDGET", DefaultStagingBudget); err != nil {
+			return err
+		}
+	}
 	if o.Timeout <= 0 {
 		if o.Timeout, err = envDuration("GOCCL_TIMEOUT", 10*time.Minute); err != nil {
 			return err

@@ -1,7 +1,7 @@
 // Package comm is goccl's user-facing API: a Communicator joins the ranks of
 // a job (Init reads the environment gorun, torchrun, Slurm or Open MPI set),
-// connects a transport to every peer and runs collectives on Go slices,
-// blocking or asynchronous.
+// connects a transport to each peer when a collective first needs it, and
+// runs collectives on Go slices, blocking or asynchronous.
 //
 // Buffers: a slice from Alloc (or one passed to Register) is registered with
 // the transport once and collectives run directly on it: that is the fast
@@ -15,8 +15,8 @@
 //
 // Errors name the collective, its sequence number, the ranks involved and
 // the cause. A failure fails the call on every rank, fast, naming the same
-// rank at its root: the rank that fails tells every peer why over the data
-// links before it closes them (so survivors agree also when the bootstrap
+// rank at its root: the rank that fails tells every connected peer why over
+// the data links before it closes them (so survivors agree also when the bootstrap
 // store died with its host) and publishes details in the store. Ranks that
 // disagree on a call (collective, count, type, operation, root, or how
 // many collectives they made) fail in that call with an error naming both

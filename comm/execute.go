@@ -200,6 +200,11 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		// receivers complete, so that a disagreement reaches them (see
 		// collectives/checks.go).
 		call.Confirm = r.root >= 0 && (algo == "binomial" || algo == "pipeline") && p.Name == algo && !agreed(r.kind, c.size, r.count)
+		// Peers this rank has not talked to yet are connected now, on
+		// both sides of each pair (lazy.go).
+		if err := c.ensureLinks(&call); err != nil {
+			return c.fail(err, &call)
+		}
 		if err := c.exec.Run(c.runCtx(ctx), &call); err != nil {
 			// Tell the peers and drop every connection at once, so that
 			// peers waiting on this rank fail now rather than at their

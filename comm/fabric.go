@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/goccl/goccl/collectives"
 	"github.com/goccl/goccl/transport"
@@ -46,13 +47,25 @@ const (
 // and others not), one completion queue, a link per peer with its staging
 // slots, and the executor that runs plans over them.
 type fabric struct {
-	devs      devices
-	dev       transport.Device
-	cq        transport.CompletionQueue
+	devs devices
+	dev  transport.Device
+	cq   transport.CompletionQueue
+	// links has an entry per rank, nil until the peer is first used
+	// (lazy.go); nLinks counts the others.
 	links     []*collectives.Link
+	nLinks    atomic.Int64
 	linksOnce sync.Once
 	staging   []ownedMem
 	exec      *collectives.Executor
+	// connecting lists the peers whose set-up this rank waits for, while
+	// it does (the stall diagnosis asks them).
+	connecting []int
+	// runFP is the running call's fingerprint (low 16 bits), with bit 16
+	// set for a point-to-point call, above bit 20 the callNo of the run,
+	// for the responder (answer.go).
+	runFP atomic.Uint64
+	// tuning is set while New measures the transport (tune.go).
+	tuning atomic.Bool
 	// hosts numbers the ranks' hosts (ranks with equal host identities
 	// share a number, in order of first appearance); via says which
 	// transport reaches each peer.
@@ -187,6 +200,16 @@ func (c *Comm) PeerTransport(peer int) string {
 	return c.devs.net.Name()
 }
 
+// ConnectedPeers is the number of peers this rank has connected so far:
+// peers are connected on first use (see Options.StagingBudget), so it
+// grows with the algorithms the communicator has run, not with its size.
+func (c *Comm) ConnectedPeers() int {
+	if c == nil {
+		return 0
+	}
+	return int(c.nLinks.Load())
+}
+
 // Hosts is the number of hosts the communicator's ranks are on (see
 // Options.HostID).
 func (c *Comm) Hosts() int {
@@ -276,9 +299,10 @@ func parseBlobs(b []byte, size int) (addrs [][]byte, regions []transport.RemoteR
 }
 
 // connect learns where the ranks are, chooses each peer's transport,
-// creates an endpoint and staging slots per peer, exchanges their
-// addresses through the rendezvous, connects every peer and waits until
-// all ranks are ready.
+// sizes the staging slots (see stagingGeometry) and makes the completion
+// queue and the executor. The links themselves are made on first use
+// (lazy.go); only a rendezvous without a key-value store, which cannot set
+// up a pair on its own, connects every peer here.
 func (c *Comm) connect(ctx context.Context) error {
 	if err := c.exchangeHosts(ctx); err != nil {
 		return err
@@ -289,59 +313,63 @@ func (c *Comm) connect(ctx context.Context) error {
 	if c.debug && c.size > 1 {
 		c.debugf("peers: %s (%d hosts)", c.Transports(), c.nHosts)
 	}
-	n, slot := c.opts.Slots, c.opts.ChunkSize
+	slots, slot := stagingGeometry(c.size, c.opts.Slots, c.opts.ChunkSize, c.opts.StagingBudget)
+	if c.debug && (slots != c.opts.Slots || slot != c.opts.ChunkSize) {
+		c.debugf("staging: %d slots of %d KiB per peer instead of %d of %d KiB: %d peers fit the %d MiB budget (GOCCL_STAGING_BUDGET)",
+			slots, slot>>10, c.opts.Slots, c.opts.ChunkSize>>10, c.size-1, c.opts.StagingBudget>>20)
+	}
+	c.opts.Slots, c.opts.ChunkSize = slots, slot
 	// What the executor holds at most on each link (receive tokens, data
-	// and credit writes): a device that cannot hold that many completions
-	// fails here with ErrNotSupported rather than later at a post.
-	depth := max(1, (c.size-1)*collectives.CQEntriesPerLink(n))
+	// and credit writes), were every peer connected: a device that cannot
+	// hold that many completions fails here with ErrNotSupported rather
+	// than later at a post.
+	depth := max(1, (c.size-1)*collectives.CQEntriesPerLink(slots))
 	cq, err := c.dev.NewCompletionQueue(depth)
 	if err != nil {
-		return fmt.Errorf("completion queue for %d peers with %d slots each: %w", c.size-1, n, err)
+		return fmt.Errorf("completion queue for %d peers with %d slots each: %w", c.size-1, slots, err)
 	}
 	c.cq = cq
 	c.links = make([]*collectives.Link, c.size)
-	eps := make([]transport.Endpoint, c.size)
-	regions := make([]transport.Region, c.size)
-	md, _ := c.dev.(*multi.Device)
+	spin := c.opts.SpinPolls
+	if ws, ok := c.dev.(waitSpinner); ok && ws.WaitSpins() {
+		spin = 0 // the queue's Wait spins on its sources itself
+	}
+	c.exec = &collectives.Executor{Rank: c.rank, Size: c.size, Links: c.links, CQ: cq,
+		NSlots: slots, SlotSize: slot, SpinPolls: spin,
+		OnProgress: c.armStall, Stalled: c.onStall}
+	if in, ok := c.dev.(transport.Inliner); ok {
+		c.exec.Inline = in.MaxInline()
+	}
+	if kvOf(c.rdv) == nil && c.size > 1 {
+		return c.connectAll(ctx)
+	}
+	return nil
+}
+
+// connectAll connects every peer at once, exchanging the address blobs
+// with one Allgather (each rank's blob holds an entry per peer), and waits
+// until all ranks are ready: for a rendezvous without a key-value store.
+func (c *Comm) connectAll(ctx context.Context) error {
+	halves := make([]*halfLink, c.size)
+	defer func() {
+		for _, h := range halves {
+			if h != nil {
+				h.close(c.dev)
+			}
+		}
+	}()
 	var blob []byte
 	for peer := range c.size {
 		if peer == c.rank {
 			blob = appendBlob(blob, nil, transport.RemoteRegion{})
 			continue
 		}
-		// Staging lives where the peer's writes are cheapest: in memory
-		// its transport allocates (mapped by a shared-memory peer).
-		peerDev := c.devs.net
-		if c.via[peer] == viaShm {
-			peerDev = c.devs.shm
-		}
-		var ep transport.Endpoint
-		if md != nil {
-			ep, err = md.NewEndpointOn(c.via[peer], cq)
-		} else {
-			ep, err = c.dev.NewEndpoint(cq)
-		}
+		h, b, err := c.openHalf(peer)
 		if err != nil {
-			return fmt.Errorf("endpoint for rank %d: %w", peer, err)
+			return err
 		}
-		eps[peer] = ep
-		mem, err := allocFrom(peerDev, collectives.StagingSize(n, slot))
-		if err != nil {
-			return fmt.Errorf("staging for rank %d: %w", peer, err)
-		}
-		c.staging = append(c.staging, mem)
-		const access = transport.AccessLocalWrite | transport.AccessRemoteWrite
-		var r transport.Region
-		if md != nil {
-			r, err = md.RegisterOn(c.via[peer], mem.mem, access)
-		} else {
-			r, err = c.dev.Register(mem.mem, access)
-		}
-		if err != nil {
-			return fmt.Errorf("register staging for rank %d: %w", peer, err)
-		}
-		regions[peer] = r
-		blob = appendBlob(blob, ep.LocalAddress(), r.Remote())
+		halves[peer] = h
+		blob = append(blob, b...)
 	}
 	all, err := c.rdv.Allgather(ctx, blob)
 	if err != nil {
@@ -350,55 +378,40 @@ func (c *Comm) connect(ctx context.Context) error {
 	if len(all) != c.size {
 		return fmt.Errorf("exchange addresses: got %d entries for %d ranks", len(all), c.size)
 	}
-	remote := make([]transport.RemoteRegion, c.size)
-	addrs := make([][]byte, c.size)
-	for peer := range c.size {
-		if peer == c.rank {
+	errs := make([]error, c.size)
+	rem := make([]transport.RemoteRegion, c.size)
+	var wg sync.WaitGroup
+	for peer, h := range halves {
+		if h == nil {
 			continue
 		}
 		a, r, err := parseBlobs(all[peer], c.size)
 		if err != nil {
 			return fmt.Errorf("address table of rank %d: %w", peer, err)
 		}
-		addrs[peer], remote[peer] = a[c.rank], r[c.rank]
-	}
-	errs := make([]error, c.size)
-	var wg sync.WaitGroup
-	for peer := range c.size {
-		if peer == c.rank {
-			continue
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := eps[peer].Connect(ctx, addrs[peer]); err != nil {
-				errs[peer] = fmt.Errorf("connect rank %d -> %d (%s): %w", c.rank, peer, c.PeerTransport(peer), err)
+			if err := h.ep.Connect(ctx, a[c.rank]); err != nil {
+				errs[peer] = err
 			}
 		}()
+		rem[peer] = r[c.rank]
 	}
 	wg.Wait()
+	for peer, h := range halves {
+		if h != nil && errs[peer] == nil {
+			c.links[peer], errs[peer] = collectives.NewLink(h.peer, h.ep, h.region, rem[peer], c.opts.Slots)
+		}
+	}
+	for peer, l := range c.links {
+		if l != nil {
+			halves[peer] = nil
+			c.nLinks.Add(1)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
-	}
-	for peer := range c.size {
-		if peer == c.rank {
-			continue
-		}
-		l, err := collectives.NewLink(peer, eps[peer], regions[peer], remote[peer], n)
-		if err != nil {
-			return err
-		}
-		c.links[peer] = l
-	}
-	spin := c.opts.SpinPolls
-	if ws, ok := c.dev.(waitSpinner); ok && ws.WaitSpins() {
-		spin = 0 // the queue's Wait spins on its sources itself
-	}
-	c.exec = &collectives.Executor{Rank: c.rank, Size: c.size, Links: c.links, CQ: cq,
-		NSlots: n, SlotSize: slot, SpinPolls: spin,
-		OnProgress: c.armStall, Stalled: c.onStall}
-	if in, ok := c.dev.(transport.Inliner); ok {
-		c.exec.Inline = in.MaxInline()
 	}
 	if err := c.rdv.Barrier(ctx); err != nil {
 		return fmt.Errorf("barrier after connect: %w", err)

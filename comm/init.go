@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"math/bits"
 	"net"
 	"os"
 	"runtime"
@@ -111,7 +112,7 @@ func openTransports(advertise string, info bootstrap.Info) (devs devices, why st
 	case "", "auto":
 		var whys []string
 		if needShm {
-			if devs.shm, err = openShm(over); err != nil {
+			if devs.shm, err = openShm(info); err != nil {
 				// Shared memory is an optimisation: without it the
 				// network device serves the local peers too.
 				whys = append(whys, "shared memory unavailable ("+err.Error()+")")
@@ -139,7 +140,7 @@ func openTransports(advertise string, info bootstrap.Info) (devs devices, why st
 		}
 		return devs, "GOCCL_TRANSPORT=auto: " + strings.Join(whys, "; "), nil
 	case "shm":
-		if devs.shm, err = openShm(over); err != nil {
+		if devs.shm, err = openShm(info); err != nil {
 			return devs, "", fmt.Errorf("GOCCL_TRANSPORT=shm: %w", err)
 		}
 		return devs, "GOCCL_TRANSPORT=shm", nil
@@ -159,11 +160,23 @@ func openTransports(advertise string, info bootstrap.Info) (devs devices, why st
 }
 
 // openShm opens the shared-memory transport. With more ranks than cores it
-// does not spin before it yields the core.
-func openShm(oversubscribed bool) (*shm.Device, error) {
+// does not spin before it yields the core, and it gives each step of a
+// connection's handshake longer than the default 5 s, in proportion to the
+// ranks per core: an all-to-all connects every pair of the host at once,
+// and with hundreds of ranks per core a peer may not run for seconds.
+func openShm(info bootstrap.Info) (*shm.Device, error) {
 	var o shm.Options
-	if oversubscribed {
+	if oversubscribed(info) {
 		o.Spin = -1
+		perCore := info.LocalSize / runtime.NumCPU()
+		o.HandshakeTimeout = time.Duration(max(1, perCore/8)) * 5 * time.Second
+	}
+	if info.LocalSize > 16 {
+		// Every connection maps a ring per direction (1 MiB by default):
+		// an all-to-all connects every pair of the host. Smaller rings
+		// for many local ranks (16 MiB per rank at most, were every peer
+		// connected; at least 64 KiB).
+		o.RingSize = max(64<<10, 1<<bits.Len(uint(16<<20/info.LocalSize))>>1)
 	}
 	return shm.NewDevice(o)
 }

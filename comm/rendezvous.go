@@ -84,6 +84,16 @@ func (m *localMember) Set(ctx context.Context, key string, value []byte) error {
 	return nil
 }
 
+// Delete removes keys from the group's key-value space.
+func (m *localMember) Delete(ctx context.Context, keys ...string) error {
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	for _, k := range keys {
+		delete(m.g.kv, k)
+	}
+	return nil
+}
+
 // Get blocks until key is set or ctx ends.
 func (m *localMember) Get(ctx context.Context, key string) ([]byte, error) {
 	g := m.g

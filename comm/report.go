@@ -88,7 +88,11 @@ func (c *Comm) readReports(kv keyValue, ranks []int, wait time.Duration) map[int
 func (c *Comm) publish(kv keyValue, r report) {
 	ctx, cancel := context.WithTimeout(context.Background(), queryWait)
 	defer cancel()
-	kv.Set(ctx, c.reportKey(c.rank), r.encode())
+	if kv.Set(ctx, c.reportKey(c.rank), r.encode()) == nil {
+		// Ranks waiting to set up a link with anyone learn that the
+		// communicator is broken (lazy.go).
+		kv.Set(ctx, c.failedKey(), []byte(strconv.Itoa(c.rank)))
+	}
 }
 
 // headline says what failed, naming the rank at the root, with the

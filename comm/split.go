@@ -118,3 +118,13 @@ func (s *subRendezvous) Set(ctx context.Context, key string, value []byte) error
 func (s *subRendezvous) Get(ctx context.Context, key string) ([]byte, error) {
 	return s.kv.Get(ctx, key)
 }
+
+// Delete removes keys, if the parent's store can.
+func (s *subRendezvous) Delete(ctx context.Context, keys ...string) error {
+	if d, ok := s.kv.(interface {
+		Delete(context.Context, ...string) error
+	}); ok {
+		return d.Delete(ctx, keys...)
+	}
+	return nil
+}

@@ -123,8 +123,11 @@ func (c *Comm) onStall(ctx context.Context, call *collectives.Call) (context.Con
 		return c.life, nil // ended meanwhile: the next wait fails with the cause
 	}
 	next := c.renewPoke()
-	if c.stallElapsed.Load() == 0 {
-		return next.ctx, nil // a late poke: the run moved on since
+	if c.stallElapsed.Load() == 0 || c.tuning.Load() {
+		// A late poke: the run moved on since. Or the measurement at New,
+		// whose calls share their numbers with the first calls of ranks
+		// that finished it: nothing to compare.
+		return next.ctx, nil
 	}
 	st := c.snapshot(call)
 	kv := kvOf(c.rdv)
@@ -176,23 +179,39 @@ type disagreement struct {
 }
 
 func (d *disagreement) Error() string {
+	if d.PeerCall == "" {
+		return fmt.Sprintf("rank %d is in a different call #%d (fingerprint %#04x) while rank %d waits on it in %s (fingerprint %#04x)", d.Peer, d.PeerSeq, d.PeerFP, d.Rank, d.Call, d.OwnFP)
+	}
 	return fmt.Sprintf("rank %d is stalled in %s while rank %d waits on it in %s", d.Peer, d.PeerCall, d.Rank, d.Call)
 }
 
 // compare finds a difference between this rank's stalled call and the
 // state of rank w, which it waits on.
 func (c *Comm) compare(st rankState, w int, a rankState) error {
-	if !a.running || !a.stalled || a.failed || st.p2p || a.p2p {
+	if !a.running || a.failed || st.p2p || a.p2p {
 		return nil
 	}
 	d := &disagreement{Rank: c.rank, Peer: w, Call: st.call, Seq: st.seq, PeerCall: a.call, PeerSeq: a.seq, PeerFP: a.fp, OwnFP: st.fp}
 	switch {
-	case a.seq == st.seq && a.fp != st.fp:
-		return d // the same collective number, a different call
-	case a.seq != st.seq && slices.Contains(a.waiting, c.rank):
+	case a.seq == st.seq && a.fp != 0 && a.fp != st.fp:
+		// The same collective number, a different call (a rank that is
+		// not stalled answers with its call's fingerprint once its plan
+		// is made).
+		return d
+	case a.stalled && a.seq != st.seq && slices.Contains(a.waiting, c.rank):
 		return d // different collective numbers, waiting on each other
 	}
 	return nil
+}
+
+// waitingOn lists the ranks call waits on: while this rank sets up links,
+// the peers whose set-up it waits for (lazy.go); else those the executor
+// names.
+func (c *Comm) waitingOn(call *collectives.Call) []int {
+	if len(c.connecting) > 0 {
+		return slices.Clone(c.connecting)
+	}
+	return c.exec.Waiting(call)
 }
 
 // noRoot is failRoot while the communicator has not failed.
@@ -205,7 +224,7 @@ const noRoot = -2
 // a different call is a mismatch (returned as an error). It returns -1 if
 // every rank answers and waits on another.
 func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
-	frontier := c.exec.Waiting(call)
+	frontier := c.waitingOn(call)
 	if len(frontier) == 0 {
 		return -1, "this rank waits on nobody", nil
 	}

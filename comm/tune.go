@@ -19,11 +19,18 @@ import (
 // both come from the same code path; γ by timing the reduction kernel.
 // Rank 0's figures are broadcast, so every rank prices calls alike and
 // picks the same algorithm.
+//
+// Above tuneRingMax ranks a ring allreduce has too many steps to time at
+// New (2(n-1): 1,022 at 512 ranks, each waiting for the one before), and
+// tune times one ring step instead, which is what each of them is: every
+// rank sends to its successor and receives from its predecessor at once
+// (SendRecv), at the same two sizes.
 
 const (
 	tuneSmall   = 8
 	tuneLarge   = 4 << 20
 	tuneRepeats = 5
+	tuneRingMax = 64
 )
 
 func (c *Comm) tune(ctx context.Context) error {
@@ -43,8 +50,10 @@ func (c *Comm) tune(ctx context.Context) error {
 	// defaults above are forgotten.
 	debug := c.debug
 	c.debug = false
+	c.tuning.Store(true)
 	defer func() {
 		c.runMu.Lock()
+		c.tuning.Store(false)
 		c.seq, c.debug = 0, debug
 		clear(c.choices)
 		c.runMu.Unlock()
@@ -55,11 +64,26 @@ func (c *Comm) tune(ctx context.Context) error {
 	}
 	defer Free(c, buf)
 	ring := WithAlgorithm("ring")
+	oneStep := c.size > tuneRingMax
+	var in []float32
+	if oneStep {
+		if in, err = Alloc[float32](c, tuneLarge/4); err != nil {
+			return err
+		}
+		defer Free(c, in)
+	}
+	next, prev := (c.rank+1)%c.size, (c.rank+c.size-1)%c.size
 	timeIt := func(n int) (float64, error) {
 		var ts []float64
 		for i := range tuneRepeats + 1 {
 			start := time.Now()
-			if err := Allreduce(ctx, c, buf[:n/4], buf[:n/4], Max, ring); err != nil {
+			var err error
+			if oneStep {
+				err = SendRecv(ctx, c, buf[:n/4], next, in[:n/4], prev, 0)
+			} else {
+				err = Allreduce(ctx, c, buf[:n/4], buf[:n/4], Max, ring)
+			}
+			if err != nil {
 				return 0, err
 			}
 			if i > 0 {
@@ -78,6 +102,10 @@ func (c *Comm) tune(ctx context.Context) error {
 	}
 	steps := 2 * float64(c.size-1)
 	wire := func(n int) float64 { return 2 * float64(c.size-1) / float64(c.size) * float64(n) }
+	if oneStep {
+		steps = 1
+		wire = func(n int) float64 { return float64(n) }
+	}
 	// γ: the kernel on 1 MiB, in this process.
 	// Fresh pages cost far more to touch than the kernel costs to run:
 	// the best of four passes, the first of which touches the memory.
@@ -100,6 +128,15 @@ func (c *Comm) tune(ctx context.Context) error {
 		}
 	}
 	agreed := []float64{alpha, beta, gamma, local.Alpha, local.Beta}
+	if oneStep {
+		// The measurement made no collective (SendRecv is point to
+		// point): the broadcast would be collective #1, the number of the
+		// user's first, whose data may reach a rank still here. A number
+		// far from the user's first calls keeps them apart.
+		c.runMu.Lock()
+		c.seq = collectives.SeqMod / 2
+		c.runMu.Unlock()
+	}
 	if err := Broadcast(ctx, c, agreed, 0); err != nil {
 		return err
 	}

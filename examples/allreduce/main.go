@@ -14,6 +14,8 @@
 //	-registered  allreduce on a registered buffer (comm.Alloc) instead of
 //	             a plain Go slice that goes through the staging buffer
 //	-v           print each rank's pid once it has joined
+//	-stats       print each rank's Init time, connected peers, memory
+//	             (VmRSS, VmHWM, VmSize) and open descriptors at the end
 //
 // Element i on rank r is (r+1)*(i%7+1), so after the sum every element i
 // is (i%7+1)*n(n+1)/2 exactly, in every type, for any rank count n below
@@ -32,6 +34,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/comm"
+	"github.com/goccl/goccl/examples/internal/rankstats"
 )
 
 func main() {
@@ -49,6 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	iters := fs.Int("iters", 5, "timed iterations after one warm-up")
 	registered := fs.Bool("registered", false, "use a registered buffer (comm.Alloc)")
 	verbose := fs.Bool("v", false, "print each rank's pid once it has joined")
+	stats := fs.Bool("stats", false, "print each rank's Init time, peers, memory and descriptors at the end")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -56,12 +60,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "allreduce: -count and -iters must be >= 0 and no arguments are taken")
 		return 2
 	}
+	start := time.Now()
 	c, err := comm.Init(ctx, comm.Options{})
 	if err != nil {
 		fmt.Fprintln(stderr, "allreduce:", err)
 		return 1
 	}
 	defer c.Close()
+	initTime := time.Since(start)
 	if *verbose {
 		fmt.Fprintf(stdout, "rank %d pid %d joined\n", c.Rank(), os.Getpid())
 	}
@@ -81,6 +87,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "allreduce:", err)
 		return 1
+	}
+	if *stats {
+		fmt.Fprintln(stdout, rankstats.Line(c.Rank(), initTime, c.ConnectedPeers()))
 	}
 	return 0
 }

@@ -8,7 +8,9 @@
 // selector's choice) with sum, prod, min, max and avg, reduce, broadcast,
 // allgather(v), reduce-scatter, alltoall(v), gather, scatter, sendrecv and
 // send/recv, and prints one line per (type, count) on rank 0. It exits 1 on
-// the first wrong result or error, 2 on bad flags.
+// the first wrong result or error, 2 on bad flags. With -stats every rank
+// prints its Init time, connected peers, memory and descriptors at the
+// end.
 package main
 
 import (
@@ -25,6 +27,7 @@ import (
 
 	"github.com/goccl/goccl/comm"
 	"github.com/goccl/goccl/comm/commtest"
+	"github.com/goccl/goccl/examples/internal/rankstats"
 )
 
 func main() {
@@ -49,6 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("collcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	countsFlag := fs.String("counts", "0,1,7,13,1000", "comma-separated element counts")
+	stats := fs.Bool("stats", false, "print each rank's Init time, peers, memory and descriptors at the end")
 	typesFlag := fs.String("types", "float32,int64", "comma-separated types: "+strings.Join(typeNames(), ","))
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -73,12 +77,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "collcheck: no arguments are taken")
 		return 2
 	}
+	start := time.Now()
 	c, err := comm.Init(ctx, comm.Options{})
 	if err != nil {
 		fmt.Fprintln(stderr, "collcheck:", err)
 		return 1
 	}
 	defer c.Close()
+	initTime := time.Since(start)
 	for _, t := range types {
 		for _, n := range counts {
 			start := time.Now()
@@ -91,6 +97,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 					c.Size(), c.Transport(), t, n, time.Since(start).Round(time.Millisecond))
 			}
 		}
+	}
+	if *stats {
+		fmt.Fprintln(stdout, rankstats.Line(c.Rank(), initTime, c.ConnectedPeers()))
 	}
 	return 0
 }

@@ -1,0 +1,409 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/goccl/goccl/collectives"
+	"github.com/goccl/goccl/transport"
+	"github.com/goccl/goccl/transport/multi"
+)
+
+// Connections on demand. A communicator connects a peer, and gives it
+// staging slots, only when a plan first moves data to or from it (as NCCL
+// connects the peers of its rings and trees): a ring or tree job connects
+// two or three peers per rank, a job that also runs recursive doubling
+// adds log2(n), and only all-to-all style collectives connect every peer.
+//
+// Agreement. Both sides of a pair must set the pair up together. They do,
+// without any extra message: a plan's peer relation is symmetric (every
+// chunk one rank sends is one its peer receives, in the same call), and
+// every rank runs the same calls in the same order, so by induction over
+// the calls the link to a peer exists on both ranks of the pair or on
+// neither when a call starts, and a call that needs a new pair needs it on
+// both sides. Point-to-point calls need it on both sides too (the send and
+// its receive), in whatever order they come: the set-up is keyed by the
+// pair, never by a call number.
+//
+// Set-up of a pair (r, p), on r: create the endpoint and the staging
+// slots, publish their address blob under the store key
+// goccl/<comm>/link/<r>/<p>, read goccl/<comm>/link/<p>/<r> (p publishes
+// it at the same point of its own call), delete it, connect. Every new
+// peer of a call is published before any is read, so two ranks that need
+// each other (and others) never wait on each other. The store holds each
+// key until its reader has read it: O(links) keys at a time, and each rank
+// publishes and reads only what its own links need (see
+// bootstrap.Bootstrap for the O(n) part of Init: the host identities).
+//
+// Waiting. A rank that waits for a peer's blob is in the call, as far as
+// the stall diagnosis goes (stall.go): it waits on that peer, answers
+// questions about it, compares its call with the peer's when poked, and
+// the stall timeout ends the wait and blames the rank at the root. A peer
+// that fails, or closes the communicator, before it reaches the set-up
+// says so in the store (see report.go: publish and the closed marker), and
+// the waiting rank fails at once with the peer's cause instead of waiting
+// out the stall timeout.
+
+// linkKey is the store key under which rank from publishes its blob for
+// its link to rank to.
+func (c *Comm) linkKey(from, to int) string {
+	return "goccl/" + c.id + "/link/" + strconv.Itoa(from) + "/" + strconv.Itoa(to)
+}
+
+// failedKey is set (to the rank's number) by a rank that failed, once its
+// report is published: ranks waiting to connect to anyone learn that the
+// communicator is broken.
+func (c *Comm) failedKey() string { return "goccl/" + c.id + "/failed" }
+
+// closedKey is set (to the number of collectives it made) by a rank that
+// closed the communicator normally.
+func (c *Comm) closedKey(rank int) string { return "goccl/" + c.id + "/closed/" + strconv.Itoa(rank) }
+
+// halfLink is this side of a link being set up: endpoint and registered
+// staging, not yet connected.
+type halfLink struct {
+	peer   int
+	ep     transport.Endpoint
+	region transport.Region
+}
+
+// open creates the endpoint and staging slots for peer and returns them
+// with the blob to publish. The staging memory joins c.staging at once, so
+// Close frees it whatever happens next; close releases the rest if the
+// set-up fails.
+func (c *Comm) openHalf(peer int) (*halfLink, []byte, error) {
+	md, _ := c.dev.(*multi.Device)
+	// Staging lives where the peer's writes are cheapest: in memory its
+	// transport allocates (mapped by a shared-memory peer).
+	peerDev := c.devs.net
+	if c.via[peer] == viaShm {
+		peerDev = c.devs.shm
+	}
+	h := &halfLink{peer: peer}
+	var err error
+	if md != nil {
+		h.ep, err = md.NewEndpointOn(c.via[peer], c.cq)
+	} else {
+		h.ep, err = c.dev.NewEndpoint(c.cq)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("endpoint for rank %d: %w", peer, err)
+	}
+	mem, err := allocFrom(peerDev, collectives.StagingSize(c.opts.Slots, c.opts.ChunkSize))
+	if err != nil {
+		h.ep.Close()
+		return nil, nil, fmt.Errorf("staging for rank %d: %w", peer, err)
+	}
+	c.staging = append(c.staging, mem)
+	const access = transport.AccessLocalWrite | transport.AccessRemoteWrite
+	if md != nil {
+		h.region, err = md.RegisterOn(c.via[peer], mem.mem, access)
+	} else {
+		h.region, err = c.dev.Register(mem.mem, access)
+	}
+	if err != nil {
+		h.ep.Close()
+		return nil, nil, fmt.Errorf("register staging for rank %d: %w", peer, err)
+	}
+	return h, appendBlob(nil, h.ep.LocalAddress(), h.region.Remote()), nil
+}
+
+// close releases a half link whose set-up failed.
+func (h *halfLink) close(dev transport.Device) {
+	h.ep.Close()
+	dev.Deregister(h.region)
+}
+
+// finish connects h with the peer's blob (as parseBlobs reads it) and
+// makes the link.
+func (c *Comm) finish(ctx context.Context, h *halfLink, addr []byte, remote transport.RemoteRegion) (*collectives.Link, error) {
+	if err := h.ep.Connect(ctx, addr); err != nil {
+		return nil, &collectives.PeerError{Peer: h.peer,
+			Err: fmt.Errorf("connect rank %d -> %d (%s): %w", c.rank, h.peer, c.PeerTransport(h.peer), err)}
+	}
+	return collectives.NewLink(h.peer, h.ep, h.region, remote, c.opts.Slots)
+}
+
+// ensureLinks connects the peers of call's plan that are not connected
+// yet (see the top of this file). It blocks until they are, or until the
+// communicator's life ends (timeout, stall timeout, Abort, the caller's
+// context), a peer turns out to have failed or closed, or the stall
+// diagnosis finds that the ranks disagree. On an error the links made so
+// far stay (Close releases them) and the executor is failed.
+func (c *Comm) ensureLinks(call *collectives.Call) error {
+	fp := c.callNo.Load()<<20 | uint64(call.Fingerprint())
+	if call.P2P {
+		fp |= 1 << 16
+	}
+	c.runFP.Store(fp)
+	var missing []int
+	for _, peer := range call.Plan.Peers() {
+		if c.links[peer] == nil {
+			missing = append(missing, peer)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	kv := kvOf(c.rdv)
+	if kv == nil {
+		return fmt.Errorf("rank %d has no link to rank %d and no key-value store to set one up", c.rank, missing[0])
+	}
+	start := time.Now()
+	err := c.connectPeers(call, kv, missing)
+	if err != nil {
+		err = fmt.Errorf("%s: rank %d: connecting %s: %w", c.callName(call), c.rank, rankList(c.connecting), err)
+		c.exec.Fail(err)
+		return err
+	}
+	c.connecting = nil
+	if c.debug {
+		c.debugf("connected %s (%s) on first use, in %s: %v; %d peers connected, %d MiB of staging",
+			rankList(missing), c.PeerTransport(missing[0]), c.callName(call), time.Since(start).Round(time.Microsecond),
+			c.nLinks.Load(), int(c.nLinks.Load())*collectives.StagingSize(c.opts.Slots, c.opts.ChunkSize)>>20)
+	}
+	return nil
+}
+
+// connectPeers sets up the links to peers through kv.
+func (c *Comm) connectPeers(call *collectives.Call, kv keyValue, peers []int) error {
+	c.connecting = peers
+	halves := make([]*halfLink, len(peers))
+	defer func() { // what did not become a link
+		for _, h := range halves {
+			if h != nil {
+				h.close(c.dev)
+			}
+		}
+	}()
+	for i, peer := range peers {
+		h, blob, err := c.openHalf(peer)
+		if err != nil {
+			return err
+		}
+		halves[i] = h
+		if err := kv.Set(c.life, c.linkKey(c.rank, peer), blob); err != nil {
+			return c.lifeErr(fmt.Errorf("publish the address for rank %d: %w", peer, err))
+		}
+	}
+	return c.lifeErr(c.await(call, kv, halves))
+}
+
+// await reads the blobs the peers of halves published for this rank and
+// connects each as its blob arrives; a connected half becomes a link (and
+// its entry of halves nil). Meanwhile it watches the communicator's
+// failure key and the peers' closed markers, and answers pokes of the
+// stall watchdog with the stall diagnosis (the rank waits on the peers not
+// connected yet).
+func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) error {
+	ctx, cancel := context.WithCancel(c.life)
+	type got struct {
+		i    int // index in halves; -1 the failure key, -2-i peer i closed
+		v    []byte
+		err  error
+		link *collectives.Link // a finished connect
+		conn bool
+	}
+	ch := make(chan got, 3*len(halves)+1)
+	var wg sync.WaitGroup
+	watch := func(i int, key string) {
+		defer wg.Done()
+		v, err := kv.Get(ctx, key)
+		ch <- got{i: i, v: v, err: err}
+	}
+	peers := make([]int, len(halves))
+	for i, h := range halves {
+		peers[i] = h.peer
+		wg.Add(2)
+		go watch(i, c.linkKey(h.peer, c.rank))
+		go watch(-2-i, c.closedKey(h.peer))
+	}
+	wg.Add(1)
+	go watch(-1, c.failedKey())
+	defer func() {
+		cancel()
+		wg.Wait()
+		close(ch)
+		for g := range ch { // connects that finished meanwhile
+			if g.conn && g.link != nil {
+				c.adoptLink(halves, g.i, g.link)
+			}
+		}
+	}()
+	arrived := make([]bool, len(halves))
+	left := len(halves)
+	// Until the stall watchdog's first poke, look around early and often:
+	// ranks that disagree on the call may need different pairs, and then
+	// no data can show the difference (see compare).
+	// (The rank counts as stalled for the peers that ask, and shows whom
+	// it waits on, only once the stall watchdog says so, as in the
+	// executor: a rank still in the previous call may wait on this one
+	// for a while without any disagreement.)
+	early := firstLook
+	look := time.NewTimer(early)
+	defer look.Stop()
+	rounds := 0
+	// A failed connect waits settleWait for the store to say why (a
+	// peer that failed, or closed, drops its half of the connection).
+	var connErr error
+	var settle <-chan time.Time
+	for left > 0 {
+		poke := c.poke.Load()
+		select {
+		case <-settle:
+			return connErr
+		case <-look.C:
+			if err := c.lookAround(call, rounds); err != nil {
+				return err
+			}
+			rounds++
+			if early *= 2; early < c.stallStep {
+				look.Reset(early)
+			}
+		case g := <-ch:
+			switch {
+			case g.conn:
+				if g.err != nil {
+					if connErr == nil {
+						connErr, settle = g.err, time.After(settleWait)
+					}
+					continue
+				}
+				c.adoptLink(halves, g.i, g.link)
+				left--
+				c.connecting = pendingPeers(halves)
+				c.snapshot(call)
+			case g.err != nil:
+				if ctx.Err() != nil {
+					continue // the life context's end is handled below
+				}
+				return fmt.Errorf("waiting for the addresses of %s: %w", rankList(c.connecting), g.err)
+			case g.i >= 0:
+				addrs, regions, err := parseBlobs(g.v, 1)
+				if err != nil {
+					return fmt.Errorf("address of rank %d: %w", peers[g.i], err)
+				}
+				arrived[g.i] = true
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					l, err := c.finish(ctx, halves[g.i], addrs[0], regions[0])
+					ch <- got{i: g.i, link: l, err: err, conn: true}
+				}()
+			case g.i == -1:
+				return c.peerFailed(kv, call, g.v)
+			default:
+				i := -2 - g.i
+				if arrived[i] {
+					continue // it closed after it published: its Connect tells
+				}
+				n, _ := strconv.ParseUint(string(g.v), 10, 32)
+				return &collectives.ClosedError{Call: c.callName(call), Seq: call.Seq, Rank: c.rank, Peer: peers[i], PeerSeq: uint16(n % collectives.SeqMod)}
+			}
+		case <-c.life.Done():
+			return context.Cause(c.life)
+		case <-poke.ctx.Done():
+			if c.life.Err() != nil {
+				return context.Cause(c.life)
+			}
+			// The stall watchdog's poke: compare this call with the
+			// unconnected peers' (stall.go); a disagreement fails the call.
+			if _, err := c.onStall(poke.ctx, call); err != nil {
+				return err
+			}
+			if c.poke.Load() == poke {
+				c.renewPoke()
+			}
+		}
+	}
+	return nil
+}
+
+// firstLook is when a rank waiting for its peers' addresses first
+// compares its call with theirs; it looks again at doubling intervals
+// until the stall watchdog's pokes take over.
+const firstLook = 20 * time.Millisecond
+
+// earlyPeers is how many of the peers it waits for a rank asks in one
+// early look-around: an all-to-all that connects every peer must not ask
+// the store n questions per rank every few milliseconds (the stall
+// watchdog's pokes ask all of them, from a second on).
+const earlyPeers = 4
+
+// lookAround compares call with those of up to earlyPeers of the peers
+// this rank waits to connect to (a different few each time: round is the
+// look-around's number), and returns their disagreement, if any.
+func (c *Comm) lookAround(call *collectives.Call, round int) error {
+	if c.tuning.Load() {
+		return nil // see stateNow
+	}
+	kv := kvOf(c.rdv)
+	st := c.snapshot(call)
+	ask := st.waiting
+	if len(ask) > earlyPeers {
+		some := make([]int, earlyPeers)
+		for i := range some {
+			some[i] = ask[(round*earlyPeers+i)%len(ask)]
+		}
+		ask = some
+	}
+	ctx, cancel := context.WithTimeout(c.life, queryWait)
+	defer cancel()
+	for w, a := range c.query(ctx, kv, ask) {
+		if err := c.compare(st, w, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// adoptLink makes l, connected from halves[i], the link to its peer.
+func (c *Comm) adoptLink(halves []*halfLink, i int, l *collectives.Link) {
+	c.links[halves[i].peer] = l
+	c.nLinks.Add(1)
+	halves[i] = nil
+}
+
+// pendingPeers lists the peers of the halves not connected yet.
+func pendingPeers(halves []*halfLink) []int {
+	var out []int
+	for _, h := range halves {
+		if h != nil {
+			out = append(out, h.peer)
+		}
+	}
+	return out
+}
+
+// lifeErr is err, or if the communicator's life ended meanwhile (the stall
+// timeout, the timeout, Abort) the cause of that, by which the failure
+// report blames.
+func (c *Comm) lifeErr(err error) error {
+	if err != nil && c.life.Err() != nil {
+		return context.Cause(c.life)
+	}
+	return err
+}
+
+// peerFailed is the error of a set-up ended by the failure key: the failed
+// rank's report, as a notice from it.
+func (c *Comm) peerFailed(kv keyValue, call *collectives.Call, v []byte) error {
+	r, err := strconv.Atoi(string(v))
+	if err != nil || r < 0 || r >= c.size {
+		return fmt.Errorf("the communicator failed (unreadable failure marker %q)", v)
+	}
+	reps := c.readReports(kv, []int{r}, reportWait)
+	rep, ok := reps[r]
+	if !ok {
+		rep = report{reason: collectives.NoticeFailed, root: r}
+	}
+	if rep.root < 0 || rep.root >= c.size {
+		rep.root = r
+	}
+	n := collectives.Notice{Reason: rep.reason, Rank: rep.root,
+		Seq: uint16(collectives.Epoch(rep.seq, false) % collectives.NoticeSeqMod)}
+	return &collectives.NoticeError{Call: c.callName(call), Rank: c.rank, Peer: r, Notice: n}
+}
