@@ -48,11 +48,25 @@ step "GoMLX example module (examples/gomlx)"
 (cd examples/gomlx && go vet ./... && go test -count=1 -timeout 10m ./...)
 
 step "fuzz targets, ${FUZZTIME} each"
+fuzzlog=$(mktemp)
+trap 'rm -f "$fuzzlog"' EXIT
 for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")
 	for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do
 		echo "--- fuzz $pkg $target"
-		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1 | tail -n 3
+		# A failing input is saved under testdata/fuzz and fails the run.
+		# A failure of the fuzzing engine itself (a worker that did not
+		# answer in time on a loaded machine) saves nothing: that target
+		# runs once more, and fails the run if it fails again.
+		if ! go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >"$fuzzlog" 2>&1; then
+			tail -n 40 "$fuzzlog"
+			if [[ -n "$(git status --porcelain --untracked-files=all -- "$dir/testdata/fuzz")" ]]; then
+				echo "fuzz $target found a failing input (saved under $dir/testdata/fuzz)"; exit 1
+			fi
+			echo "fuzz $target: the engine failed without a failing input; running it again"
+			go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >"$fuzzlog" 2>&1 || { tail -n 40 "$fuzzlog"; exit 1; }
+		fi
+		tail -n 3 "$fuzzlog"
 	done
 done
 
