@@ -94,7 +94,9 @@ func newCtlPlane(d *Device) (*ctlPlane, error) {
 	}
 	p.stop, p.tickDone = make(chan struct{}), make(chan struct{})
 	go serveEvents(d, p.file, p.hw, p.evDone, p.poll)
-	go p.keepalive()
+	// The interval is read here, by the opener, not by the goroutine:
+	// tests change it between devices.
+	go p.keepalive(keepaliveInterval)
 	return p, nil
 }
 
@@ -296,9 +298,9 @@ func (c *ctlConn) close() {
 // that pending receives do not wait forever.
 var keepaliveInterval = time.Second
 
-func (p *ctlPlane) keepalive() {
+func (p *ctlPlane) keepalive(every time.Duration) {
 	defer close(p.tickDone)
-	t := time.NewTicker(keepaliveInterval)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
