@@ -164,7 +164,10 @@ part_hosts() {
 	#     at once: the ranks of a host share one ssh connection.
 	name=hosts-many
 	t0=$(date +%s%N)
-	in_h0 timeout 60 "${gorun[@]}" -H "$(hostip 1):16,$(hostip 2):16" /bin/sh -c \
+	# The remote login shell runs the user's start-up files (here, pyenv's
+	# rehash under a lock that other shells of this script may hold for up
+	# to its 60 s timeout): the bound leaves room for that.
+	in_h0 timeout 150 "${gorun[@]}" -H "$(hostip 1):16,$(hostip 2):16" /bin/sh -c \
 		'echo "rank $RANK local $LOCAL_RANK/$LOCAL_WORLD_SIZE on $(hostname -I)"' >"$T/$name.out" 2>"$T/$name.err"
 	RC=$?
 	local n
