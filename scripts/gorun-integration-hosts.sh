@@ -190,7 +190,7 @@ part_hosts() {
 	name=hosts-kill
 	run_bg "$name" ip netns exec "${NS}h0" "${gorun[@]}" -H "$(hostlist 1)" "${long[@]}"
 	local gpid=$BGPID
-	if wait_count "$T/allreduce" $NHOSTS 30 && sleep 1 && pid=$(ns_pid_of "${NS}h2" "$T/allreduce"); then
+	if wait_count "$T/allreduce" $NHOSTS 90 && sleep 1 && pid=$(ns_pid_of "${NS}h2" "$T/allreduce"); then
 		kill -9 "$pid"
 		t0=$(date +%s%N)
 		if ! wait_exit "$gpid" 20; then
@@ -222,7 +222,7 @@ part_hosts() {
 	run_bg "$name" ip netns exec "${NS}h0" "${gorun[@]}" --grace 1s -H "$(hostlist 1)" "${long[@]}"
 	gpid=$BGPID
 	local sshpid="" p
-	if wait_count "$T/allreduce" $NHOSTS 30; then
+	if wait_count "$T/allreduce" $NHOSTS 90; then
 		for p in $(ip netns pids "${NS}h0"); do
 			if [[ "$(readlink "/proc/$p/exe")" == */ssh ]] && tr '\0' ' ' <"/proc/$p/cmdline" | grep -q -- "-- $(hostip 2) "; then
 				sshpid=$p
@@ -261,7 +261,7 @@ part_hosts() {
 	name=hosts-sigint
 	run_bg "$name" ip netns exec "${NS}h0" "${gorun[@]}" -H "$(hostlist 1)" "${long[@]}"
 	gpid=$BGPID
-	if wait_count "$T/allreduce" $NHOSTS 30 && sleep 0.5; then
+	if wait_count "$T/allreduce" $NHOSTS 90 && sleep 0.5; then
 		# ip netns exec execs gorun, so gpid is gorun's pid.
 		kill -INT "$gpid"
 		t0=$(date +%s%N)
