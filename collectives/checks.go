@@ -156,5 +156,6 @@ func (e *Executor) releaseCredits(c *Call) {
 		l.imm = creditImm(1)
 		// A failed post means the connection is gone: the peer learns it.
 		_ = l.EP.PostWrite(makeID(idCredit, peer, 0), l.Staging, 0, 0, l.Remote, 0, &l.imm)
+		e.unflushed = true // the peer waits for it
 	}
 }

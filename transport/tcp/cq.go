@@ -106,6 +106,14 @@ func (q *cq) push(c transport.Completion) {
 	q.park.ring()
 }
 
+// queued reports whether completions are waiting to be taken.
+func (q *cq) queued() bool {
+	q.mu.Lock()
+	n := q.ring.len()
+	q.mu.Unlock()
+	return n > 0
+}
+
 // take moves queued completions into out.
 func (q *cq) take(out []transport.Completion) int {
 	q.mu.Lock()

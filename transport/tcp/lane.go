@@ -197,11 +197,12 @@ func (l *lane) rxTry(bg bool) (locked, moved, blocked bool) {
 		moved = moved || m
 		blocked = b
 		// What the pass owes the peer leaves now if the background
-		// loop made it (nobody else may write soon) or if it is a read
-		// response; a caller's acknowledgements go with its next frame or
-		// its next poll.
-		kick = kick || l.rx.respond || (bg && l.rx.acked)
-		l.rx.respond, l.rx.acked = false, false
+		// loop made it (nobody else may write soon), if it is a read
+		// response, or if the sender waits for it (a payload longer than
+		// maxInline, not copied at post); a caller's other
+		// acknowledgements go with its next frame or its next poll.
+		kick = kick || l.rx.respond || l.rx.urgent || (bg && l.rx.acked)
+		l.rx.respond, l.rx.acked, l.rx.urgent = false, false, false
 		l.rxMu.Unlock()
 		if !l.rxMiss.Load() || !l.rxMu.TryLock() {
 			break

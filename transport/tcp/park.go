@@ -27,7 +27,13 @@ type parker struct {
 	efd   eventfd
 	fds   []unix.PollFd
 	lanes []*lane
-	in    atomic.Bool // a Wait is (about to be) asleep in poll(2)
+	in    atomic.Bool // a Wait is in sleep (polling, or asleep in poll(2))
+	// asleep is set just before the Wait enters poll(2) and cleared when
+	// it leaves: only then does a push write the eventfd. A push made by
+	// the sleeper's own drive (it reads the socket between two polls)
+	// does not: it would cost a system call and wake the next poll(2) at
+	// once for nothing.
+	asleep atomic.Bool
 }
 
 // parkPollTimeout bounds one poll(2), so that a sleeping Wait sees its
@@ -38,7 +44,7 @@ func (p *parker) init() { p.efd.open() }
 
 // ring wakes the Wait asleep in poll(2), if any.
 func (p *parker) ring() {
-	if p.in.Load() {
+	if p.asleep.Load() {
 		p.efd.ring()
 	}
 }
@@ -140,7 +146,18 @@ func (q *cq) sleep(ctx context.Context, out []transport.Completion) (n int, err 
 			p.lanes = append(p.lanes, l)
 		}
 		p.fds = append(p.fds, unix.PollFd{Fd: int32(p.efd.fd), Events: unix.POLLIN})
-		if _, err := unix.Poll(p.fds, parkPollTimeout); err != nil && err != unix.EINTR {
+		// Announced before this last look at the ring, so that a
+		// completion pushed by another goroutine from now on rings the
+		// eventfd, and one pushed before is seen here.
+		p.asleep.Store(true)
+		if q.queued() {
+			p.asleep.Store(false)
+			clear(p.lanes)
+			continue
+		}
+		_, err := unix.Poll(p.fds, parkPollTimeout)
+		p.asleep.Store(false)
+		if err != nil && err != unix.EINTR {
 			return 0, nil, false // fall back to notify
 		}
 		if p.fds[len(p.fds)-1].Revents != 0 {

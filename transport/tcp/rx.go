@@ -38,6 +38,7 @@ type rxState struct {
 	bg      bool // the pass is the background loop's
 	acked   bool // the pass made acknowledgements owed
 	respond bool // the pass queued read responses
+	urgent  bool // the pass owes an acknowledgement a sender waits for
 
 	// sysRead's arguments and results.
 	io    []byte
@@ -364,6 +365,11 @@ func (l *lane) finish() bool {
 	}
 	if acked {
 		rx.acked = true
+		if n > maxInline {
+			// The sender did not copy the payload at post: it waits for
+			// this acknowledgement to complete its request.
+			rx.urgent = true
+		}
 	}
 	return true
 }
