@@ -63,9 +63,9 @@ type Executor struct {
 	copyReady []int32 // Copy chunks whose dependencies are done, in that order
 	copyHead  int     // copyReady[copyHead:] are still to be made
 	done      int
-	epoch     uint8    // this run's epoch, in data write ids
-	released  []bool   // inline sends already done at post time
-	inflight  int      // inline sends posted and not yet acknowledged
+	epoch     uint8  // this run's epoch, in data write ids
+	released  []bool // inline sends already done at post time
+	inflight  int    // inline sends posted and not yet acknowledged
 	// unflushed: data was posted since the last poll of the queue (see
 	// the end of Run).
 	unflushed bool
