@@ -34,6 +34,7 @@ var ErrClosed = errors.New("communicator closed")
 // are called must be the same on every rank; calls from several goroutines
 // are ordered by the time they are made.
 type Comm struct {
+	call       collectives.Call // the running call's (execute; calls run one at a time)
 	rank, size int
 	id         string // names the communicator in bootstrap keys
 	splits     int    // Split calls so far (names the children)

@@ -190,7 +190,11 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 			}
 		}
-		call := collectives.Call{Plan: p, Bufs: bufs, Type: r.dt, Op: r.op, Seq: c.seq,
+		// The communicator's Call is reused (calls run one at a time): a
+		// Call of its own per run escaped to the heap, an allocation on
+		// every collective.
+		call := &c.call
+		*call = collectives.Call{Plan: p, Bufs: bufs, Type: r.dt, Op: r.op, Seq: c.seq,
 			Coll: r.kind.String(), Count: r.count, Root: r.root}
 		if r.kind.Info().P2P {
 			call.Seq, call.P2P, call.CollSeq = uint32(r.args.tag), true, c.seq
@@ -202,14 +206,14 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		call.Confirm = r.root >= 0 && (algo == "binomial" || algo == "pipeline") && p.Name == algo && !agreed(r.kind, c.size, r.count)
 		// Peers this rank has not talked to yet are connected now, on
 		// both sides of each pair (lazy.go).
-		if err := c.ensureLinks(&call); err != nil {
-			return c.fail(err, &call)
+		if err := c.ensureLinks(call); err != nil {
+			return c.fail(err, call)
 		}
-		if err := c.exec.Run(c.runCtx(ctx), &call); err != nil {
+		if err := c.exec.Run(c.runCtx(ctx), call); err != nil {
 			// Tell the peers and drop every connection at once, so that
 			// peers waiting on this rank fail now rather than at their
 			// timeout.
-			return c.fail(err, &call)
+			return c.fail(err, call)
 		}
 	} else {
 		// One rank: only the schedule's local copies.
@@ -217,8 +221,9 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		if err != nil {
 			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 		}
-		call := collectives.Call{Plan: p, Bufs: bufs, Coll: r.kind.String(), Root: r.root}
-		if err := c.exec.Run(ctx, &call); err != nil {
+		call := &c.call
+		*call = collectives.Call{Plan: p, Bufs: bufs, Coll: r.kind.String(), Root: r.root}
+		if err := c.exec.Run(ctx, call); err != nil {
 			return fmt.Errorf("comm: %w", err)
 		}
 	}

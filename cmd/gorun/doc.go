@@ -109,6 +109,13 @@
 //	        Hosts, one per line: "host" or "host slots=N"; "#" starts a comment.
 //	    --oversubscribe
 //	        Allow more ranks than slots: placement goes round the hosts again.
+//	    --bind-to auto|core|none
+//	        Bind the ranks started on this host to disjoint blocks of the CPUs
+//	        gorun may use (mpirun's --bind-to core), so that two ranks that
+//	        poll while they wait do not share a core. Default: $GORUN_BIND_TO,
+//	        else auto: bind when the ranks of this host do not outnumber its
+//	        CPUs. core fails when they do. A rank bound to k CPUs runs with
+//	        GOMAXPROCS k. Ranks started by ssh or srun are not bound by gorun.
 //	    -x VAR[=value]
 //	        Set VAR for every rank, to value or to gorun's own value of VAR.
 //	        Repeat for more variables.

@@ -36,7 +36,8 @@ type config struct {
 	timestamp     bool
 	verbose       bool
 	outputDir     string
-	overcommit    bool // srun --overcommit
+	overcommit    bool   // srun --overcommit
+	bindTo        string // --bind-to: auto, core or none
 }
 
 // job is a launch in progress.
@@ -49,6 +50,8 @@ type job struct {
 
 	srunMu   sync.Mutex
 	srunFail *srunFailure // the first task failure srun reported
+
+	cpuBlocks map[int][]int // CPUs of each local rank (--bind-to); none: unbound
 }
 
 func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
@@ -200,6 +203,35 @@ func (j *job) startSrun(st *store) error {
 	return nil
 }
 
+// bind decides the CPUs of the ranks started on this host (--bind-to).
+func (j *job) bind(hosts []host, places []placement) error {
+	var local []int
+	for _, pl := range places {
+		if hosts[pl.host].local {
+			local = append(local, pl.rank)
+		}
+	}
+	if len(local) == 0 || j.cfg.bindTo == "none" {
+		return nil
+	}
+	cpus, err := usableCPUs()
+	if err != nil {
+		if j.cfg.bindTo == "core" {
+			return fmt.Errorf("--bind-to core: %w", err)
+		}
+		return nil
+	}
+	blocks, err := cpuBlocks(j.cfg.bindTo, cpus, len(local))
+	if err != nil || blocks == nil {
+		return err
+	}
+	j.cpuBlocks = make(map[int][]int, len(local))
+	for i, r := range local {
+		j.cpuBlocks[r] = blocks[i]
+	}
+	return nil
+}
+
 // startHosts starts each placed rank, here or over ssh: first the local
 // ranks and those that connect on their own, then the shared ssh
 // connections wave by wave, then the ranks that ride on them.
@@ -207,6 +239,9 @@ func (j *job) startHosts(st *store, self string, hosts []host, places []placemen
 	master := hosts[places[0].host].name
 	if hosts[places[0].host].local {
 		master = st.plan.dial[places[0].host]
+	}
+	if err := j.bind(hosts, places); err != nil {
+		return err
 	}
 	mux, err := newMuxPlan(j.cfg.sshCmd[0], hosts, places)
 	if err != nil {
@@ -251,6 +286,7 @@ func (j *job) startRank(st *store, self string, h host, pl placement, master str
 		p.host = self
 		p.cmd = exec.Command(st.prog, j.cfg.args...)
 		p.cmd.Env = mergeEnv(os.Environ(), j.cfg.exports, vars)
+		p.cpus = j.cpuBlocks[pl.rank]
 	} else {
 		p.kind = kindSSH
 		ssh := sshArgv(append(slices.Clip(j.cfg.sshCmd), mux.options(pl)...), h.name, j.cfg.grace, st.dir, st.argv)
@@ -262,7 +298,11 @@ func (j *job) startRank(st *store, self string, h host, pl placement, master str
 		if p.kind == kindSSH {
 			how = "over " + strings.Join(p.cmd.Args[:len(p.cmd.Args)-1], " ")
 		}
-		j.out.logf("rank %d on %s, %s (store %s)", pl.rank, p.host, how, st.addrFor(pl.host))
+		bound := ""
+		if p.cpus != nil {
+			bound = ", bound to CPUs " + cpuList(p.cpus)
+		}
+		j.out.logf("rank %d on %s, %s (store %s)%s", pl.rank, p.host, how, st.addrFor(pl.host), bound)
 	}
 	if err := p.start(j.out, &j.pumps, stdin, nil); err != nil {
 		return fmt.Errorf("start rank %d: %w", pl.rank, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -98,6 +99,7 @@ func newFlags(lookup func(string) (string, bool)) *flags {
 	fs.StringVar(&cfg.outputDir, "output-dir", "", "")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "")
 	fs.DurationVar(&cfg.grace, "grace", 3*time.Second, "")
+	fs.StringVar(&cfg.bindTo, "bind-to", envOr(lookup, "GORUN_BIND_TO", "auto"), "")
 	return f
 }
 
@@ -125,6 +127,9 @@ func (f *flags) config(lookup func(string) (string, bool)) (config, error) {
 		cfg.srun = true
 	default:
 		return config{}, fmt.Errorf("--launcher %q: want auto, ssh or srun", *f.launcher)
+	}
+	if !slices.Contains(bindModes, cfg.bindTo) {
+		return config{}, fmt.Errorf("--bind-to %q: want auto, core or none", cfg.bindTo)
 	}
 	cfg.n = *f.n
 	if !set["n"] {

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -151,6 +152,14 @@ func child(mode string) int {
 		wd, _ := os.Getwd()
 		fmt.Printf("pid %d wd %s\n", os.Getpid(), wd)
 		time.Sleep(time.Minute)
+		return 0
+	case "affinity":
+		cpus, err := usableCPUs()
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		fmt.Printf("cpus %s gomaxprocs %d\n", cpuList(cpus), runtime.GOMAXPROCS(0))
 		return 0
 	case "term":
 		c := make(chan os.Signal, 1)

@@ -34,6 +34,7 @@ type proc struct {
 	pid   int
 	pipes []*os.File // read ends of its stdout and stderr
 	done  bool       // Wait returned (the supervision loop's view)
+	cpus  []int      // local rank bound to these CPUs (--bind-to); nil: not bound
 
 	mu     sync.Mutex
 	ctl    *os.File // ssh: write end of ssh's stdin, the control channel
@@ -80,7 +81,7 @@ func (p *proc) start(out *output, pumps *sync.WaitGroup, stdin []byte, other fun
 		p.cmd.Stdin = pr
 		p.ctl = pw
 	}
-	if err := p.cmd.Start(); err != nil {
+	if err := withAffinity(p.cpus, p.cmd.Start); err != nil {
 		closeAll(p.pipes)
 		if p.ctl != nil {
 			p.ctl.Close()

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Binding ranks to cores (mpirun's --bind-to core, its default for small
+// jobs): the ranks of this host get disjoint blocks of the CPUs gorun may
+// use, so that the scheduler does not put two ranks that spin while they
+// wait on one core while the other idles. Measured here (2 cores, 2 ranks,
+// 8-byte allreduce over TCP): unbound, the ranks' threads shared a core
+// from time to time and the p99 was 100-150 µs for a p50 of 13 µs; bound,
+// the p99 halved and the mean fell from 16-18 µs to 14 µs. A Go program
+// sets GOMAXPROCS from the CPUs it may use, so a rank bound to k CPUs runs
+// k goroutines at once.
+
+// bindModes are the values of --bind-to.
+var bindModes = []string{"auto", "core", "none"}
+
+// cpuBlocks splits cpus into localSize disjoint blocks of equal size, one
+// per local rank, or returns nil when the ranks are not bound: mode none,
+// or mode auto with more local ranks than CPUs. Mode core with more ranks
+// than CPUs is an error (mpirun refuses the same).
+func cpuBlocks(mode string, cpus []int, localSize int) ([][]int, error) {
+	if mode == "none" || localSize <= 0 {
+		return nil, nil
+	}
+	if localSize > len(cpus) {
+		if mode == "core" {
+			return nil, fmt.Errorf("--bind-to core: %d ranks on this host and %d CPUs to bind them to (use --bind-to none)", localSize, len(cpus))
+		}
+		return nil, nil
+	}
+	per := len(cpus) / localSize
+	blocks := make([][]int, localSize)
+	for i := range blocks {
+		blocks[i] = cpus[i*per : (i+1)*per]
+	}
+	return blocks, nil
+}
+
+// usableCPUs lists the CPUs gorun itself may run on.
+func usableCPUs() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, err
+	}
+	var cpus []int
+	for i := range 1 << 12 {
+		if set.IsSet(i) {
+			cpus = append(cpus, i)
+		}
+		if len(cpus) == set.Count() {
+			break
+		}
+	}
+	return cpus, nil
+}
+
+// startMu serialises starts that change the starting thread's affinity.
+var startMu sync.Mutex
+
+// withAffinity runs start (which forks the rank) on a thread whose CPU
+// affinity is cpus, so that the rank inherits it, and restores the
+// thread's affinity afterwards. With no cpus it just runs start.
+func withAffinity(cpus []int, start func() error) error {
+	if len(cpus) == 0 {
+		return start()
+	}
+	startMu.Lock()
+	defer startMu.Unlock()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var old, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return start()
+	}
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("bind to CPUs %v: %w", cpus, err)
+	}
+	err := start()
+	_ = unix.SchedSetaffinity(0, &old) // it was allowed a moment ago
+	return err
+}
+
+// cpuList formats cpus as "0-3,6".
+func cpuList(cpus []int) string {
+	cpus = slices.Clone(cpus)
+	slices.Sort(cpus)
+	s := ""
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if s != "" {
+			s += ","
+		}
+		if j == i {
+			s += fmt.Sprint(cpus[i])
+		} else {
+			s += fmt.Sprintf("%d-%d", cpus[i], cpus[j])
+		}
+		i = j + 1
+	}
+	return s
+}

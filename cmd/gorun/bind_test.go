@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestCPUBlocks(t *testing.T) {
+	cpus := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	for _, tc := range []struct {
+		mode  string
+		cpus  []int
+		n     int
+		want  [][]int
+		fails bool
+	}{
+		{mode: "auto", cpus: cpus, n: 2, want: [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}}},
+		{mode: "auto", cpus: cpus, n: 3, want: [][]int{{0, 1}, {2, 3}, {4, 5}}},
+		{mode: "core", cpus: cpus, n: 8, want: [][]int{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}},
+		{mode: "auto", cpus: []int{2, 5}, n: 2, want: [][]int{{2}, {5}}},
+		{mode: "auto", cpus: cpus, n: 9, want: nil},
+		{mode: "core", cpus: cpus, n: 9, fails: true},
+		{mode: "none", cpus: cpus, n: 2, want: nil},
+	} {
+		got, err := cpuBlocks(tc.mode, tc.cpus, tc.n)
+		if tc.fails {
+			require.Error(t, err, "%s with %d ranks on %d CPUs", tc.mode, tc.n, len(tc.cpus))
+			require.Contains(t, err.Error(), "--bind-to none")
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got, "%s with %d ranks on %v", tc.mode, tc.n, tc.cpus)
+	}
+	require.Equal(t, "0-3,6,8-9", cpuList([]int{9, 0, 1, 2, 3, 6, 8}))
+}
+
+// Ranks started by gorun run on the CPUs --bind-to gives them, and their
+// Go runtime sizes GOMAXPROCS to match.
+func TestBindTo(t *testing.T) {
+	all, err := usableCPUs()
+	require.NoError(t, err)
+	if len(all) < 2 {
+		t.Skipf("SKIP: binding 2 ranks needs 2 CPUs; this process may use %d", len(all))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	per := len(all) / 2
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{args: []string{"-n", "2"}, want: []string{
+			fmt.Sprintf("[0] cpus %s gomaxprocs %d", cpuList(all[:per]), per),
+			fmt.Sprintf("[1] cpus %s gomaxprocs %d", cpuList(all[per:2*per]), per)}},
+		{args: []string{"-n", "2", "--bind-to", "none"}, want: []string{
+			fmt.Sprintf("[0] cpus %s gomaxprocs %d", cpuList(all), len(all)),
+			fmt.Sprintf("[1] cpus %s gomaxprocs %d", cpuList(all), len(all))}},
+		{args: []string{"-n", "2", "--oversubscribe", "-H", fmt.Sprintf("localhost:%d", 2)}, want: []string{
+			fmt.Sprintf("[0] cpus %s gomaxprocs %d", cpuList(all[:per]), per),
+			fmt.Sprintf("[1] cpus %s gomaxprocs %d", cpuList(all[per:2*per]), per)}},
+	} {
+		code, stdout, stderr, _ := gorun(t, ctx, "affinity", tc.args...)
+		require.Equal(t, 0, code, "gorun %v: %s", tc.args, stderr)
+		lines := strings.Split(strings.TrimSpace(stdout), "\n")
+		require.ElementsMatch(t, tc.want, lines, "gorun %v", tc.args)
+	}
+	// More ranks than CPUs: auto leaves them unbound, core refuses.
+	n := fmt.Sprint(len(all) + 1)
+	code, stdout, stderr, _ := gorun(t, ctx, "affinity", "-n", n)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, fmt.Sprintf("] cpus %s gomaxprocs %d", cpuList(all), len(all)))
+	code, _, stderr, _ = gorun(t, ctx, "affinity", "-n", n, "--bind-to", "core")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, stderr, "--bind-to core: "+n+" ranks on this host")
+	code, _, stderr, _ = gorun(t, ctx, "affinity", "-n", "1", "--bind-to", "socket")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, `--bind-to "socket": want auto, core or none`)
+}
