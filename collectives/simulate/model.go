@@ -181,11 +181,11 @@ func (p *Params) SelectorModel() collectives.Model {
 }
 
 // DefaultParams is goccl's executor with its defaults (512 KiB chunks, 8
-// slots, TCP's 4 KiB inline sends) on the given links and CPU speeds.
+// slots, TCP's 32 KiB inline sends) on the given links and CPU speeds.
 func DefaultParams(local, net Link, gamma, copyCost float64) Params {
 	var p Params
 	p.Links[collectives.LinkLocal], p.Links[collectives.LinkNet] = local, net
 	p.Gamma, p.Copy = gamma, copyCost
-	p.ChunkBytes, p.Slots, p.Inline = 512<<10, 8, 4096
+	p.ChunkBytes, p.Slots, p.Inline = 512<<10, 8, 32<<10
 	return p
 }

@@ -231,10 +231,16 @@ func (d *Device) Name() string { return "tcp" }
 func (d *Device) WaitSpins() bool { return true }
 
 // maxInline is the largest payload a post copies at once (transport.Inliner).
-const maxInline = 4096
+// The executor counts such a send done at post, where a longer one waits
+// for the peer's acknowledgement, a round trip: measured between two
+// processes here, osu latency at 8 KiB took 25 µs with a 4 KiB limit and
+// 16.5 µs with this one, at 32 KiB 28 µs and 20.6 µs (the copy costs ~1 µs
+// per 16 KiB; at 64 KiB the copy no longer paid). Open MPI's TCP eager
+// limit is 64 KiB.
+const maxInline = 32 << 10
 
 // MaxInline implements transport.Inliner: sends and writes of at most
-// 4 KiB are copied before PostSend and PostWrite return.
+// maxInline bytes are copied before PostSend and PostWrite return.
 func (d *Device) MaxInline() int { return maxInline }
 
 // Addr is the address the device listens on, as peers see it.
