@@ -49,6 +49,13 @@ type Link struct {
 	notice         uint32 // the peer's failure notice (immediate), 0 if none
 	deferred       bool   // a credit kept until the run completes (see deferCredit)
 	unplaced       int    // this run's sends posted and not yet placed at the peer
+	inline         int    // sends done at post whose acknowledgement has not come
+
+	// Transient marks a link made for one batch of a windowed run
+	// (window.go): the executor releases it once both ranks are done
+	// with it. byeIn: the peer's bye has arrived.
+	Transient bool
+	byeIn     bool
 }
 
 // Immediate data layout: 2 bits of type, then
