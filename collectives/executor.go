@@ -704,12 +704,14 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 			what = "return credit"
 		case idToken:
 			what = "receive"
+		case idBye:
+			what = "bye"
 		}
 		if comp.Op == transport.OpRemoteError || peer >= len(e.Links) || e.Links[peer] == nil {
 			return fmt.Errorf("%s #%d (%s): rank %d: %s: %w", c.Desc(), c.Seq, p.Name, e.Rank, what, comp.Err)
 		}
 		stale := comp.ID&idKind == idData && idEpoch(comp.ID) != e.epoch
-		if kind := comp.ID & idKind; kind == idToken || kind == idCredit || stale {
+		if kind := comp.ID & idKind; kind == idToken || kind == idCredit || kind == idBye || stale {
 			// A flushed receive token or credit says the connection is
 			// gone. A peer may close once it has all it needs, while this
 			// rank still consumes what the peer sent: that is not an error
@@ -739,6 +741,9 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 			e.Links[peer].inline--
 		}
 	case idCredit:
+	case idBye:
+		e.Links[peer].byeDone = true
+		e.win.note(peer)
 	case idToken:
 		if peer >= len(e.Links) || e.Links[peer] == nil {
 			return fmt.Errorf("%s: rank %d: completion for unknown peer %d", c.Desc(), e.Rank, peer)

@@ -53,9 +53,11 @@ type Link struct {
 
 	// Transient marks a link made for one batch of a windowed run
 	// (window.go): the executor releases it once both ranks are done
-	// with it. byeIn: the peer's bye has arrived.
+	// with it. byeIn: the peer's bye has arrived; byeDone: this side's
+	// bye is placed at the peer (and so is everything posted before it).
 	Transient bool
 	byeIn     bool
+	byeDone   bool
 }
 
 // Immediate data layout: 2 bits of type, then
@@ -92,6 +94,7 @@ const (
 	idCredit = 2 << 56
 	idToken  = 3 << 56
 	idNotice = 4 << 56
+	idBye    = 5 << 56 // a windowed run's bye (window.go)
 	idKind   = 0xff << 56
 )
 

@@ -24,10 +24,14 @@ import (
 //     (made for this window, Link.Transient), this rank tells the peer so
 //     with a bye (a zero-length write, after every credit it owes the
 //     peer), and releases the link (Executor.Release: closes the endpoint,
-//     frees the staging) once the peer's bye has arrived too: the bye
-//     follows everything the peer sent, so neither side needs the link
-//     any more. A link that goes down after this rank is done with it is
-//     released as well, if the run needs nothing more from it (checkDown).
+//     frees the staging) once the peer's bye has arrived and its own bye
+//     is placed at the peer (its write completed): each bye follows
+//     everything its rank sent on the link, so then neither side needs
+//     the link any more. (Closing earlier could drop what this side posted
+//     last: a transport may still hold it.) A link that goes down after
+//     this rank is done with it is released as well, if the run needs
+//     nothing more from it (checkDown): the peer closed first, having
+//     both byes.
 //  3. Once every peer of the batch is done and every transient link of it
 //     released, admit the next batch. The run completes when the last
 //     batch's links are released.
@@ -278,7 +282,7 @@ func (e *Executor) retire(c *Call, peer int) error {
 	if w.state[peer] == winDone && l.owedCredits == 0 && !l.deferred {
 		if l.down == nil {
 			l.imm = immCredit | byeFlag
-			err := l.EP.PostWrite(makeID(idCredit, peer, 0), l.Staging, 0, 0, l.Remote, 0, &l.imm)
+			err := l.EP.PostWrite(makeID(idBye, peer, 0), l.Staging, 0, 0, l.Remote, 0, &l.imm)
 			if errors.Is(err, transport.ErrQueueFull) {
 				e.stall(peer)
 				w.note(peer) // again after the next poll
@@ -288,7 +292,7 @@ func (e *Executor) retire(c *Call, peer int) error {
 		}
 		w.state[peer] = winBye
 	}
-	if w.state[peer] != winBye || (!l.byeIn && l.down == nil) {
+	if w.state[peer] != winBye || ((!l.byeIn || !l.byeDone) && l.down == nil) {
 		return nil
 	}
 	if err := e.checkDown(c, peer); err != nil {

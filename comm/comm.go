@@ -360,12 +360,34 @@ type Options struct {
 	// StagingBudget bounds the staging memory of a rank, in bytes
 	// (default DefaultStagingBudget, 64 MiB; env GOCCL_STAGING_BUDGET): a
 	// job of so many ranks that Slots staging slots of ChunkSize bytes per
-	// peer would exceed it, were every peer connected, gets fewer slots
+	// peer would exceed it, were every peer a rank may keep connected
+	// linked (all of them, or MaxPeers in a larger job), gets fewer slots
 	// per peer, and past two slots smaller chunks (see stagingGeometry).
 	// Peers are connected, and their staging allocated, on first use, so a
 	// ring or tree job allocates a few peers' worth of it. Every rank must
 	// be given the same value, as with ChunkSize and Slots.
 	StagingBudget int
+
+	// PeerWindow is how many peers an all-to-all style collective (the
+	// pairwise all-to-all and all-to-all-v) exchanges with at a time
+	// (default DefaultPeerWindow, 16; env GOCCL_PEER_WINDOW; at least 2):
+	// in a job of more ranks it goes through batches of at most
+	// PeerWindow peers, connecting each batch's new peers when it reaches
+	// them, so that a rank sets up, posts to and stages for a bounded set
+	// of peers whatever the job size. Every rank must be given the same
+	// value.
+	PeerWindow int
+	// MaxPeers is how many peers a rank keeps connected for later calls
+	// (default DefaultMaxPeers, 64; env GOCCL_MAX_PEERS). In a job of at
+	// most MaxPeers+1 ranks every link, once made, stays. In a larger job
+	// the links an all-to-all makes for one batch of PeerWindow peers are
+	// closed, and their staging freed, as soon as both ranks are done with
+	// them (the next all-to-all connects them again, one set-up per pair
+	// and call): a rank then holds at most PeerWindow such links, beside
+	// the few its other algorithms keep (ring neighbours, tree and
+	// recursive-doubling partners: O(log n)), and the staging budget is
+	// shared by MaxPeers links. Every rank must be given the same value.
+	MaxPeers int
 
 	// HostID identifies this rank's host: ranks with equal HostIDs are on
 	// one host, reach each other over shared memory when a shm device is
@@ -396,6 +418,19 @@ func (o *Options) fill() error {
 	o.Slots = min(o.Slots, 1<<15)
 	if o.StagingBudget <= 0 {
 		if o.StagingBudget, err = envInt("GOCCL_STAGING_BUDGET", DefaultStagingBudget); err != nil {
+			return err
+		}
+	}
+	if o.PeerWindow <= 0 {
+		if o.PeerWindow, err = envInt("GOCCL_PEER_WINDOW", DefaultPeerWindow); err != nil {
+			return err
+		}
+	}
+	if o.PeerWindow < 2 {
+		return fmt.Errorf("peer window %d: an all-to-all exchanges with at least 2 peers at a time (Options.PeerWindow, GOCCL_PEER_WINDOW)", o.PeerWindow)
+	}
+	if o.MaxPeers <= 0 {
+		if o.MaxPeers, err = envInt("GOCCL_MAX_PEERS", DefaultMaxPeers); err != nil {
 			return err
 		}
 	}

@@ -20,7 +20,7 @@ func TestStagingGeometry(t *testing.T) {
 		{512, 8, 512 * ki, 1 << 40, 8, 512 * ki},       // a budget that fits all
 		{512, 1, 4 * ki, 64 * mi, 1, 4 * ki},           // already small
 	} {
-		slots, chunk := stagingGeometry(tc.size, tc.slots, tc.chunk, tc.budget)
+		slots, chunk := stagingGeometry(tc.size-1, tc.slots, tc.chunk, tc.budget)
 		if slots != tc.wantSlots || chunk != tc.wantChunk {
 			t.Errorf("stagingGeometry(%d ranks, %d x %d, budget %d) = %d x %d, want %d x %d",
 				tc.size, tc.slots, tc.chunk, tc.budget, slots, chunk, tc.wantSlots, tc.wantChunk)
@@ -31,5 +31,20 @@ func TestStagingGeometry(t *testing.T) {
 		if chunk%64 != 0 {
 			t.Errorf("%d ranks: chunk %d is not a multiple of 64", tc.size, chunk)
 		}
+	}
+	// In a job larger than MaxPeers+1 the budget is shared by MaxPeers
+	// links (the all-to-all ones come and go a window at a time).
+	for _, tc := range []struct{ size, maxPeers, want int }{
+		{2, 64, 1}, {65, 64, 64}, {66, 64, 64}, {4096, 64, 64}, {4096, 4095, 4095},
+	} {
+		if got := linkBound(tc.size, tc.maxPeers); got != tc.want {
+			t.Errorf("linkBound(%d ranks, MaxPeers %d) = %d, want %d", tc.size, tc.maxPeers, got, tc.want)
+		}
+		if got, want := releasesLinks(tc.size, tc.maxPeers), tc.size-1 > tc.want; got != want {
+			t.Errorf("releasesLinks(%d ranks, MaxPeers %d) = %v, want %v", tc.size, tc.maxPeers, got, want)
+		}
+	}
+	if slots, chunk := stagingGeometry(linkBound(512, DefaultMaxPeers), 8, 512*ki, 64*mi); slots != 2 || chunk != 512*ki {
+		t.Errorf("512 ranks, default MaxPeers: %d x %d staging per link, want 2 x 512 KiB", slots, chunk)
 	}
 }
