@@ -360,8 +360,7 @@ type Options struct {
 	// StagingBudget bounds the staging memory of a rank, in bytes
 	// (default DefaultStagingBudget, 64 MiB; env GOCCL_STAGING_BUDGET): a
 	// job of so many ranks that Slots staging slots of ChunkSize bytes per
-	// peer would exceed it, were every peer a rank may keep connected
-	// linked (all of them, or MaxPeers in a larger job), gets fewer slots
+	// peer would exceed it, were every peer connected, gets fewer slots
 	// per peer, and past two slots smaller chunks (see stagingGeometry).
 	// Peers are connected, and their staging allocated, on first use, so a
 	// ring or tree job allocates a few peers' worth of it. Every rank must
@@ -385,8 +384,8 @@ type Options struct {
 	// them (the next all-to-all connects them again, one set-up per pair
 	// and call): a rank then holds at most PeerWindow such links, beside
 	// the few its other algorithms keep (ring neighbours, tree and
-	// recursive-doubling partners: O(log n)), and the staging budget is
-	// shared by MaxPeers links. Every rank must be given the same value.
+	// recursive-doubling partners: O(log n)). Every rank must be given
+	// the same value.
 	MaxPeers int
 
 	// HostID identifies this rank's host: ranks with equal HostIDs are on

@@ -334,7 +334,7 @@ func (c *Comm) connect(ctx context.Context) error {
 	if c.debug && c.size > 1 {
 		c.debugf("peers: %s (%d hosts)", c.Transports(), c.nHosts)
 	}
-	links := linkBound(c.size, c.opts.MaxPeers)
+	links := c.size - 1
 	slots, slot := stagingGeometry(links, c.opts.Slots, c.opts.ChunkSize, c.opts.StagingBudget)
 	if c.debug && (slots != c.opts.Slots || slot != c.opts.ChunkSize) {
 		c.debugf("staging: %d slots of %d KiB per peer instead of %d of %d KiB: %d peers fit the %d MiB budget (GOCCL_STAGING_BUDGET)",

@@ -29,11 +29,12 @@ const minStagingSlots = 2
 // rank of a job, given the same options, chooses the same geometry: the
 // plans' chunking must agree across ranks.
 //
-// links is the most peers a rank may keep linked (linkBound): every peer
-// in a job of at most MaxPeers+1 ranks; MaxPeers in a larger one, where
-// all-to-all links are released batch by batch (lazy.go) and the other
-// algorithms keep a few links each. Ring and tree jobs link a few peers
-// and use a few links' worth of it.
+// links is the job's size-1: the bound holds whatever peers a rank
+// connects. Ring and tree jobs link a few peers and use a few links'
+// worth of it; an all-to-all in a job of more than MaxPeers+1 ranks
+// holds a window of links at a time (lazy.go). (Sizing for MaxPeers
+// links instead would give larger chunks at scale, but a rank that keeps
+// more links than that would exceed the budget.)
 func stagingGeometry(links, slots, chunk, budget int) (int, int) {
 	if links < 1 || budget <= 0 || collectives.StagingSize(slots, chunk)*links <= budget {
 		return slots, chunk
@@ -47,10 +48,6 @@ func stagingGeometry(links, slots, chunk, budget int) (int, int) {
 	}
 	return 1, MinChunkSize
 }
-
-// linkBound is the most peers a rank of a job of size ranks keeps linked
-// for staging's sake (see stagingGeometry).
-func linkBound(size, maxPeers int) int { return min(size-1, maxPeers) }
 
 // releasesLinks reports whether a job of size ranks closes the links its
 // windowed all-to-alls make once a batch is done (Options.MaxPeers). It
