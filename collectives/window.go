@@ -13,7 +13,8 @@ import (
 // whose schedule numbers its peers by round (Schedule.Rounds) therefore
 // runs, on an executor with a Window of w peers in a job of more than w+1
 // ranks, through batches of rounds: w/2 rounds, at most w peers, at a time
-// (MPICH's throttled all-to-all posts its requests in batches likewise).
+// (MPICH's medium-message all-to-all posts its requests in batches of
+// MPIR_CVAR_ALLTOALL_THROTTLE peers likewise).
 //
 //  1. Admit the next batch: link its peers that have no link yet
 //     (Executor.Connect: a communicator sets the pairs up through its

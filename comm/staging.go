@@ -6,8 +6,9 @@ import "github.com/goccl/goccl/collectives"
 const DefaultStagingBudget = 64 << 20
 
 // DefaultPeerWindow is the default of Options.PeerWindow: an all-to-all
-// exchanges with 16 peers at a time (MPICH throttles its all-to-all to 32
-// requests in flight, 16 sends and 16 receives).
+// exchanges with 16 peers at a time, both ways (MPICH's medium-message
+// all-to-all posts its receives and sends in batches of 32 peers,
+// MPIR_CVAR_ALLTOALL_THROTTLE; a window here also bounds the links held).
 const DefaultPeerWindow = 16
 
 // DefaultMaxPeers is the default of Options.MaxPeers: jobs of up to 65
