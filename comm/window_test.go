@@ -21,7 +21,8 @@ import (
 // all-to-all-v deliver every block exactly, and while they run no rank
 // holds more than 8 links, or their staging, beyond those it had before
 // (sampled every millisecond, and PeakPeers); when they are done it holds
-// just those again. The same over TCP with 12 ranks and a window of 4.
+// just those again. The same over TCP, and over two transports at once
+// (two hosts), with 12 ranks and a window of 4.
 func TestAlltoallPeerWindow(t *testing.T) {
 	for _, tc := range []struct {
 		kind              string
@@ -29,6 +30,7 @@ func TestAlltoallPeerWindow(t *testing.T) {
 	}{
 		{"mem", 64, 8, 16},
 		{"tcp", 12, 4, 4},
+		{"mem-hosts", 12, 4, 4}, // shared memory and network: a multi device
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			opts := testOptsFast
