@@ -379,24 +379,26 @@ func LookupAlgo(c Coll, name string) (*Algo, error) {
 }
 
 // ParseAlgoSpec reads a per-collective algorithm override such as
-// "allreduce:tree,broadcast:pipeline" (GOCCL_ALGO's syntax).
+// "allreduce:tree,broadcast:pipeline" (GOCCL_ALGO's syntax). An error names
+// the item it refuses; the caller names the setting.
 func ParseAlgoSpec(spec string) (map[Coll]*Algo, error) {
 	out := map[Coll]*Algo{}
 	if strings.TrimSpace(spec) == "" {
 		return out, nil
 	}
 	for _, item := range strings.Split(spec, ",") {
-		coll, algo, ok := strings.Cut(strings.TrimSpace(item), ":")
+		item = strings.TrimSpace(item)
+		coll, algo, ok := strings.Cut(item, ":")
 		if !ok {
-			return nil, fmt.Errorf("%q: item %q is not collective:algorithm", spec, item)
+			return nil, fmt.Errorf("item %q is not collective:algorithm", item)
 		}
 		c, err := CollByName(coll)
 		if err != nil {
-			return nil, fmt.Errorf("%q: %w", spec, err)
+			return nil, fmt.Errorf("item %q: %w", item, err)
 		}
 		a, err := LookupAlgo(c, algo)
 		if err != nil {
-			return nil, fmt.Errorf("%q: %w", spec, err)
+			return nil, fmt.Errorf("item %q: %w", item, err)
 		}
 		out[c] = a
 	}

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goccl/goccl/internal/logtest"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/transporttest"
 )
@@ -105,7 +106,7 @@ func expectDropped(t *testing.T, c net.Conn) []byte {
 func TestStrayConnections(t *testing.T) {
 	var sink logSink
 	p := pairWith(t, func(o *Options) {
-		o.Logf = sink.logf
+		o.Logger = logtest.Func(sink.logf)
 		o.HandshakeTimeout = 300 * time.Millisecond
 	})
 	addr := p.DevB.(*Device).Addr().String()
@@ -556,7 +557,7 @@ func TestCloseSendsOwedAcks(t *testing.T) {
 func TestStrayFloodThrottled(t *testing.T) {
 	var sink logSink
 	o := testOptions(t)
-	o.Logf = sink.logf
+	o.Logger = logtest.Func(sink.logf)
 	d, err := NewDevice(o)
 	if err != nil {
 		t.Fatal(err)
