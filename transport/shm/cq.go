@@ -3,7 +3,6 @@ package shm
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -233,7 +232,10 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 		}
 		now := time.Now()
 		if el := now.Sub(start); el < spin {
-			runtime.Gosched()
+			// No runtime.Gosched here: with an idle P it wakes another
+			// thread to look for work (a futex wake-up every 16 polls,
+			// measured on transport/tcp's spin); the scheduler preempts
+			// a spinner that runs too long anyway.
 			continue
 		} else if el < spin+yield {
 			// Poll between yields of the CPU: this process stays runnable,
@@ -256,7 +258,11 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 }
 
 // schedYield gives the CPU to another runnable thread, if there is one.
-func schedYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+//
+// A raw system call: through syscall.Syscall the runtime's monitor thread
+// keeps waking to retake the P of "a goroutine in a system call" and takes
+// the core from the rank it is meant to give it to.
+func schedYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // sleep waits on the bell for at most d, unless progress is possible.
 func (q *cq) sleep(d time.Duration) {
