@@ -259,10 +259,11 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 
 // schedYield gives the CPU to another runnable thread, if there is one.
 //
-// A raw system call: through syscall.Syscall the runtime's monitor thread
-// keeps waking to retake the P of "a goroutine in a system call" and takes
-// the core from the rank it is meant to give it to.
-func schedYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+// Not a raw system call: entering the system call through the runtime
+// lets the scheduler run this process's other goroutines, which the
+// staged path needs (a peer in the same process, the socket reader); with
+// RawSyscall the conformance suite's staged reads stalled.
+func schedYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // sleep waits on the bell for at most d, unless progress is possible.
 func (q *cq) sleep(d time.Duration) {
