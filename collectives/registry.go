@@ -231,6 +231,8 @@ var algoTable = []Algo{
 	{Coll: CollBroadcast, Name: "scatter-allgather", Schedule: rooted(ScatterAllgatherBroadcast), Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p) + p - 1, 2 * float64(p-1) / float64(p) * n
 	}, NetBytes: netScatterAllgather, Doc: "binomial scatter, then ring allgather (large buffers)"},
+	{Coll: CollBroadcast, Name: "hier", Schedule: HierBroadcast, Price: priceHierBroadcast,
+		Doc: "several ranks per host: binomial tree among one rank per host (the root on its host), then a binomial tree inside each host, pipelined"},
 
 	{Coll: CollReduce, Name: "binomial", Schedule: rooted(BinomialReduce), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p), float64(log2Ceil(p)) * n

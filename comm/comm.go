@@ -69,8 +69,8 @@ type Comm struct {
 	// Stall diagnosis and failure reports (stall.go, explain.go).
 	poke         atomic.Pointer[poke] // the context runs go on under
 	stallStep    time.Duration
-	stallElapsed atomic.Int64  // time without progress, in stall steps run out
-	stallArmed   atomic.Int64  // the duration the stall timer runs now
+	stallElapsed atomic.Int64  // time without progress at the stall timer's last tick; 0: not stalled
+	lastProgress atomic.Int64  // mono() when the running call last saw completions (or started)
 	callNo       atomic.Uint64 // runs started plus runs finished: odd while one runs
 	seqNow       atomic.Uint32 // seq, for the responder
 	aborted      atomic.Bool

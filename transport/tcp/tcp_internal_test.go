@@ -242,9 +242,14 @@ func TestPeerReset(t *testing.T) {
 // would, under the lane's locks so that nothing of e touches it afterwards.
 func resetSocket(t *testing.T, e *endpoint) {
 	t.Helper()
+	// The accepting side's Connect returns before its peer's connection
+	// arrives (posts wait for it): wait for the connection.
 	l := e.ctl()
+	for deadline := time.Now().Add(5 * time.Second); l == nil && time.Now().Before(deadline); l = e.ctl() {
+		time.Sleep(time.Millisecond)
+	}
 	if l == nil {
-		t.Fatal("endpoint has no connection")
+		t.Fatal("endpoint has no connection 5 s after Connect returned")
 	}
 	l.rxMu.Lock()
 	l.txMu.Lock()
