@@ -95,53 +95,58 @@ func TestBruckAlltoallRounds(t *testing.T) {
 }
 
 func TestPairwiseAlltoallvSchedule(t *testing.T) {
-	const elem = 2
 	for _, size := range simSizes() {
 		for variant := range 2 {
-			// cnt[i][j]: elements rank i sends to rank j.
-			cnt := func(i, j int) int {
-				if variant == 0 {
-					return (i*7 + j*3) % 5 // some empty
-				}
-				return (i+1)*(j%3) + (i % 2)
-			}
-			// Rank r's layout: send blocks in reverse order with one
-			// element gaps; receive blocks in rank order after a gap.
-			sc, sd, rc, rd := make([][]int, size), make([][]int, size), make([][]int, size), make([][]int, size)
-			inTotal, outTotal := make([]int, size), make([]int, size)
-			for r := range size {
-				sc[r], sd[r], rc[r], rd[r] = make([]int, size), make([]int, size), make([]int, size), make([]int, size)
-				for j := size - 1; j >= 0; j-- {
-					sc[r][j], sd[r][j] = cnt(r, j), inTotal[r]+1
-					inTotal[r] += cnt(r, j) + 1
-				}
-				for j := range size {
-					rc[r][j], rd[r][j] = cnt(j, r), outTotal[r]+2
-					outTotal[r] += cnt(j, r) + 2
-				}
-			}
-			c := xcase{size: size, elem: elem,
-				mk:         func(r int) Schedule { return PairwiseAlltoallv(r, size, sc[r], sd[r], rc[r], rd[r], elem) },
-				dataElems:  func(r int) int { return outTotal[r] },
-				inputElems: func(r int) int { return inTotal[r] },
-				init: func(s *xsim) {
-					for r := range size {
-						s.fill(r, BufInput)
-					}
-				},
-				check: func(s *xsim) error {
-					for r := range size {
-						for j := range size {
-							for i := range rc[r][j] {
-								if err := s.wantAtom(r, BufData, rd[r][j]+i, j, BufInput, sd[j][r]+i); err != nil {
-									return err
-								}
-							}
-						}
-					}
-					return nil
-				}}
-			runX(t, fmt.Sprintf("ranks=%d variant=%d", size, variant), c)
+			runX(t, fmt.Sprintf("ranks=%d variant=%d", size, variant), alltoallvCase(size, variant))
 		}
 	}
+}
+
+// alltoallvCase is a pairwise all-to-all-v of size ranks with uneven
+// blocks, some empty (variant 0) or none (variant 1).
+func alltoallvCase(size, variant int) xcase {
+	const elem = 2
+	// cnt[i][j]: elements rank i sends to rank j.
+	cnt := func(i, j int) int {
+		if variant == 0 {
+			return (i*7 + j*3) % 5 // some empty
+		}
+		return (i+1)*(j%3) + (i % 2)
+	}
+	// Rank r's layout: send blocks in reverse order with one
+	// element gaps; receive blocks in rank order after a gap.
+	sc, sd, rc, rd := make([][]int, size), make([][]int, size), make([][]int, size), make([][]int, size)
+	inTotal, outTotal := make([]int, size), make([]int, size)
+	for r := range size {
+		sc[r], sd[r], rc[r], rd[r] = make([]int, size), make([]int, size), make([]int, size), make([]int, size)
+		for j := size - 1; j >= 0; j-- {
+			sc[r][j], sd[r][j] = cnt(r, j), inTotal[r]+1
+			inTotal[r] += cnt(r, j) + 1
+		}
+		for j := range size {
+			rc[r][j], rd[r][j] = cnt(j, r), outTotal[r]+2
+			outTotal[r] += cnt(j, r) + 2
+		}
+	}
+	return xcase{size: size, elem: elem,
+		mk:         func(r int) Schedule { return PairwiseAlltoallv(r, size, sc[r], sd[r], rc[r], rd[r], elem) },
+		dataElems:  func(r int) int { return outTotal[r] },
+		inputElems: func(r int) int { return inTotal[r] },
+		init: func(s *xsim) {
+			for r := range size {
+				s.fill(r, BufInput)
+			}
+		},
+		check: func(s *xsim) error {
+			for r := range size {
+				for j := range size {
+					for i := range rc[r][j] {
+						if err := s.wantAtom(r, BufData, rd[r][j]+i, j, BufInput, sd[j][r]+i); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			return nil
+		}}
 }

@@ -113,6 +113,9 @@ func (e *Executor) confirmed(c *Call) bool {
 	if c.P2P {
 		return true
 	}
+	if e.win.on && e.win.retiring > 0 {
+		return false // a windowed run's byes (window.go)
+	}
 	for _, peer := range c.Plan.peers {
 		if !e.confirmedPeer(c, peer) {
 			return false
@@ -127,6 +130,9 @@ func (e *Executor) confirmedPeer(c *Call, peer int) bool {
 		return true
 	}
 	l := e.Links[peer]
+	if l == nil {
+		return true // released: both ranks were done with it (window.go)
+	}
 	if c.VarCount || (c.Confirm && len(p.recvs[peer]) == 0) {
 		return l.credited >= l.sent
 	}
@@ -149,7 +155,7 @@ func (e *Executor) releaseCredits(c *Call) {
 	}
 	for _, peer := range c.Plan.peers {
 		l := e.Links[peer]
-		if !l.deferred {
+		if l == nil || !l.deferred {
 			continue
 		}
 		l.deferred = false

@@ -52,8 +52,23 @@ type Executor struct {
 	// on with; or an error, which fails the run; or neither, and the end
 	// of ctx fails the run.
 	Stalled func(ctx context.Context, c *Call) (context.Context, error)
+	// Window bounds the peers that a run of a plan with rounds
+	// (Schedule.Rounds) exchanges with at once, in a job of more than
+	// Window+1 ranks: such a run goes through batches of at most Window
+	// peers (window.go). 0: no bound.
+	Window int
+	// Connect, if set, links the peers without a link of the batch a
+	// windowed run admits (Links[peer] set for each), blocking until they
+	// are, or returns the error that fails the run. It must not keep the
+	// slice.
+	Connect func(c *Call, peers []int) error
+	// Release, if set, closes and frees a transient link (Link.Transient)
+	// once both ranks are done with it; the executor then forgets it
+	// (Links[peer] = nil). Nil: the executor closes the endpoint.
+	Release func(peer int)
 
-	err       error // sticky: after a failure every Run returns it
+	win       window // a windowed run's state (window.go)
+	err       error  // sticky: after a failure every Run returns it
 	comps     []transport.Completion
 	remaining []int32
 	sendHead  []int
@@ -274,6 +289,7 @@ func (e *Executor) reset(p *Plan) {
 	}
 	e.copyReady, e.copyHead = e.copyReady[:0], 0
 	e.done = 0
+	e.win.reset(e, p)
 }
 
 // Run executes c.Plan. It returns when every chunk is done (all sends
@@ -288,7 +304,7 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 		return fmt.Errorf("%s: plan chunk %d exceeds staging slot %d", c.Desc(), p.ChunkSize, e.SlotSize)
 	}
 	for _, peer := range p.peers {
-		if peer >= len(e.Links) || e.Links[peer] == nil {
+		if peer >= len(e.Links) || (e.Links[peer] == nil && !p.gated(peer, e.Window)) {
 			return fmt.Errorf("%s: rank %d has no link to rank %d", c.Desc(), e.Rank, peer)
 		}
 	}
@@ -331,6 +347,14 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 		if err := e.progress(c); err != nil {
 			e.Fail(err)
 			return err
+		}
+		if e.win.on { // windowed: the next batch (window.go)
+			if again, err := e.advance(c); err != nil {
+				e.Fail(err)
+				return err
+			} else if again {
+				continue
+			}
 		}
 		if e.done == len(p.chunks) && e.confirmed(c) {
 			e.releaseCredits(c)
@@ -452,7 +476,7 @@ func (e *Executor) Drain(ctx context.Context) error {
 		}
 		for i := range n {
 			comp := &e.comps[i]
-			if comp.ID&idKind != idData {
+			if comp.ID&idKind != idData || e.stale(comp) {
 				continue
 			}
 			if comp.Err != nil {
@@ -502,6 +526,9 @@ func (e *Executor) markDirty(peer int) {
 
 func (e *Executor) finish(p *Plan, idx int32) {
 	e.done++
+	if e.win.on && p.chunks[idx].peer >= 0 {
+		e.win.chunkDone(p, int(p.chunks[idx].peer))
+	}
 	for _, o := range p.dependents(idx) {
 		e.remaining[o]--
 		if e.remaining[o] == 0 {
@@ -542,6 +569,9 @@ func (e *Executor) progress(c *Call) error {
 		e.dirtyList = e.dirtyList[:len(e.dirtyList)-1]
 		e.dirty[peer] = false
 		l := e.Links[peer]
+		if l == nil || (e.win.on && !e.win.admitted(peer)) {
+			continue // released, or not in the window yet (window.go)
+		}
 		if l.owedTokens > 0 || l.owedCredits > 0 {
 			e.repay(l)
 		}
@@ -575,6 +605,7 @@ func (e *Executor) progress(c *Call) error {
 				// The transport copied the bytes: done for this run.
 				e.released[idx] = true
 				e.inflight++
+				l.inline++
 				e.finish(p, idx)
 			} else {
 				l.unplaced++
@@ -661,6 +692,9 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 	p := c.Plan
 	peer := idPeer(comp.ID)
+	if e.win.retired && e.stale(comp) {
+		return nil // a released link's (window.go)
+	}
 	if comp.Err != nil {
 		what := comp.Op.String()
 		switch comp.ID & idKind {
@@ -670,12 +704,14 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 			what = "return credit"
 		case idToken:
 			what = "receive"
+		case idBye:
+			what = "bye"
 		}
 		if comp.Op == transport.OpRemoteError || peer >= len(e.Links) || e.Links[peer] == nil {
 			return fmt.Errorf("%s #%d (%s): rank %d: %s: %w", c.Desc(), c.Seq, p.Name, e.Rank, what, comp.Err)
 		}
 		stale := comp.ID&idKind == idData && idEpoch(comp.ID) != e.epoch
-		if kind := comp.ID & idKind; kind == idToken || kind == idCredit || stale {
+		if kind := comp.ID & idKind; kind == idToken || kind == idCredit || kind == idBye || stale {
 			// A flushed receive token or credit says the connection is
 			// gone. A peer may close once it has all it needs, while this
 			// rank still consumes what the peer sent: that is not an error
@@ -684,6 +720,7 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 			if l.down == nil {
 				l.down = fmt.Errorf("%s: %w", what, comp.Err)
 			}
+			e.win.note(peer)
 			return e.checkDown(c, peer)
 		}
 		err := fmt.Errorf("%s #%d (%s): rank %d <-> %d: %s: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, what, comp.Err)
@@ -701,8 +738,12 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 			e.finish(p, idx)
 		} else {
 			e.inflight--
+			e.Links[peer].inline--
 		}
 	case idCredit:
+	case idBye:
+		e.Links[peer].byeDone = true
+		e.win.note(peer)
 	case idToken:
 		if peer >= len(e.Links) || e.Links[peer] == nil {
 			return fmt.Errorf("%s: rank %d: completion for unknown peer %d", c.Desc(), e.Rank, peer)
@@ -737,6 +778,11 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 			if comp.Imm&noticeFlag != 0 {
 				return e.noticed(c, l, comp.Imm)
 			}
+			if comp.Imm&byeFlag != 0 {
+				l.byeIn = true
+				e.win.note(peer)
+				return nil
+			}
 			n := int(comp.Imm & 0xffff)
 			l.credits += n
 			l.credited += uint64(n)
@@ -760,7 +806,7 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 // l.arrived.
 func (e *Executor) checkDown(c *Call, peer int) error {
 	l, p := e.Links[peer], c.Plan
-	if l.down == nil {
+	if l == nil || l.down == nil {
 		return nil
 	}
 	if e.sendHead[peer] < len(p.sends[peer]) || e.recvHead[peer]+l.arrived < len(p.recvs[peer]) || !e.confirmedPeer(c, peer) {

@@ -49,6 +49,15 @@ type Link struct {
 	notice         uint32 // the peer's failure notice (immediate), 0 if none
 	deferred       bool   // a credit kept until the run completes (see deferCredit)
 	unplaced       int    // this run's sends posted and not yet placed at the peer
+	inline         int    // sends done at post whose acknowledgement has not come
+
+	// Transient marks a link made for one batch of a windowed run
+	// (window.go): the executor releases it once both ranks are done
+	// with it. byeIn: the peer's bye has arrived; byeDone: this side's
+	// bye is placed at the peer (and so is everything posted before it).
+	Transient bool
+	byeIn     bool
+	byeDone   bool
 }
 
 // Immediate data layout: 2 bits of type, then
@@ -85,6 +94,7 @@ const (
 	idCredit = 2 << 56
 	idToken  = 3 << 56
 	idNotice = 4 << 56
+	idBye    = 5 << 56 // a windowed run's bye (window.go)
 	idKind   = 0xff << 56
 )
 

@@ -314,7 +314,7 @@ func (e *Executor) record(n int) {
 	for i := range n {
 		comp := &e.comps[i]
 		peer := idPeer(comp.ID)
-		if comp.Op == transport.OpRemoteError || peer >= len(e.Links) || e.Links[peer] == nil {
+		if comp.Op == transport.OpRemoteError || peer >= len(e.Links) || e.Links[peer] == nil || e.stale(comp) {
 			continue
 		}
 		l := e.Links[peer]

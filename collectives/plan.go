@@ -31,14 +31,16 @@ type Plan struct {
 	Size      int
 	ChunkSize int
 
-	pre    []PreCopy // local copies before any step
-	fused  bool      // some chunk reads BufInput for BufData (CompileFused)
-	chunks []chunk
-	outs   []int32   // dependents of chunk i: outs[chunks[i].outStart : +nOut]
-	sends  [][]int32 // per peer: send chunks in order
-	recvs  [][]int32 // per peer: receive chunks in order
-	copies []int32   // Copy chunks, in program order
-	peers  []int     // peers with any traffic
+	pre     []PreCopy // local copies before any step
+	fused   bool      // some chunk reads BufInput for BufData (CompileFused)
+	chunks  []chunk
+	outs    []int32   // dependents of chunk i: outs[chunks[i].outStart : +nOut]
+	sends   [][]int32 // per peer: send chunks in order
+	recvs   [][]int32 // per peer: receive chunks in order
+	copies  []int32   // Copy chunks, in program order
+	peers   []int     // peers with any traffic
+	round   []int32   // Schedule.Rounds, nil for a schedule without rounds
+	byRound []int     // peers with a round, by round
 }
 
 type chunk struct {
@@ -260,6 +262,11 @@ func CompileContext(ctx context.Context, s Schedule, chunkSize int) (*Plan, erro
 	for peer := range s.Size {
 		if len(p.sends[peer]) > 0 || len(p.recvs[peer]) > 0 {
 			p.peers = append(p.peers, peer)
+		}
+	}
+	if s.Rounds != nil {
+		if err := p.setRounds(s.Rounds, deps, depAt); err != nil {
+			return nil, fmt.Errorf("compile %s: rank %d: %w", s.Name, s.Rank, err)
 		}
 	}
 	return p, nil

@@ -106,6 +106,15 @@ type Schedule struct {
 	// earlier one wrote. Schedules of in-place collectives have none.
 	// Copies between steps are steps of kind Copy.
 	Pre []PreCopy
+	// Rounds, if not nil, lets the executor run the schedule through a
+	// bounded window of peers (Executor.Window; see window.go): Rounds[q]
+	// is the round in which this rank exchanges with peer q, from 0, or -1
+	// for this rank and for peers it may exchange with at any time. A
+	// schedule with rounds promises that the round of a pair is the same
+	// on both of its ranks, that a rank has at most two peers in one
+	// round, and that no step with a peer waits for a step with a peer of
+	// a later round (Compile checks the last).
+	Rounds []int32
 }
 
 // PreCopy is a local copy of Len bytes from Src[SrcOff:] to Dst[DstOff:]

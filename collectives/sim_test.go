@@ -187,6 +187,11 @@ type xsim struct {
 	ex     *exprs
 	queues [][]xmsg // per from*size+to
 	rng    *rand.Rand
+	// window, if positive, runs windowed plans as an executor with that
+	// Window does (simWindow) and checks how many peers each rank has
+	// live traffic with.
+	window int
+	win    *simWindow // the last run's
 }
 
 type xmsg struct {
@@ -372,6 +377,8 @@ func (s *xsim) run() error {
 	for i := range pos {
 		pos[i] = -1
 	}
+	s.win = newSimWindow(s.plans, s.window)
+	win := s.win
 	var ready []int
 	set := func(k int, ok bool) {
 		switch {
@@ -400,7 +407,7 @@ func (s *xsim) run() error {
 			h := recvHead[r][peer]
 			ok = h < len(p.recvs[peer]) && remaining[r][p.recvs[peer][h]] == 0 && len(s.queues[peer*n+r]) > 0
 		}
-		set(key(r, peer, send), ok)
+		set(key(r, peer, send), ok && win.admitted(r, peer))
 	}
 	for r, p := range s.plans {
 		for _, peer := range p.peers {
@@ -439,6 +446,9 @@ func (s *xsim) run() error {
 			s.queues[r*n+peer] = append(s.queues[r*n+peer], m)
 			eval(r, peer, true)
 			eval(peer, r, false)
+			if err := win.chunk(r, peer, true, eval); err != nil {
+				return err
+			}
 		} else {
 			idx = p.recvs[peer][recvHead[r][peer]]
 			recvHead[r][peer]++
@@ -470,6 +480,9 @@ func (s *xsim) run() error {
 			}
 			eval(r, peer, false)
 			eval(peer, r, true)
+			if err := win.chunk(r, peer, false, eval); err != nil {
+				return err
+			}
 		}
 		for _, o := range p.dependents(idx) {
 			remaining[r][o]--
@@ -510,6 +523,9 @@ type xcase struct {
 	// fuse compiles with CompileFused: BufInput holds what BufData would
 	// start with (init fills it), BufData starts undefined.
 	fuse bool
+	// window runs windowed plans (Plan.Windowed) through a window of
+	// that many peers, as the executor does, and checks the bound.
+	window int
 	// twice runs each configuration a second time, in another random
 	// order, and requires every element to end the same: for reductions,
 	// whose trees the final check does not pin down.
@@ -598,6 +614,7 @@ func (c xcase) run() error {
 				if err != nil {
 					return fmt.Errorf("chunk=%d phase %d: %v", ch, k, err)
 				}
+				next.window = c.window
 				if s == nil {
 					c.init(next)
 				} else {

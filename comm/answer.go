@@ -122,8 +122,13 @@ func (c *Comm) callName(call *collectives.Call) string {
 
 // The question protocol, per rank r, in the store under diagKey(r, ...):
 // the rank's responder sets "next" to k and waits for "q/k"; a rank that
-// asks reads k, sets "q/k" and reads "a/k", which the responder sets to its
-// state before it moves on to k+1. Concurrent askers share an answer.
+// asks reads k, sets "q/k" and reads "a/k". The responder then moves "next"
+// on to k+1 first, and only then takes its state and sets "a/k": every
+// asker that read k did so before the state was taken, so no answer is
+// older than its question. Concurrent askers share an answer. (Answering
+// first and moving on after let a rank whose responder was descheduled in
+// between, 128 ranks on 2 cores, hand an answer from its previous call to
+// askers in the next: a stall there looked like a sequence mismatch.)
 
 func (c *Comm) diagKey(rank int, what string) string {
 	return "goccl/" + c.id + "/diag/" + strconv.Itoa(rank) + "/" + what
@@ -132,12 +137,15 @@ func (c *Comm) diagKey(rank int, what string) string {
 // respond answers questions about this rank until ctx ends.
 func (c *Comm) respond(ctx context.Context, kv keyValue) {
 	defer close(c.respDone)
+	if kv.Set(ctx, c.diagKey(c.rank, "next"), []byte("1")) != nil {
+		return
+	}
 	for k := 1; ctx.Err() == nil; k++ {
 		n := strconv.Itoa(k)
-		if kv.Set(ctx, c.diagKey(c.rank, "next"), []byte(n)) != nil {
+		if _, err := kv.Get(ctx, c.diagKey(c.rank, "q/"+n)); err != nil {
 			return
 		}
-		if _, err := kv.Get(ctx, c.diagKey(c.rank, "q/"+n)); err != nil {
+		if kv.Set(ctx, c.diagKey(c.rank, "next"), []byte(strconv.Itoa(k+1))) != nil {
 			return
 		}
 		if kv.Set(ctx, c.diagKey(c.rank, "a/"+n), c.stateNow().encode()) != nil {

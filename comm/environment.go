@@ -76,6 +76,12 @@ var envVars = []envVar{
 	option(EnvVar{"GOCCL_STAGING_BUDGET", "StagingBudget", strconv.Itoa(DefaultStagingBudget),
 		"staging bytes per rank were every peer connected: beyond it, fewer slots per peer (down to 2), then smaller chunks"},
 		func(o *Options) *int { return &o.StagingBudget }, parsePositive),
+	option(EnvVar{"GOCCL_PEER_WINDOW", "PeerWindow", strconv.Itoa(DefaultPeerWindow),
+		"peers an all-to-all exchanges with at a time (at least 2): larger jobs go through batches of that many"},
+		func(o *Options) *int { return &o.PeerWindow }, parseWindow),
+	option(EnvVar{"GOCCL_MAX_PEERS", "MaxPeers", strconv.Itoa(DefaultMaxPeers),
+		"peers a rank keeps connected; in larger jobs an all-to-all's links to a batch of peers are closed once both ranks are done with them"},
+		func(o *Options) *int { return &o.MaxPeers }, parsePositive),
 	option(EnvVar{"GOCCL_TIMEOUT", "Timeout", "10m",
 		"bound on one collective without a context deadline"},
 		func(o *Options) *time.Duration { return &o.Timeout }, parseTimeout),
@@ -199,6 +205,14 @@ func parsePositive(v string) (int, error) {
 	n, err := strconv.Atoi(v)
 	if err != nil || n <= 0 {
 		return 0, errors.New("want a positive integer")
+	}
+	return n, nil
+}
+
+func parseWindow(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 2 {
+		return 0, errors.New("want an integer of at least 2")
 	}
 	return n, nil
 }

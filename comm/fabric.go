@@ -51,12 +51,22 @@ type fabric struct {
 	dev  transport.Device
 	cq   transport.CompletionQueue
 	// links has an entry per rank, nil until the peer is first used
-	// (lazy.go); nLinks counts the others.
-	links     []*collectives.Link
-	nLinks    atomic.Int64
-	linksOnce sync.Once
-	staging   []ownedMem
-	exec      *collectives.Executor
+	// (lazy.go) and after a windowed all-to-all released it; nLinks
+	// counts the others. linkGen counts, per peer, the links to it made
+	// and released (the same on both ranks of the pair: it names the
+	// store keys of the next set-up); linkMem is each link's staging
+	// memory (also in staging).
+	links   []*collectives.Link
+	nLinks  atomic.Int64
+	linkGen []uint32
+	linkMem []ownedMem
+	// stagingBytes is the staging memory allocated now; peakLinks the
+	// most links held at once.
+	stagingBytes atomic.Int64
+	peakLinks    atomic.Int64
+	linksOnce    sync.Once
+	staging      []ownedMem
+	exec         *collectives.Executor
 	// connecting lists the peers whose set-up this rank waits for, while
 	// it does (the stall diagnosis asks them).
 	connecting []int
@@ -210,6 +220,17 @@ func (c *Comm) ConnectedPeers() int {
 	return int(c.nLinks.Load())
 }
 
+// PeakPeers is the most peers this rank had connected at once. In a job
+// of more than Options.MaxPeers+1 ranks an all-to-all connects and
+// releases its peers a window at a time, so it stays near
+// Options.PeerWindow plus the peers of the other algorithms.
+func (c *Comm) PeakPeers() int {
+	if c == nil {
+		return 0
+	}
+	return int(c.peakLinks.Load())
+}
+
 // Hosts is the number of hosts the communicator's ranks are on (see
 // Options.HostID).
 func (c *Comm) Hosts() int {
@@ -313,10 +334,11 @@ func (c *Comm) connect(ctx context.Context) error {
 	if c.debug && c.size > 1 {
 		c.debugf("peers: %s (%d hosts)", c.Transports(), c.nHosts)
 	}
-	slots, slot := stagingGeometry(c.size, c.opts.Slots, c.opts.ChunkSize, c.opts.StagingBudget)
+	links := c.size - 1
+	slots, slot := stagingGeometry(links, c.opts.Slots, c.opts.ChunkSize, c.opts.StagingBudget)
 	if c.debug && (slots != c.opts.Slots || slot != c.opts.ChunkSize) {
 		c.debugf("staging: %d slots of %d KiB per peer instead of %d of %d KiB: %d peers fit the %d MiB budget (GOCCL_STAGING_BUDGET)",
-			slots, slot>>10, c.opts.Slots, c.opts.ChunkSize>>10, c.size-1, c.opts.StagingBudget>>20)
+			slots, slot>>10, c.opts.Slots, c.opts.ChunkSize>>10, links, c.opts.StagingBudget>>20)
 	}
 	c.opts.Slots, c.opts.ChunkSize = slots, slot
 	// What the executor holds at most on each link (receive tokens, data
@@ -330,13 +352,16 @@ func (c *Comm) connect(ctx context.Context) error {
 	}
 	c.cq = cq
 	c.links = make([]*collectives.Link, c.size)
+	c.linkGen = make([]uint32, c.size)
+	c.linkMem = make([]ownedMem, c.size)
 	spin := c.opts.SpinPolls
 	if ws, ok := c.dev.(waitSpinner); ok && ws.WaitSpins() {
 		spin = 0 // the queue's Wait spins on its sources itself
 	}
 	c.exec = &collectives.Executor{Rank: c.rank, Size: c.size, Links: c.links, CQ: cq,
 		NSlots: slots, SlotSize: slot, SpinPolls: spin,
-		OnProgress: c.progressed, Stalled: c.onStall}
+		OnProgress: c.progressed, Stalled: c.onStall,
+		Window: c.opts.PeerWindow, Connect: c.connectBatch, Release: c.releaseLink}
 	if in, ok := c.dev.(transport.Inliner); ok {
 		c.exec.Inline = in.MaxInline()
 	}
@@ -406,10 +431,12 @@ func (c *Comm) connectAll(ctx context.Context) error {
 	}
 	for peer, l := range c.links {
 		if l != nil {
+			c.linkMem[peer] = halves[peer].mem
 			halves[peer] = nil
 			c.nLinks.Add(1)
 		}
 	}
+	c.peakLinks.Store(c.nLinks.Load())
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -30,13 +31,24 @@ import (
 //
 // Set-up of a pair (r, p), on r: create the endpoint and the staging
 // slots, publish their address blob under the store key
-// goccl/<comm>/link/<r>/<p>, read goccl/<comm>/link/<p>/<r> (p publishes
-// it at the same point of its own call), delete it, connect. Every new
+// goccl/<comm>/link/<r>/<p>/<g>, read goccl/<comm>/link/<p>/<r>/<g> (p
+// publishes it at the same point of its own call), delete it, connect. g
+// counts the pair's earlier links (both ranks release a link together,
+// see below), so a set-up never reads an earlier one's blob. Every new
 // peer of a call is published before any is read, so two ranks that need
 // each other (and others) never wait on each other. The store holds each
 // key until its reader has read it: O(links) keys at a time, and each rank
 // publishes and reads only what its own links need (see
 // bootstrap.Bootstrap for the O(n) part of Init: the host identities).
+//
+// All-to-all. The pairwise all-to-all goes through a window of
+// Options.PeerWindow peers at a time in a larger job (collectives/
+// window.go): the executor asks connectBatch for each batch's new peers
+// (both ranks of a pair reach the pair in the same batch). In a job of
+// more than Options.MaxPeers+1 ranks those links are transient: the
+// executor releases each (releaseLink: endpoint closed, staging freed)
+// once both ranks said bye on it, within the call, so that the invariant
+// above holds again when the call ends.
 //
 // Waiting. A rank that waits for a peer's blob is in the call, as far as
 // the stall diagnosis goes (stall.go): it waits on that peer, answers
@@ -49,8 +61,9 @@ import (
 
 // linkKey is the store key under which rank from publishes its blob for
 // its link to rank to.
-func (c *Comm) linkKey(from, to int) string {
-	return "goccl/" + c.id + "/link/" + strconv.Itoa(from) + "/" + strconv.Itoa(to)
+// The set-up's generation gen tells the pair's successive links apart.
+func (c *Comm) linkKey(from, to int, gen uint32) string {
+	return "goccl/" + c.id + "/link/" + strconv.Itoa(from) + "/" + strconv.Itoa(to) + "/" + strconv.FormatUint(uint64(gen), 10)
 }
 
 // failedKey is set (to the rank's number) by a rank that failed, once its
@@ -68,6 +81,7 @@ type halfLink struct {
 	peer   int
 	ep     transport.Endpoint
 	region transport.Region
+	mem    ownedMem // the staging region's memory (in c.staging)
 }
 
 // open creates the endpoint and staging slots for peer and returns them
@@ -98,6 +112,8 @@ func (c *Comm) openHalf(peer int) (*halfLink, []byte, error) {
 		return nil, nil, fmt.Errorf("staging for rank %d: %w", peer, err)
 	}
 	c.staging = append(c.staging, mem)
+	c.stagingBytes.Add(int64(len(mem.mem)))
+	h.mem = mem
 	const access = transport.AccessLocalWrite | transport.AccessRemoteWrite
 	if md != nil {
 		h.region, err = md.RegisterOn(c.via[peer], mem.mem, access)
@@ -128,26 +144,49 @@ func (c *Comm) finish(ctx context.Context, h *halfLink, addr []byte, remote tran
 }
 
 // ensureLinks connects the peers of call's plan that are not connected
-// yet (see the top of this file). It blocks until they are, or until the
-// communicator's life ends (timeout, stall timeout, Abort, the caller's
-// context), a peer turns out to have failed or closed, or the stall
-// diagnosis finds that the ranks disagree. On an error the links made so
-// far stay (Close releases them) and the executor is failed.
+// yet (see the top of this file), except those of a windowed run, which
+// the executor connects batch by batch (connectBatch). It blocks until
+// they are, or until the communicator's life ends (timeout, stall
+// timeout, Abort, the caller's context), a peer turns out to have failed
+// or closed, or the stall diagnosis finds that the ranks disagree. On an
+// error the links made so far stay (Close releases them) and the executor
+// is failed.
 func (c *Comm) ensureLinks(call *collectives.Call) error {
 	fp := c.callNo.Load()<<20 | uint64(call.Fingerprint())
 	if call.P2P {
 		fp |= 1 << 16
 	}
 	c.runFP.Store(fp)
+	p := call.Plan
+	windowed := p.Windowed(c.exec.Window)
 	var missing []int
-	for _, peer := range call.Plan.Peers() {
-		if c.links[peer] == nil {
+	for _, peer := range p.Peers() {
+		if c.links[peer] == nil && !(windowed && p.Round(peer) >= 0) {
 			missing = append(missing, peer)
 		}
 	}
 	if len(missing) == 0 {
 		return nil
 	}
+	if err := c.connectMissing(call, missing, false); err != nil {
+		c.exec.Fail(err)
+		return err
+	}
+	return nil
+}
+
+// connectBatch is the executor's Connect hook (collectives/window.go): it
+// connects the peers of a windowed run's next batch, running on the
+// executor's goroutine. In a job of more than MaxPeers+1 ranks the links
+// are transient: the executor releases them when the batch is done.
+func (c *Comm) connectBatch(call *collectives.Call, peers []int) error {
+	transient := releasesLinks(c.size, c.opts.MaxPeers)
+	return c.connectMissing(call, peers, transient)
+}
+
+// connectMissing connects peers (none connected) for call and logs it
+// with GOCCL_DEBUG.
+func (c *Comm) connectMissing(call *collectives.Call, missing []int, transient bool) error {
 	kv := kvOf(c.rdv)
 	if kv == nil {
 		return fmt.Errorf("rank %d has no link to rank %d and no key-value store to set one up", c.rank, missing[0])
@@ -155,17 +194,45 @@ func (c *Comm) ensureLinks(call *collectives.Call) error {
 	start := time.Now()
 	err := c.connectPeers(call, kv, missing)
 	if err != nil {
-		err = fmt.Errorf("%s: rank %d: connecting %s: %w", c.callName(call), c.rank, rankList(c.connecting), err)
-		c.exec.Fail(err)
-		return err
+		return fmt.Errorf("%s: rank %d: connecting %s: %w", c.callName(call), c.rank, rankList(c.connecting), err)
 	}
 	c.connecting = nil
+	for _, peer := range missing {
+		c.links[peer].Transient = transient
+	}
 	if c.debug {
-		c.debugf("connected %s (%s) on first use, in %s: %v; %d peers connected, %d MiB of staging",
-			rankList(missing), c.PeerTransport(missing[0]), c.callName(call), time.Since(start).Round(time.Microsecond),
-			c.nLinks.Load(), int(c.nLinks.Load())*collectives.StagingSize(c.opts.Slots, c.opts.ChunkSize)>>20)
+		what := "on first use"
+		if transient {
+			what = "for one window"
+		}
+		c.debugf("connected %s (%s) %s, in %s: %v; %d peers connected, %d MiB of staging",
+			rankList(missing), c.PeerTransport(missing[0]), what, c.callName(call), time.Since(start).Round(time.Microsecond),
+			c.nLinks.Load(), c.stagingBytes.Load()>>20)
 	}
 	return nil
+}
+
+// releaseLink is the executor's Release hook: it closes the transient link
+// to peer and frees its staging (both ranks do, when both are done with
+// it), so the pair's next set-up is the next generation.
+func (c *Comm) releaseLink(peer int) {
+	l := c.links[peer]
+	l.EP.Close()
+	c.dev.Deregister(l.Staging)
+	if m := c.linkMem[peer]; m.mem != nil {
+		for i, s := range c.staging {
+			if len(s.mem) > 0 && &s.mem[0] == &m.mem[0] {
+				c.staging = slices.Delete(c.staging, i, i+1)
+				break
+			}
+		}
+		m.free()
+		c.stagingBytes.Add(-int64(len(m.mem)))
+		c.linkMem[peer] = ownedMem{}
+	}
+	c.links[peer] = nil
+	c.nLinks.Add(-1)
+	c.linkGen[peer]++
 }
 
 // connectPeers sets up the links to peers through kv.
@@ -185,7 +252,7 @@ func (c *Comm) connectPeers(call *collectives.Call, kv keyValue, peers []int) er
 			return err
 		}
 		halves[i] = h
-		if err := kv.Set(c.life, c.linkKey(c.rank, peer), blob); err != nil {
+		if err := kv.Set(c.life, c.linkKey(c.rank, peer, c.linkGen[peer]), blob); err != nil {
 			return c.lifeErr(fmt.Errorf("publish the address for rank %d: %w", peer, err))
 		}
 	}
@@ -218,7 +285,7 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 	for i, h := range halves {
 		peers[i] = h.peer
 		wg.Add(2)
-		go watch(i, c.linkKey(h.peer, c.rank))
+		go watch(i, c.linkKey(h.peer, c.rank, c.linkGen[h.peer]))
 		go watch(-2-i, c.closedKey(h.peer))
 	}
 	wg.Add(1)
@@ -234,6 +301,7 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 		}
 	}()
 	arrived := make([]bool, len(halves))
+	var read []string // the keys read, deleted at the end
 	left := len(halves)
 	// Until the stall watchdog's first poke, look around early and often:
 	// ranks that disagree on the call may need different pairs, and then
@@ -276,6 +344,11 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 				left--
 				c.connecting = pendingPeers(halves)
 				c.snapshot(call)
+				// A peer connected: progress, as a completion is in a
+				// run. (A set-up of many peers may take longer than the
+				// stall timeout as a whole: an all-to-all's first call
+				// at 128 ranks over shared memory took 55 s here.)
+				c.armStall()
 			case g.err != nil:
 				if ctx.Err() != nil {
 					continue // the life context's end is handled below
@@ -287,6 +360,7 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 					return fmt.Errorf("address of rank %d: %w", peers[g.i], err)
 				}
 				arrived[g.i] = true
+				read = append(read, c.linkKey(peers[g.i], c.rank, c.linkGen[peers[g.i]]))
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -317,6 +391,13 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 			if c.poke.Load() == poke {
 				c.renewPoke()
 			}
+		}
+	}
+	if d, ok := kv.(deleter); ok {
+		// The store need not keep what was read (best effort: a key left
+		// over is never read again, see linkKey).
+		if len(read) > 0 {
+			d.Delete(c.life, read...)
 		}
 	}
 	return nil
@@ -360,10 +441,19 @@ func (c *Comm) lookAround(call *collectives.Call, round int) error {
 	return nil
 }
 
+// deleter is a store that can delete keys.
+type deleter interface {
+	Delete(ctx context.Context, keys ...string) error
+}
+
 // adoptLink makes l, connected from halves[i], the link to its peer.
 func (c *Comm) adoptLink(halves []*halfLink, i int, l *collectives.Link) {
-	c.links[halves[i].peer] = l
-	c.nLinks.Add(1)
+	h := halves[i]
+	c.links[h.peer] = l
+	c.linkMem[h.peer] = h.mem
+	if n := c.nLinks.Add(1); n > c.peakLinks.Load() {
+		c.peakLinks.Store(n)
+	}
 	halves[i] = nil
 }
 

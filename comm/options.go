@@ -58,6 +58,27 @@ type Options struct {
 	// be given the same value, as with ChunkSize and Slots.
 	StagingBudget int
 
+	// PeerWindow is how many peers an all-to-all style collective (the
+	// pairwise all-to-all and all-to-all-v) exchanges with at a time
+	// (default DefaultPeerWindow, 16; env GOCCL_PEER_WINDOW; at least 2):
+	// in a job of more ranks it goes through batches of at most
+	// PeerWindow peers, connecting each batch's new peers when it reaches
+	// them, so that a rank sets up, posts to and stages for a bounded set
+	// of peers whatever the job size. Every rank must be given the same
+	// value.
+	PeerWindow int
+	// MaxPeers is how many peers a rank keeps connected for later calls
+	// (default DefaultMaxPeers, 64; env GOCCL_MAX_PEERS). In a job of at
+	// most MaxPeers+1 ranks every link, once made, stays. In a larger job
+	// the links an all-to-all makes for one batch of PeerWindow peers are
+	// closed, and their staging freed, as soon as both ranks are done with
+	// them (the next all-to-all connects them again, one set-up per pair
+	// and call): a rank then holds at most PeerWindow such links, beside
+	// the few its other algorithms keep (ring neighbours, tree and
+	// recursive-doubling partners: O(log n)). Every rank must be given
+	// the same value.
+	MaxPeers int
+
 	// HostID identifies this rank's host: ranks with equal HostIDs are on
 	// one host, reach each other over shared memory when a shm device is
 	// given, and form the groups of hierarchical algorithms. Empty: the
@@ -135,6 +156,15 @@ func (o *Options) fill() error {
 	o.Slots = min(o.Slots, 1<<15)
 	if o.StagingBudget <= 0 {
 		o.StagingBudget = DefaultStagingBudget
+	}
+	if o.PeerWindow <= 0 {
+		o.PeerWindow = DefaultPeerWindow
+	}
+	if o.PeerWindow < 2 {
+		return fmt.Errorf("Options.PeerWindow=%d: an all-to-all exchanges with at least 2 peers at a time", o.PeerWindow)
+	}
+	if o.MaxPeers <= 0 {
+		o.MaxPeers = DefaultMaxPeers
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = defaultTimeout

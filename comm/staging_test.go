@@ -20,7 +20,7 @@ func TestStagingGeometry(t *testing.T) {
 		{512, 8, 512 * ki, 1 << 40, 8, 512 * ki},       // a budget that fits all
 		{512, 1, 4 * ki, 64 * mi, 1, 4 * ki},           // already small
 	} {
-		slots, chunk := stagingGeometry(tc.size, tc.slots, tc.chunk, tc.budget)
+		slots, chunk := stagingGeometry(tc.size-1, tc.slots, tc.chunk, tc.budget)
 		if slots != tc.wantSlots || chunk != tc.wantChunk {
 			t.Errorf("stagingGeometry(%d ranks, %d x %d, budget %d) = %d x %d, want %d x %d",
 				tc.size, tc.slots, tc.chunk, tc.budget, slots, chunk, tc.wantSlots, tc.wantChunk)
@@ -30,6 +30,17 @@ func TestStagingGeometry(t *testing.T) {
 		}
 		if chunk%64 != 0 {
 			t.Errorf("%d ranks: chunk %d is not a multiple of 64", tc.size, chunk)
+		}
+	}
+	// A job of more than MaxPeers+1 ranks releases its all-to-all links.
+	for _, tc := range []struct {
+		size, maxPeers int
+		want           bool
+	}{
+		{2, 64, false}, {65, 64, false}, {66, 64, true}, {4096, 64, true}, {4096, 4095, false},
+	} {
+		if got := releasesLinks(tc.size, tc.maxPeers); got != tc.want {
+			t.Errorf("releasesLinks(%d ranks, MaxPeers %d) = %v, want %v", tc.size, tc.maxPeers, got, tc.want)
 		}
 	}
 }

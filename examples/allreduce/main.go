@@ -89,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *stats {
-		fmt.Fprintln(stdout, rankstats.Line(c.Rank(), initTime, c.ConnectedPeers()))
+		fmt.Fprintln(stdout, rankstats.Line(c.Rank(), initTime, c.ConnectedPeers(), c.PeakPeers()))
 	}
 	return 0
 }

@@ -118,7 +118,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *stats {
-		fmt.Fprintln(stdout, rankstats.Line(c.Rank(), initTime, c.ConnectedPeers()))
+		fmt.Fprintln(stdout, rankstats.Line(c.Rank(), initTime, c.ConnectedPeers(), c.PeakPeers()))
 	}
 	return 0
 }

@@ -12,12 +12,13 @@ import (
 	"time"
 )
 
-// Line is one rank's stats line, e.g. "stats: rank 3: init 1.2s, peers 3,
-// VmRSS 41 MiB, VmHWM 45 MiB, VmSize 1204 MiB, fds 17". Fields that
-// /proc does not give (not Linux) are left out.
-func Line(rank int, init time.Duration, peers int) string {
+// Line is one rank's stats line, e.g. "stats: rank 3: init 1.2s, peers 3
+// (peak 18), VmRSS 41 MiB, VmHWM 45 MiB, VmSize 1204 MiB, fds 17": the
+// peers connected at the end and the most at once. Fields that /proc
+// does not give (not Linux) are left out.
+func Line(rank int, init time.Duration, peers, peak int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "stats: rank %d: init %v, peers %d", rank, init.Round(time.Millisecond), peers)
+	fmt.Fprintf(&b, "stats: rank %d: init %v, peers %d (peak %d)", rank, init.Round(time.Millisecond), peers, peak)
 	if f, err := os.Open("/proc/self/status"); err == nil {
 		s := bufio.NewScanner(f)
 		for s.Scan() {
