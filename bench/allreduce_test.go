@@ -107,3 +107,7 @@ func BenchmarkAllreduceTCP2(b *testing.B) { benchAllreduce(b, "tcp") }
 
 // BenchmarkAllreduceMem2 is the same over the in-memory transport.
 func BenchmarkAllreduceMem2(b *testing.B) { benchAllreduce(b, "mem") }
+
+// BenchmarkAllreduceShm2 is the same over transport/shm (two ranks of this
+// process, each with its own device).
+func BenchmarkAllreduceShm2(b *testing.B) { benchAllreduce(b, "shm") }

@@ -193,3 +193,45 @@ func priceHierLeader(n float64, t Topology, m Model) (float64, bool) {
 		((l-1)*n+float64(lg+fold/2)*n)*m.Gamma
 	return sec, true
 }
+
+// HierBroadcast is the hierarchical broadcast from a.Root for several
+// ranks on each of several hosts (Args.Hosts): a binomial tree among one
+// rank per host (the root on its own host, the lowest rank on the others)
+// crosses the network, then a binomial tree inside each host from that
+// rank. Both trees are pipelined chunk by chunk, so a host's first rank
+// forwards a chunk to its host while the next one crosses the network.
+// ceil(log2 H) network steps and ceil(log2 L) local ones, where the flat
+// binomial tree takes ceil(log2 HL) steps that may all cross the network.
+func HierBroadcast(rank, size int, a *Args) Schedule {
+	s := Schedule{Rank: rank, Size: size}
+	count, elem := a.Count, a.ElemSize
+	if size <= 1 || count*elem == 0 {
+		return s
+	}
+	groups, hostOf, localOf := hostGroups(size, a.Hosts)
+	rootHost := hostOf[a.Root]
+	leaders := make([]int, len(groups))
+	for h, g := range groups {
+		leaders[h] = g[0]
+	}
+	leaders[rootHost] = a.Root
+	h := hostOf[rank]
+	if rank == leaders[h] && len(groups) > 1 {
+		s.appendOn(BinomialBroadcast(h, len(groups), rootHost, count, elem), leaders, 0)
+	}
+	local := groups[h]
+	s.appendOn(BinomialBroadcast(localOf[rank], len(local), localOf[leaders[h]], count, elem), local, 0)
+	return s
+}
+
+// priceHierBroadcast: ceil(log2 H) network steps, then ceil(log2 L) local
+// ones, each moving the buffer.
+func priceHierBroadcast(n float64, t Topology, m Model) (float64, bool) {
+	H, L, ok := hierShape(t)
+	if !ok {
+		return 0, false
+	}
+	lo, net := m.linkCosts()
+	sec := float64(log2Ceil(H))*(net.Alpha+n*net.Beta) + float64(log2Ceil(L))*(lo.Alpha+n*lo.Beta)
+	return sec, true
+}

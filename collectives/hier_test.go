@@ -100,6 +100,26 @@ func TestHierSelection(t *testing.T) {
 			}
 		}
 	}
+	// Broadcast: the hierarchical tree crosses the network ceil(log2 H)
+	// times where the flat binomial tree may cross it ceil(log2 HL) times
+	// (for large buffers the pipelined chain is cheaper still).
+	for _, c := range []struct {
+		t     Topology
+		bytes int
+	}{{Topology{Size: 8, Hosts: 2}, 8}, {Topology{Size: 16, Hosts: 4}, 64 << 10}} {
+		a, _, err := Select(CollBroadcast, c.bytes, c.t, m, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Name != "hier" {
+			t.Errorf("broadcast %+v %d B: picked %s, want hier", c.t, c.bytes, a.Name)
+		}
+	}
+	if hb, _ := LookupAlgo(CollBroadcast, "hier"); hb != nil {
+		if _, ok := hb.Time(1<<20, Topology{Size: 8, Hosts: 1}, m); ok {
+			t.Error("hier broadcast priced on one host")
+		}
+	}
 	ring, _ := LookupAlgo(CollAllreduce, "hier-ring")
 	if _, ok := ring.Time(1<<20, Topology{Size: 7, Hosts: 2, Uneven: true}, m); ok {
 		t.Error("hier-ring priced on hosts of unequal rank counts")

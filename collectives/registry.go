@@ -231,6 +231,8 @@ var algoTable = []Algo{
 	{Coll: CollBroadcast, Name: "scatter-allgather", Schedule: rooted(ScatterAllgatherBroadcast), Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p) + p - 1, 2 * float64(p-1) / float64(p) * n
 	}, NetBytes: netScatterAllgather, Doc: "binomial scatter, then ring allgather (large buffers)"},
+	{Coll: CollBroadcast, Name: "hier", Schedule: HierBroadcast, Price: priceHierBroadcast,
+		Doc: "several ranks per host: binomial tree among one rank per host (the root on its host), then a binomial tree inside each host, pipelined"},
 
 	{Coll: CollReduce, Name: "binomial", Schedule: rooted(BinomialReduce), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p), float64(log2Ceil(p)) * n
@@ -379,24 +381,26 @@ func LookupAlgo(c Coll, name string) (*Algo, error) {
 }
 
 // ParseAlgoSpec reads a per-collective algorithm override such as
-// "allreduce:tree,broadcast:pipeline" (GOCCL_ALGO's syntax).
+// "allreduce:tree,broadcast:pipeline" (GOCCL_ALGO's syntax). An error names
+// the item it refuses; the caller names the setting.
 func ParseAlgoSpec(spec string) (map[Coll]*Algo, error) {
 	out := map[Coll]*Algo{}
 	if strings.TrimSpace(spec) == "" {
 		return out, nil
 	}
 	for _, item := range strings.Split(spec, ",") {
-		coll, algo, ok := strings.Cut(strings.TrimSpace(item), ":")
+		item = strings.TrimSpace(item)
+		coll, algo, ok := strings.Cut(item, ":")
 		if !ok {
-			return nil, fmt.Errorf("%q: item %q is not collective:algorithm", spec, item)
+			return nil, fmt.Errorf("item %q is not collective:algorithm", item)
 		}
 		c, err := CollByName(coll)
 		if err != nil {
-			return nil, fmt.Errorf("%q: %w", spec, err)
+			return nil, fmt.Errorf("item %q: %w", item, err)
 		}
 		a, err := LookupAlgo(c, algo)
 		if err != nil {
-			return nil, fmt.Errorf("%q: %w", spec, err)
+			return nil, fmt.Errorf("item %q: %w", item, err)
 		}
 		out[c] = a
 	}

@@ -51,6 +51,39 @@ func TestBroadcastSchedules(t *testing.T) {
 	}
 }
 
+// TestHierBroadcastSchedules runs the hierarchical broadcast through the
+// expression simulator on every host layout and root.
+func TestHierBroadcastSchedules(t *testing.T) {
+	const elem = 8
+	a, err := LookupAlgo(CollBroadcast, "hier")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range hostLayouts() {
+		size := len(l.hosts)
+		for _, root := range roots(size) {
+			for _, count := range reduceCounts {
+				args := Args{Count: count, ElemSize: elem, Root: root, Hosts: l.hosts}
+				c := xcase{size: size, elem: elem,
+					mk:        func(r int) Schedule { return a.Build(r, size, &args) },
+					dataElems: func(int) int { return count },
+					init:      func(s *xsim) { s.fill(root, BufData) },
+					check: func(s *xsim) error {
+						for r := range size {
+							for i := range count {
+								if err := s.wantAtom(r, BufData, i, root, BufData, i); err != nil {
+									return err
+								}
+							}
+						}
+						return nil
+					}}
+				runX(t, fmt.Sprintf("%s root=%d count=%d", l.name, root, count), c)
+			}
+		}
+	}
+}
+
 func TestReduceSchedules(t *testing.T) {
 	algos := map[string]func(rank, size, root, count, elemSize int) Schedule{
 		"binomial": BinomialReduce,

@@ -2,8 +2,6 @@ package comm
 
 import (
 	"fmt"
-	"log"
-	"os"
 
 	"github.com/goccl/goccl/collectives"
 )
@@ -62,13 +60,14 @@ func Algorithms(collective string) []string {
 	return collectives.AlgoNames(k)
 }
 
-// parseAlgoEnv reads GOCCL_ALGO, e.g. "allreduce:tree,broadcast:pipeline":
-// per collective, the algorithm every call uses unless the call names its
-// own. Unknown collectives or algorithms are an error.
-func parseAlgoEnv(v string) (map[collKind]string, error) {
+// parseAlgorithms reads Options.Algorithms (GOCCL_ALGO), e.g.
+// "allreduce:tree,broadcast:pipeline": per collective, the algorithm every
+// call uses unless the call names its own. Unknown collectives or
+// algorithms are an error.
+func parseAlgorithms(v string) (map[collKind]string, error) {
 	m, err := collectives.ParseAlgoSpec(v)
 	if err != nil {
-		return nil, fmt.Errorf("GOCCL_ALGO=%w", err)
+		return nil, err
 	}
 	out := make(map[collKind]string, len(m))
 	for k, a := range m {
@@ -101,7 +100,7 @@ func (c *Comm) Algorithm(collective string, dt DataType, nbytes int) (string, er
 	if !dt.Valid() {
 		return "", fmt.Errorf("comm: algorithm of %s: unsupported data type %s", k, dt)
 	}
-	if forced := c.algoEnv[k]; forced != "" {
+	if forced := c.algoForced[k]; forced != "" {
 		return forced, nil
 	}
 	if widened(k, dt) {
@@ -116,7 +115,7 @@ func (c *Comm) Algorithm(collective string, dt DataType, nbytes int) (string, er
 // inputs (α and β are agreed at Init).
 func (c *Comm) choose(k collKind, forced string, nbytes int) (string, error) {
 	if forced == "" {
-		forced = c.algoEnv[k]
+		forced = c.algoForced[k]
 	}
 	if forced != "" {
 		if _, err := collectives.LookupAlgo(k, forced); err != nil {
@@ -187,15 +186,4 @@ func (c *Comm) model() collectives.Model {
 		m.Links[collectives.LinkLocal] = collectives.LinkCost{Alpha: c.alpha, Beta: c.beta}
 	}
 	return m
-}
-
-func (c *Comm) debugf(format string, args ...any) {
-	if c.debug {
-		log.Printf("goccl: rank %d: "+format, append([]any{c.rank}, args...)...)
-	}
-}
-
-func debugEnabled() bool {
-	v := os.Getenv("GOCCL_DEBUG")
-	return v != "" && v != "0"
 }

@@ -29,7 +29,7 @@ func TestChunkSizeRange(t *testing.T) {
 		}
 	}
 	t.Setenv("GOCCL_CHUNK_SIZE", "64")
-	if err := newComm(Options{OwnDevice: true}); err == nil || !strings.Contains(err.Error(), "GOCCL_CHUNK_SIZE=64") {
+	if err := newComm(Options{OwnDevice: true}); err == nil || !strings.Contains(err.Error(), `GOCCL_CHUNK_SIZE="64"`) {
 		t.Errorf("GOCCL_CHUNK_SIZE=64: %v, want an error naming it", err)
 	}
 	t.Setenv("GOCCL_CHUNK_SIZE", "")

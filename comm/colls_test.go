@@ -11,8 +11,9 @@ import (
 
 // The collective table test: every collective, every algorithm (forced
 // through WithAlgorithm, plus the selector's choice), several types,
-// operations and sizes, over the in-memory and TCP transports, each result
-// compared with a reference computed independently in float64.
+// operations and sizes, on plain and registered buffers, over the
+// in-memory and TCP transports, each result compared with a reference
+// computed independently in float64.
 
 func TestCollectivesTable(t *testing.T) {
 	for _, kind := range transports {
@@ -45,6 +46,17 @@ func TestCollectivesTable(t *testing.T) {
 							return err
 						}
 						if err := commtest.CheckAll[uint64](ctx, c, count, []Op{Sum, Min}); err != nil {
+							return err
+						}
+					}
+					// Registered buffers (comm.Alloc): the collectives use
+					// them directly, reductions from a registered send
+					// buffer fused with the first step.
+					for _, count := range []int{1, 3*n + 1} {
+						if err := commtest.CheckAllRegistered[float32](ctx, c, count, commtest.AllOps); err != nil {
+							return err
+						}
+						if err := commtest.CheckAllRegistered[int64](ctx, c, count, []Op{Sum, Max}); err != nil {
 							return err
 						}
 					}

@@ -69,8 +69,8 @@ type Comm struct {
 	// Stall diagnosis and failure reports (stall.go, explain.go).
 	poke         atomic.Pointer[poke] // the context runs go on under
 	stallStep    time.Duration
-	stallElapsed atomic.Int64  // time without progress, in stall steps run out
-	stallArmed   atomic.Int64  // the duration the stall timer runs now
+	stallElapsed atomic.Int64  // time without progress at the stall timer's last tick; 0: not stalled
+	lastProgress atomic.Int64  // mono() when the running call last saw completions (or started)
 	callNo       atomic.Uint64 // runs started plus runs finished: odd while one runs
 	seqNow       atomic.Uint32 // seq, for the responder
 	aborted      atomic.Bool
@@ -95,9 +95,9 @@ type Comm struct {
 	wide    []byte        // registered float32 buffer of half-type reductions
 	selfq   []selfMessage // messages this rank sent itself, oldest first
 
-	// Algorithm selection: GOCCL_ALGO's choices, and the α-β cost model's
-	// parameters (agreed by all ranks at New).
-	algoEnv     map[collKind]string
+	// Algorithm selection: Options.Algorithms's (GOCCL_ALGO's) choices,
+	// and the α-β cost model's parameters (agreed by all ranks at New).
+	algoForced  map[collKind]string
 	choices     map[choiceKey]string
 	prices      []collectives.Price // the selector's scratch
 	alpha, beta float64
@@ -130,10 +130,11 @@ func (c *Comm) Size() int {
 // New builds a communicator over a rendezvous and a transport device: it
 // creates an endpoint and staging slots per peer, exchanges their addresses
 // through rdv, connects every peer and waits until all ranks are ready.
-// The communicator owns rdv (closed by Close); dev is closed by Close only
-// if opts.OwnDevice is set.
+// The fields opts leaves zero take the environment's values
+// (OptionsFromEnv). The communicator owns rdv (closed by Close); dev is
+// closed by Close only if opts.OwnDevice is set.
 func New(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Options) (*Comm, error) {
-	return newComm(ctx, rdv, devices{net: dev, own: opts.OwnDevice}, opts, "world")
+	return newFromEnv(ctx, rdv, devices{net: dev, own: opts.OwnDevice}, opts)
 }
 
 // Devices are the transports of a communicator built with NewWith: Net
@@ -152,20 +153,35 @@ func NewWith(ctx context.Context, rdv Rendezvous, devs Devices, opts Options) (*
 		rdv.Close()
 		return nil, fmt.Errorf("comm: init rank %d of %d: no transport device", rdv.Rank(), rdv.Size())
 	}
-	return newComm(ctx, rdv, devices{net: devs.Net, shm: devs.Shm, own: opts.OwnDevice}, opts, "world")
+	return newFromEnv(ctx, rdv, devices{net: devs.Net, shm: devs.Shm, own: opts.OwnDevice}, opts)
 }
 
-// newComm is New over devs with the communicator's id (its prefix in the
-// store).
-func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id string) (*Comm, error) {
-	if err := opts.fill(); err != nil {
+// newFromEnv is New's and NewWith's boundary: the environment fills the
+// fields opts leaves zero, once; newComm and everything below take the
+// result.
+func newFromEnv(ctx context.Context, rdv Rendezvous, devs devices, opts Options) (*Comm, error) {
+	if err := opts.applyEnv(os.LookupEnv); err != nil {
 		rdv.Close()
 		devs.close()
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
-	algoEnv, err := parseAlgoEnv(os.Getenv("GOCCL_ALGO"))
+	return newComm(ctx, rdv, devs, opts, "world")
+}
+
+// newComm is New over devs with the communicator's id (its prefix in the
+// store). It reads no environment.
+func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id string) (*Comm, error) {
+	err := opts.fill()
+	var algoForced map[collKind]string
 	if err == nil {
-		err = simdFromEnv()
+		if algoForced, err = parseAlgorithms(opts.Algorithms); err != nil {
+			err = fmt.Errorf("Options.Algorithms=%q: %w", opts.Algorithms, err)
+		}
+	}
+	if err == nil && opts.SIMD != "" {
+		if err = collectives.SetSIMD(opts.SIMD); err != nil {
+			err = fmt.Errorf("Options.SIMD: %w", err)
+		}
 	}
 	if err != nil {
 		rdv.Close()
@@ -173,7 +189,7 @@ func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
 	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, fabric: fabric{devs: devs},
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), plans: map[planKey]planEntry{}, debug: debugEnabled(), algoEnv: algoEnv, choices: map[choiceKey]string{}}
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), plans: map[planKey]planEntry{}, debug: debugOn(opts.Logger), algoForced: algoForced, choices: map[choiceKey]string{}}
 	c.life, c.lifeCancel = context.WithCancelCause(context.Background())
 	c.failRoot.Store(noRoot)
 	c.watchdog = time.AfterFunc(time.Hour, func() {
@@ -319,134 +335,4 @@ func (c *Comm) teardown() error {
 	}
 	errs = append(errs, c.devs.close())
 	return errors.Join(errs...)
-}
-
-// The range of Options.ChunkSize (GOCCL_CHUNK_SIZE). Below it a chunk
-// costs more in per-message overhead than it carries; above it the staging
-// slots (Slots chunks per peer) take more memory than they can use.
-const (
-	MinChunkSize = 1 << 10
-	MaxChunkSize = 64 << 20
-)
-
-// Options tune a communicator. The zero value is the default.
-type Options struct {
-	// ChunkSize is the pipelining unit and staging slot size in bytes
-	// (default 512 KiB, env GOCCL_CHUNK_SIZE), from MinChunkSize to
-	// MaxChunkSize (others are refused), rounded down to a multiple of 64.
-	ChunkSize int
-	// Slots is the number of staging slots per peer: chunks in flight per
-	// link (default 8, env GOCCL_SLOTS).
-	Slots int
-	// Timeout bounds every collective that is not given a context deadline
-	// (default 10 minutes, env GOCCL_TIMEOUT).
-	Timeout time.Duration
-	// StallTimeout fails a collective that sees no completion at all for
-	// this long (default 60 s, env GOCCL_STALL_TIMEOUT): the liveness check
-	// that holds whatever the transport, for a peer or link that stops
-	// without an error (a stalled process, a black-holed path).
-	StallTimeout time.Duration
-	// SpinPolls is how many empty polls precede a blocking wait (default 64,
-	// env GOCCL_SPIN_POLLS). Transports whose Wait spins itself (TCP: see
-	// tcp.Options.SpinTime) ignore it.
-	SpinPolls int
-	// OwnDevice makes Close close the transport device.
-	OwnDevice bool
-	// Alpha (seconds per message step) and Beta (seconds per byte) set the
-	// algorithm selector's cost model. Zero: measured at New on the
-	// transport in use.
-	Alpha, Beta float64
-
-	// StagingBudget bounds the staging memory of a rank, in bytes
-	// (default DefaultStagingBudget, 64 MiB; env GOCCL_STAGING_BUDGET): a
-	// job of so many ranks that Slots staging slots of ChunkSize bytes per
-	// peer would exceed it, were every peer connected, gets fewer slots
-	// per peer, and past two slots smaller chunks (see stagingGeometry).
-	// Peers are connected, and their staging allocated, on first use, so a
-	// ring or tree job allocates a few peers' worth of it. Every rank must
-	// be given the same value, as with ChunkSize and Slots.
-	StagingBudget int
-
-	// PeerWindow is how many peers an all-to-all style collective (the
-	// pairwise all-to-all and all-to-all-v) exchanges with at a time
-	// (default DefaultPeerWindow, 16; env GOCCL_PEER_WINDOW; at least 2):
-	// in a job of more ranks it goes through batches of at most
-	// PeerWindow peers, connecting each batch's new peers when it reaches
-	// them, so that a rank sets up, posts to and stages for a bounded set
-	// of peers whatever the job size. Every rank must be given the same
-	// value.
-	PeerWindow int
-	// MaxPeers is how many peers a rank keeps connected for later calls
-	// (default DefaultMaxPeers, 64; env GOCCL_MAX_PEERS). In a job of at
-	// most MaxPeers+1 ranks every link, once made, stays. In a larger job
-	// the links an all-to-all makes for one batch of PeerWindow peers are
-	// closed, and their staging freed, as soon as both ranks are done with
-	// them (the next all-to-all connects them again, one set-up per pair
-	// and call): a rank then holds at most PeerWindow such links, beside
-	// the few its other algorithms keep (ring neighbours, tree and
-	// recursive-doubling partners: O(log n)). Every rank must be given
-	// the same value.
-	MaxPeers int
-
-	// HostID identifies this rank's host: ranks with equal HostIDs are on
-	// one host, reach each other over shared memory when a shm device is
-	// given, and form the groups of hierarchical algorithms. Empty: the
-	// identity of this process's host (transport/shm.HostID: boot id,
-	// network, pid and user namespaces, uid).
-	HostID string
-}
-
-func (o *Options) fill() error {
-	var err error
-	what := "Options.ChunkSize"
-	if o.ChunkSize <= 0 {
-		if o.ChunkSize, err = envInt("GOCCL_CHUNK_SIZE", 512<<10); err != nil {
-			return err
-		}
-		what = "GOCCL_CHUNK_SIZE"
-	}
-	if o.ChunkSize < MinChunkSize || o.ChunkSize > MaxChunkSize {
-		return fmt.Errorf("%s=%d: the chunk size must be from %d (1 KiB) to %d (64 MiB) bytes", what, o.ChunkSize, MinChunkSize, MaxChunkSize)
-	}
-	o.ChunkSize &^= 63 // a multiple of every element size
-	if o.Slots <= 0 {
-		if o.Slots, err = envInt("GOCCL_SLOTS", 8); err != nil {
-			return err
-		}
-	}
-	o.Slots = min(o.Slots, 1<<15)
-	if o.StagingBudget <= 0 {
-		if o.StagingBudget, err = envInt("GOCCL_STAGING_BUDGET", DefaultStagingBudget); err != nil {
-			return err
-		}
-	}
-	if o.PeerWindow <= 0 {
-		if o.PeerWindow, err = envInt("GOCCL_PEER_WINDOW", DefaultPeerWindow); err != nil {
-			return err
-		}
-	}
-	if o.PeerWindow < 2 {
-		return fmt.Errorf("peer window %d: an all-to-all exchanges with at least 2 peers at a time (Options.PeerWindow, GOCCL_PEER_WINDOW)", o.PeerWindow)
-	}
-	if o.MaxPeers <= 0 {
-		if o.MaxPeers, err = envInt("GOCCL_MAX_PEERS", DefaultMaxPeers); err != nil {
-			return err
-		}
-	}
-	if o.Timeout <= 0 {
-		if o.Timeout, err = envDuration("GOCCL_TIMEOUT", 10*time.Minute); err != nil {
-			return err
-		}
-	}
-	if o.StallTimeout <= 0 {
-		if o.StallTimeout, err = envDuration("GOCCL_STALL_TIMEOUT", time.Minute); err != nil {
-			return err
-		}
-	}
-	if o.SpinPolls <= 0 {
-		if o.SpinPolls, err = envInt("GOCCL_SPIN_POLLS", 64); err != nil {
-			return err
-		}
-	}
-	return nil
 }

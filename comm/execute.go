@@ -100,9 +100,10 @@ func (c *Comm) dataBytes(r *Request) (n int, direct bool) {
 	return len(r.recv), true
 }
 
-// execute runs one call on the worker: it maps the schedule's buffers to
-// registered memory (the user's when registered, else staging), copies in,
-// runs the plan, and copies out.
+// execute runs one call on the worker: it chooses the algorithm, maps the
+// schedule's buffers to registered memory (the user's when registered,
+// else staging) and copies in (prepare), runs the plan, and copies out
+// (deliver).
 func (c *Comm) execute(ctx context.Context, r *Request) error {
 	if halfReduction(r) {
 		return c.executeHalf(ctx, r)
@@ -115,81 +116,13 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		c.seqNow.Store(c.seq)
 		c.prev, c.cur = c.cur, callSummary{kind: r.kind, dt: r.dt, op: r.op, count: r.count, root: r.root}
 	}
-	algo, err := c.choose(r.kind, r.algo, c.costBytes(r))
+	var x callBufs
+	p, err := c.prepare(r, &x)
 	if err != nil {
-		return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
+		return c.callErr(r, err)
 	}
-	r.used = algo
-	var bufs [collectives.NumBufs]collectives.Target
-	// BufData.
-	dlen, direct := c.dataBytes(r)
-	staged := false
-	if dlen > 0 {
-		t, ok := collectives.Target{}, false
-		if direct {
-			t, ok = c.lookup(r.recv)
-		}
-		if !ok {
-			if t, err = c.scratchFor(scratchData, dlen); err != nil {
-				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
-			}
-			staged = true
-		}
-		bufs[collectives.BufData] = t
-	}
-	data := func() []byte {
-		t := bufs[collectives.BufData]
-		return t.Region.Bytes()[t.Off : t.Off+dlen]
-	}
-	// Initial content of BufData. An out-of-place reduction from a
-	// registered send buffer reads it directly instead: most of the copy
-	// becomes part of the first reduction of each chunk
-	// (collectives.CompileFused).
-	fuse := 0
-	switch r.kind {
-	case collAllreduce, collReduce, collReduceScatter:
-		if dlen > 0 && (staged || !sameBytes(r.send, r.recv)) {
-			if t, ok := c.lookup(r.send); ok && c.size > 1 {
-				bufs[collectives.BufInput], fuse = t, dlen
-			} else {
-				copy(data(), r.send)
-			}
-		}
-	case collBroadcast:
-		if staged && c.rank == r.root {
-			copy(data(), r.send)
-		}
-	}
-	// BufInput: the send buffer of out-of-place collectives.
-	if r.kind.Info().Input && len(r.send) > 0 {
-		t, ok := c.lookup(r.send)
-		if !ok || (r.kind.Info().StagedInPlace && overlap(r.send, r.recv)) {
-			if t, err = c.scratchFor(scratchInput, len(r.send)); err != nil {
-				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
-			}
-			copy(t.Region.Bytes()[:len(r.send)], r.send)
-		}
-		bufs[collectives.BufInput] = t
-	}
+	algo, bufs := r.used, x.bufs
 	if c.size > 1 {
-		p, scratch, err := c.plan(c.life, r, algo, fuse)
-		if err != nil {
-			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
-		}
-		if p.NumChunks() == 0 && r.count == 0 && !r.kind.Info().P2P && r.kind != collAlltoallv {
-			// Nothing to move, but the other ranks must still learn that
-			// this rank is in the call, and with which arguments (one rank
-			// may pass an empty buffer where the others pass data): a
-			// barrier's messages carry the call's fingerprint.
-			if p, _, err = c.plan(c.life, &Request{kind: collBarrier, root: -1}, "dissemination", 0); err != nil {
-				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
-			}
-		}
-		if scratch > 0 {
-			if bufs[collectives.BufScratch], err = c.scratchFor(scratchAlgo, scratch); err != nil {
-				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
-			}
-		}
 		// The communicator's Call is reused (calls run one at a time): a
 		// Call of its own per run escaped to the heap, an allocation on
 		// every collective.
@@ -217,57 +150,168 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		}
 	} else {
 		// One rank: only the schedule's local copies.
-		p, _, err := c.plan(c.life, r, algo, 0)
-		if err != nil {
-			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
-		}
 		call := &c.call
 		*call = collectives.Call{Plan: p, Bufs: bufs, Coll: r.kind.String(), Root: r.root}
 		if err := c.exec.Run(ctx, call); err != nil {
 			return fmt.Errorf("comm: %w", err)
 		}
 	}
-	// Results.
+	if err := c.deliver(r, &x); err != nil {
+		return c.callErr(r, err)
+	}
+	return nil
+}
+
+// callErr names the call and this rank in an error of execute's.
+func (c *Comm) callErr(r *Request, err error) error {
+	return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
+}
+
+// callBufs are the schedule's buffers of one call, mapped to registered
+// memory by prepare and read back by deliver.
+type callBufs struct {
+	bufs   [collectives.NumBufs]collectives.Target
+	dlen   int  // bytes of BufData the call uses on this rank (dataBytes)
+	staged bool // BufData is staging, not the user's recv
+	// fuse > 0: BufData starts as a copy of BufInput, which the plan's
+	// first reductions make (collectives.CompileFused).
+	fuse int
+}
+
+// data is the part of BufData the call uses.
+func (x *callBufs) data() []byte {
+	t := x.bufs[collectives.BufData]
+	return t.Region.Bytes()[t.Off : t.Off+x.dlen]
+}
+
+// prepare chooses the call's algorithm (r.used), maps its buffers into x
+// with their initial content, and compiles its plan.
+func (c *Comm) prepare(r *Request, x *callBufs) (*collectives.Plan, error) {
+	algo, err := c.choose(r.kind, r.algo, c.costBytes(r))
+	if err != nil {
+		return nil, err
+	}
+	r.used = algo
+	if err := c.stage(r, x); err != nil {
+		return nil, err
+	}
+	p, scratch, err := c.plan(c.life, r, algo, x.fuse)
+	if err != nil || c.size == 1 {
+		return p, err // one rank: only the schedule's local copies
+	}
+	if p.NumChunks() == 0 && r.count == 0 && !r.kind.Info().P2P && r.kind != collAlltoallv {
+		// Nothing to move, but the other ranks must still learn that
+		// this rank is in the call, and with which arguments (one rank
+		// may pass an empty buffer where the others pass data): a
+		// barrier's messages carry the call's fingerprint.
+		if p, _, err = c.plan(c.life, &Request{kind: collBarrier, root: -1}, "dissemination", 0); err != nil {
+			return nil, err
+		}
+	}
+	if scratch > 0 {
+		if x.bufs[collectives.BufScratch], err = c.scratchFor(scratchAlgo, scratch); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// stage maps BufData and BufInput of a call to registered memory, the
+// user's buffers where registered, else staging, and gives BufData its
+// initial content.
+func (c *Comm) stage(r *Request, x *callBufs) error {
+	var err error
+	// BufData.
+	dlen, direct := c.dataBytes(r)
+	x.dlen = dlen
+	if dlen > 0 {
+		t, ok := collectives.Target{}, false
+		if direct {
+			t, ok = c.lookup(r.recv)
+		}
+		if !ok {
+			if t, err = c.scratchFor(scratchData, dlen); err != nil {
+				return err
+			}
+			x.staged = true
+		}
+		x.bufs[collectives.BufData] = t
+	}
+	// Initial content of BufData. An out-of-place reduction from a
+	// registered send buffer reads it directly instead: most of the copy
+	// becomes part of the first reduction of each chunk
+	// (collectives.CompileFused).
+	switch r.kind {
+	case collAllreduce, collReduce, collReduceScatter:
+		if dlen > 0 && (x.staged || !sameBytes(r.send, r.recv)) {
+			if t, ok := c.lookup(r.send); ok && c.size > 1 {
+				x.bufs[collectives.BufInput], x.fuse = t, dlen
+			} else {
+				copy(x.data(), r.send)
+			}
+		}
+	case collBroadcast:
+		if x.staged && c.rank == r.root {
+			copy(x.data(), r.send)
+		}
+	}
+	// BufInput: the send buffer of out-of-place collectives.
+	if r.kind.Info().Input && len(r.send) > 0 {
+		t, ok := c.lookup(r.send)
+		if !ok || (r.kind.Info().StagedInPlace && overlap(r.send, r.recv)) {
+			if t, err = c.scratchFor(scratchInput, len(r.send)); err != nil {
+				return err
+			}
+			copy(t.Region.Bytes()[:len(r.send)], r.send)
+		}
+		x.bufs[collectives.BufInput] = t
+	}
+	return nil
+}
+
+// deliver finishes a call's results (the reductions' last step, such as
+// Avg's division) and copies them from staging to the user's recv.
+func (c *Comm) deliver(r *Request, x *callBufs) error {
 	switch r.kind {
 	case collAllreduce:
-		if dlen > 0 {
-			if err := collectives.Finish(r.dt, r.op, data(), c.size); err != nil {
-				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
+		if x.dlen > 0 {
+			if err := collectives.Finish(r.dt, r.op, x.data(), c.size); err != nil {
+				return err
 			}
 		}
-		if staged {
-			copy(r.recv, data())
+		if x.staged {
+			copy(r.recv, x.data())
 		}
 	case collReduce:
-		if c.rank == r.root && dlen > 0 {
-			if err := collectives.Finish(r.dt, r.op, data(), c.size); err != nil {
-				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
+		if c.rank == r.root && x.dlen > 0 {
+			if err := collectives.Finish(r.dt, r.op, x.data(), c.size); err != nil {
+				return err
 			}
-			if staged {
-				copy(r.recv, data())
+			if x.staged {
+				copy(r.recv, x.data())
 			}
 		}
 	case collReduceScatter:
-		if dlen == 0 {
+		if x.dlen == 0 {
 			break
 		}
-		block := data()[c.rank*len(r.recv) : (c.rank+1)*len(r.recv)]
+		block := x.data()[c.rank*len(r.recv) : (c.rank+1)*len(r.recv)]
 		if err := collectives.Finish(r.dt, r.op, block, c.size); err != nil {
-			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
+			return err
 		}
 		copy(r.recv, block)
 	case collBroadcast:
-		if staged && c.rank != r.root {
-			copy(r.recv, data())
+		if x.staged && c.rank != r.root {
+			copy(r.recv, x.data())
 		}
 	default:
-		if staged && dlen > 0 {
+		if x.staged && x.dlen > 0 {
 			if r.args.recvCounts != nil {
 				// The v-collectives deliver blocks: the bytes between them
 				// are the caller's, not the staging buffer's leftovers.
-				copyBlocks(r.recv, data(), r.args.recvCounts, r.args.recvDispls, r.dt.Size())
+				copyBlocks(r.recv, x.data(), r.args.recvCounts, r.args.recvDispls, r.dt.Size())
 			} else {
-				copy(r.recv, data())
+				copy(r.recv, x.data())
 			}
 		}
 	}

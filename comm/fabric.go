@@ -360,7 +360,7 @@ func (c *Comm) connect(ctx context.Context) error {
 	}
 	c.exec = &collectives.Executor{Rank: c.rank, Size: c.size, Links: c.links, CQ: cq,
 		NSlots: slots, SlotSize: slot, SpinPolls: spin,
-		OnProgress: c.armStall, Stalled: c.onStall,
+		OnProgress: c.progressed, Stalled: c.onStall,
 		Window: c.opts.PeerWindow, Connect: c.connectBatch, Release: c.releaseLink}
 	if in, ok := c.dev.(transport.Inliner); ok {
 		c.exec.Inline = in.MaxInline()

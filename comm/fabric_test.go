@@ -61,6 +61,11 @@ func TestCollectivesOverShm(t *testing.T) {
 							return err
 						}
 					}
+					for _, count := range []int{13, 2000} {
+						if err := commtest.CheckAllRegistered[float32](ctx, c, count, commtest.AllOps); err != nil {
+							return err
+						}
+					}
 					return commtest.CheckAll[int64](ctx, c, 7, commtest.AllOps)
 				})
 			})

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"math/bits"
 	"net"
 	"os"
@@ -26,58 +26,83 @@ import (
 // bounds the whole set-up. A process started without any launcher runs as
 // a single rank.
 //
-// The transports are chosen by GOCCL_TRANSPORT: "auto" (default: shared
-// memory for the peers on this host, and for the others verbs when a
-// usable RDMA device exists, else TCP), "shm" (shared memory only: every
-// rank on this host), "tcp" or "verbs" (that transport for every peer,
-// also those on this host; "verbs" is an error if no device is usable).
+// Init reads the environment once (OptionsFromEnv): the fields opts
+// leaves zero take the values of the GOCCL_* variables that are set; a
+// field opts sets wins. A malformed variable fails Init naming it. The
+// transports Init opens get their settings (and opts.Logger) from the
+// result; nothing below reads the environment.
+//
+// The transports are chosen by Options.Transport (GOCCL_TRANSPORT):
+// "auto" (default: shared memory for the peers on this host, and for the
+// others verbs when a usable RDMA device exists, else TCP), "shm" (shared
+// memory only: every rank on this host), "tcp" or "verbs" (that transport
+// for every peer, also those on this host; "verbs" is an error if no
+// device is usable).
 // Peers are on the same host when their host identities (boot id,
 // network, pid and user namespaces, uid) are equal, so containers and
 // network namespaces on one machine count as different hosts.
 func Init(ctx context.Context, opts Options) (*Comm, error) {
-	// Joining is bounded even when ctx is not: a rank that never shows up
-	// must not hang the others.
-	if _, ok := ctx.Deadline(); !ok {
-		d, err := envDuration("GOCCL_INIT_TIMEOUT", 5*time.Minute)
-		if err != nil {
-			return nil, fmt.Errorf("comm: init: %w", err)
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("not every rank joined within %v (GOCCL_INIT_TIMEOUT)", d))
-		defer cancel()
+	// The boundary: the environment is read here, once, and explicit
+	// fields win; below, only opts.
+	transportSetting := "GOCCL_TRANSPORT"
+	if opts.Transport != "" {
+		transportSetting = "Options.Transport"
 	}
-	info, err := bootstrap.FromEnv()
-	if errors.Is(err, bootstrap.ErrNoLauncher) {
-		devs, why, derr := openTransports("127.0.0.1", bootstrap.Info{Size: 1, LocalSize: 1})
-		if derr != nil {
-			return nil, fmt.Errorf("comm: init single rank: %w", derr)
-		}
-		logTransport(0, devs, why, true)
-		return newComm(ctx, NewLocalGroup(1).Member(0), devs, opts, "world")
+	ifSetting := "GOCCL_SOCKET_IFNAME"
+	if opts.SocketInterface != "" {
+		ifSetting = "Options.SocketInterface"
 	}
-	if err != nil {
+	if err := opts.applyEnv(os.LookupEnv); err != nil {
 		return nil, fmt.Errorf("comm: init: %w", err)
 	}
-	b, err := bootstrap.Connect(ctx, info)
-	if err != nil {
-		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
+	info, err := bootstrap.FromEnv()
+	single := errors.Is(err, bootstrap.ErrNoLauncher)
+	if err != nil && !single {
+		return nil, fmt.Errorf("comm: init: %w", err)
 	}
-	advertise, err := advertiseIP(b.Client().LocalIP(), info)
-	if err != nil {
-		b.Close()
-		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
+	if single {
+		info = bootstrap.Info{Size: 1, LocalSize: 1}
 	}
-	devs, why, err := openTransports(advertise, info)
-	if err != nil {
-		b.Close()
-		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
-	}
-	logTransport(info.Rank, devs, why, info.LocalRank == 0)
-	if opts.SpinPolls == 0 && os.Getenv("GOCCL_SPIN_POLLS") == "" && oversubscribed(info) {
+	if opts.SpinPolls == 0 && oversubscribed(info) {
 		// More ranks than cores on this host: a rank that spins while it
 		// waits takes the core its peer needs. Block at once instead.
 		opts.SpinPolls = 1
 	}
+	if err := opts.fill(); err != nil {
+		return nil, fmt.Errorf("comm: init: %w", err)
+	}
+	// Joining is bounded even when ctx is not: a rank that never shows up
+	// must not hang the others.
+	if _, ok := ctx.Deadline(); !ok {
+		d := opts.InitTimeout
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("not every rank joined within %v (Options.InitTimeout, GOCCL_INIT_TIMEOUT)", d))
+		defer cancel()
+	}
+	ts := transportSetup{opts: opts, setting: transportSetting, info: info}
+	if single {
+		devs, why, derr := ts.open("127.0.0.1")
+		if derr != nil {
+			return nil, fmt.Errorf("comm: init single rank: %w", derr)
+		}
+		logTransport(opts.Logger, 0, devs, why, true)
+		return newComm(ctx, NewLocalGroup(1).Member(0), devs, opts, "world")
+	}
+	b, err := bootstrap.Connect(ctx, info, bootstrap.WithLogger(opts.Logger))
+	if err != nil {
+		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
+	}
+	advertise, err := advertiseIP(b.Client().LocalIP(), info, opts.SocketInterface, ifSetting)
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
+	}
+	devs, why, err := ts.open(advertise)
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
+	}
+	logTransport(opts.Logger, info.Rank, devs, why, info.LocalRank == 0)
 	// newComm closes b and devs itself if it fails.
 	return newComm(ctx, b, devs, opts, "world")
 }
@@ -85,9 +110,19 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 // oversubscribed says that the ranks of this host outnumber its cores.
 func oversubscribed(info bootstrap.Info) bool { return info.LocalSize > runtime.NumCPU() }
 
-// openTransports opens the transports GOCCL_TRANSPORT asks for and says
-// why those. advertise is the IP address peers reach this rank on over
-// TCP. Shared memory is opened unless this rank is alone on its host, the
+// transportSetup is what Init opens its transports from: the options
+// (Transport and the transports' fields), the name of the setting that
+// chose Transport (for messages: "GOCCL_TRANSPORT" or
+// "Options.Transport") and the rank's place on its host.
+type transportSetup struct {
+	opts    Options
+	setting string
+	info    bootstrap.Info
+}
+
+// open opens the transports Options.Transport asks for and says why
+// those. advertise is the IP address peers reach this rank on over TCP.
+// Shared memory is opened unless this rank is alone on its host, the
 // network device unless every rank is on this host (as the launcher
 // tells; the host identities exchanged at connect decide which peer uses
 // which).
@@ -95,9 +130,9 @@ func oversubscribed(info bootstrap.Info) bool { return info.LocalSize > runtime.
 // Every rank must end up able to reach every peer: with "auto" a job
 // whose hosts differ (some with an RDMA device, some without) must set
 // GOCCL_TRANSPORT explicitly.
-func openTransports(advertise string, info bootstrap.Info) (devs devices, why string, err error) {
+func (ts transportSetup) open(advertise string) (devs devices, why string, err error) {
 	devs.own = true
-	over := oversubscribed(info)
+	info := ts.info
 	// A communicator of one rank still needs a device (registration,
 	// staging): the cheapest, shared memory.
 	needShm := info.LocalSize != 1 || info.Size == 1
@@ -108,11 +143,12 @@ func openTransports(advertise string, info bootstrap.Info) (devs devices, why st
 			devs = devices{}
 		}
 	}()
-	switch t := os.Getenv("GOCCL_TRANSPORT"); t {
-	case "", "auto":
+	setting := ts.setting + "=" + ts.opts.Transport
+	switch ts.opts.Transport {
+	case "auto":
 		var whys []string
 		if needShm {
-			if devs.shm, err = openShm(info); err != nil {
+			if devs.shm, err = ts.openShm(); err != nil {
 				// Shared memory is an optimisation: without it the
 				// network device serves the local peers too.
 				whys = append(whys, "shared memory unavailable ("+err.Error()+")")
@@ -122,40 +158,40 @@ func openTransports(advertise string, info bootstrap.Info) (devs devices, why st
 			}
 		}
 		if needNet {
-			d, verr := openVerbs(over)
+			d, verr := ts.openVerbs()
 			switch {
 			case verr == nil:
 				devs.net = d
 				whys = append(whys, "an RDMA device is usable")
 			case !errors.Is(verr, transport.ErrNotSupported):
-				return devs, "", fmt.Errorf("GOCCL_TRANSPORT=auto: %w", verr)
+				return devs, "", fmt.Errorf("%s: %w", setting, verr)
 			default:
 				// Why verbs is off, e.g. "verbs: libibverbs.so.1 not
 				// loaded (...)" or "verbs: no RDMA device (...)".
 				whys = append(whys, strings.TrimSuffix(verr.Error(), ": "+transport.ErrNotSupported.Error()))
-				if devs.net, err = openTCP(advertise, over); err != nil {
+				if devs.net, err = ts.openTCP(advertise); err != nil {
 					return devs, "", err
 				}
 			}
 		}
-		return devs, "GOCCL_TRANSPORT=auto: " + strings.Join(whys, "; "), nil
+		return devs, setting + ": " + strings.Join(whys, "; "), nil
 	case "shm":
-		if devs.shm, err = openShm(info); err != nil {
-			return devs, "", fmt.Errorf("GOCCL_TRANSPORT=shm: %w", err)
+		if devs.shm, err = ts.openShm(); err != nil {
+			return devs, "", fmt.Errorf("%s: %w", setting, err)
 		}
-		return devs, "GOCCL_TRANSPORT=shm", nil
+		return devs, setting, nil
 	case "tcp":
-		devs.net, err = openTCP(advertise, over)
-		return devs, "GOCCL_TRANSPORT=tcp", err
+		devs.net, err = ts.openTCP(advertise)
+		return devs, setting, err
 	case "verbs":
-		d, err := openVerbs(over)
+		d, err := ts.openVerbs()
 		if err != nil {
-			return devs, "", fmt.Errorf("GOCCL_TRANSPORT=verbs: %w", err)
+			return devs, "", fmt.Errorf("%s: %w", setting, err)
 		}
 		devs.net = d
-		return devs, "GOCCL_TRANSPORT=verbs", nil
-	default:
-		return devs, "", fmt.Errorf("GOCCL_TRANSPORT=%q: want auto, shm, tcp or verbs", t)
+		return devs, setting, nil
+	default: // fill refused it
+		return devs, "", fmt.Errorf("%s: %w", setting, checkTransport(ts.opts.Transport))
 	}
 }
 
@@ -164,8 +200,9 @@ func openTransports(advertise string, info bootstrap.Info) (devs devices, why st
 // connection's handshake longer than the default 5 s, in proportion to the
 // ranks per core: an all-to-all connects every pair of the host at once,
 // and with hundreds of ranks per core a peer may not run for seconds.
-func openShm(info bootstrap.Info) (*shm.Device, error) {
-	var o shm.Options
+func (ts transportSetup) openShm() (*shm.Device, error) {
+	info := ts.info
+	o := shm.Options{Logger: ts.opts.Logger}
 	if oversubscribed(info) {
 		o.Spin = -1
 		perCore := info.LocalSize / runtime.NumCPU()
@@ -181,75 +218,67 @@ func openShm(info bootstrap.Info) (*shm.Device, error) {
 	return shm.NewDevice(o)
 }
 
-func openVerbs(oversubscribed bool) (*verbs.Device, error) {
-	cfg, err := verbs.ConfigFromEnv()
-	if err != nil {
-		return nil, err
+// openVerbs opens the verbs device Options.IBHCA and IBGIDIndex select.
+func (ts transportSetup) openVerbs() (*verbs.Device, error) {
+	cfg := verbs.Config{HCA: ts.opts.IBHCA, GIDIndex: -1, Logger: ts.opts.Logger}
+	if ts.opts.IBGIDIndex != nil {
+		cfg.GIDIndex = *ts.opts.IBGIDIndex
 	}
-	if oversubscribed {
+	if oversubscribed(ts.info) {
 		cfg.Spin = -1
 	}
 	return verbs.OpenConfig(cfg)
 }
 
-// logTransport says which transports this process opened and why, once
-// per host (the first local rank) or, with GOCCL_DEBUG, on every rank:
-// hosts may differ in what they have. Which peer uses which is logged by
-// connect with GOCCL_DEBUG, and told by Comm.Transports.
-func logTransport(rank int, devs devices, why string, firstOnHost bool) {
-	if firstOnHost || debugEnabled() {
-		var names []string
-		for _, d := range []transport.Device{devs.shm, devs.net} {
-			if d != nil {
-				names = append(names, d.Name())
-			}
-		}
-		log.Printf("goccl: rank %d: transports %s (%s)", rank, strings.Join(names, ", "), why)
-	}
-}
-
-// openTCP opens the TCP transport. oversubscribed (more local ranks than
-// cores) makes its waits spin briefly and yield the processor while they do.
-func openTCP(advertise string, oversubscribed bool) (transport.Device, error) {
-	// GOCCL_SOCKET_TIMEOUT bounds how long unacknowledged data may sit on a
-	// connection (TCP_USER_TIMEOUT) before the link is declared dead.
-	ut, err := envDuration("GOCCL_SOCKET_TIMEOUT", 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	// GOCCL_SPIN_TIME is how long a wait polls its sockets while nothing
-	// arrives before it sleeps ("0s" sleeps at once).
-	var spin time.Duration
-	if v := os.Getenv("GOCCL_SPIN_TIME"); v != "" {
-		if spin, err = time.ParseDuration(v); err != nil || spin < 0 {
-			return nil, fmt.Errorf("GOCCL_SPIN_TIME=%q: want a duration such as 200us", v)
-		}
-		if spin == 0 {
-			spin = -1
-		}
-	}
-	d, err := tcp.NewDevice(tcp.Options{AdvertiseHost: advertise, UserTimeout: ut, SpinTime: spin, Oversubscribed: oversubscribed})
+// openTCP opens the TCP transport. Oversubscribed (more local ranks than
+// cores) makes its waits spin briefly and yield the processor while they
+// do.
+func (ts transportSetup) openTCP(advertise string) (transport.Device, error) {
+	d, err := tcp.NewDevice(tcp.Options{AdvertiseHost: advertise, UserTimeout: ts.opts.SocketTimeout,
+		SpinTime: ts.opts.SpinTime, Oversubscribed: oversubscribed(ts.info), Logger: ts.opts.Logger})
 	if err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
+// logTransport says which transports this process opened and why, once
+// per host (the first local rank, at Info level) or on every rank at
+// Debug level (hosts may differ in what they have). Which peer uses which
+// is logged by connect at Debug level, and told by Comm.Transports.
+func logTransport(l *slog.Logger, rank int, devs devices, why string, firstOnHost bool) {
+	level := slog.LevelInfo
+	if !firstOnHost {
+		level = slog.LevelDebug
+	}
+	if !l.Enabled(context.Background(), level) {
+		return
+	}
+	var names []string
+	for _, d := range []transport.Device{devs.shm, devs.net} {
+		if d != nil {
+			names = append(names, d.Name())
+		}
+	}
+	l.Log(context.Background(), level, fmt.Sprintf("goccl: rank %d: transports %s (%s)", rank, strings.Join(names, ", "), why))
+}
+
 // advertiseIP chooses the address peers reach this rank's TCP transport
-// on: GOCCL_SOCKET_IFNAME's interface if set; else the local address of
-// the connection to the bootstrap store, unless that is a loopback address
-// while ranks run on other hosts (a host name that /etc/hosts maps to
-// 127.0.1.1, say), in which case the first up, non-loopback IPv4 address.
-func advertiseIP(storeLocal net.IP, info bootstrap.Info) (string, error) {
-	if name := os.Getenv("GOCCL_SOCKET_IFNAME"); name != "" {
-		ifi, err := net.InterfaceByName(name)
+// on: interface ifname's if set (named setting in errors); else the local
+// address of the connection to the bootstrap store, unless that is a
+// loopback address while ranks run on other hosts (a host name that
+// /etc/hosts maps to 127.0.1.1, say), in which case the first up,
+// non-loopback IPv4 address.
+func advertiseIP(storeLocal net.IP, info bootstrap.Info, ifname, setting string) (string, error) {
+	if ifname != "" {
+		ifi, err := net.InterfaceByName(ifname)
 		if err != nil {
-			return "", fmt.Errorf("GOCCL_SOCKET_IFNAME=%q: %w", name, err)
+			return "", fmt.Errorf("%s=%q: %w", setting, ifname, err)
 		}
 		if ip := firstIPv4(ifi); ip != nil {
 			return ip.String(), nil
 		}
-		return "", fmt.Errorf("GOCCL_SOCKET_IFNAME=%q: interface has no IPv4 address", name)
+		return "", fmt.Errorf("%s=%q: interface has no IPv4 address", setting, ifname)
 	}
 	if storeLocal != nil && (!storeLocal.IsLoopback() || info.LocalSize >= info.Size) {
 		return storeLocal.String(), nil

@@ -86,25 +86,42 @@ func (c *Comm) runCtx(ctx context.Context) context.Context {
 	return ctx
 }
 
-// armStall restarts the stall clock: at the start of a run and whenever
-// completions arrive.
+// armStall restarts the stall clock at the start of a run.
 func (c *Comm) armStall() {
+	c.lastProgress.Store(mono())
 	c.stallElapsed.Store(0)
-	c.stallArmed.Store(int64(c.stallStep))
 	c.stallDog.Reset(c.stallStep)
 }
 
-// stallTick runs when a run has seen no completion for another step.
+// progressed notes that completions arrived (the executor's OnProgress):
+// the stall clock counts from now. Restarting the timer itself on every
+// completion cost a timer-heap update per message on the small-message
+// path; the timer looks at this time when it fires.
+func (c *Comm) progressed() { c.lastProgress.Store(mono()) }
+
+// clockBase and mono give a cheap monotonic clock in nanoseconds.
+var clockBase = time.Now()
+
+func mono() int64 { return int64(time.Since(clockBase)) }
+
+// stallTick runs when the stall timer fires: if completions arrived within
+// the last step it waits for the rest of a step from the last one, else
+// the run has been stalled for as long as it saw none.
 func (c *Comm) stallTick() {
-	elapsed := time.Duration(c.stallElapsed.Add(c.stallArmed.Load()))
+	idle := time.Duration(mono() - c.lastProgress.Load())
+	if idle < c.stallStep {
+		c.stallElapsed.Store(0)
+		c.stallDog.Reset(c.stallStep - idle)
+		return
+	}
+	c.stallElapsed.Store(int64(idle))
+	elapsed := idle
 	left := c.opts.StallTimeout - elapsed
 	if left <= 0 {
 		c.lifeCancel(&stallError{d: c.opts.StallTimeout})
 		return
 	}
-	next := min(c.stallStep, left)
-	c.stallArmed.Store(int64(next))
-	c.stallDog.Reset(next)
+	c.stallDog.Reset(min(c.stallStep, left))
 	// Poke at 1, 2, 4, 8... steps.
 	if steps := int64(elapsed / c.stallStep); steps&(steps-1) == 0 {
 		c.poke.Load().cancel(errPoke)

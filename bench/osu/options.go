@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pborman/getopt/v2"
+
 	"github.com/goccl/goccl/comm"
 )
 
@@ -120,76 +122,28 @@ var options = []option{
 	{0, "algorithm", true, "algorithm of every call (comm.WithAlgorithm; GOCCL_ALGO works too)"},
 }
 
-func findOption(short byte, long string) *option {
-	for i := range options {
-		o := &options[i]
-		if (short != 0 && o.short == short) || (long != "" && o.long == long) {
-			return o
-		}
-	}
-	return nil
-}
-
-// Parse parses the options of benchmark b, getopt style: "-m 8:1024",
-// "-m8:1024", "-fc", "--message-size=8:1024", "--message-size 8:1024".
+// Parse parses the options of benchmark b with POSIX getopt's syntax, as
+// OSU's getopt_long does: "-m 8:1024", "-m8:1024", "-fc", "-fcm8:1K",
+// "--message-size=8:1024", "--message-size 8:1024"; "--" ends the
+// options. Long names are not abbreviated, except that "--f" is "-f".
+// github.com/pborman/getopt/v2 splits the arguments; set reads each option
+// in the order given.
 func Parse(b *Benchmark, args []string) (*Config, error) {
 	c := &Config{Bench: b, Root: 0}
 	c.defaults()
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			if i+1 < len(args) {
-				return nil, usageErr("unexpected argument %q", args[i+1])
-			}
-			break
+	set := getopt.New()
+	for i := range options {
+		o := &options[i]
+		opt := set.FlagLong(&optionValue{c: c, o: o}, o.long, rune(o.short), o.help)
+		if !o.arg {
+			opt.SetFlag()
 		}
-		if len(a) < 2 || a[0] != '-' {
-			return nil, usageErr("unexpected argument %q", a)
-		}
-		var pairs [][2]string // option name, value
-		if strings.HasPrefix(a, "--") {
-			name, val, hasVal := strings.Cut(a[2:], "=")
-			o := findOption(0, name)
-			if o == nil {
-				return nil, usageErr("unknown option --%s", name)
-			}
-			if o.arg && !hasVal {
-				if i+1 >= len(args) {
-					return nil, usageErr("option --%s needs a value", name)
-				}
-				i++
-				val = args[i]
-			} else if !o.arg && hasVal {
-				return nil, usageErr("option --%s takes no value", name)
-			}
-			pairs = append(pairs, [2]string{o.long, val})
-		} else {
-			for j := 1; j < len(a); j++ {
-				o := findOption(a[j], "")
-				if o == nil {
-					return nil, usageErr("unknown option -%c", a[j])
-				}
-				if !o.arg {
-					pairs = append(pairs, [2]string{o.long, ""})
-					continue
-				}
-				val := a[j+1:]
-				if val == "" {
-					if i+1 >= len(args) {
-						return nil, usageErr("option -%c needs a value", a[j])
-					}
-					i++
-					val = args[i]
-				}
-				pairs = append(pairs, [2]string{o.long, val})
-				break
-			}
-		}
-		for _, p := range pairs {
-			if err := c.set(p[0], p[1]); err != nil {
-				return nil, err
-			}
-		}
+	}
+	if err := set.Getopt(append([]string{b.Name}, args...), nil); err != nil {
+		return nil, getoptErr(err)
+	}
+	if rest := set.Args(); len(rest) > 0 {
+		return nil, usageErr("unexpected argument %q", rest[0])
 	}
 	if c.NCCL {
 		c.ncclDefaults()
@@ -198,6 +152,41 @@ func Parse(b *Benchmark, args []string) (*Config, error) {
 		return nil, usageErr("minimum message size %d is above the maximum %d", c.MinSize, c.MaxSize)
 	}
 	return c, nil
+}
+
+// optionValue is the getopt.Value of one option: Set hands the value to
+// Config.set.
+type optionValue struct {
+	c *Config
+	o *option
+}
+
+func (v *optionValue) Set(val string, opt getopt.Option) error {
+	if !v.o.arg && val != "" { // "--full=1"
+		return usageErr("option %s takes no value", opt.Name())
+	}
+	return v.c.set(v.o.long, val)
+}
+
+func (v *optionValue) String() string { return "" }
+
+// getoptErr turns getopt's complaints into usage errors in our words;
+// errors of Config.set (usage errors, ErrHelp, the version request) pass
+// as they are.
+func getoptErr(err error) error {
+	var e *getopt.Error
+	if !errors.As(err, &e) {
+		return usageErr("%v", err)
+	}
+	switch e.ErrorCode {
+	case getopt.UnknownOption:
+		return usageErr("unknown option %s", e.Name)
+	case getopt.MissingParameter:
+		return usageErr("option %s needs a value", e.Name)
+	case getopt.Invalid:
+		return e.Err
+	}
+	return usageErr("%s: %v", e.Name, e.Err)
 }
 
 func (c *Config) set(name, val string) error {

@@ -105,98 +105,125 @@ func (r *runner[T]) runNBC() error {
 		if count == 0 || block == 0 {
 			continue
 		}
-		send, recv := r.send[:sendLen], r.recv[:recvLen]
-		iters, skip := r.iterations(size)
-		wrong := 0
-		call := func(i int, compute time.Duration, row *NBCRow) error {
-			root := r.root(i)
-			if cfg.Validate {
-				fill(r.b.Coll, send, recv, block, r.rank, r.n, root, i)
-				if err := r.barrier(); err != nil {
-					return err
-				}
-			}
-			t0 := time.Now()
-			req := r.impl.Start(r.c, send, recv, comm.Sum, root, r.opts)
-			tInit := time.Since(t0)
-			var tComp, tTest, tWait time.Duration
-			if compute > 0 {
-				t1 := time.Now()
-				var err error
-				tTest, err = r.kernel.dummyCompute(compute, req, cfg.Probes)
-				tComp = time.Since(t1)
-				if err != nil {
-					return err
-				}
-			}
-			t2 := time.Now()
-			err := req.Wait(r.ctx)
-			tWait = time.Since(t2)
-			total := time.Since(t0)
-			if err != nil {
-				return err
-			}
-			if err := r.barrier(); err != nil {
-				return err
-			}
-			if cfg.Validate {
-				wrong += check(r.b.Coll, recv, block, r.rank, r.n, root, i)
-			}
-			if i >= skip {
-				row.Overall += us(total)
-				row.Init += us(tInit)
-				row.Compute += us(tComp)
-				row.Test += us(tTest)
-				row.Wait += us(tWait)
-			}
-			return nil
-		}
-		if err := r.barrier(); err != nil {
-			return err
-		}
-		var pure NBCRow
-		for i := range iters + skip {
-			if err := call(i, 0, &pure); err != nil {
-				return err
-			}
-		}
-		latency := pure.Overall / float64(iters)
-		if err := r.barrier(); err != nil {
-			return err
-		}
-		var ov NBCRow
-		for i := range iters + skip {
-			if err := call(i, time.Duration(latency*float64(time.Microsecond)), &ov); err != nil {
-				return err
-			}
-		}
-		it := float64(iters)
-		s, err := r.allreduce(comm.Sum, ov.Overall/it, ov.Compute/it, ov.Init/it, ov.Test/it, ov.Wait/it, latency, float64(wrong))
+		sz := &nbcSize[T]{runner: r, send: r.send[:sendLen], recv: r.recv[:recvLen], block: block}
+		sz.iters, sz.skip = r.iterations(size)
+		pure, err := sz.phase(0)
 		if err != nil {
 			return err
 		}
-		m, err := r.allreduce(comm.Max, latency, -latency)
+		latency := pure.Overall / float64(sz.iters)
+		overlapped, err := sz.phase(time.Duration(latency * float64(time.Microsecond)))
 		if err != nil {
 			return err
 		}
-		n := float64(r.n)
-		row := NBCRow{Size: size, Overall: s[0] / n, Compute: s[1] / n, Init: s[2] / n, Test: s[3] / n, Wait: s[4] / n,
-			Comm: s[5] / n, MinComm: -m[1], MaxComm: m[0], Errors: int(s[6])}
-		if cfg.JSON {
-			rec := r.record(size, count)
-			rec.Iterations, rec.Wrong = iters, int64(row.Errors)
-			rec.AvgUs, rec.MinUs, rec.MaxUs = row.Comm, row.MinComm, row.MaxComm
-			rec.OverallUs, rec.ComputeUs, rec.CommUs, rec.OverlapPct = row.Overall, row.Compute-row.Test, row.Comm, row.Overlap()
-			r.bandwidths(&rec, max(sendLen, recvLen)*r.es, row.Comm)
-			if err := writeRecord(r.out, rec); err != nil {
-				return err
-			}
-		} else {
-			writeNBCRow(r.out, row, cfg.Full, cfg.Validate)
+		if err := sz.report(size, count, latency, overlapped); err != nil {
+			return err
 		}
-		if row.Errors > 0 {
-			return r.validationFailed(size)
+	}
+	return nil
+}
+
+// nbcSize is runNBC at one size: its buffers, block and iterations, and
+// the elements received wrong so far (-c).
+type nbcSize[T comm.Number] struct {
+	*runner[T]
+	send, recv         []T
+	block, iters, skip int
+	wrong              int
+}
+
+// phase runs skip warm-up and iters timed calls, each overlapped with
+// compute of dummy computation (none: the pure communication time), and
+// returns the sums of their timings.
+func (sz *nbcSize[T]) phase(compute time.Duration) (NBCRow, error) {
+	var row NBCRow
+	if err := sz.barrier(); err != nil {
+		return row, err
+	}
+	for i := range sz.iters + sz.skip {
+		if err := sz.call(i, compute, &row); err != nil {
+			return row, err
 		}
+	}
+	return row, nil
+}
+
+// call is one iteration: start the call, compute while polling it, wait,
+// and add its timings to row unless it is a warm-up.
+func (sz *nbcSize[T]) call(i int, compute time.Duration, row *NBCRow) error {
+	cfg := sz.cfg
+	root := sz.root(i)
+	if cfg.Validate {
+		fill(sz.b.Coll, sz.send, sz.recv, sz.block, sz.rank, sz.n, root, i)
+		if err := sz.barrier(); err != nil {
+			return err
+		}
+	}
+	t0 := time.Now()
+	req := sz.impl.Start(sz.c, sz.send, sz.recv, comm.Sum, root, sz.opts)
+	tInit := time.Since(t0)
+	var tComp, tTest, tWait time.Duration
+	if compute > 0 {
+		t1 := time.Now()
+		var err error
+		tTest, err = sz.kernel.dummyCompute(compute, req, cfg.Probes)
+		tComp = time.Since(t1)
+		if err != nil {
+			return err
+		}
+	}
+	t2 := time.Now()
+	err := req.Wait(sz.ctx)
+	tWait = time.Since(t2)
+	total := time.Since(t0)
+	if err != nil {
+		return err
+	}
+	if err := sz.barrier(); err != nil {
+		return err
+	}
+	if cfg.Validate {
+		sz.wrong += check(sz.b.Coll, sz.recv, sz.block, sz.rank, sz.n, root, i)
+	}
+	if i >= sz.skip {
+		row.Overall += us(total)
+		row.Init += us(tInit)
+		row.Compute += us(tComp)
+		row.Test += us(tTest)
+		row.Wait += us(tWait)
+	}
+	return nil
+}
+
+// report averages the overlapped phase's timings and the pure latency
+// over the ranks and writes the row (or JSON record) of one size.
+func (sz *nbcSize[T]) report(size, count int, latency float64, ov NBCRow) error {
+	it := float64(sz.iters)
+	s, err := sz.allreduce(comm.Sum, ov.Overall/it, ov.Compute/it, ov.Init/it, ov.Test/it, ov.Wait/it, latency, float64(sz.wrong))
+	if err != nil {
+		return err
+	}
+	m, err := sz.allreduce(comm.Max, latency, -latency)
+	if err != nil {
+		return err
+	}
+	ranks := float64(sz.n)
+	row := NBCRow{Size: size, Overall: s[0] / ranks, Compute: s[1] / ranks, Init: s[2] / ranks, Test: s[3] / ranks, Wait: s[4] / ranks,
+		Comm: s[5] / ranks, MinComm: -m[1], MaxComm: m[0], Errors: int(s[6])}
+	if sz.cfg.JSON {
+		rec := sz.record(size, count)
+		rec.Iterations, rec.Wrong = sz.iters, int64(row.Errors)
+		rec.AvgUs, rec.MinUs, rec.MaxUs = row.Comm, row.MinComm, row.MaxComm
+		rec.OverallUs, rec.ComputeUs, rec.CommUs, rec.OverlapPct = row.Overall, row.Compute-row.Test, row.Comm, row.Overlap()
+		sz.bandwidths(&rec, max(len(sz.send), len(sz.recv))*sz.es, row.Comm)
+		if err := writeRecord(sz.out, rec); err != nil {
+			return err
+		}
+	} else {
+		writeNBCRow(sz.out, row, sz.cfg.Full, sz.cfg.Validate)
+	}
+	if row.Errors > 0 {
+		return sz.validationFailed(size)
 	}
 	return nil
 }

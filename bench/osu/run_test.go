@@ -316,6 +316,53 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestParseGetoptSyntax: the spellings getopt_long accepts in OSU's
+// benchmarks give the same Config, and getopt's errors are usage errors in
+// our words.
+func TestParseGetoptSyntax(t *testing.T) {
+	want := parse(t, "allreduce", "-f", "-c", "-m", "8:64K", "-i", "20")
+	for _, args := range [][]string{
+		{"-f", "-c", "-m8:64K", "-i20"},
+		{"-fc", "-m", "8:64K", "-i", "20"},
+		{"-fcm", "8:64K", "-i20"},
+		{"-cfm8:64K", "--iterations=20"},
+		{"--full", "--validation", "--message-size", "8:64K", "--iterations", "20"},
+		{"--full", "--validation", "--message-size=8:64K", "--iterations=20", "--"},
+		{"--f", "-c", "-m", "8:64K", "-i", "20"}, // --f is -f
+	} {
+		got := parse(t, "allreduce", args...)
+		if *got != *want {
+			t.Errorf("%q: %+v, want %+v", args, got, want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"-q"}, "unknown option -q"},
+		{[]string{"-fq"}, "unknown option -q"},
+		{[]string{"--nope=1"}, "unknown option --nope"},
+		{[]string{"-i"}, "option -i needs a value"},
+		{[]string{"-c", "--iterations"}, "option --iterations needs a value"},
+		{[]string{"--full=1"}, "option --full takes no value"},
+		{[]string{"-m=8:64"}, `invalid message size "=8:64"`}, // getopt: the value is "=8:64"
+		{[]string{"-i", "20", "stray"}, `unexpected argument "stray"`},
+		{[]string{"--", "stray"}, `unexpected argument "stray"`},
+		{[]string{"-"}, `unexpected argument "-"`},
+	} {
+		_, err := Parse(Lookup("allreduce"), c.args)
+		if !errors.Is(err, ErrUsage) || err.Error() != c.msg {
+			t.Errorf("%q: %v, want the usage error %q", c.args, err, c.msg)
+		}
+	}
+	if _, err := Parse(Lookup("allreduce"), []string{"-c", "-h", "-q"}); !errors.Is(err, ErrHelp) {
+		t.Errorf("-c -h -q: %v, want help (options are read in order)", err)
+	}
+	if _, err := Parse(Lookup("allreduce"), []string{"--version"}); !IsVersion(err) {
+		t.Errorf("--version: %v", err)
+	}
+}
+
 func ExampleUsage() {
 	lines := strings.Split(Usage(Lookup("bcast"), "osu bcast"), "\n")
 	fmt.Println(strings.Join(lines[:3], "\n"))

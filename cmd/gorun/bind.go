@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -112,4 +113,14 @@ func cpuList(cpus []int) string {
 		i = j + 1
 	}
 	return s
+}
+
+// hasVar reports whether env sets name.
+func hasVar(env []string, name string) bool {
+	for _, e := range env {
+		if k, _, _ := strings.Cut(e, "="); k == name {
+			return true
+		}
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -69,11 +70,17 @@ func TestBindTo(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(stdout), "\n")
 		require.ElementsMatch(t, tc.want, lines, "gorun %v", tc.args)
 	}
-	// More ranks than CPUs: auto leaves them unbound, core refuses.
+	// More ranks than CPUs: auto leaves them unbound with GOMAXPROCS 1
+	// (unless the user set it), core refuses.
 	n := fmt.Sprint(len(all) + 1)
 	code, stdout, stderr, _ := gorun(t, ctx, "affinity", "-n", n)
 	require.Equal(t, 0, code, stderr)
-	require.Contains(t, stdout, fmt.Sprintf("] cpus %s gomaxprocs %d", cpuList(all), len(all)))
+	require.Contains(t, stdout, fmt.Sprintf("] cpus %s gomaxprocs 1", cpuList(all)))
+	t.Setenv("GOMAXPROCS", "3") // the user's choice is kept
+	code, stdout, stderr, _ = gorun(t, ctx, "affinity", "-n", n)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, fmt.Sprintf("] cpus %s gomaxprocs 3", cpuList(all)))
+	os.Unsetenv("GOMAXPROCS")
 	code, _, stderr, _ = gorun(t, ctx, "affinity", "-n", n, "--bind-to", "core")
 	require.NotEqual(t, 0, code)
 	require.Contains(t, stderr, "--bind-to core: "+n+" ranks on this host")

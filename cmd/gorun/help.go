@@ -114,7 +114,9 @@ OPTIONS
         poll while they wait do not share a core. Default: $GORUN_BIND_TO,
         else auto: bind when the ranks of this host do not outnumber its
         CPUs. core fails when they do. A rank bound to k CPUs runs with
-        GOMAXPROCS k. Ranks started by ssh or srun are not bound by gorun.
+        GOMAXPROCS k; unbound ranks that outnumber the CPUs get GOMAXPROCS
+        1 unless it is set. Ranks started by ssh or srun are not bound by
+        gorun.
     -x VAR[=value]
         Set VAR for every rank, to value or to gorun's own value of VAR.
         Repeat for more variables.

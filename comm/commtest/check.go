@@ -8,6 +8,7 @@ package commtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
@@ -69,7 +70,14 @@ func want[T Number](op Op, n, i int) T {
 	panic("op")
 }
 
-func algosOf(coll string) []string { return append(Algorithms(coll), "") }
+// algosOf are the algorithms a check runs coll with: each one forced,
+// then "" (the selector's choice), or only "" if coll has one algorithm.
+func algosOf(coll string) []string {
+	if a := Algorithms(coll); len(a) > 1 {
+		return append(a, "")
+	}
+	return []string{""}
+}
 
 func withAlgo(a string) []CallOption {
 	if a == "" {
@@ -79,228 +87,121 @@ func withAlgo(a string) []CallOption {
 }
 
 // CheckAll runs every collective with every algorithm (forced, then the
-// selector's choice) on count elements (or blocks of count) of type T and
-// checks each result; reductions use ops. Every rank of c must call it with
-// the same arguments.
+// selector's choice) on count elements (or blocks of count) of type T in
+// plain slices, and checks each result; reductions use ops. It runs one
+// check per collective (see Checks), in order, and stops at the first that
+// fails, with an error naming it. Every rank of c must call it with the
+// same arguments.
 func CheckAll[T Number](ctx context.Context, c *Comm, count int, ops []Op) error {
-	n, me := c.Size(), c.Rank()
-	tname := TypeOf[T]().String()
-	fail := func(coll, algo string, format string, args ...any) error {
-		return fmt.Errorf("%s[%s](%s, count %d): %s", coll, algo, tname, count, fmt.Sprintf(format, args...))
+	return checkAll[T](ctx, c, count, ops, false)
+}
+
+// CheckAllRegistered is CheckAll on buffers from comm.Alloc: memory
+// registered with the transport, which the collectives use directly
+// instead of through staging copies.
+func CheckAllRegistered[T Number](ctx context.Context, c *Comm, count int, ops []Op) error {
+	return checkAll[T](ctx, c, count, ops, true)
+}
+
+// Checks names CheckAll's checks, one per collective, in the order it
+// runs them.
+func Checks() []string {
+	var names []string
+	for _, ch := range checksOf[int8]() {
+		names = append(names, ch.name)
 	}
-	for _, algo := range algosOf("allreduce") {
-		for _, op := range ops {
-			send := inputs[T](op, me, count)
-			recv := make([]T, count)
-			if err := Allreduce(ctx, c, send, recv, op, withAlgo(algo)...); err != nil {
-				return err
-			}
-			for i, v := range recv {
-				if w := want[T](op, n, i); v != w {
-					return fail("allreduce", algo, "%s: element %d = %v, want %v", op, i, v, w)
-				}
-			}
-		}
+	return names
+}
+
+// A check runs one collective with every algorithm it has on buffers from
+// k and verifies the results (colls.go).
+type check[T Number] struct {
+	name string
+	run  func(ctx context.Context, k *checker[T]) error
+}
+
+func checksOf[T Number]() []check[T] {
+	return []check[T]{
+		{"allreduce", checkAllreduce[T]},
+		{"reduce", checkReduce[T]},
+		{"broadcast", checkBroadcast[T]},
+		{"allgather", checkAllgather[T]},
+		{"allgatherv", checkAllgatherv[T]},
+		{"reduce-scatter", checkReduceScatter[T]},
+		{"alltoall", checkAlltoall[T]},
+		{"alltoallv", checkAlltoallv[T]},
+		{"gather", checkGather[T]},
+		{"scatter", checkScatter[T]},
+		{"sendrecv", checkSendRecv[T]},
+		{"send/recv", checkSendThenRecv[T]},
 	}
-	for _, op := range ops {
-		for _, root := range []int{0, n - 1} {
-			send := inputs[T](op, me, count)
-			var recv []T
-			if me == root {
-				recv = make([]T, count)
-			}
-			if err := Reduce(ctx, c, send, recv, op, root); err != nil {
-				return err
-			}
-			for i, v := range recv {
-				if w := want[T](op, n, i); v != w {
-					return fail("reduce", "binomial", "%s root %d: element %d = %v, want %v", op, root, i, v, w)
-				}
-			}
-			orig := inputs[T](op, me, count)
-			for i, v := range send {
-				if v != orig[i] {
-					return fail("reduce", "binomial", "send buffer modified")
-				}
-			}
-		}
-	}
-	for _, algo := range algosOf("broadcast") {
-		for _, root := range []int{0, n / 2} {
-			buf := inputs[T](Sum, me, count)
-			if err := Broadcast(ctx, c, buf, root, withAlgo(algo)...); err != nil {
-				return err
-			}
-			rootIn := inputs[T](Sum, root, count)
-			for i, v := range buf {
-				if w := rootIn[i]; v != w {
-					return fail("broadcast", algo, "root %d: element %d = %v, want %v", root, i, v, w)
-				}
-			}
-		}
-	}
-	for _, algo := range algosOf("allgather") {
-		send := inputs[T](Sum, me, count)
-		recv := make([]T, n*count)
-		if err := Allgather(ctx, c, send, recv, withAlgo(algo)...); err != nil {
-			return err
-		}
-		for j := range n {
-			for i, w := range inputs[T](Sum, j, count) {
-				if v := recv[j*count+i]; v != w {
-					return fail("allgather", algo, "block %d element %d = %v, want %v", j, i, v, w)
-				}
-			}
-		}
-	}
-	{
-		counts := make([]int, n)
-		for j := range n {
-			counts[j] = (count + 3*j) % (count + 2)
-		}
-		send := inputs[T](Sum, me, counts[me])
-		recv := make([]T, total(counts)+1)
-		if err := Allgatherv(ctx, c, send, recv, counts, nil); err != nil {
-			return err
-		}
-		off := 0
-		for j := range n {
-			for i, w := range inputs[T](Sum, j, counts[j]) {
-				if v := recv[off+i]; v != w {
-					return fail("allgatherv", "ring", "block %d element %d = %v, want %v", j, i, v, w)
-				}
-			}
-			off += counts[j]
-		}
-	}
-	for _, algo := range algosOf("reduce-scatter") {
-		for _, op := range ops {
-			send := inputs[T](op, me, n*count)
-			recv := make([]T, count)
-			if err := ReduceScatter(ctx, c, send, recv, op, withAlgo(algo)...); err != nil {
-				return err
-			}
-			for i, v := range recv {
-				if w := want[T](op, n, me*count+i); v != w {
-					return fail("reduce-scatter", algo, "%s: element %d = %v, want %v", op, i, v, w)
-				}
-			}
-		}
-	}
-	// Block j of rank r's all-to-all input, element i: r*1000+j*10+i%10.
-	a2a := func(r, j, i int) T { return T((r*31+j*7+i)%100 + 1) }
-	for _, algo := range algosOf("alltoall") {
-		send := make([]T, n*count)
-		for j := range n {
-			for i := range count {
-				send[j*count+i] = a2a(me, j, i)
-			}
-		}
-		recv := make([]T, n*count)
-		if err := Alltoall(ctx, c, send, recv, withAlgo(algo)...); err != nil {
-			return err
-		}
-		for j := range n {
-			for i := range count {
-				if v, w := recv[j*count+i], a2a(j, me, i); v != w {
-					return fail("alltoall", algo, "block %d element %d = %v, want %v", j, i, v, w)
-				}
-			}
-		}
-	}
-	{
-		// Rank r sends (r+j)%3*count/2+ (r==j) elements to rank j.
-		cnt := func(from, to int) int { return (from+to)%3*count/2 + from%2 }
-		sc, rc := make([]int, n), make([]int, n)
-		for j := range n {
-			sc[j], rc[j] = cnt(me, j), cnt(j, me)
-		}
-		send := make([]T, total(sc))
-		off := 0
-		for j := range n {
-			for i := range sc[j] {
-				send[off+i] = a2a(me, j, i)
-			}
-			off += sc[j]
-		}
-		recv := make([]T, total(rc))
-		if err := Alltoallv(ctx, c, send, sc, nil, recv, rc, nil); err != nil {
-			return err
-		}
-		off = 0
-		for j := range n {
-			for i := range rc[j] {
-				if v, w := recv[off+i], a2a(j, me, i); v != w {
-					return fail("alltoallv", "pairwise", "block %d element %d = %v, want %v", j, i, v, w)
-				}
-			}
-			off += rc[j]
-		}
-	}
-	for _, root := range []int{0, n - 1} {
-		send := inputs[T](Sum, me, count)
-		var recv []T
-		if me == root {
-			recv = make([]T, n*count)
-		}
-		if err := Gather(ctx, c, send, recv, root); err != nil {
-			return err
-		}
-		if me == root {
-			for j := range n {
-				for i, w := range inputs[T](Sum, j, count) {
-					if v := recv[j*count+i]; v != w {
-						return fail("gather", "binomial", "root %d block %d element %d = %v, want %v", root, j, i, v, w)
-					}
-				}
-			}
-		}
-		var all []T
-		if me == root {
-			all = make([]T, n*count)
-			for j := range n {
-				copy(all[j*count:], inputs[T](Prod, j, count))
-			}
-		}
-		mine := make([]T, count)
-		if err := Scatter(ctx, c, all, mine, root); err != nil {
-			return err
-		}
-		for i, w := range inputs[T](Prod, me, count) {
-			if mine[i] != w {
-				return fail("scatter", "binomial", "root %d element %d = %v, want %v", root, i, mine[i], w)
-			}
-		}
-	}
-	if n > 1 {
-		// A ring exchange, then a send/recv pair between neighbours.
-		right, left := (me+1)%n, (me+n-1)%n
-		recv := make([]T, count)
-		if err := SendRecv(ctx, c, inputs[T](Sum, me, count), right, recv, left, 7); err != nil {
-			return err
-		}
-		for i, w := range inputs[T](Sum, left, count) {
-			if recv[i] != w {
-				return fail("sendrecv", "direct", "element %d = %v, want %v", i, recv[i], w)
-			}
-		}
-		if me%2 == 0 && me+1 < n {
-			if err := Send(ctx, c, inputs[T](Max, me, count), me+1, 3); err != nil {
-				return err
-			}
-		} else if me%2 == 1 {
-			buf := make([]T, count)
-			if err := Recv(ctx, c, buf, me-1, 3); err != nil {
-				return err
-			}
-			for i, w := range inputs[T](Max, me-1, count) {
-				if buf[i] != w {
-					return fail("recv", "direct", "element %d = %v, want %v", i, buf[i], w)
-				}
-			}
+}
+
+func checkAll[T Number](ctx context.Context, c *Comm, count int, ops []Op, registered bool) error {
+	for _, ch := range checksOf[T]() {
+		k := &checker[T]{c: c, n: c.Size(), me: c.Rank(), count: count, ops: ops, registered: registered}
+		err := ch.run(ctx, k)
+		err = errors.Join(err, k.release())
+		if err != nil {
+			return fmt.Errorf("commtest: check %s (%s): %w", ch.name, k.what(), err)
 		}
 	}
 	return c.Barrier(ctx)
+}
+
+// checker is what a check works with: the communicator, the count and
+// operations, and its buffers, plain or registered.
+type checker[T Number] struct {
+	c          *Comm
+	n, me      int
+	count      int
+	ops        []Op
+	registered bool
+	allocated  [][]T // from Alloc, freed by release
+}
+
+// what describes the check's arguments for its errors.
+func (k *checker[T]) what() string {
+	bufs := "plain buffers"
+	if k.registered {
+		bufs = "registered buffers"
+	}
+	return fmt.Sprintf("%s, count %d, %s", TypeOf[T](), k.count, bufs)
+}
+
+// buf returns a zeroed buffer of n elements: a plain slice, or one from
+// Alloc that release frees.
+func (k *checker[T]) buf(n int) ([]T, error) {
+	if !k.registered {
+		return make([]T, n), nil
+	}
+	b, err := Alloc[T](k.c, n)
+	if err != nil {
+		return nil, err
+	}
+	k.allocated = append(k.allocated, b)
+	return b, nil
+}
+
+// bufs returns zeroed buffers of the given lengths (see buf).
+func (k *checker[T]) bufs(ns ...int) ([][]T, error) {
+	out := make([][]T, len(ns))
+	for i, n := range ns {
+		var err error
+		if out[i], err = k.buf(n); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (k *checker[T]) release() error {
+	var errs []error
+	for _, b := range k.allocated {
+		errs = append(errs, Free(k.c, b))
+	}
+	k.allocated = nil
+	return errors.Join(errs...)
 }
 
 func total(xs []int) int {

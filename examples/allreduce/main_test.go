@@ -85,9 +85,11 @@ func TestUnderGorun(t *testing.T) {
 }
 
 // TestKillOneRank runs 4 processes under gorun in an allreduce loop and
-// SIGKILLs one of them at a random moment, 20 times: every survivor must
-// fail within 10 s with an error naming the dead rank, and gorun must exit
-// non-zero naming it too.
+// SIGKILLs one of them at a random moment, 20 times, half over shared
+// memory and half over TCP: every survivor must fail within 10 s with an
+// error naming the dead rank, gorun must exit non-zero naming it too, and
+// nothing may be left in /dev/shm (the shared-memory transport's segments
+// are memfds, unlinked from the start, so they die with their processes).
 func TestKillOneRank(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes; skipped with -short")
@@ -98,12 +100,14 @@ func TestKillOneRank(t *testing.T) {
 	for round := range rounds {
 		victim := rng.IntN(4)
 		delay := time.Duration(20+rng.IntN(400)) * time.Millisecond
-		t.Run(fmt.Sprintf("round=%d/victim=%d/after=%v", round, victim, delay), func(t *testing.T) {
+		transport := []string{"shm", "tcp"}[round%2]
+		t.Run(fmt.Sprintf("round=%d/%s/victim=%d/after=%v", round, transport, victim, delay), func(t *testing.T) {
+			before := devShm(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, filepath.Join(dir, "gorun"), "-n", "4", filepath.Join(dir, "allreduce"),
 				"-count", "65536", "-iters", "100000000", "-v")
-			cmd.Env = append(os.Environ(), "GOCCL_TRANSPORT=tcp")
+			cmd.Env = append(os.Environ(), "GOCCL_TRANSPORT="+transport)
 			var out syncBuffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
@@ -136,8 +140,36 @@ func TestKillOneRank(t *testing.T) {
 			if !strings.Contains(text, fmt.Sprintf("rank %d", victim)) || !strings.Contains(text, "gorun:") {
 				t.Errorf("gorun's summary does not name rank %d:\n%s", victim, text)
 			}
+			if left := newEntries(before, devShm(t)); len(left) > 0 {
+				t.Errorf("left in /dev/shm after the job: %v", left)
+			}
 		})
 	}
+}
+
+// devShm lists /dev/shm (empty if the system has none).
+func devShm(t *testing.T) map[string]bool {
+	t.Helper()
+	ents, err := os.ReadDir("/dev/shm")
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatalf("list /dev/shm: %v", err)
+	}
+	m := map[string]bool{}
+	for _, e := range ents {
+		m[e.Name()] = true
+	}
+	return m
+}
+
+// newEntries lists the names in after that were not in before.
+func newEntries(before, after map[string]bool) []string {
+	var n []string
+	for k := range after {
+		if !before[k] {
+			n = append(n, k)
+		}
+	}
+	return n
 }
 
 // buildBinaries builds gorun and this example into a temporary directory.

@@ -7,7 +7,8 @@
 // For each type and count it runs allreduce (each algorithm, then the
 // selector's choice) with sum, prod, min, max and avg, reduce, broadcast,
 // allgather(v), reduce-scatter, alltoall(v), gather, scatter, sendrecv and
-// send/recv, and prints one line per (type, count) on rank 0. It exits 1 on
+// send/recv, on plain slices or (-buffers registered) on buffers from
+// comm.Alloc, and prints one line per (type, count) on rank 0. It exits 1 on
 // the first wrong result or error, 2 on bad flags. With -stats every rank
 // prints its Init time, connected peers, memory and descriptors at the
 // end.
@@ -37,15 +38,18 @@ func main() {
 	os.Exit(code)
 }
 
-var checks = map[string]func(context.Context, *comm.Comm, int, []comm.Op) error{
-	"float32": commtest.CheckAll[float32],
-	"float64": commtest.CheckAll[float64],
-	"int32":   commtest.CheckAll[int32],
-	"int64":   commtest.CheckAll[int64],
-	"int8":    commtest.CheckAll[int8],
-	"uint8":   commtest.CheckAll[uint8],
-	"uint32":  commtest.CheckAll[uint32],
-	"uint64":  commtest.CheckAll[uint64],
+type checkFunc = func(context.Context, *comm.Comm, int, []comm.Op) error
+
+// checks are commtest's, per type, on plain and on registered buffers.
+var checks = map[string][2]checkFunc{
+	"float32": {commtest.CheckAll[float32], commtest.CheckAllRegistered[float32]},
+	"float64": {commtest.CheckAll[float64], commtest.CheckAllRegistered[float64]},
+	"int32":   {commtest.CheckAll[int32], commtest.CheckAllRegistered[int32]},
+	"int64":   {commtest.CheckAll[int64], commtest.CheckAllRegistered[int64]},
+	"int8":    {commtest.CheckAll[int8], commtest.CheckAllRegistered[int8]},
+	"uint8":   {commtest.CheckAll[uint8], commtest.CheckAllRegistered[uint8]},
+	"uint32":  {commtest.CheckAll[uint32], commtest.CheckAllRegistered[uint32]},
+	"uint64":  {commtest.CheckAll[uint64], commtest.CheckAllRegistered[uint64]},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -54,6 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	countsFlag := fs.String("counts", "0,1,7,13,1000", "comma-separated element counts")
 	stats := fs.Bool("stats", false, "print each rank's Init time, peers, memory and descriptors at the end")
 	typesFlag := fs.String("types", "float32,int64", "comma-separated types: "+strings.Join(typeNames(), ","))
+	buffersFlag := fs.String("buffers", "plain", "comma-separated buffers: plain (slices), registered (comm.Alloc)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -66,9 +71,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		counts = append(counts, n)
 	}
+	var buffers []int // indexes of checks' pairs
+	for _, b := range strings.Split(*buffersFlag, ",") {
+		switch strings.TrimSpace(b) {
+		case "plain":
+			buffers = append(buffers, 0)
+		case "registered":
+			buffers = append(buffers, 1)
+		default:
+			fmt.Fprintf(stderr, "collcheck: unknown buffers %q (have plain,registered)\n", b)
+			return 2
+		}
+	}
 	types := strings.Split(*typesFlag, ",")
 	for _, t := range types {
-		if checks[t] == nil {
+		if _, ok := checks[t]; !ok {
 			fmt.Fprintf(stderr, "collcheck: unknown type %q (have %s)\n", t, strings.Join(typeNames(), ","))
 			return 2
 		}
@@ -85,16 +102,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 	initTime := time.Since(start)
-	for _, t := range types {
-		for _, n := range counts {
-			start := time.Now()
-			if err := checks[t](ctx, c, n, commtest.AllOps); err != nil {
-				fmt.Fprintf(stderr, "collcheck: rank %d: %v\n", c.Rank(), err)
-				return 1
-			}
-			if c.Rank() == 0 {
-				fmt.Fprintf(stdout, "collcheck: %d ranks via %s: every collective and algorithm verified for %s x %d (%v)\n",
-					c.Size(), c.Transport(), t, n, time.Since(start).Round(time.Millisecond))
+	for _, b := range buffers {
+		for _, t := range types {
+			for _, n := range counts {
+				start := time.Now()
+				if err := checks[t][b](ctx, c, n, commtest.AllOps); err != nil {
+					fmt.Fprintf(stderr, "collcheck: rank %d: %v\n", c.Rank(), err)
+					return 1
+				}
+				if c.Rank() == 0 {
+					fmt.Fprintf(stdout, "collcheck: %d ranks via %s: every collective and algorithm verified for %s x %d%s (%v)\n",
+						c.Size(), c.Transport(), t, n, []string{"", " on registered buffers"}[b], time.Since(start).Round(time.Millisecond))
+				}
 			}
 		}
 	}

@@ -14,7 +14,7 @@ import (
 
 func TestBadFlags(t *testing.T) {
 	var out, errb bytes.Buffer
-	for _, args := range [][]string{{"-counts", "x"}, {"-counts", "-1"}, {"-types", "complex128"}, {"arg"}} {
+	for _, args := range [][]string{{"-counts", "x"}, {"-counts", "-1"}, {"-types", "complex128"}, {"-buffers", "pinned"}, {"arg"}} {
 		if code := run(context.Background(), args, &out, &errb); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
@@ -22,7 +22,7 @@ func TestBadFlags(t *testing.T) {
 }
 
 // TestUnderGorun runs one check of every collective in real processes
-// under gorun over TCP, for 2 to 5 ranks.
+// under gorun over TCP, for 2 to 5 ranks (3: on registered buffers too).
 func TestUnderGorun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds binaries and starts processes; skipped with -short")
@@ -37,15 +37,19 @@ func TestUnderGorun(t *testing.T) {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, filepath.Join(dir, "gorun"), "-n", fmt.Sprint(n),
-				filepath.Join(dir, "collcheck"), "-counts", "0,7,1000", "-types", "float32,int32")
+			args := []string{"-n", fmt.Sprint(n), filepath.Join(dir, "collcheck"), "-counts", "0,7,1000", "-types", "float32,int32"}
+			lines := 6
+			if n == 3 { // and on registered buffers
+				args, lines = append(args, "-buffers", "plain,registered"), 12
+			}
+			cmd := exec.CommandContext(ctx, filepath.Join(dir, "gorun"), args...)
 			cmd.Env = append(os.Environ(), "GOCCL_TRANSPORT=tcp")
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("gorun: %v\n%s", err, out)
 			}
-			if got := strings.Count(string(out), "every collective and algorithm verified"); got != 6 {
-				t.Fatalf("%d verified lines, want 6:\n%s", got, out)
+			if got := strings.Count(string(out), "every collective and algorithm verified"); got != lines {
+				t.Fatalf("%d verified lines, want %d:\n%s", got, lines, out)
 			}
 		})
 	}

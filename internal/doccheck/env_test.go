@@ -7,16 +7,20 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/goccl/goccl/comm"
 )
 
 // TestEnvironmentTableComplete: every GOCCL_* variable that non-test code
 // of the module reads (a string literal "GOCCL_X" in a .go file outside
-// tests and testdata) has a row in the README's environment table, and the
-// table names no variable the code no longer reads. Variables only tests
-// read (test children, corpus writers) are exempt.
+// tests and testdata) is in comm.Environment, the one table the README's
+// environment table is generated from (comm's TestREADMEEnvironmentTable
+// checks the README against it), and the table names no variable the code
+// no longer reads. Variables only tests read (test children, corpus
+// writers) are exempt.
 func TestEnvironmentTableComplete(t *testing.T) {
 	lit := regexp.MustCompile(`"(GOCCL_[A-Z0-9_]+)"`)
-	used := map[string]string{} // variable -> a file that reads it
+	used := map[string][]string{} // variable -> the files that name it
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -33,53 +37,45 @@ func TestEnvironmentTableComplete(t *testing.T) {
 			return err
 		}
 		for _, m := range lit.FindAllStringSubmatch(string(b), -1) {
-			used[m[1]] = p
+			used[m[1]] = append(used[m[1]], p)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	table := map[string]bool{}
+	for _, e := range comm.Environment() {
+		table[e.Name] = true
 	}
-	table := envTable(t, string(readme))
-	for v, file := range used {
+	const tableFile = "comm/environment.go"
+	for v, files := range used {
 		if !table[v] {
-			t.Errorf("%s reads %s, which the README's environment table does not list", file, v)
+			t.Errorf("%s reads %s, which comm.Environment (%s) does not list", files[0], v, tableFile)
 		}
 	}
 	for v := range table {
-		if _, ok := used[v]; !ok {
-			t.Errorf("the README's environment table lists %s, which no code reads", v)
+		readers := 0
+		for _, f := range used[v] {
+			if !strings.HasSuffix(f, tableFile) {
+				readers++
+			}
+		}
+		if readers == 0 && !optionVar(v) {
+			t.Errorf("comm.Environment lists %s, which no code outside the table reads", v)
 		}
 	}
 }
 
-// envTable returns the variables named in the first column of the
-// README's "### Environment" table.
-func envTable(t *testing.T, readme string) map[string]bool {
-	t.Helper()
-	i := strings.Index(readme, "### Environment")
-	if i < 0 {
-		t.Fatal("README has no ### Environment section")
-	}
-	names := map[string]bool{}
-	name := regexp.MustCompile("`(GOCCL_[A-Z0-9_]+)`")
-	for _, line := range strings.Split(readme[i:], "\n")[1:] {
-		if strings.HasPrefix(line, "#") {
-			break
-		}
-		if !strings.HasPrefix(line, "| ") {
-			continue
-		}
-		first := strings.SplitN(line, "|", 3)[1]
-		for _, m := range name.FindAllStringSubmatch(first, -1) {
-			names[m[1]] = true
+// optionVar says that comm's table itself reads v (OptionsFromEnv): a
+// variable with an Options field.
+func optionVar(v string) bool {
+	for _, e := range comm.Environment() {
+		if e.Name == v {
+			return e.Field != ""
 		}
 	}
-	return names
+	return false
 }
 
 func fileExists(p string) bool {

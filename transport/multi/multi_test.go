@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goccl/goccl/internal/logtest"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/mem"
 	"github.com/goccl/goccl/transport/multi"
@@ -37,7 +38,7 @@ func TestConformanceShmAndTCP(t *testing.T) {
 			transporttest.Run(t, func(t testing.TB) transport.Device {
 				s, err := shm.NewDevice(shm.Options{})
 				require.NoError(t, err)
-				c, err := tcp.NewDevice(tcp.Options{ListenAddress: "127.0.0.1:0", Logf: t.Logf})
+				c, err := tcp.NewDevice(tcp.Options{ListenAddress: "127.0.0.1:0", Logger: logtest.New(t)})
 				require.NoError(t, err)
 				d, err := multi.New(def, s, c)
 				require.NoError(t, err)

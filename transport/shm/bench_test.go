@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goccl/goccl/internal/logtest"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/transporttest"
 )
@@ -196,7 +197,7 @@ func sizeName(n int) string {
 // immediate between two devices (goroutines), the CPU cost of the
 // latency path without a second process: one op is a round trip.
 func BenchmarkPingPong(b *testing.B) {
-	o := Options{Logf: b.Logf}
+	o := Options{Logger: logtest.Func(b.Logf)}
 	n := 0
 	p := transporttest.NewPair(b, func(t testing.TB) transport.Device {
 		n++
@@ -299,7 +300,7 @@ func BenchmarkHop(b *testing.B) {
 	} {
 		b.Run(mode.name, func(b *testing.B) {
 			o := mode.o
-			o.Logf = b.Logf
+			o.Logger = logtest.Func(b.Logf)
 			p := transporttest.NewPair(b, func(t testing.TB) transport.Device { return newTestDevice(t, o) })
 			mk := func(dev transport.Device) transport.Region {
 				mem, err := Alloc(4096)

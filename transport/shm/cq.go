@@ -3,7 +3,6 @@ package shm
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -233,7 +232,10 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 		}
 		now := time.Now()
 		if el := now.Sub(start); el < spin {
-			runtime.Gosched()
+			// No runtime.Gosched here: with an idle P it wakes another
+			// thread to look for work (a futex wake-up every 16 polls,
+			// measured on transport/tcp's spin); the scheduler preempts
+			// a spinner that runs too long anyway.
 			continue
 		} else if el < spin+yield {
 			// Poll between yields of the CPU: this process stays runnable,
@@ -256,6 +258,11 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 }
 
 // schedYield gives the CPU to another runnable thread, if there is one.
+//
+// Not a raw system call: entering the system call through the runtime
+// lets the scheduler run this process's other goroutines, which the
+// staged path needs (a peer in the same process, the socket reader); with
+// RawSyscall the conformance suite's staged reads stalled.
 func schedYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // sleep waits on the bell for at most d, unless progress is possible.

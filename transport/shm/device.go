@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -55,9 +55,9 @@ type Options struct {
 	// that overruns it is cut off (its connection fails with ErrLink).
 	// Default 10 s.
 	RevokeTimeout time.Duration
-	// Logf receives diagnostics about refused connections. Default
-	// log.Printf.
-	Logf func(format string, args ...any)
+	// Logger receives warnings about refused connections and copies that
+	// fall back to another way. Default slog.Default().
+	Logger *slog.Logger
 
 	// noSelf makes endpoints whose peer lives in this process map the
 	// peer's segments as another process would (tests).
@@ -99,8 +99,8 @@ func (o *Options) withDefaults() (Options, error) {
 	if v.RevokeTimeout <= 0 {
 		v.RevokeTimeout = 10 * time.Second
 	}
-	if v.Logf == nil {
-		v.Logf = log.Printf
+	if v.Logger == nil {
+		v.Logger = slog.Default()
 	}
 	return v, nil
 }
@@ -225,11 +225,12 @@ func (d *Device) Name() string { return "shm" }
 
 func (d *Device) String() string { return "shm device " + hex.EncodeToString(d.token[:4]) }
 
+// logf logs a warning "shm: DEVICE: ..."; after Close it stays silent.
 func (d *Device) logf(format string, args ...any) {
 	if d.isClosed() {
 		return
 	}
-	d.opts.Logf("shm: %s: "+format, append([]any{d}, args...)...)
+	d.opts.Logger.Warn(fmt.Sprintf("shm: %s: "+format, append([]any{d}, args...)...))
 }
 
 func (d *Device) isClosed() bool {

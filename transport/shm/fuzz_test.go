@@ -2,6 +2,7 @@ package shm
 
 import (
 	"encoding/binary"
+	"log/slog"
 	"testing"
 
 	"github.com/goccl/goccl/transport"
@@ -112,7 +113,7 @@ func FuzzPeerRing(f *testing.F) {
 	f.Fuzz(func(t *testing.T, cells []byte, tail uint64, fix bool) {
 		answers := tail&(1<<63) != 0 // the top bit picks the answer ring
 		tail &^= 1 << 63
-		o := Options{RingSize: 64 << 10, noSelf: true, DisableCMA: true, Logf: func(string, ...any) {}}
+		o := Options{RingSize: 64 << 10, noSelf: true, DisableCMA: true, Logger: slog.New(slog.DiscardHandler)}
 		p := inProcessPair(t, o, o)
 		a, b := p.A.(*endpoint), p.B.(*endpoint)
 		buf := make([]byte, 4096)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goccl/goccl/internal/logtest"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/transporttest"
 )
@@ -262,11 +263,11 @@ func TestCredentials(t *testing.T) {
 		var logMu sync.Mutex
 		var logs bytes.Buffer
 		o := testOptions(t)
-		o.Logf = func(format string, args ...any) {
+		o.Logger = logtest.Func(func(format string, args ...any) {
 			logMu.Lock()
 			defer logMu.Unlock()
 			logs.WriteString(strings.TrimSpace(sprintf(format, args...)) + "\n")
-		}
+		})
 		tok := [16]byte{15: 1} // sorts first
 		if !dialer {
 			tok = [16]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}

@@ -3,13 +3,14 @@ package shm
 import (
 	"testing"
 
+	"github.com/goccl/goccl/internal/logtest"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/transporttest"
 )
 
 // testOptions keeps diagnostics in the test log.
 func testOptions(t testing.TB) Options {
-	return Options{Logf: t.Logf}
+	return Options{Logger: logtest.New(t)}
 }
 
 func newTestDevice(t testing.TB, o Options) *Device {

@@ -3,6 +3,7 @@ package tcp
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -34,7 +35,7 @@ func newBenchPair(b *testing.B, size int) *benchPair {
 	b.Helper()
 	f := func(t testing.TB) transport.Device {
 		o := testOptions(t)
-		o.Logf = func(string, ...any) {}
+		o.Logger = slog.New(slog.DiscardHandler)
 		d, err := NewDevice(o)
 		if err != nil {
 			t.Fatalf("new device: %v", err)

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goccl/goccl/internal/logtest"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/transporttest"
 )
@@ -60,7 +61,7 @@ func TestCutLink(t *testing.T) {
 			KeepAliveIdle:     time.Second,
 			KeepAliveInterval: time.Second,
 			KeepAliveCount:    2,
-			Logf:              t.Logf,
+			Logger:            logtest.New(t),
 		}
 	}
 	var da, db *Device

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
@@ -68,8 +68,9 @@ type Options struct {
 	// and sleeps after a short spin, so that it does not hold the core a
 	// peer needs.
 	Oversubscribed bool
-	// Logf receives diagnostics about dropped connections. Default log.Printf.
-	Logf func(format string, args ...any)
+	// Logger receives warnings about refused and dropped connections
+	// (rate-limited per remote host). Default slog.Default().
+	Logger *slog.Logger
 }
 
 func (o *Options) withDefaults() Options {
@@ -101,8 +102,8 @@ func (o *Options) withDefaults() Options {
 	if v.MaxMessage <= 0 {
 		v.MaxMessage = 1 << 30
 	}
-	if v.Logf == nil {
-		v.Logf = log.Printf
+	if v.Logger == nil {
+		v.Logger = slog.Default()
 	}
 	return v
 }
@@ -187,7 +188,7 @@ func NewDevice(opts Options) (*Device, error) {
 		handshakes: make(map[net.Conn]struct{}),
 	}
 	d.dropLog = ratelog.New(dropBurst, dropInterval, func(s ratelog.Summary) {
-		d.opts.Logf("tcp: device %s: %d more connections from %s dropped in the last %s", d.Addr(), s.Suppressed, s.Key, s.Span.Round(time.Second))
+		d.opts.Logger.Warn(fmt.Sprintf("tcp: device %s: %d more connections from %s dropped in the last %s", d.Addr(), s.Suppressed, s.Key, s.Span.Round(time.Second)))
 	})
 	d.bg.start()
 	d.wg.Add(1)
@@ -246,13 +247,13 @@ func (d *Device) MaxInline() int { return maxInline }
 // Addr is the address the device listens on, as peers see it.
 func (d *Device) Addr() netip.AddrPort { return netip.AddrPortFrom(d.host, d.port) }
 
-// logf reports a diagnostic; after Close it stays silent (connections cut
-// by the close are expected).
+// logf logs a warning "tcp: device ADDR: ..."; after Close it stays
+// silent (connections cut by the close are expected).
 func (d *Device) logf(format string, args ...any) {
 	if d.isClosed() {
 		return
 	}
-	d.opts.Logf("tcp: device %s: "+format, append([]any{d.Addr()}, args...)...)
+	d.opts.Logger.Warn(fmt.Sprintf("tcp: device %s: "+format, append([]any{d.Addr()}, args...)...))
 }
 
 // dropf reports a dropped connection from remote, throttled per remote

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goccl/goccl/internal/logtest"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/transporttest"
 )
@@ -17,12 +18,12 @@ import (
 // address: the accepting side sees it as the connection's source.
 func TestDialHost(t *testing.T) {
 	// A's blob (127.0.0.2) is smaller than B's (127.0.0.3): A dials.
-	da, err := NewDevice(Options{ListenAddress: "127.0.0.2:0", DialHost: "127.0.0.9", Logf: t.Logf})
+	da, err := NewDevice(Options{ListenAddress: "127.0.0.2:0", DialHost: "127.0.0.9", Logger: logtest.New(t)})
 	if err != nil {
 		t.Skipf("no second loopback address: %v", err)
 	}
 	t.Cleanup(func() { da.Close() })
-	db, err := NewDevice(Options{ListenAddress: "127.0.0.3:0", Logf: t.Logf})
+	db, err := NewDevice(Options{ListenAddress: "127.0.0.3:0", Logger: logtest.New(t)})
 	if err != nil {
 		t.Skipf("no third loopback address: %v", err)
 	}

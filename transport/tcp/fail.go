@@ -181,7 +181,7 @@ func (e *endpoint) Close() error {
 	linger := e.lingering
 	e.mu.Unlock()
 	if l := e.ctl(); l != nil {
-		if linger {
+		if linger && !l.closed.Load() { // a closed socket has nothing more to send
 			// Let the background loop send what is still owed (bounded by
 			// the deadline fail set) before the connection is cut.
 			t := time.NewTimer(e.dev.opts.LingerTimeout)

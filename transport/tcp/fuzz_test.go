@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -168,7 +169,7 @@ func FuzzPeerStream(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		ft := &fuzzTarget
 		ft.once.Do(func() {
-			o := Options{ListenAddress: "127.0.0.1:0", MaxMessage: fuzzMax, LingerTimeout: time.Second, Logf: func(string, ...any) {}}
+			o := Options{ListenAddress: "127.0.0.1:0", MaxMessage: fuzzMax, LingerTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)}
 			if ft.dev, ft.err = NewDevice(o); ft.err != nil {
 				return
 			}

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goccl/goccl/internal/logtest"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/transporttest"
 )
@@ -105,7 +106,7 @@ func expectDropped(t *testing.T, c net.Conn) []byte {
 func TestStrayConnections(t *testing.T) {
 	var sink logSink
 	p := pairWith(t, func(o *Options) {
-		o.Logf = sink.logf
+		o.Logger = logtest.Func(sink.logf)
 		o.HandshakeTimeout = 300 * time.Millisecond
 	})
 	addr := p.DevB.(*Device).Addr().String()
@@ -241,9 +242,14 @@ func TestPeerReset(t *testing.T) {
 // would, under the lane's locks so that nothing of e touches it afterwards.
 func resetSocket(t *testing.T, e *endpoint) {
 	t.Helper()
+	// The accepting side's Connect returns before its peer's connection
+	// arrives (posts wait for it): wait for the connection.
 	l := e.ctl()
+	for deadline := time.Now().Add(5 * time.Second); l == nil && time.Now().Before(deadline); l = e.ctl() {
+		time.Sleep(time.Millisecond)
+	}
 	if l == nil {
-		t.Fatal("endpoint has no connection")
+		t.Fatal("endpoint has no connection 5 s after Connect returned")
 	}
 	l.rxMu.Lock()
 	l.txMu.Lock()
@@ -556,7 +562,7 @@ func TestCloseSendsOwedAcks(t *testing.T) {
 func TestStrayFloodThrottled(t *testing.T) {
 	var sink logSink
 	o := testOptions(t)
-	o.Logf = sink.logf
+	o.Logger = logtest.Func(sink.logf)
 	d, err := NewDevice(o)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package tcp
 import (
 	"testing"
 
+	"github.com/goccl/goccl/internal/logtest"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/transporttest"
 )
@@ -11,7 +12,7 @@ import (
 func testOptions(t testing.TB) Options {
 	return Options{
 		ListenAddress: "127.0.0.1:0",
-		Logf:          t.Logf,
+		Logger:        logtest.New(t),
 	}
 }
 

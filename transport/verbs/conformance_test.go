@@ -13,7 +13,7 @@ import (
 func TestConformance(t *testing.T) {
 	openDevice(t) // skip the whole suite at once without a device
 	transporttest.Run(t, func(tb testing.TB) transport.Device {
-		cfg, err := ConfigFromEnv()
+		cfg, err := envConfig()
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -1,10 +1,9 @@
 package verbs
 
 import (
+	"context"
 	"fmt"
-	"log"
-	"os"
-	"strconv"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -17,13 +16,13 @@ import (
 // device with an active port, the default GID, default queue depth, no
 // logging.
 type Config struct {
-	// HCA selects devices and ports with NCCL's GOCCL_IB_HCA / NCCL_IB_HCA
-	// syntax: a comma-separated list of name[:port] entries that match
+	// HCA selects devices and ports (comm: GOCCL_IB_HCA) with NCCL's
+	// NCCL_IB_HCA syntax: a comma-separated list of name[:port] entries that match
 	// device names by prefix ("mlx5" matches mlx5_0 and mlx5_1); a leading
 	// "=" makes the match exact, a leading "^" turns the list into an
 	// exclusion list ("^mlx5_1", "^=rxe0"). Empty selects every device.
 	HCA string
-	// GIDIndex forces the GID table index (GOCCL_IB_GID_INDEX). Negative
+	// GIDIndex forces the GID table index (comm: GOCCL_IB_GID_INDEX). Negative
 	// selects automatically: on RoCE the RoCE v2 GID of an IPv4 address
 	// (::ffff:a.b.c.d), else the first RoCE v2 GID, else the first RoCE v1
 	// GID; on InfiniBand index 0.
@@ -40,33 +39,18 @@ type Config struct {
 	// (for more ranks than cores on a host, where a spinning rank takes
 	// the core its peer needs).
 	Spin time.Duration
-	// Logf, if set, receives one line per device opened and per connection
-	// (device, port, GID, queue pair numbers, path MTU).
-	Logf func(format string, args ...any)
-}
-
-// ConfigFromEnv reads GOCCL_IB_HCA and GOCCL_IB_GID_INDEX. With GOCCL_DEBUG
-// set (to anything but "0"), connection lines are logged with the standard
-// logger.
-func ConfigFromEnv() (Config, error) {
-	cfg := Config{HCA: os.Getenv("GOCCL_IB_HCA"), GIDIndex: -1}
-	if s := os.Getenv("GOCCL_IB_GID_INDEX"); s != "" {
-		i, err := strconv.Atoi(s)
-		if err != nil || i < 0 {
-			return cfg, fmt.Errorf("verbs: GOCCL_IB_GID_INDEX=%q: want a non-negative integer: %w", s, transport.ErrInvalid)
-		}
-		cfg.GIDIndex = i
-	}
-	if d := os.Getenv("GOCCL_DEBUG"); d != "" && d != "0" {
-		cfg.Logf = log.Printf
-	}
-	return cfg, nil
+	// Logger, if set, receives debug lines (slog.LevelDebug): one per
+	// device opened and per connection (device, port, GID, queue pair
+	// numbers, path MTU), and the errors of the device's control queue
+	// pairs, completion channel and completion queues. Nil: no logging.
+	// (comm passes its logger: the lines show with GOCCL_DEBUG.)
+	Logger *slog.Logger
 }
 
 // Device is a verbs device: one opened adapter port with its protection
 // domain. It implements transport.Device and is safe for concurrent use.
 type Device struct {
-	logf  func(format string, args ...any)
+	log   *slog.Logger // nil: none
 	ctx   ibv.Context
 	pd    ibv.PD
 	name  string
@@ -89,17 +73,6 @@ type Device struct {
 }
 
 var _ transport.Device = (*Device)(nil)
-
-// Open opens the device chosen by the environment (see ConfigFromEnv).
-// Without a usable RDMA device, or in a build without verbs, the error wraps
-// transport.ErrNotSupported.
-func Open() (*Device, error) {
-	cfg, err := ConfigFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	return OpenConfig(cfg)
-}
 
 // OpenConfig opens the first device and port that cfg selects whose port is
 // ACTIVE. Without one the error wraps transport.ErrNotSupported and says
@@ -192,7 +165,7 @@ func newDevice(ctx ibv.Context, name string, port int, dattr ibv.DeviceAttr, pat
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	d := &Device{
-		logf:  cfg.Logf,
+		log:   cfg.Logger,
 		ctx:   ctx,
 		pd:    pd,
 		name:  name,
@@ -204,9 +177,6 @@ func newDevice(ctx ibv.Context, name string, port int, dattr ibv.DeviceAttr, pat
 		regs:  make(map[regKey]*mrEntry),
 		cqs:   make(map[*cq]struct{}),
 		eps:   make(map[*endpoint]struct{}),
-	}
-	if d.logf == nil {
-		d.logf = func(string, ...any) {}
 	}
 	if d.depth < 0 {
 		d.depth = 0
@@ -228,6 +198,13 @@ func newDevice(ctx ibv.Context, name string, port int, dattr ibv.DeviceAttr, pat
 	d.logf("verbs: opened %s port %d: link layer %d, active MTU %d, GID[%d] %s (%s), LID %d",
 		name, port, pattr.LinkLayer, pattr.ActiveMTU, gid.Index, gid.GID, gid.Type, pattr.LID)
 	return d, nil
+}
+
+// logf logs a debug line, if the device has a logger that takes them.
+func (d *Device) logf(format string, args ...any) {
+	if d.log != nil && d.log.Enabled(context.Background(), slog.LevelDebug) {
+		d.log.Debug(fmt.Sprintf(format, args...))
+	}
 }
 
 // Name is "verbs:<device>", e.g. "verbs:rxe0".

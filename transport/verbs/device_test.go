@@ -11,11 +11,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/goccl/goccl/internal/logtest"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/verbs/internal/ibvfake"
 )
@@ -33,14 +36,29 @@ func SkipIfNotSupported(tb testing.TB, err error) {
 	tb.Skipf("skipping: %v", err)
 }
 
+// envConfig is the Config the environment selects for the tests, read
+// as comm reads GOCCL_IB_HCA and GOCCL_IB_GID_INDEX (the package itself
+// reads no environment).
+func envConfig() (Config, error) {
+	cfg := Config{HCA: os.Getenv("GOCCL_IB_HCA"), GIDIndex: -1}
+	if s := os.Getenv("GOCCL_IB_GID_INDEX"); s != "" {
+		i, err := strconv.Atoi(s)
+		if err != nil || i < 0 {
+			return cfg, fmt.Errorf("GOCCL_IB_GID_INDEX=%q: want a non-negative integer", s)
+		}
+		cfg.GIDIndex = i
+	}
+	return cfg, nil
+}
+
 // openDevice opens the device the environment selects, closed by Cleanup.
 func openDevice(tb testing.TB) *Device {
 	tb.Helper()
-	cfg, err := ConfigFromEnv()
+	cfg, err := envConfig()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cfg.Logf = tb.Logf
+	cfg.Logger = logtest.New(tb)
 	d, err := OpenConfig(cfg)
 	SkipIfNotSupported(tb, err)
 	if err != nil {

@@ -2,13 +2,15 @@
 // implemented with libibverbs on RC queue pairs, for InfiniBand and RoCE
 // adapters and for the kernel's Soft-RoCE (rdma_rxe).
 //
-// A Device is one adapter port with a protection domain. Open picks it from
-// the environment: GOCCL_IB_HCA selects devices and ports with NCCL's syntax
-// ("rxe0", "mlx5_0:1,mlx5_1", "^mlx5_1" excludes, "=rxe0" matches exactly),
-// the port must be ACTIVE, and GOCCL_IB_GID_INDEX overrides the GID (by
-// default the RoCE v2 GID of an IPv4 address, ::ffff:a.b.c.d). Without a
-// usable device, on a host without libibverbs.so.1, and in builds without
-// cgo or with the goccl_noverbs tag, Open returns an error wrapping
+// A Device is one adapter port with a protection domain. OpenConfig picks
+// it as its Config says (comm fills the Config from GOCCL_IB_HCA and
+// GOCCL_IB_GID_INDEX; this package reads no environment): Config.HCA
+// selects devices and ports with NCCL's syntax ("rxe0", "mlx5_0:1,mlx5_1",
+// "^mlx5_1" excludes, "=rxe0" matches exactly), the port must be ACTIVE,
+// and Config.GIDIndex overrides the GID (by default the RoCE v2 GID of an
+// IPv4 address, ::ffff:a.b.c.d). Without a usable device, on a host
+// without libibverbs.so.1, and in builds without cgo or with the
+// goccl_noverbs tag, OpenConfig returns an error wrapping
 // transport.ErrNotSupported that says why, and the caller falls back to
 // TCP.
 //
@@ -64,7 +66,7 @@
 // to contract completions, the error state) and ctl.go (the control plane).
 // All cgo lives in internal/ibv, which loads libibverbs.so.1 at run time:
 // building needs no rdma-core headers, and a binary starts without the
-// library (Open then fails with ErrNotSupported, and comm falls back to
+// library (OpenConfig then fails with ErrNotSupported, and comm falls back to
 // TCP). internal/ibvfake is an in-memory fabric behind the same interfaces,
 // on which the tests run everywhere (the conformance suite included);
 // scripts/softroce-test.sh runs them again on Soft-RoCE in a QEMU guest.

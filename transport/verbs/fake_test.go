@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goccl/goccl/internal/logtest"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/transporttest"
 	"github.com/goccl/goccl/transport/verbs/internal/ibvfake"
@@ -29,7 +30,7 @@ func fakeOpener(f *ibvfake.Fabric, dc ibvfake.DeviceConfig, cfg Config) opener {
 		fd := f.AddDevice(dc)
 		c := cfg
 		c.HCA = "=" + fd.Name()
-		c.Logf = tb.Logf
+		c.Logger = logtest.New(tb)
 		d, err := openLib(f, c)
 		if err != nil {
 			tb.Fatalf("open %s: %v", fd.Name(), err)

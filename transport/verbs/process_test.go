@@ -164,7 +164,7 @@ func TestMain(m *testing.M) {
 
 // childMain is the peer of TestTwoProcesses.
 func childMain() error {
-	cfg, err := ConfigFromEnv()
+	cfg, err := envConfig()
 	if err != nil {
 		return err
 	}

@@ -12,9 +12,9 @@ import (
 // TestOpenStub: a build without verbs reports no device, as
 // ErrNotSupported, so that callers fall back to TCP.
 func TestOpenStub(t *testing.T) {
-	d, err := Open()
+	d, err := OpenConfig(Config{})
 	if d != nil || !errors.Is(err, transport.ErrNotSupported) {
-		t.Fatalf("Open in a build without verbs: %v, %v; want ErrNotSupported", d, err)
+		t.Fatalf("OpenConfig in a build without verbs: %v, %v; want ErrNotSupported", d, err)
 	}
 	t.Logf("as expected: %v", err)
 }

@@ -3,6 +3,7 @@ package faultproxy_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"regexp"
@@ -272,7 +273,7 @@ func (j *job) busiestLink() (c *faultproxy.Conn, a, b int) {
 }
 
 // fastTCP fails a connection whose data stays unacknowledged for 2 s.
-var fastTCP = tcp.Options{UserTimeout: 2 * time.Second, KeepAliveIdle: time.Second, KeepAliveInterval: time.Second, KeepAliveCount: 2, Logf: func(string, ...any) {}}
+var fastTCP = tcp.Options{UserTimeout: 2 * time.Second, KeepAliveIdle: time.Second, KeepAliveInterval: time.Second, KeepAliveCount: 2, Logger: slog.New(slog.DiscardHandler)}
 
 // TestCutRank resets every connection of rank 2 (as a crashed host's kernel
 // or a firewall would) under an allreduce loop: every rank fails within

@@ -218,7 +218,7 @@ func (c *Conn) write(i int, dst *net.TCPConn, q <-chan chunk) {
 				extra = time.Duration(rng.Int64N(int64(r.MaxDelay)))
 			}
 			if r.CutProb > 0 && rng.Float64() < r.CutProb {
-				c.p.opts.Logf("faultproxy %s: conn %d: random cut (%v)", c.p.Addr(), c.id, Direction(1<<i))
+				c.p.logf("faultproxy %s: conn %d: random cut (%v)", c.p.Addr(), c.id, Direction(1<<i))
 				c.Cut()
 				return
 			}

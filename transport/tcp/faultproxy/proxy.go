@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
@@ -114,8 +115,9 @@ type Options struct {
 	DialTimeout time.Duration
 	// Random, if set, injects random faults into every connection.
 	Random *Random
-	// Logf receives a line per connection opened and closed. Default: none.
-	Logf func(format string, args ...any)
+	// Logger receives a line per connection opened and closed, and per
+	// fault injected at random (Info). Default: none.
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -128,8 +130,8 @@ func (o Options) withDefaults() Options {
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 5 * time.Second
 	}
-	if o.Logf == nil {
-		o.Logf = func(string, ...any) {}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o
 }
@@ -262,7 +264,7 @@ func (p *Proxy) acceptLoop() {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			p.opts.Logf("faultproxy %s: accept: %v", p.Addr(), err)
+			p.logf("faultproxy %s: accept: %v", p.Addr(), err)
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
@@ -285,7 +287,7 @@ func (p *Proxy) open(client *net.TCPConn) {
 	nc, err := (&net.Dialer{KeepAlive: -1}).DialContext(ctx, "tcp", p.target)
 	cancel()
 	if err != nil {
-		p.opts.Logf("faultproxy %s: dial %s for %s: %v", p.Addr(), p.target, client.RemoteAddr(), err)
+		p.logf("faultproxy %s: dial %s for %s: %v", p.Addr(), p.target, client.RemoteAddr(), err)
 		reset(client)
 		return
 	}
@@ -301,16 +303,23 @@ func (p *Proxy) open(client *net.TCPConn) {
 	p.next++
 	p.conns[c] = struct{}{}
 	p.mu.Unlock()
-	p.opts.Logf("faultproxy %s: conn %d: %s -> %s", p.Addr(), c.id, c.client, p.target)
+	p.logf("faultproxy %s: conn %d: %s -> %s", p.Addr(), c.id, c.client, p.target)
 	c.run() // returns when the connection is over
 	p.mu.Lock()
 	delete(p.conns, c)
 	p.mu.Unlock()
-	p.opts.Logf("faultproxy %s: conn %d closed (%v)", p.Addr(), c.id, c.Stats())
+	p.logf("faultproxy %s: conn %d closed (%v)", p.Addr(), c.id, c.Stats())
 }
 
 // reset closes c with an RST instead of a FIN.
 func reset(c *net.TCPConn) {
 	c.SetLinger(0)
 	c.Close()
+}
+
+// logf logs an Info line "faultproxy ADDR: ...".
+func (p *Proxy) logf(format string, args ...any) {
+	if p.opts.Logger.Enabled(context.Background(), slog.LevelInfo) {
+		p.opts.Logger.Info(fmt.Sprintf(format, args...))
+	}
 }

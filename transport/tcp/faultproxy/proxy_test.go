@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/goccl/goccl/internal/logtest"
 )
 
 // target is a listener whose accepted connections the test gets.
@@ -64,7 +66,7 @@ func (tg *target) accept(t *testing.T) *net.TCPConn {
 func setup(t *testing.T, opts Options) (*Proxy, *net.TCPConn, *net.TCPConn, *Conn) {
 	t.Helper()
 	tg := newTarget(t)
-	opts.Logf = t.Logf
+	opts.Logger = logtest.New(t)
 	p, err := Listen("127.0.0.1:0", tg.ln.Addr().String(), opts)
 	if err != nil {
 		t.Fatal(err)

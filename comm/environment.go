@@ -1,0 +1,278 @@
+package comm
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goccl/goccl/bootstrap"
+	"github.com/goccl/goccl/collectives"
+)
+
+// EnvVar describes one environment variable that goccl reads.
+type EnvVar struct {
+	Name string // "GOCCL_CHUNK_SIZE"
+	// Field is the Options field the variable sets ("ChunkSize"); empty
+	// for the launcher's variables, which package bootstrap reads (see
+	// bootstrap.FromEnv).
+	Field string
+	// Default is the value an unset variable stands for, written as the
+	// variable would be; empty when there is none (Meaning says what
+	// unset does).
+	Default string
+	Meaning string // one line of Markdown
+}
+
+// envVar is an EnvVar with what OptionsFromEnv does with it: set parses a
+// value into its field of Options, unset says that the field is zero,
+// same that two Options agree on it. All nil for the launcher's variables.
+type envVar struct {
+	EnvVar
+	set   func(o *Options, v string) error
+	unset func(o *Options) bool
+	same  func(a, b *Options) bool
+	// defaultBy names who applies Default when not fill (a transport).
+	defaultBy string
+}
+
+// option makes the envVar of an Options field: parse turns the variable's
+// value into the field's (its error says what is wanted, without the
+// variable's name or value).
+func option[T comparable](e EnvVar, field func(*Options) *T, parse func(string) (T, error)) envVar {
+	return envVar{
+		EnvVar: e,
+		set: func(o *Options, v string) error {
+			x, err := parse(v)
+			if err == nil {
+				*field(o) = x
+			}
+			return err
+		},
+		unset: func(o *Options) bool { var zero T; return *field(o) == zero },
+		same:  func(a, b *Options) bool { return *field(a) == *field(b) },
+	}
+}
+
+// envVars is the one table of the environment: OptionsFromEnv, the
+// defaults' check, Environment and the README's table (EnvironmentTable)
+// come from it. Adding a variable is one entry here and its field of
+// Options.
+var envVars = []envVar{
+	option(EnvVar{"GOCCL_TRANSPORT", "Transport", "auto",
+		"`auto`: shared memory between the ranks of one host; verbs between hosts if a usable device exists, else TCP. `shm` (one host only), `tcp`, `verbs` (an error without a device)"},
+		func(o *Options) *string { return &o.Transport }, parseTransport),
+	option(EnvVar{"GOCCL_ALGO", "Algorithms", "",
+		"per-collective algorithm override, e.g. `allreduce:ring,broadcast:pipeline` (canonical names: see below); unset: the selector's choice"},
+		func(o *Options) *string { return &o.Algorithms }, parseAlgoSpec),
+	option(EnvVar{"GOCCL_CHUNK_SIZE", "ChunkSize", strconv.Itoa(defaultChunkSize),
+		"pipelining chunk and staging slot size in bytes (1024 to 67108864, others refused)"},
+		func(o *Options) *int { return &o.ChunkSize }, parseChunkSize),
+	option(EnvVar{"GOCCL_SLOTS", "Slots", strconv.Itoa(defaultSlots),
+		"staging slots (chunks in flight) per peer"},
+		func(o *Options) *int { return &o.Slots }, parsePositive),
+	option(EnvVar{"GOCCL_STAGING_BUDGET", "StagingBudget", strconv.Itoa(DefaultStagingBudget),
+		"staging bytes per rank were every peer connected: beyond it, fewer slots per peer (down to 2), then smaller chunks"},
+		func(o *Options) *int { return &o.StagingBudget }, parsePositive),
+	option(EnvVar{"GOCCL_PEER_WINDOW", "PeerWindow", strconv.Itoa(DefaultPeerWindow),
+		"peers an all-to-all exchanges with at a time (at least 2): larger jobs go through batches of that many"},
+		func(o *Options) *int { return &o.PeerWindow }, parseWindow),
+	option(EnvVar{"GOCCL_MAX_PEERS", "MaxPeers", strconv.Itoa(DefaultMaxPeers),
+		"peers a rank keeps connected; in larger jobs an all-to-all's links to a batch of peers are closed once both ranks are done with them"},
+		func(o *Options) *int { return &o.MaxPeers }, parsePositive),
+	option(EnvVar{"GOCCL_TIMEOUT", "Timeout", "10m",
+		"bound on one collective without a context deadline"},
+		func(o *Options) *time.Duration { return &o.Timeout }, parseTimeout),
+	option(EnvVar{"GOCCL_INIT_TIMEOUT", "InitTimeout", "5m",
+		"bound on joining the job (Init without a context deadline)"},
+		func(o *Options) *time.Duration { return &o.InitTimeout }, parseTimeout),
+	option(EnvVar{"GOCCL_STALL_TIMEOUT", "StallTimeout", "60s",
+		"no progress for this long starts the stall diagnosis (see Using goccl)"},
+		func(o *Options) *time.Duration { return &o.StallTimeout }, parseTimeout),
+	option(EnvVar{"GOCCL_SPIN_POLLS", "SpinPolls", strconv.Itoa(defaultSpinPolls),
+		"empty polls before a blocking wait on the transports other than TCP (1 when the ranks of a host outnumber its cores)"},
+		func(o *Options) *int { return &o.SpinPolls }, parsePositive),
+	option(EnvVar{"GOCCL_SOCKET_IFNAME", "SocketInterface", "",
+		"interface whose address the TCP transport advertises; unset: the address the rank reached the bootstrap store from"},
+		func(o *Options) *string { return &o.SocketInterface }, parseString),
+	option(EnvVar{"GOCCL_SOCKET_TIMEOUT", "SocketTimeout", "10s",
+		"how long unacknowledged data may sit on a TCP connection before the link is declared dead"},
+		func(o *Options) *time.Duration { return &o.SocketTimeout }, parseTimeout),
+	withDefaultBy("the TCP transport", option(EnvVar{"GOCCL_SPIN_TIME", "SpinTime", "50us",
+		"how long a TCP wait polls its sockets before it sleeps in poll(2) (`0s` sleeps at once)"},
+		func(o *Options) *time.Duration { return &o.SpinTime }, parseSpinTime)),
+	option(EnvVar{"GOCCL_IB_HCA", "IBHCA", "",
+		"verbs devices and ports, NCCL's syntax (`mlx5`, `=rxe0`, `^mlx5_1`, `mlx5_0:1`); unset: every device"},
+		func(o *Options) *string { return &o.IBHCA }, parseString),
+	option(EnvVar{"GOCCL_IB_GID_INDEX", "IBGIDIndex", "",
+		"verbs GID table index; unset: the RoCE v2 GID of an IPv4 address, else the first RoCE v2, else the first RoCE v1 GID (index 0 on InfiniBand)"},
+		func(o *Options) **int { return &o.IBGIDIndex }, parseGIDIndex),
+	option(EnvVar{"GOCCL_SIMD", "SIMD", "",
+		"reduction kernels: `auto` (AVX-512 or AVX2 when the CPU has them), `off` (portable Go), `avx2`, `avx512`; process-wide, applied when a communicator is created; a level the CPU lacks fails the creation. Every level gives the same bits. Unset: as they are (`auto` unless `collectives.SetSIMD` chose)"},
+		func(o *Options) *string { return &o.SIMD }, parseSIMD),
+	option(EnvVar{"GOCCL_DEBUG", "Debug", "0",
+		"anything but `0`: log algorithm choices, the cost model, connections and verbs devices (at debug level, whatever the logger's level)"},
+		func(o *Options) *bool { return &o.Debug }, parseDebug),
+
+	// The launcher's variables: bootstrap reads them.
+	{EnvVar: EnvVar{"GOCCL_RANK", "", "", "set by gorun: this rank, 0 to N-1"}},
+	{EnvVar: EnvVar{"GOCCL_SIZE", "", "", "set by gorun: the number of ranks N"}},
+	{EnvVar: EnvVar{"GOCCL_LOCAL_RANK", "", "", "set by gorun: the rank's index among the ranks of its host"}},
+	{EnvVar: EnvVar{"GOCCL_LOCAL_SIZE", "", "", "set by gorun: the number of ranks on the rank's host"}},
+	{EnvVar: EnvVar{"GOCCL_BOOTSTRAP", "", "", "set by gorun: host:port of the bootstrap store"}},
+	{EnvVar: EnvVar{"GOCCL_SECRET", "", "", "set by gorun: the hex secret that admits a rank to the store"}},
+	{EnvVar: EnvVar{"GOCCL_SECRET_FILE", "", "", "without gorun: a file holding the job's shared secret; unset: `$HOME/.goccl/secret`, created by the store's host"}},
+	{EnvVar: EnvVar{"GOCCL_SECRET_WAIT", "", bootstrap.SecretWait.String(), "without gorun: how long the other ranks wait for the secret file to appear"}},
+}
+
+func withDefaultBy(who string, e envVar) envVar {
+	e.defaultBy = who
+	return e
+}
+
+// OptionsFromEnv reads every GOCCL_* variable that sets an Options field
+// (see Environment) through lookup (os.LookupEnv, or a test's map) and
+// returns the Options they set: the fields of unset variables are zero,
+// and a variable set to the empty string counts as unset. A malformed
+// value is an error naming the variable and the value; every malformed
+// variable is reported, joined.
+//
+// Init, New and NewWith apply it with os.LookupEnv to the fields their
+// Options leave zero; nothing below them reads the environment.
+func OptionsFromEnv(lookup func(string) (string, bool)) (Options, error) {
+	var o Options
+	err := o.applyEnv(lookup)
+	return o, err
+}
+
+// applyEnv sets the fields of o left zero from the variables lookup finds
+// set: explicit fields win, and a variable whose field is set is not even
+// parsed.
+func (o *Options) applyEnv(lookup func(string) (string, bool)) error {
+	var errs []error
+	for i := range envVars {
+		e := &envVars[i]
+		if e.set == nil || !e.unset(o) {
+			continue
+		}
+		v, ok := lookup(e.Name)
+		if !ok || v == "" {
+			continue
+		}
+		if err := e.set(o, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", e.Name, v, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Environment lists the environment variables goccl reads: those that
+// set Options fields (OptionsFromEnv), then the launcher's, which package
+// bootstrap reads. The README's table is made from it.
+func Environment() []EnvVar {
+	out := make([]EnvVar, len(envVars))
+	for i := range envVars {
+		out[i] = envVars[i].EnvVar
+	}
+	return out
+}
+
+// EnvironmentTable is the documentation's table of Environment, in
+// Markdown.
+func EnvironmentTable() string {
+	var b strings.Builder
+	b.WriteString("| variable | `Options` field | default | meaning |\n|---|---|---|---|\n")
+	code := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return "`" + s + "`"
+	}
+	for _, e := range Environment() {
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", e.Name, code(e.Field), code(e.Default), e.Meaning)
+	}
+	return b.String()
+}
+
+// The parsers of the variables' values. Their errors say what is wanted;
+// applyEnv names the variable and the value.
+
+func parseString(v string) (string, error) { return v, nil }
+
+func parsePositive(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, errors.New("want a positive integer")
+	}
+	return n, nil
+}
+
+func parseWindow(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 2 {
+		return 0, errors.New("want an integer of at least 2")
+	}
+	return n, nil
+}
+
+func parseChunkSize(v string) (int, error) {
+	n, err := parsePositive(v)
+	if err == nil {
+		err = checkChunkSize(n)
+	}
+	return n, err
+}
+
+func parseTimeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, errors.New("want a positive duration such as 30s")
+	}
+	return d, nil
+}
+
+// parseSpinTime reads a duration of at least zero; "0s" (sleep at once) is
+// the field's negative value, zero being the transport's default.
+func parseSpinTime(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, errors.New("want a duration such as 200us")
+	}
+	if d == 0 {
+		d = -1
+	}
+	return d, nil
+}
+
+func parseTransport(v string) (string, error) { return v, checkTransport(v) }
+
+func parseAlgoSpec(v string) (string, error) {
+	_, err := collectives.ParseAlgoSpec(v)
+	return v, err
+}
+
+func parseGIDIndex(v string) (*int, error) {
+	i, err := strconv.Atoi(v)
+	if err != nil || i < 0 {
+		return nil, errors.New("want a non-negative integer")
+	}
+	return &i, nil
+}
+
+// parseSIMD accepts the levels collectives.SetSIMD knows that this CPU
+// runs.
+func parseSIMD(v string) (string, error) {
+	have := collectives.SIMDLevels()
+	switch {
+	case v == "auto" || slices.Contains(have, v):
+		return v, nil
+	case v == "avx2" || v == "avx512":
+		return "", fmt.Errorf("this CPU runs only %s", strings.Join(have, ", "))
+	}
+	return "", errors.New("want auto, off, avx2 or avx512")
+}
+
+// parseDebug: anything but "0" turns the debug lines on.
+func parseDebug(v string) (bool, error) { return v != "0", nil }

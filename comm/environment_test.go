@@ -1,0 +1,180 @@
+package comm_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goccl/goccl/collectives"
+	. "github.com/goccl/goccl/comm"
+	"github.com/goccl/goccl/internal/logtest"
+)
+
+// lookup is os.LookupEnv over a map.
+func lookup(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+}
+
+// TestOptionsFromEnv: every variable that sets an Options field is parsed
+// into its field.
+func TestOptionsFromEnv(t *testing.T) {
+	gid := 3
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want Options
+	}{
+		{"none", nil, Options{}},
+		{"empty values count as unset", map[string]string{"GOCCL_CHUNK_SIZE": "", "GOCCL_TRANSPORT": ""}, Options{}},
+		{"transport", map[string]string{"GOCCL_TRANSPORT": "tcp"}, Options{Transport: "tcp"}},
+		{"algo", map[string]string{"GOCCL_ALGO": "allreduce:tree,broadcast:pipeline"}, Options{Algorithms: "allreduce:tree,broadcast:pipeline"}},
+		{"chunk size", map[string]string{"GOCCL_CHUNK_SIZE": "65536"}, Options{ChunkSize: 65536}},
+		{"slots", map[string]string{"GOCCL_SLOTS": "4"}, Options{Slots: 4}},
+		{"staging budget", map[string]string{"GOCCL_STAGING_BUDGET": "1048576"}, Options{StagingBudget: 1 << 20}},
+		{"timeout", map[string]string{"GOCCL_TIMEOUT": "90s"}, Options{Timeout: 90 * time.Second}},
+		{"init timeout", map[string]string{"GOCCL_INIT_TIMEOUT": "2m"}, Options{InitTimeout: 2 * time.Minute}},
+		{"stall timeout", map[string]string{"GOCCL_STALL_TIMEOUT": "5s"}, Options{StallTimeout: 5 * time.Second}},
+		{"spin polls", map[string]string{"GOCCL_SPIN_POLLS": "1"}, Options{SpinPolls: 1}},
+		{"socket interface", map[string]string{"GOCCL_SOCKET_IFNAME": "eth1"}, Options{SocketInterface: "eth1"}},
+		{"socket timeout", map[string]string{"GOCCL_SOCKET_TIMEOUT": "3s"}, Options{SocketTimeout: 3 * time.Second}},
+		{"spin time", map[string]string{"GOCCL_SPIN_TIME": "200us"}, Options{SpinTime: 200 * time.Microsecond}},
+		{"spin time 0s sleeps at once", map[string]string{"GOCCL_SPIN_TIME": "0s"}, Options{SpinTime: -1}},
+		{"hca", map[string]string{"GOCCL_IB_HCA": "=rxe0"}, Options{IBHCA: "=rxe0"}},
+		{"gid index", map[string]string{"GOCCL_IB_GID_INDEX": "3"}, Options{IBGIDIndex: &gid}},
+		{"simd", map[string]string{"GOCCL_SIMD": "off"}, Options{SIMD: "off"}},
+		{"debug", map[string]string{"GOCCL_DEBUG": "1"}, Options{Debug: true}},
+		{"debug 0 is off", map[string]string{"GOCCL_DEBUG": "0"}, Options{}},
+		{"launcher variables set no option", map[string]string{"GOCCL_RANK": "1", "GOCCL_SIZE": "2", "GOCCL_SECRET_WAIT": "1s"}, Options{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := OptionsFromEnv(lookup(tc.env))
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// TestOptionsFromEnvCoversTheTable: the table above sets every variable
+// that has an Options field.
+func TestOptionsFromEnvCoversTheTable(t *testing.T) {
+	for _, e := range Environment() {
+		if e.Field == "" {
+			continue
+		}
+		v := map[string]string{"GOCCL_TRANSPORT": "tcp", "GOCCL_ALGO": "allreduce:ring", "GOCCL_SOCKET_IFNAME": "lo",
+			"GOCCL_IB_HCA": "mlx5", "GOCCL_SIMD": "off", "GOCCL_DEBUG": "1", "GOCCL_SPIN_TIME": "1ms",
+			"GOCCL_IB_GID_INDEX": "1"}[e.Name]
+		if v == "" {
+			v = e.Default
+		}
+		if v == "" {
+			t.Fatalf("%s: no test value", e.Name)
+		}
+		got, err := OptionsFromEnv(lookup(map[string]string{e.Name: v}))
+		require.NoError(t, err, e.Name)
+		require.NotEqual(t, Options{}, got, "%s=%s set no field", e.Name, v)
+	}
+}
+
+// TestOptionsFromEnvRejects: a malformed value is an error naming the
+// variable and the value, and every malformed variable is reported.
+func TestOptionsFromEnvRejects(t *testing.T) {
+	for name, bad := range map[string][]string{
+		"GOCCL_TRANSPORT":      {"rdma", "TCP"},
+		"GOCCL_ALGO":           {"allreduce", "bcast:binomial", "allreduce:nonesuch"},
+		"GOCCL_CHUNK_SIZE":     {"abc", "0", "-1", "64", "1023", "67108865"},
+		"GOCCL_SLOTS":          {"x", "0", "-3", "1.5"},
+		"GOCCL_STAGING_BUDGET": {"1e6", "0"},
+		"GOCCL_TIMEOUT":        {"10", "0s", "-1m", "soon"},
+		"GOCCL_INIT_TIMEOUT":   {"5", "0m"},
+		"GOCCL_STALL_TIMEOUT":  {"60", "-1s"},
+		"GOCCL_SPIN_POLLS":     {"many", "0"},
+		"GOCCL_SOCKET_TIMEOUT": {"10", "0s"},
+		"GOCCL_SPIN_TIME":      {"50", "-1us"},
+		"GOCCL_IB_GID_INDEX":   {"-1", "first"},
+		"GOCCL_SIMD":           {"avx3", "sse"},
+	} {
+		for _, v := range bad {
+			_, err := OptionsFromEnv(lookup(map[string]string{name: v}))
+			require.Error(t, err, "%s=%s", name, v)
+			require.Contains(t, err.Error(), name+"=\""+v+"\"")
+		}
+	}
+	_, err := OptionsFromEnv(lookup(map[string]string{"GOCCL_SLOTS": "x", "GOCCL_TIMEOUT": "soon"}))
+	require.ErrorContains(t, err, `GOCCL_SLOTS="x": want a positive integer`)
+	require.ErrorContains(t, err, `GOCCL_TIMEOUT="soon": want a positive duration`)
+}
+
+// A SIMD level this CPU lacks is refused by name at the boundary.
+func TestOptionsFromEnvSIMDLevelMissing(t *testing.T) {
+	have := strings.Join(collectives.SIMDLevels(), ",")
+	for _, l := range []string{"avx2", "avx512"} {
+		if strings.Contains(have, l) {
+			continue
+		}
+		_, err := OptionsFromEnv(lookup(map[string]string{"GOCCL_SIMD": l}))
+		require.ErrorContains(t, err, `GOCCL_SIMD="`+l+`": this CPU runs only`)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the README's environment table from comm.Environment")
+
+// The README's environment table is Environment's (EnvironmentTable).
+func TestREADMEEnvironmentTable(t *testing.T) {
+	const path = "../README.md"
+	const begin, end = "<!-- environment:begin -->\n", "<!-- environment:end -->"
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	doc := string(b)
+	i, j := strings.Index(doc, begin), strings.Index(doc, end)
+	require.True(t, i >= 0 && j > i, "README.md has no %q ... %q section", begin, end)
+	want := EnvironmentTable()
+	if got := doc[i+len(begin) : j]; got != want {
+		if *update {
+			require.NoError(t, os.WriteFile(path, []byte(doc[:i+len(begin)]+want+doc[j:]), 0o644))
+			return
+		}
+		t.Errorf("README.md's environment table is not comm.Environment's; run go test ./comm -run TestREADMEEnvironmentTable -update\ngot:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestLoggerReceivesDebugLines: the debug lines (algorithm choices) go to
+// Options.Logger when it takes debug records, or when Debug (GOCCL_DEBUG)
+// is set whatever its level, and nowhere otherwise.
+func TestLoggerReceivesDebugLines(t *testing.T) {
+	opts := testOpts
+	opts.Alpha, opts.Beta = 20e-6, 1e-9 // no measurement
+	run := func(l *slog.Logger, debug bool) {
+		o := opts
+		o.Logger, o.Debug = l, debug
+		runRanks(t, 2, o, func(c *Comm) error {
+			buf := []float32{1, 2}
+			return Allreduce(context.Background(), c, buf, buf, Sum)
+		})
+	}
+	const line = "allreduce(8 bytes) #1: algorithm "
+
+	var all logtest.Recorder // takes every level
+	run(all.Logger(), false)
+	for r := range 2 {
+		require.Equal(t, 1, all.Count(fmt.Sprintf("DEBUG goccl: rank %d: %s", r, line)), "rank %d: a logger enabled for debug got:\n%s", r, all.String())
+	}
+
+	var out syncWriter
+	info := slog.New(slog.NewTextHandler(&out, nil)) // Info level
+	run(info, false)
+	require.NotContains(t, out.String(), "level=DEBUG", "an Info-level logger got debug lines")
+	run(info, true)
+	require.Equal(t, 2, strings.Count(out.String(), line), "Debug on an Info-level logger:\n%s", out.String())
+	require.Contains(t, out.String(), `level=DEBUG msg="goccl: rank 1: `+line)
+	t.Setenv("GOCCL_DEBUG", "1")
+	run(info, false)
+	require.Equal(t, 4, strings.Count(out.String(), line), "GOCCL_DEBUG=1 on an Info-level logger:\n%s", out.String())
+}
