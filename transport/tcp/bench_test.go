@@ -127,54 +127,82 @@ func sizeName(n int) string {
 }
 
 // BenchmarkPingPong is osu_latency's loop: A sends, B receives and sends
-// back, A receives; one op is one round trip.
+// back, A receives; one op is one round trip. Each side runs in its own
+// goroutine and waits on its own queue, as two ranks do (driving both from
+// one goroutine left a post waiting for a poll of its own queue that came
+// only after the wait on the other: ~3 ms per round trip, the lazy timer).
 func BenchmarkPingPong(b *testing.B) {
 	for _, size := range []int{8, 64 << 10} {
 		b.Run(sizeName(size), func(b *testing.B) {
 			p := newBenchPair(b, size)
 			back := transporttest.Register(b, p.DevA, make([]byte, size), transport.AccessLocalWrite)
-			cs := make([]transport.Completion, 4)
 			ctx := benchContext(b)
-			wait := func(q transport.CompletionQueue, n int) {
+			wait := func(q transport.CompletionQueue, cs []transport.Completion, n int) error {
 				for n > 0 {
 					k, err := q.Wait(ctx, cs[:n])
 					if err != nil {
-						b.Fatal(err)
+						return err
 					}
 					for _, c := range cs[:k] {
 						if c.Err != nil {
-							b.Fatal(c.Err)
+							return c.Err
 						}
 					}
 					n -= k
 				}
+				return nil
 			}
-			round := func() {
-				if err := p.B.PostRecv(0, p.dst, 0, size); err != nil {
+			// B: receive, send back; rounds of them until told to stop.
+			rounds := make(chan int)
+			errc := make(chan error, 1)
+			go func() {
+				cs := make([]transport.Completion, 4)
+				for n := range rounds {
+					for range n {
+						if err := p.B.PostRecv(0, p.dst, 0, size); err != nil {
+							errc <- err
+							return
+						}
+						if err := wait(p.CQB, cs, 1); err != nil {
+							errc <- err
+							return
+						}
+						if err := p.B.PostSend(3, p.dst, 0, size); err != nil {
+							errc <- err
+							return
+						}
+						if err := wait(p.CQB, cs, 1); err != nil {
+							errc <- err
+							return
+						}
+					}
+					errc <- nil
+				}
+			}()
+			defer close(rounds)
+			cs := make([]transport.Completion, 4)
+			run := func(n int) {
+				rounds <- n
+				for range n {
+					if err := p.A.PostRecv(1, back, 0, size); err != nil {
+						b.Fatal(err)
+					}
+					if err := p.A.PostSend(2, p.src, 0, size); err != nil {
+						b.Fatal(err)
+					}
+					if err := wait(p.CQA, cs, 2); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := <-errc; err != nil {
 					b.Fatal(err)
 				}
-				if err := p.A.PostRecv(1, back, 0, size); err != nil {
-					b.Fatal(err)
-				}
-				if err := p.A.PostSend(2, p.src, 0, size); err != nil {
-					b.Fatal(err)
-				}
-				wait(p.CQB, 1) // B's receive
-				if err := p.B.PostSend(3, p.dst, 0, size); err != nil {
-					b.Fatal(err)
-				}
-				wait(p.CQB, 1) // B's send
-				wait(p.CQA, 2) // A's send and receive
 			}
-			for range 100 {
-				round()
-			}
+			run(100)
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			b.ResetTimer()
-			for range b.N {
-				round()
-			}
+			run(b.N)
 		})
 	}
 }
