@@ -115,15 +115,14 @@ func (c *Comm) stallTick() {
 		return
 	}
 	c.stallElapsed.Store(int64(idle))
-	elapsed := idle
-	left := c.opts.StallTimeout - elapsed
+	left := c.opts.StallTimeout - idle
 	if left <= 0 {
 		c.lifeCancel(&stallError{d: c.opts.StallTimeout})
 		return
 	}
 	c.stallDog.Reset(min(c.stallStep, left))
 	// Poke at 1, 2, 4, 8... steps.
-	if steps := int64(elapsed / c.stallStep); steps&(steps-1) == 0 {
+	if steps := int64(idle / c.stallStep); steps&(steps-1) == 0 {
 		c.poke.Load().cancel(errPoke)
 	}
 }
