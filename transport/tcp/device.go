@@ -109,7 +109,9 @@ func (o *Options) withDefaults() Options {
 }
 
 // maxHandshakes bounds the connections that may be in their hello exchange
-// at once; more are dropped on arrival.
+// at once. The accept loop takes no more while that many are: further ones
+// wait in the listen backlog (a burst of 127 ranks dialling their leader is
+// normal), and a stranger holding a slot loses it after HandshakeTimeout.
 const maxHandshakes = 64
 
 // Device is a TCP transport instance: one listening socket, the
@@ -130,6 +132,8 @@ type Device struct {
 	eps        map[[16]byte]*endpoint
 	cqs        map[*cq]struct{}
 	handshakes map[net.Conn]struct{}
+	hsSlots    chan struct{} // one token per handshake in progress
+	quit       chan struct{} // closed by Close
 
 	wg sync.WaitGroup // accept loop and handshakes
 
@@ -186,6 +190,8 @@ func NewDevice(opts Options) (*Device, error) {
 		eps:        make(map[[16]byte]*endpoint),
 		cqs:        make(map[*cq]struct{}),
 		handshakes: make(map[net.Conn]struct{}),
+		hsSlots:    make(chan struct{}, maxHandshakes),
+		quit:       make(chan struct{}),
 	}
 	d.dropLog = ratelog.New(dropBurst, dropInterval, func(s ratelog.Summary) {
 		d.opts.Logger.Warn(fmt.Sprintf("tcp: device %s: %d more connections from %s dropped in the last %s", d.Addr(), s.Suppressed, s.Key, s.Span.Round(time.Second)))
@@ -423,6 +429,7 @@ func (d *Device) Close() error {
 		return nil
 	}
 	d.closed = true
+	close(d.quit)
 	eps := make([]*endpoint, 0, len(d.eps))
 	for _, e := range d.eps {
 		eps = append(eps, e)
@@ -461,8 +468,16 @@ func (d *Device) acceptLoop() {
 	defer d.wg.Done()
 	backoff := 5 * time.Millisecond
 	for {
+		// A handshake slot first: while every slot is taken, connections
+		// wait in the kernel's backlog rather than being dropped.
+		select {
+		case d.hsSlots <- struct{}{}:
+		case <-d.quit:
+			return
+		}
 		c, err := d.ln.AcceptTCP()
 		if err != nil {
+			<-d.hsSlots
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
@@ -473,12 +488,9 @@ func (d *Device) acceptLoop() {
 		}
 		backoff = 5 * time.Millisecond
 		d.mu.Lock()
-		if d.closed || len(d.handshakes) >= maxHandshakes {
-			full := !d.closed
+		if d.closed {
 			d.mu.Unlock()
-			if full {
-				d.dropf(c.RemoteAddr(), "%d handshakes in progress", maxHandshakes)
-			}
+			<-d.hsSlots
 			c.Close()
 			continue
 		}
@@ -499,6 +511,7 @@ func (d *Device) handshake(c *net.TCPConn) {
 		d.mu.Lock()
 		delete(d.handshakes, c)
 		d.mu.Unlock()
+		<-d.hsSlots
 		if !keep {
 			c.Close()
 		}

@@ -599,3 +599,43 @@ func TestStrayFloodThrottled(t *testing.T) {
 		t.Fatalf("no summary %q after Close; got:\n%s", want, strings.Join(sink.lines, "\n"))
 	}
 }
+
+// TestHandshakeBurstWaits: more connections in their hello exchange than
+// the device serves at once wait in the listen backlog instead of being
+// dropped. At 128 ranks a leader took 127 connections at once and dropped
+// those beyond maxHandshakes, failing the first collective with "lost its
+// connection to every peer".
+func TestHandshakeBurstWaits(t *testing.T) {
+	p := &transporttest.Pair{}
+	for _, dev := range []*transport.Device{&p.DevA, &p.DevB} {
+		o := testOptions(t)
+		o.HandshakeTimeout = 5 * time.Second
+		o.Logger = logtest.Func(func(string, ...any) {})
+		d, err := NewDevice(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		*dev = d
+		// Fill every handshake slot with a connection that sent the magic
+		// and then waits; release them after a while.
+		var held []net.Conn
+		for range maxHandshakes {
+			c, err := net.Dial("tcp", d.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Write(helloMagic[:])
+			held = append(held, c)
+		}
+		time.AfterFunc(300*time.Millisecond, func() {
+			for _, c := range held {
+				c.Close()
+			}
+		})
+	}
+	p.CQA, p.CQB = transporttest.NewCQ(t, p.DevA), transporttest.NewCQ(t, p.DevB)
+	p.A, p.B = transporttest.NewEndpoint(t, p.DevA, p.CQA), transporttest.NewEndpoint(t, p.DevB, p.CQB)
+	transporttest.ConnectPair(t, p.A, p.B)
+	pingPong(t, p)
+}
