@@ -381,12 +381,16 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 			n, err = e.wait(ctx)
 		case len(p.peers) > 0:
 			// Local copies are waiting: look at the links without
-			// blocking, then make the next copy.
+			// blocking, then make the next copy. The context counts only
+			// if the poll took nothing: completions taken must be handled
+			// (a poke that ends ctx now would drop them, and with them a
+			// chunk and its receive token for good).
 			e.unflushed = false
 			if n = e.CQ.Poll(e.comps); n > 0 {
 				e.progressed()
+			} else {
+				err = ctx.Err()
 			}
-			err = ctx.Err()
 		default:
 			err = ctx.Err()
 		}
