@@ -59,3 +59,6 @@ func (e *endpoint) PostRead(id uint64, local transport.Region, off, n int, remot
 }
 
 func (e *endpoint) Close() error { return e.sub.Close() }
+
+// Sub is the member's endpoint this one wraps.
+func (e *endpoint) Sub() transport.Endpoint { return e.sub }
