@@ -88,6 +88,7 @@ type Comm struct {
 
 	// Owned by the worker goroutine.
 	seq     uint32
+	board   *board // the shared-memory board, if the ranks use one (board.go)
 	cur     callSummary // this collective (number seq), for failure reports
 	prev    callSummary // the one before
 	plans   map[planKey]planEntry
@@ -215,6 +216,10 @@ func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id
 		c.Close()
 		return nil, fmt.Errorf("comm: init rank %d of %d: measuring the transport: %w", c.rank, c.size, err)
 	}
+	if err := c.setupBoard(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("comm: init rank %d of %d: %w", c.rank, c.size, err)
+	}
 	return c, nil
 }
 
@@ -247,6 +252,7 @@ func (c *Comm) Close() error {
 	switch {
 	case c.exec == nil || c.exec.Err() != nil || c.size == 1:
 	case c.life.Err() == nil:
+		c.board.mark(boardClosed)
 		ctx, cancel := context.WithTimeout(c.life, 10*time.Second)
 		drainErr = c.exec.Drain(ctx)
 		cancel()
@@ -261,11 +267,13 @@ func (c *Comm) Close() error {
 			cancel()
 		}
 	case c.aborted.Load():
+		c.board.mark(boardFailed)
 		ctx, cancel := context.WithTimeout(context.Background(), notifyWait)
 		c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeAborted, Rank: c.rank, Seq: uint16(collectives.Epoch(c.seq, true))})
 		cancel()
 	}
 	c.lifeCancel(ErrClosed)
+	c.board.mark(boardClosed) // if not marked above: failed stays failed
 	return errors.Join(drainErr, c.teardown())
 }
 
@@ -300,6 +308,7 @@ func (c *Comm) Abort(cause error) {
 	// Cancelling the life context wakes the executor, which fails the
 	// running collective; Close below tears down the rest.
 	c.lifeCancel(cause)
+	c.board.mark(boardFailed) // ranks waiting on this one's board slot fail now
 	c.Close()
 }
 
@@ -334,5 +343,6 @@ func (c *Comm) teardown() error {
 		errs = append(errs, c.rdv.Close())
 	}
 	errs = append(errs, c.devs.close())
+	c.board.release()
 	return errors.Join(errs...)
 }

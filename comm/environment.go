@@ -82,6 +82,9 @@ var envVars = []envVar{
 	option(EnvVar{"GOCCL_MAX_PEERS", "MaxPeers", strconv.Itoa(DefaultMaxPeers),
 		"peers a rank keeps connected; in larger jobs an all-to-all's links to a batch of peers are closed once both ranks are done with them"},
 		func(o *Options) *int { return &o.MaxPeers }, parsePositive),
+	option(EnvVar{"GOCCL_SHM_BOARD", "NoShmBoard", "1",
+		"`0`: small collectives of ranks all on one host go through the executor's messages instead of the shared-memory board (flags and slots every rank maps)"},
+		func(o *Options) *bool { return &o.NoShmBoard }, parseBoard),
 	option(EnvVar{"GOCCL_TIMEOUT", "Timeout", "10m",
 		"bound on one collective without a context deadline"},
 		func(o *Options) *time.Duration { return &o.Timeout }, parseTimeout),
@@ -276,3 +279,14 @@ func parseSIMD(v string) (string, error) {
 
 // parseDebug: anything but "0" turns the debug lines on.
 func parseDebug(v string) (bool, error) { return v != "0", nil }
+
+// parseBoard reads GOCCL_SHM_BOARD: 1 (the default) uses the board, 0 not.
+func parseBoard(v string) (bool, error) {
+	switch v {
+	case "0":
+		return true, nil
+	case "1":
+		return false, nil
+	}
+	return false, errors.New("want 0 or 1")
+}

@@ -116,6 +116,9 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		c.seqNow.Store(c.seq)
 		c.prev, c.cur = c.cur, callSummary{kind: r.kind, dt: r.dt, op: r.op, count: r.count, root: r.root}
 	}
+	if c.boardTakes(r) {
+		return c.executeBoard(r)
+	}
 	var x callBufs
 	p, err := c.prepare(r, &x)
 	if err != nil {

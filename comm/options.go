@@ -78,6 +78,11 @@ type Options struct {
 	// recursive-doubling partners: O(log n)). Every rank must be given
 	// the same value.
 	MaxPeers int
+	// NoShmBoard turns off the shared-memory board (board.go): small
+	// allreduce, reduce, broadcast, allgather and barrier calls of ranks
+	// that are all on one host then go through the executor's messages
+	// like the rest (env GOCCL_SHM_BOARD=0). Every rank must agree.
+	NoShmBoard bool
 
 	// HostID identifies this rank's host: ranks with equal HostIDs are on
 	// one host, reach each other over shared memory when a shm device is
@@ -217,3 +222,6 @@ func checkTransport(t string) error {
 	}
 	return fmt.Errorf("want auto, shm, tcp or verbs")
 }
+
+// shmBoard reports whether the shared-memory board may be used.
+func (o *Options) shmBoard() bool { return !o.NoShmBoard }

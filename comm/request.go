@@ -286,10 +286,14 @@ func (c *Comm) run(r *Request) {
 	// cancel. Any of them breaks the communicator: a collective abandoned
 	// half way leaves the ranks out of step. Only a cancellable caller
 	// context costs an allocation.
+	// A call on the shared-memory board keeps its own clocks and watches
+	// the caller's context itself (boardWait): timers and a context
+	// callback would cost as much as the call.
+	timed := r.refused != nil || !c.boardTakes(r)
 	if r.ctx != nil && r.ctx.Done() != nil {
 		if err := r.ctx.Err(); err != nil {
 			c.lifeCancel(fmt.Errorf("%s abandoned before it started: %w", r.kind, context.Cause(r.ctx)))
-		} else {
+		} else if timed {
 			ctx := r.ctx
 			stop := context.AfterFunc(ctx, func() {
 				c.lifeCancel(fmt.Errorf("%s abandoned: %w", r.kind, context.Cause(ctx)))
@@ -297,8 +301,10 @@ func (c *Comm) run(r *Request) {
 			defer stop()
 		}
 	}
-	c.watchdog.Reset(c.opts.Timeout)
-	c.armStall()
+	if timed {
+		c.watchdog.Reset(c.opts.Timeout)
+		c.armStall()
+	}
 	c.callNo.Add(1)
 	if r.refused != nil {
 		r.err = c.refuse(r)
@@ -306,8 +312,10 @@ func (c *Comm) run(r *Request) {
 		r.err = c.execute(c.callCtx(), r)
 	}
 	c.callNo.Add(1)
-	c.stallDog.Stop()
-	c.watchdog.Stop()
+	if timed {
+		c.stallDog.Stop()
+		c.watchdog.Stop()
+	}
 	if r.err != nil {
 		c.mu.Lock()
 		if c.err == nil && c.exec.Err() != nil {

@@ -61,6 +61,7 @@ func (c *Comm) refuse(r *Request) error {
 	err := r.refused
 	c.exec.Fail(err)
 	c.failRoot.Store(int64(c.rank))
+	c.board.mark(boardFailed)
 	if c.size == 1 {
 		return err
 	}

@@ -31,3 +31,11 @@ func futexSleep(w *atomic.Uint32, val uint32, d time.Duration) {
 func futexWakeAll(w *atomic.Uint32) {
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWake, uintptr(1<<31-1), 0, 0, 0)
 }
+
+// FutexSleep blocks while *w == val, at most d, for a word in memory shared
+// between processes (Alloc, MapRemote). It may return early for any
+// reason; the caller re-checks its condition.
+func FutexSleep(w *atomic.Uint32, val uint32, d time.Duration) { futexSleep(w, val, d) }
+
+// FutexWakeAll wakes every thread of any process sleeping on w.
+func FutexWakeAll(w *atomic.Uint32) { futexWakeAll(w) }

@@ -1,0 +1,528 @@
+package comm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goccl/goccl/collectives"
+	"github.com/goccl/goccl/transport"
+	"github.com/goccl/goccl/transport/shm"
+)
+
+// The shared-memory board: small collectives of a communicator whose ranks
+// all live on one host go through memory every rank maps, with flags in
+// place of messages (as Open MPI's and MPICH's shared-memory collectives
+// do). Rank 0 allocates the board at New and every rank maps it
+// (shm.MapRemote). Each rank owns a header and two payload slots; a call
+// numbered s (counting board calls only) uses slot s&1:
+//
+//  1. the rank writes its contribution (its input, its block, the root's
+//     buffer) into its slot s&1 and the call's description into its
+//     header, then publishes s as its sequence (a release store);
+//  2. it waits until every rank has published s, checking that they
+//     describe the same call (a mismatch is an error, as the executor's
+//     fingerprints make it one);
+//  3. it reads what it needs straight from the others' slots: an
+//     allreduce reduces all of them in rank order (every rank computes
+//     the same bits), a broadcast copies the root's, an allgather all.
+//
+// A rank writes slot s&1 again in call s+2, which it starts only after
+// every rank published s+1, which each did only after its reads of call
+// s: two slots per rank suffice and no rank waits for reads to end.
+//
+// Waiting spins briefly, then yields, then sleeps on a futex in the board
+// that publishers ring when someone sleeps. A waiting rank watches the
+// ranks it waits for: a rank that closed or failed marks its header, a
+// process that died is seen gone (kill(pid, 0)); the communicator's
+// timeout, stall timeout and Abort end the wait as they end any call.
+
+const (
+	boardSlot     = 16 << 10 // payload bytes per rank and parity
+	boardMaxRanks = 64
+	boardLine     = 128 // header and global area, in bytes (two cache lines)
+
+	// Header fields (offsets in a rank's header).
+	bSeq   = 0  // uint64: the last call published
+	bState = 8  // uint32: boardLive, boardClosed, boardFailed
+	bPid   = 12 // uint32: the rank's process
+	bCall  = 16 // per parity, 16 bytes: kind, type, op, 0, root (int32), count (uint64)
+
+	// Global area.
+	gBell     = 0  // uint32: futex word publishers ring
+	gSleepers = 64 // uint32: ranks asleep on the bell
+)
+
+const (
+	boardLive = iota
+	boardClosed
+	boardFailed
+)
+
+// Wait phases, by the time since the wait began.
+const (
+	boardSpins = 256 // looks before the clock is read at all
+	boardSpin  = 20 * time.Microsecond
+	boardYield = time.Millisecond
+	boardNap   = time.Millisecond // futex sleep, between looks around
+	boardLook  = 10 * time.Millisecond
+)
+
+type board struct {
+	mem   []byte // the mapping (rank 0: the memory it allocated)
+	own   []byte // rank 0: the Alloc'd memory, freed at Close
+	n, me int
+	seq   uint64
+	pid   uint32
+}
+
+func boardSize(n int) int { return boardLine + n*boardLine + n*2*boardSlot }
+
+func (b *board) u64(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&b.mem[off])) }
+func (b *board) u32(off int) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(&b.mem[off])) }
+func (b *board) hdr(r int) int              { return boardLine + r*boardLine }
+func (b *board) seqOf(r int) *atomic.Uint64 { return b.u64(b.hdr(r) + bSeq) }
+func (b *board) stateOf(r int) *atomic.Uint32 {
+	return b.u32(b.hdr(r) + bState)
+}
+func (b *board) slot(r int, seq uint64) []byte {
+	off := boardLine + b.n*boardLine + (r*2+int(seq&1))*boardSlot
+	return b.mem[off : off+boardSlot : off+boardSlot]
+}
+
+// boardCall is what a rank says about its call, to be compared.
+type boardCall struct {
+	kind       collKind
+	dt         DataType
+	op         Op
+	root       int32
+	count uint64
+}
+
+func (b *board) writeCall(seq uint64, k boardCall) {
+	p := b.mem[b.hdr(b.me)+bCall+int(seq&1)*16:]
+	p[0], p[1], p[2], p[3] = byte(k.kind), byte(k.dt), byte(k.op), 0
+	binary.LittleEndian.PutUint32(p[4:], uint32(k.root))
+	binary.LittleEndian.PutUint64(p[8:], k.count)
+}
+
+func (b *board) readCall(r int, seq uint64) boardCall {
+	p := b.mem[b.hdr(r)+bCall+int(seq&1)*16:]
+	return boardCall{kind: collKind(p[0]), dt: DataType(p[1]), op: Op(p[2]),
+		root: int32(binary.LittleEndian.Uint32(p[4:])), count: binary.LittleEndian.Uint64(p[8:])}
+}
+
+func (k boardCall) String() string {
+	s := fmt.Sprintf("%s", k.kind)
+	if k.kind == collBarrier {
+		return s
+	}
+	s += fmt.Sprintf("(%s, %d", k.dt, k.count)
+	if k.kind == collAllreduce || k.kind == collReduce {
+		s += ", " + k.op.String()
+	}
+	if k.kind == collBroadcast || k.kind == collReduce {
+		s += fmt.Sprintf(", root=%d", k.root)
+	}
+	return s + ")"
+}
+
+// setupBoard makes the board at New, for a communicator of more than one
+// and at most boardMaxRanks ranks on one host with a shared-memory
+// device. Every rank takes part in the same exchanges whatever it finds;
+// the board is used only if every rank mapped it. An error is a failure
+// of the exchanges themselves (the store).
+func (c *Comm) setupBoard(ctx context.Context) error {
+	if c.size < 2 || c.size > boardMaxRanks || c.nHosts != 1 || !c.opts.shmBoard() {
+		return nil
+	}
+	sd, _ := c.devs.shm.(*shm.Device)
+	var cq transport.CompletionQueue
+	var eps []transport.Endpoint
+	defer func() {
+		for _, ep := range eps {
+			if ep != nil {
+				ep.Close()
+			}
+		}
+		if cq != nil {
+			cq.Close()
+		}
+	}()
+	// 1. Endpoints between rank 0 and every other rank, only to pass the
+	// board's mapping (they close once it is mapped).
+	var blob []byte
+	var why error
+	if sd == nil {
+		why = errors.New("no shared-memory device")
+	} else {
+		var err error
+		if cq, err = sd.NewCompletionQueue(4 * c.size); err != nil {
+			why = err
+		}
+		for range max(1, (c.size-1)*boolInt(c.rank == 0)) {
+			if why != nil {
+				break
+			}
+			ep, err := sd.NewEndpoint(cq)
+			if err != nil {
+				why = err
+				break
+			}
+			eps = append(eps, ep)
+			blob = appendBlob(blob, ep.LocalAddress(), transport.RemoteRegion{})
+		}
+	}
+	if why != nil {
+		blob = nil
+	}
+	all, err := c.rdv.Allgather(ctx, blob)
+	if err != nil {
+		return fmt.Errorf("shared-memory board: exchange addresses: %w", err)
+	}
+	for _, a := range all {
+		if len(a) == 0 {
+			if why == nil {
+				why = errors.New("a rank has no shared-memory device")
+			}
+		}
+	}
+	// 2. Connect, then rank 0 allocates and registers the board.
+	if why == nil {
+		why = c.connectBoard(ctx, eps, all)
+	}
+	var region transport.Region
+	b := &board{n: c.size, me: c.rank, pid: uint32(os.Getpid())}
+	blob = nil
+	if why == nil && c.rank == 0 {
+		if b.own, why = shm.Alloc(boardSize(c.size)); why == nil {
+			clear(b.own) // touch every page now, not in the first calls
+			if region, why = sd.Register(b.own, transport.AccessAll); why == nil {
+				b.mem = b.own
+				blob = appendBlob(nil, nil, region.Remote())
+			}
+		}
+	}
+	if all, err = c.rdv.Allgather(ctx, blob); err != nil {
+		return fmt.Errorf("shared-memory board: exchange the board: %w", err)
+	}
+	// 3. The others map it.
+	if why == nil && c.rank != 0 {
+		_, regions, err := parseBlobs(all[0], 1)
+		if err != nil {
+			why = fmt.Errorf("rank 0 published no board")
+		} else {
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				b.mem, why = shm.MapRemote(eps[0], regions[0])
+				if !errors.Is(why, shm.ErrNotMapped) || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+			if why == nil && len(b.mem) != boardSize(c.size) {
+				shm.Unmap(b.mem)
+				b.mem, why = nil, fmt.Errorf("board of %d bytes, want %d", len(b.mem), boardSize(c.size))
+			}
+		}
+	}
+	if why == nil {
+		b.u32(b.hdr(c.rank) + bPid).Store(b.pid)
+	}
+	// 4. Agree.
+	ok := []byte{1}
+	if why != nil {
+		ok = []byte{0}
+	}
+	if all, err = c.rdv.Allgather(ctx, ok); err != nil {
+		return fmt.Errorf("shared-memory board: agree: %w", err)
+	}
+	if region != nil {
+		sd.Deregister(region) // mapped by all who could: no more exports
+	}
+	use := why == nil
+	for _, a := range all {
+		use = use && len(a) == 1 && a[0] == 1
+	}
+	if !use {
+		b.release()
+		if why != nil {
+			c.debugf("no shared-memory board: %v", why)
+		} else {
+			c.debugf("no shared-memory board: a rank could not map it")
+		}
+		return nil
+	}
+	c.board = b
+	c.debugf("shared-memory board: %d ranks, collectives up to %d bytes through it", c.size, boardSlot)
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// connectBoard connects rank 0's endpoint i to rank i+1's endpoint, both
+// sides at once.
+func (c *Comm) connectBoard(ctx context.Context, eps []transport.Endpoint, all [][]byte) error {
+	cctx, cancel := context.WithTimeout(ctx, c.opts.InitTimeout)
+	defer cancel()
+	if c.rank != 0 {
+		addrs, _, err := parseBlobs(all[0], c.size-1)
+		if err != nil {
+			return fmt.Errorf("rank 0's addresses: %w", err)
+		}
+		return eps[0].Connect(cctx, addrs[c.rank-1])
+	}
+	errs := make(chan error, len(eps))
+	for i, ep := range eps {
+		addrs, _, err := parseBlobs(all[i+1], 1)
+		if err != nil {
+			errs <- fmt.Errorf("rank %d's address: %w", i+1, err)
+			continue
+		}
+		go func() { errs <- ep.Connect(cctx, addrs[0]) }()
+	}
+	var first error
+	for range eps {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// release unmaps and frees the board.
+func (b *board) release() {
+	if b == nil {
+		return
+	}
+	if b.own != nil {
+		shm.Free(b.own)
+	} else if b.mem != nil {
+		shm.Unmap(b.mem)
+	}
+	b.mem, b.own = nil, nil
+}
+
+// mark sets this rank's state (closed or failed) and wakes the ranks that
+// wait, so that they see it.
+func (b *board) mark(state uint32) {
+	if b == nil || b.mem == nil {
+		return
+	}
+	b.stateOf(b.me).CompareAndSwap(boardLive, state)
+	b.u32(gBell).Add(1)
+	shm.FutexWakeAll(b.u32(gBell))
+}
+
+// boardTakes reports whether r goes through the board: a collective it
+// implements, small enough, with no algorithm asked for. The choice
+// depends only on arguments every rank must pass alike.
+func (c *Comm) boardTakes(r *Request) bool {
+	if c.board == nil || r.algo != "" || c.algoForced[r.kind] != "" {
+		return false
+	}
+	switch r.kind {
+	case collBarrier:
+		return true
+	case collAllreduce, collReduce:
+		return !halfReduction(r) && len(r.send) <= boardSlot
+	case collBroadcast, collAllgather:
+		return len(r.send) <= boardSlot
+	}
+	return false
+}
+
+// executeBoard runs r through the board (see the top of this file).
+func (c *Comm) executeBoard(r *Request) error {
+	b := c.board
+	r.used = "shm-board"
+	k := boardCall{kind: r.kind, dt: r.dt, op: r.op, root: int32(r.root), count: uint64(r.count)}
+	if c.life.Err() != nil { // abandoned before it started
+		return c.boardFail(k, context.Cause(c.life))
+	}
+	b.seq++
+	seq := b.seq
+	mine := b.slot(b.me, seq)
+	switch r.kind {
+	case collAllreduce, collReduce, collAllgather:
+		copy(mine, r.send)
+	case collBroadcast:
+		if c.rank == r.root {
+			copy(mine, r.send)
+		}
+	}
+	b.writeCall(seq, k)
+	b.seqOf(b.me).Store(seq)
+	if b.u32(gSleepers).Load() > 0 {
+		b.u32(gBell).Add(1)
+		shm.FutexWakeAll(b.u32(gBell))
+	}
+	if err := c.boardWait(r, seq, k); err != nil {
+		return err
+	}
+	n := len(r.send)
+	switch r.kind {
+	case collAllreduce:
+		return c.boardReduce(r.recv[:n], seq, r)
+	case collReduce:
+		if c.rank == r.root {
+			return c.boardReduce(r.recv[:n], seq, r)
+		}
+	case collBroadcast:
+		if c.rank != r.root {
+			copy(r.recv, b.slot(r.root, seq)[:n])
+		}
+	case collAllgather:
+		for p := range b.n {
+			if n > 0 && (p != b.me || &r.recv[p*n] != unsafe.SliceData(r.send)) {
+				copy(r.recv[p*n:(p+1)*n], b.slot(p, seq)[:n])
+			}
+		}
+	}
+	return nil
+}
+
+// boardReduce reduces every rank's slot into dst, in rank order.
+func (c *Comm) boardReduce(dst []byte, seq uint64, r *Request) error {
+	b := c.board
+	n := len(dst)
+	if err := collectives.ReduceTo(r.dt, r.op, dst, b.slot(0, seq)[:n], b.slot(1, seq)[:n]); err != nil {
+		return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
+	}
+	for p := 2; p < b.n; p++ {
+		if err := collectives.ReduceTo(r.dt, r.op, dst, dst, b.slot(p, seq)[:n]); err != nil {
+			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
+		}
+	}
+	return nil
+}
+
+// boardWait waits until every rank published seq, and checks that each
+// describes the same call as k. It keeps the communicator's clocks itself
+// (no timers on this path): Options.Timeout from the start of the wait,
+// Options.StallTimeout from the last rank that arrived.
+func (c *Comm) boardWait(r *Request, seq uint64, k boardCall) error {
+	b := c.board
+	var start, lastLook, lastArrival time.Time
+	arrived := 0
+	for i := 0; ; i++ {
+		missing, got := -1, 0
+		for p := range b.n {
+			if b.seqOf(p).Load() >= seq {
+				got++
+			} else if missing < 0 {
+				missing = p
+			}
+		}
+		if missing < 0 {
+			for p := range b.n {
+				if pk := b.readCall(p, seq); p != b.me && pk != k {
+					return c.boardFail(k, fmt.Errorf("collective mismatch: rank %d called %s while rank %d called %s #%d", p, pk, b.me, k, c.seq))
+				}
+			}
+			return nil
+		}
+		if i < boardSpins || i&63 != 63 {
+			continue
+		}
+		now := time.Now()
+		if start.IsZero() {
+			start, lastLook, lastArrival = now, now, now
+		}
+		if got > arrived {
+			arrived, lastArrival = got, now
+		}
+		if now.Sub(lastLook) >= boardLook {
+			lastLook = now
+			if err := c.boardLook(r, seq, k, now.Sub(start), now.Sub(lastArrival)); err != nil {
+				return err
+			}
+		}
+		waited := now.Sub(start)
+		if waited < boardSpin {
+			continue
+		}
+		if waited < boardYield {
+			runtime.Gosched()
+			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+			continue
+		}
+		bell := b.u32(gBell)
+		b.u32(gSleepers).Add(1)
+		v := bell.Load()
+		if b.seqOf(missing).Load() < seq && b.stateOf(missing).Load() == boardLive {
+			shm.FutexSleep(bell, v, boardNap)
+		}
+		b.u32(gSleepers).Add(^uint32(0))
+	}
+}
+
+// boardLook checks, while a board call waits, the communicator's life
+// (Abort, the caller's context), its timeout and stall timeout, and the
+// ranks not arrived: closed, failed or gone.
+func (c *Comm) boardLook(r *Request, seq uint64, k boardCall, waited, idle time.Duration) error {
+	b := c.board
+	if r.ctx != nil && r.ctx.Err() != nil {
+		c.lifeCancel(fmt.Errorf("%s abandoned: %w", r.kind, context.Cause(r.ctx)))
+	}
+	missing := func() string { return rankList(c.boardMissing(seq)) }
+	switch {
+	case c.life.Err() != nil:
+		return c.boardFail(k, fmt.Errorf("waiting for %s: %w", missing(), context.Cause(c.life)))
+	case waited > c.opts.Timeout:
+		return c.boardFail(k, fmt.Errorf("waiting for %s: %w", missing(), &timeoutError{d: c.opts.Timeout}))
+	case idle > c.opts.StallTimeout:
+		return c.boardFail(k, fmt.Errorf("waiting for %s: %w", missing(), &stallError{d: c.opts.StallTimeout}))
+	}
+	for p := range b.n {
+		if p == b.me || b.seqOf(p).Load() >= seq {
+			continue
+		}
+		switch b.stateOf(p).Load() {
+		case boardClosed:
+			return c.boardFail(k, fmt.Errorf("rank %d closed the communicator after %d collectives on the board, before this one", p, b.seqOf(p).Load()))
+		case boardFailed:
+			return c.boardFail(k, fmt.Errorf("rank %d failed or aborted", p))
+		}
+		if pid := int(b.u32(b.hdr(p) + bPid).Load()); pid != 0 && pid != int(b.pid) {
+			if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+				return c.boardFail(k, fmt.Errorf("rank %d (process %d) is gone", p, pid))
+			}
+		}
+	}
+	return nil
+}
+
+// boardMissing lists the ranks that have not published seq.
+func (c *Comm) boardMissing(seq uint64) []int {
+	var m []int
+	for p := range c.board.n {
+		if c.board.seqOf(p).Load() < seq {
+			m = append(m, p)
+		}
+	}
+	return m
+}
+
+// boardFail fails the call and the communicator: every rank that waits on
+// this one sees its mark at once.
+func (c *Comm) boardFail(k boardCall, cause error) error {
+	c.board.mark(boardFailed)
+	err := fmt.Errorf("comm: %s #%d (shm-board): rank %d: %w", k, c.seq, c.rank, cause)
+	c.exec.Fail(err)
+	c.breakLinks()
+	return err
+}

@@ -1,0 +1,198 @@
+package comm_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/goccl/goccl/comm"
+	"github.com/goccl/goccl/comm/commtest"
+)
+
+// TestBoardCollectives: over shared memory, small allreduce, reduce,
+// broadcast, allgather and barrier calls go through the board (their
+// requests say "shm-board"), larger ones and calls with an algorithm
+// asked for through the executor, and every result is exact, on 2 to 5
+// ranks, in place and not, many calls in a row (the slots alternate).
+func TestBoardCollectives(t *testing.T) {
+	const slotFloats = 16 << 10 / 4
+	for _, n := range []int{2, 3, 5} {
+		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
+			runRanksOn(t, "shm", n, testOptsFast, func(c *Comm) error {
+				ctx := context.Background()
+				r := c.Rank()
+				for _, count := range []int{1, 7, slotFloats, slotFloats + 1} {
+					wantAlgo := "shm-board"
+					if count > slotFloats {
+						wantAlgo = ""
+					}
+					for round := range 5 {
+						send, recv := make([]float32, count), make([]float32, count)
+						for i := range send {
+							send[i] = float32(r*1000 + i%100 + round)
+						}
+						req := AllreduceAsync(c, send, recv, Sum)
+						if err := req.Wait(ctx); err != nil {
+							return err
+						}
+						if err := algoIs(req, wantAlgo, "allreduce", count); err != nil {
+							return err
+						}
+						for i, v := range recv {
+							want := float32(1000*n*(n-1)/2 + n*(i%100+round))
+							if v != want {
+								return fmt.Errorf("allreduce of %d, round %d: element %d is %v, want %v", count, round, i, v, want)
+							}
+						}
+						// In place, max.
+						copy(recv, send)
+						if err := Allreduce(ctx, c, recv, recv, Max); err != nil {
+							return err
+						}
+						if want := float32((n-1)*1000 + round); recv[0] != want {
+							return fmt.Errorf("in-place allreduce(max) of %d: %v, want %v", count, recv[0], want)
+						}
+						root := round % n
+						buf := make([]float32, count)
+						if r == root {
+							for i := range buf {
+								buf[i] = float32(root*7 + i%13)
+							}
+						}
+						breq := BroadcastAsync(c, buf, root)
+						if err := breq.Wait(ctx); err != nil {
+							return err
+						}
+						if err := algoIs(breq, wantAlgo, "broadcast", count); err != nil {
+							return err
+						}
+						for i, v := range buf {
+							if v != float32(root*7+i%13) {
+								return fmt.Errorf("broadcast of %d from %d: element %d is %v", count, root, i, v)
+							}
+						}
+						out := make([]float32, count)
+						if err := Reduce(ctx, c, send, out, Sum, root); err != nil {
+							return err
+						}
+						if want := float32(1000*n*(n-1)/2 + n*round); r == root && out[0] != want {
+							return fmt.Errorf("reduce of %d to %d: %v, want %v", count, root, out[0], want)
+						}
+						if count <= 7 {
+							all := make([]float32, n*count)
+							if err := Allgather(ctx, c, send, all); err != nil {
+								return err
+							}
+							for j := range n {
+								if all[j*count] != float32(j*1000+round) {
+									return fmt.Errorf("allgather: block %d starts with %v", j, all[j*count])
+								}
+							}
+							// In place.
+							copy(all[r*count:], send)
+							if err := Allgather(ctx, c, all[r*count:(r+1)*count], all); err != nil {
+								return err
+							}
+							for j := range n {
+								if all[j*count] != float32(j*1000+round) {
+									return fmt.Errorf("in-place allgather: block %d starts with %v", j, all[j*count])
+								}
+							}
+						}
+						if err := c.Barrier(ctx); err != nil {
+							return err
+						}
+					}
+				}
+				// An algorithm asked for bypasses the board.
+				x := []float32{1}
+				req := AllreduceAsync(c, x, x, Sum, WithAlgorithm("ring"))
+				if err := req.Wait(ctx); err != nil {
+					return err
+				}
+				return algoIs(req, "ring", "allreduce", 1)
+			})
+		})
+	}
+}
+
+func algoIs(req *Request, want, what string, count int) error {
+	got := req.Algorithm()
+	if (want == "shm-board") != (got == "shm-board") || (want != "" && want != got) {
+		return fmt.Errorf("%s of %d ran %q, want %q", what, count, got, want)
+	}
+	return nil
+}
+
+// TestBoardMismatch: ranks that call different collectives on the board
+// fail with a mismatch naming both calls, at once, not by timeout.
+func TestBoardMismatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	errs := commtest.Run(ctx, "shm", 3, testOptsFast, func(c *Comm) error {
+		buf := []float32{1, 2}
+		return Broadcast(ctx, c, buf, c.Rank()%2) // roots 0 and 1
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "mismatch") {
+			t.Errorf("rank %d: %v, want a collective mismatch", r, err)
+		} else {
+			t.Logf("rank %d: %v", r, err)
+		}
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the mismatch took %v to report", d)
+	}
+}
+
+// TestBoardPeerLeaves: a rank waiting on the board for a peer that closed
+// the communicator, or aborted, fails at once with an error that says so.
+func TestBoardPeerLeaves(t *testing.T) {
+	for _, how := range []string{"close", "abort", "context"} {
+		t.Run(how, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			comms, err := commtest.Connect(ctx, "shm", 2, testOptsFast)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer comms[0].Close()
+			x := []float32{1}
+			first := make(chan error, 1)
+			go func() { first <- Allreduce(ctx, comms[1], x, make([]float32, 1), Sum) }()
+			if err := Allreduce(ctx, comms[0], x, make([]float32, 1), Sum); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-first; err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			start := time.Now()
+			cctx, ccancel := context.WithCancel(ctx)
+			defer ccancel()
+			go func() { done <- Allreduce(cctx, comms[0], []float32{1}, make([]float32, 1), Sum) }()
+			time.Sleep(50 * time.Millisecond)
+			switch how {
+			case "close":
+				comms[1].Close()
+			case "abort":
+				comms[1].Abort(nil)
+			case "context": // rank 1 never calls; rank 0 gives up
+				ccancel()
+				defer comms[1].Close()
+			}
+			err = <-done
+			want := map[string]string{"close": "closed", "abort": "aborted", "context": "abandoned"}[how]
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("rank 0: %v, want an error saying rank 1 %s", err, want)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("rank 0 failed after %v", d)
+			}
+			t.Logf("rank 0: %v", err)
+		})
+	}
+}
