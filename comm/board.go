@@ -100,10 +100,10 @@ func (b *board) slot(r int, seq uint64) []byte {
 
 // boardCall is what a rank says about its call, to be compared.
 type boardCall struct {
-	kind       collKind
-	dt         DataType
-	op         Op
-	root       int32
+	kind  collKind
+	dt    DataType
+	op    Op
+	root  int32
 	count uint64
 }
 

@@ -88,7 +88,7 @@ type Comm struct {
 
 	// Owned by the worker goroutine.
 	seq     uint32
-	board   *board // the shared-memory board, if the ranks use one (board.go)
+	board   *board      // the shared-memory board, if the ranks use one (board.go)
 	cur     callSummary // this collective (number seq), for failure reports
 	prev    callSummary // the one before
 	plans   map[planKey]planEntry
