@@ -25,9 +25,10 @@ import (
 // (shm.MapRemote). Each rank owns a header and two payload slots; a call
 // numbered s (counting board calls only) uses slot s&1:
 //
-//  1. the rank writes its contribution (its input, its block, the root's
-//     buffer) into its slot s&1 and the call's description into its
-//     header, then publishes s as its sequence (a release store);
+//  1. the rank writes its contribution (its input, its block, all its
+//     blocks, the root's buffer) into its slot s&1 and the call's
+//     description into its header, then publishes s as its sequence (a
+//     release store);
 //  2. it waits until every rank has published s, checking that they
 //     describe the same call (a mismatch is an error, as the executor's
 //     fingerprints make it one);
@@ -337,10 +338,12 @@ func (c *Comm) boardTakes(r *Request) bool {
 	switch r.kind {
 	case collBarrier:
 		return true
-	case collAllreduce, collReduce:
+	case collAllreduce, collReduce, collReduceScatter:
 		return !halfReduction(r) && len(r.send) <= boardSlot
-	case collBroadcast, collAllgather:
+	case collBroadcast, collAllgather, collAlltoall, collGather:
 		return len(r.send) <= boardSlot
+	case collScatter:
+		return c.size*len(r.recv) <= boardSlot
 	}
 	return false
 }
@@ -357,9 +360,9 @@ func (c *Comm) executeBoard(r *Request) error {
 	seq := b.seq
 	mine := b.slot(b.me, seq)
 	switch r.kind {
-	case collAllreduce, collReduce, collAllgather:
+	case collAllreduce, collReduce, collAllgather, collAlltoall, collReduceScatter, collGather:
 		copy(mine, r.send)
-	case collBroadcast:
+	case collBroadcast, collScatter:
 		if c.rank == r.root {
 			copy(mine, r.send)
 		}
@@ -376,11 +379,28 @@ func (c *Comm) executeBoard(r *Request) error {
 	n := len(r.send)
 	switch r.kind {
 	case collAllreduce:
-		return c.boardReduce(r.recv[:n], seq, r)
+		return c.boardReduce(r.recv[:n], 0, seq, r)
 	case collReduce:
 		if c.rank == r.root {
-			return c.boardReduce(r.recv[:n], seq, r)
+			return c.boardReduce(r.recv[:n], 0, seq, r)
 		}
+	case collReduceScatter:
+		blk := len(r.recv)
+		return c.boardReduce(r.recv, b.me*blk, seq, r)
+	case collAlltoall:
+		blk := n / b.n
+		for p := range b.n {
+			copy(r.recv[p*blk:(p+1)*blk], b.slot(p, seq)[b.me*blk:(b.me+1)*blk])
+		}
+	case collGather:
+		if c.rank == r.root {
+			for p := range b.n {
+				copy(r.recv[p*n:(p+1)*n], b.slot(p, seq)[:n])
+			}
+		}
+	case collScatter:
+		blk := len(r.recv)
+		copy(r.recv, b.slot(r.root, seq)[b.me*blk:(b.me+1)*blk])
 	case collBroadcast:
 		if c.rank != r.root {
 			copy(r.recv, b.slot(r.root, seq)[:n])
@@ -395,19 +415,20 @@ func (c *Comm) executeBoard(r *Request) error {
 	return nil
 }
 
-// boardReduce reduces every rank's slot into dst, in rank order.
-func (c *Comm) boardReduce(dst []byte, seq uint64, r *Request) error {
+// boardReduce reduces bytes [off, off+len(dst)) of every rank's slot into
+// dst, in rank order.
+func (c *Comm) boardReduce(dst []byte, off int, seq uint64, r *Request) error {
 	b := c.board
-	n := len(dst)
-	if err := collectives.ReduceTo(r.dt, r.op, dst, b.slot(0, seq)[:n], b.slot(1, seq)[:n]); err != nil {
+	end := off + len(dst)
+	if err := collectives.ReduceTo(r.dt, r.op, dst, b.slot(0, seq)[off:end], b.slot(1, seq)[off:end]); err != nil {
 		return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 	}
 	for p := 2; p < b.n; p++ {
-		if err := collectives.ReduceTo(r.dt, r.op, dst, dst, b.slot(p, seq)[:n]); err != nil {
+		if err := collectives.ReduceTo(r.dt, r.op, dst, dst, b.slot(p, seq)[off:end]); err != nil {
 			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 		}
 	}
-	return nil
+	return collectives.Finish(r.dt, r.op, dst, b.n) // Avg's division
 }
 
 // boardWait waits until every rank published seq, and checks that each

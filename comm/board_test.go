@@ -106,6 +106,19 @@ func TestBoardCollectives(t *testing.T) {
 						}
 					}
 				}
+				// Every collective, type and operation the checks know, at
+				// sizes on both sides of the board's limit.
+				for _, count := range []int{1, 7, 300, slotFloats / n, 2 * slotFloats} {
+					if err := commtest.CheckAll[float32](ctx, c, count, []Op{Sum, Max}); err != nil {
+						return err
+					}
+				}
+				if err := commtest.CheckAll[int32](ctx, c, 5, []Op{Sum, Prod, Min, Max}); err != nil {
+					return err
+				}
+				if err := commtest.CheckAll[float64](ctx, c, 3, []Op{Sum}); err != nil {
+					return err
+				}
 				// An algorithm asked for bypasses the board.
 				x := []float32{1}
 				req := AllreduceAsync(c, x, x, Sum, WithAlgorithm("ring"))

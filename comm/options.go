@@ -79,8 +79,10 @@ type Options struct {
 	// the same value.
 	MaxPeers int
 	// NoShmBoard turns off the shared-memory board (board.go): small
-	// allreduce, reduce, broadcast, allgather and barrier calls of ranks
-	// that are all on one host then go through the executor's messages
+	// collectives (allreduce, reduce, reduce-scatter, broadcast,
+	// allgather, all-to-all, gather, scatter, barrier: 16 KiB per rank at
+	// most) of ranks that are all on one host then go through the
+	// executor's messages
 	// like the rest (env GOCCL_SHM_BOARD=0). Every rank must agree.
 	NoShmBoard bool
 
