@@ -51,6 +51,8 @@ func TestOptionsFromEnv(t *testing.T) {
 		{"simd", map[string]string{"GOCCL_SIMD": "off"}, Options{SIMD: "off"}},
 		{"debug", map[string]string{"GOCCL_DEBUG": "1"}, Options{Debug: true}},
 		{"debug 0 is off", map[string]string{"GOCCL_DEBUG": "0"}, Options{}},
+		{"board off", map[string]string{"GOCCL_SHM_BOARD": "0"}, Options{NoShmBoard: true}},
+		{"board on", map[string]string{"GOCCL_SHM_BOARD": "1"}, Options{}},
 		{"launcher variables set no option", map[string]string{"GOCCL_RANK": "1", "GOCCL_SIZE": "2", "GOCCL_SECRET_WAIT": "1s"}, Options{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,7 +72,7 @@ func TestOptionsFromEnvCoversTheTable(t *testing.T) {
 		}
 		v := map[string]string{"GOCCL_TRANSPORT": "tcp", "GOCCL_ALGO": "allreduce:ring", "GOCCL_SOCKET_IFNAME": "lo",
 			"GOCCL_IB_HCA": "mlx5", "GOCCL_SIMD": "off", "GOCCL_DEBUG": "1", "GOCCL_SPIN_TIME": "1ms",
-			"GOCCL_IB_GID_INDEX": "1"}[e.Name]
+			"GOCCL_IB_GID_INDEX": "1", "GOCCL_SHM_BOARD": "0"}[e.Name]
 		if v == "" {
 			v = e.Default
 		}
@@ -88,6 +90,7 @@ func TestOptionsFromEnvCoversTheTable(t *testing.T) {
 func TestOptionsFromEnvRejects(t *testing.T) {
 	for name, bad := range map[string][]string{
 		"GOCCL_TRANSPORT":      {"rdma", "TCP"},
+		"GOCCL_SHM_BOARD":      {"yes", "2"},
 		"GOCCL_ALGO":           {"allreduce", "bcast:binomial", "allreduce:nonesuch"},
 		"GOCCL_CHUNK_SIZE":     {"abc", "0", "-1", "64", "1023", "67108865"},
 		"GOCCL_SLOTS":          {"x", "0", "-3", "1.5"},
