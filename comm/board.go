@@ -51,11 +51,16 @@ const (
 	boardMaxRanks = 64
 	boardLine     = 128 // header and global area, in bytes (two cache lines)
 
-	// Header fields (offsets in a rank's header).
-	bSeq   = 0  // uint64: the last call published
-	bState = 8  // uint32: boardLive, boardClosed, boardFailed
-	bPid   = 12 // uint32: the rank's process
-	bCall  = 16 // per parity, 16 bytes: kind, type, op, 0, root (int32), count (uint64)
+	// Header fields (offsets in a rank's header). The first cache line
+	// holds all a reader needs for a small call: the sequence, the call
+	// and, up to boardInline bytes, the contribution itself.
+	bSeq    = 0  // uint64: the last call published
+	bCall   = 8  // per parity, uint64: kind, type, op, root (bytes), count (high 32 bits)
+	bInline = 24 // per parity, boardInline bytes: a small contribution
+	bState  = 56 // uint32: boardLive, boardClosed, boardFailed
+	bPid    = 60 // uint32: the rank's process
+
+	boardInline = 16
 
 	// Global area.
 	gBell     = 0  // uint32: futex word publishers ring
@@ -94,7 +99,14 @@ func (b *board) seqOf(r int) *atomic.Uint64 { return b.u64(b.hdr(r) + bSeq) }
 func (b *board) stateOf(r int) *atomic.Uint32 {
 	return b.u32(b.hdr(r) + bState)
 }
-func (b *board) slot(r int, seq uint64) []byte {
+
+// data is where rank r's contribution of n bytes to call seq lies: in its
+// header's first line when small, else in its slot.
+func (b *board) data(r int, seq uint64, n int) []byte {
+	if n <= boardInline {
+		off := b.hdr(r) + bInline + int(seq&1)*boardInline
+		return b.mem[off : off+boardInline : off+boardInline]
+	}
 	off := boardLine + b.n*boardLine + (r*2+int(seq&1))*boardSlot
 	return b.mem[off : off+boardSlot : off+boardSlot]
 }
@@ -109,16 +121,19 @@ type boardCall struct {
 }
 
 func (b *board) writeCall(seq uint64, k boardCall) {
-	p := b.mem[b.hdr(b.me)+bCall+int(seq&1)*16:]
-	p[0], p[1], p[2], p[3] = byte(k.kind), byte(k.dt), byte(k.op), 0
-	binary.LittleEndian.PutUint32(p[4:], uint32(k.root))
-	binary.LittleEndian.PutUint64(p[8:], k.count)
+	v := uint64(uint8(k.kind)) | uint64(uint8(k.dt))<<8 | uint64(uint8(k.op))<<16 | uint64(uint8(k.root))<<24 | uint64(uint32(k.count))<<32
+	// A plain store: the sequence's release store publishes it. (An atomic
+	// one here is a second fence, which waits for the slot's stores to
+	// reach the other cores before the header's may start: +0.3 us.)
+	off := b.hdr(b.me) + bCall + int(seq&1)*8
+	binary.LittleEndian.PutUint64(b.mem[off:off+8], v)
 }
 
 func (b *board) readCall(r int, seq uint64) boardCall {
-	p := b.mem[b.hdr(r)+bCall+int(seq&1)*16:]
-	return boardCall{kind: collKind(p[0]), dt: DataType(p[1]), op: Op(p[2]),
-		root: int32(binary.LittleEndian.Uint32(p[4:])), count: binary.LittleEndian.Uint64(p[8:])}
+	off := b.hdr(r) + bCall + int(seq&1)*8
+	v := binary.LittleEndian.Uint64(b.mem[off : off+8])
+	return boardCall{kind: collKind(uint8(v)), dt: DataType(uint8(v >> 8)), op: Op(uint8(v >> 16)),
+		root: int32(int8(uint8(v >> 24))), count: v >> 32}
 }
 
 func (k boardCall) String() string {
@@ -358,7 +373,11 @@ func (c *Comm) executeBoard(r *Request) error {
 	}
 	b.seq++
 	seq := b.seq
-	mine := b.slot(b.me, seq)
+	L := len(r.send) // this call's contribution, the same length on every rank
+	if r.kind == collScatter {
+		L = c.size * len(r.recv)
+	}
+	mine := b.data(b.me, seq, L)
 	switch r.kind {
 	case collAllreduce, collReduce, collAllgather, collAlltoall, collReduceScatter, collGather:
 		copy(mine, r.send)
@@ -379,36 +398,36 @@ func (c *Comm) executeBoard(r *Request) error {
 	n := len(r.send)
 	switch r.kind {
 	case collAllreduce:
-		return c.boardReduce(r.recv[:n], 0, seq, r)
+		return c.boardReduce(r.recv[:n], 0, seq, L, r)
 	case collReduce:
 		if c.rank == r.root {
-			return c.boardReduce(r.recv[:n], 0, seq, r)
+			return c.boardReduce(r.recv[:n], 0, seq, L, r)
 		}
 	case collReduceScatter:
 		blk := len(r.recv)
-		return c.boardReduce(r.recv, b.me*blk, seq, r)
+		return c.boardReduce(r.recv, b.me*blk, seq, L, r)
 	case collAlltoall:
 		blk := n / b.n
 		for p := range b.n {
-			copy(r.recv[p*blk:(p+1)*blk], b.slot(p, seq)[b.me*blk:(b.me+1)*blk])
+			copy(r.recv[p*blk:(p+1)*blk], b.data(p, seq, L)[b.me*blk:(b.me+1)*blk])
 		}
 	case collGather:
 		if c.rank == r.root {
 			for p := range b.n {
-				copy(r.recv[p*n:(p+1)*n], b.slot(p, seq)[:n])
+				copy(r.recv[p*n:(p+1)*n], b.data(p, seq, L)[:n])
 			}
 		}
 	case collScatter:
 		blk := len(r.recv)
-		copy(r.recv, b.slot(r.root, seq)[b.me*blk:(b.me+1)*blk])
+		copy(r.recv, b.data(r.root, seq, L)[b.me*blk:(b.me+1)*blk])
 	case collBroadcast:
 		if c.rank != r.root {
-			copy(r.recv, b.slot(r.root, seq)[:n])
+			copy(r.recv, b.data(r.root, seq, L)[:n])
 		}
 	case collAllgather:
 		for p := range b.n {
 			if n > 0 && (p != b.me || &r.recv[p*n] != unsafe.SliceData(r.send)) {
-				copy(r.recv[p*n:(p+1)*n], b.slot(p, seq)[:n])
+				copy(r.recv[p*n:(p+1)*n], b.data(p, seq, L)[:n])
 			}
 		}
 	}
@@ -417,14 +436,14 @@ func (c *Comm) executeBoard(r *Request) error {
 
 // boardReduce reduces bytes [off, off+len(dst)) of every rank's slot into
 // dst, in rank order.
-func (c *Comm) boardReduce(dst []byte, off int, seq uint64, r *Request) error {
+func (c *Comm) boardReduce(dst []byte, off int, seq uint64, L int, r *Request) error {
 	b := c.board
 	end := off + len(dst)
-	if err := collectives.ReduceTo(r.dt, r.op, dst, b.slot(0, seq)[off:end], b.slot(1, seq)[off:end]); err != nil {
+	if err := collectives.ReduceTo(r.dt, r.op, dst, b.data(0, seq, L)[off:end], b.data(1, seq, L)[off:end]); err != nil {
 		return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 	}
 	for p := 2; p < b.n; p++ {
-		if err := collectives.ReduceTo(r.dt, r.op, dst, dst, b.slot(p, seq)[off:end]); err != nil {
+		if err := collectives.ReduceTo(r.dt, r.op, dst, dst, b.data(p, seq, L)[off:end]); err != nil {
 			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 		}
 	}
