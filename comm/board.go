@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -88,6 +90,10 @@ type board struct {
 	n, me int
 	seq   uint64
 	pid   uint32
+	// crowded: the host's ranks outnumber its processors, so a waiting
+	// rank yields at once instead of spinning on the processor that a
+	// rank it waits for needs.
+	crowded bool
 }
 
 func boardSize(n int) int { return boardLine + n*boardLine + n*2*boardSlot }
@@ -216,7 +222,7 @@ func (c *Comm) setupBoard(ctx context.Context) error {
 		why = c.connectBoard(ctx, eps, all)
 	}
 	var region transport.Region
-	b := &board{n: c.size, me: c.rank, pid: uint32(os.Getpid())}
+	b := &board{n: c.size, me: c.rank, pid: uint32(os.Getpid()), crowded: c.size > onlineCPUs()}
 	blob = nil
 	if why == nil && c.rank == 0 {
 		if b.own, why = shm.Alloc(boardSize(c.size)); why == nil {
@@ -492,7 +498,7 @@ func (c *Comm) boardWait(r *Request, seq uint64, k boardCall) error {
 			}
 		}
 		waited := now.Sub(start)
-		if waited < boardSpin {
+		if waited < boardSpin && !b.crowded {
 			continue
 		}
 		if waited < boardYield {
@@ -565,4 +571,27 @@ func (c *Comm) boardFail(k boardCall, cause error) error {
 	c.exec.Fail(err)
 	c.breakLinks()
 	return err
+}
+
+// onlineCPUs is the number of processors of the host (not only those this
+// process may run on: a rank bound to one core of two is not crowded).
+func onlineCPUs() int {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return runtime.NumCPU()
+	}
+	n := 0
+	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(lo)
+		z, err2 := a, error(nil)
+		if isRange {
+			z, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || z < a {
+			return runtime.NumCPU()
+		}
+		n += z - a + 1
+	}
+	return max(n, 1)
 }
