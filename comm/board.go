@@ -61,6 +61,9 @@ const (
 	bInline = 24 // per parity, boardInline bytes: a small contribution
 	bState  = 56 // uint32: boardLive, boardClosed, boardFailed
 	bPid    = 60 // uint32: the rank's process
+	// Second line.
+	bAddr = 64 // per parity, uint64: where a direct call's peers read (board_direct.go)
+	bBase = 80 // uint64: the board's address in the rank's process
 
 	boardInline = 16
 
@@ -94,6 +97,12 @@ type board struct {
 	// rank yields at once instead of spinning on the processor that a
 	// rank it waits for needs.
 	crowded bool
+	// cma: every rank can read every other's memory with
+	// process_vm_readv (board_direct.go).
+	cma     bool
+	liov    [1]unix.Iovec
+	riov    [1]unix.RemoteIovec
+	scratch []byte // a direct all-to-all's send buffer, when in place
 }
 
 func boardSize(n int) int { return boardLine + n*boardLine + n*2*boardSlot }
@@ -258,6 +267,7 @@ func (c *Comm) setupBoard(ctx context.Context) error {
 	}
 	if why == nil {
 		b.u32(b.hdr(c.rank) + bPid).Store(b.pid)
+		b.u64(b.hdr(c.rank) + bBase).Store(uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b.mem)))))
 	}
 	// 4. Agree.
 	ok := []byte{1}
@@ -283,9 +293,27 @@ func (c *Comm) setupBoard(ctx context.Context) error {
 		}
 		return nil
 	}
+	// 5. Can every rank read every other's memory (cross-memory attach)?
+	// Then large calls copy straight between the ranks' buffers.
+	ok = []byte{boolByte(b.probeCMA())}
+	if all, err = c.rdv.Allgather(ctx, ok); err != nil {
+		b.release()
+		return fmt.Errorf("shared-memory board: agree on cross-memory attach: %w", err)
+	}
+	b.cma = true
+	for _, a := range all {
+		b.cma = b.cma && len(a) == 1 && a[0] == 1
+	}
 	c.board = b
-	c.debugf("shared-memory board: %d ranks, collectives up to %d bytes through it", c.size, boardSlot)
+	c.debugf("shared-memory board: %d ranks, collectives up to %d bytes through it; larger ones copied straight between the ranks' buffers: %v", c.size, boardSlot, b.cma)
 	return nil
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func boolInt(b bool) int {
@@ -362,9 +390,9 @@ func (c *Comm) boardTakes(r *Request) bool {
 	case collAllreduce, collReduce, collReduceScatter:
 		return !halfReduction(r) && len(r.send) <= boardSlot
 	case collBroadcast, collAllgather, collAlltoall, collGather:
-		return len(r.send) <= boardSlot
+		return len(r.send) <= boardSlot || c.board.direct(len(r.send))
 	case collScatter:
-		return c.size*len(r.recv) <= boardSlot
+		return c.size*len(r.recv) <= boardSlot || c.board.direct(c.size*len(r.recv))
 	}
 	return false
 }
@@ -383,6 +411,9 @@ func (c *Comm) executeBoard(r *Request) error {
 	if r.kind == collScatter {
 		L = c.size * len(r.recv)
 	}
+	if L > boardSlot {
+		return c.executeDirect(r, seq, L, k)
+	}
 	mine := b.data(b.me, seq, L)
 	switch r.kind {
 	case collAllreduce, collReduce, collAllgather, collAlltoall, collReduceScatter, collGather:
@@ -392,12 +423,7 @@ func (c *Comm) executeBoard(r *Request) error {
 			copy(mine, r.send)
 		}
 	}
-	b.writeCall(seq, k)
-	b.seqOf(b.me).Store(seq)
-	if b.u32(gSleepers).Load() > 0 {
-		b.u32(gBell).Add(1)
-		shm.FutexWakeAll(b.u32(gBell))
-	}
+	b.publish(seq, k)
 	if err := c.boardWait(r, seq, k); err != nil {
 		return err
 	}
@@ -438,6 +464,16 @@ func (c *Comm) executeBoard(r *Request) error {
 		}
 	}
 	return nil
+}
+
+// publish writes k as this rank's call seq and publishes seq.
+func (b *board) publish(seq uint64, k boardCall) {
+	b.writeCall(seq, k)
+	b.seqOf(b.me).Store(seq)
+	if b.u32(gSleepers).Load() > 0 {
+		b.u32(gBell).Add(1)
+		shm.FutexWakeAll(b.u32(gBell))
+	}
 }
 
 // boardReduce reduces bytes [off, off+len(dst)) of every rank's slot into

@@ -1,0 +1,158 @@
+package comm
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Direct calls: a broadcast, allgather, all-to-all, gather or scatter too
+// large for the board's slots copies straight from the buffer of the rank
+// that has the data into the buffer of the rank that wants it, once, with
+// cross-memory attach (process_vm_readv: one copy in the kernel, any
+// memory, no registration), when every rank can read every other's memory
+// (probed at New). A call takes two board sequence numbers:
+//
+//  1. each rank publishes, with its call, the address of the buffer its
+//     peers read (its send buffer; a broadcast's or scatter's root only),
+//     and waits for every rank's;
+//  2. each copies what it needs from the peers' buffers into its own, then
+//     publishes the second number and waits for every rank's: no rank
+//     returns (and lets its caller touch the buffer) while a peer may
+//     still read it.
+//
+// The reads of all ranks run at once, each on its own processor. Open
+// MPI's shared-memory transport copies large messages once likewise.
+
+// direct reports whether a call whose contribution is n bytes goes
+// through the board as a direct call.
+func (b *board) direct(n int) bool { return b != nil && b.cma && n > boardSlot }
+
+// probeCMA reports whether this rank can read every other rank's memory:
+// it reads each one's process id in its own mapping of the board.
+func (b *board) probeCMA() bool {
+	var pid [4]byte
+	for p := range b.n {
+		if p == b.me {
+			continue
+		}
+		base := b.u64(b.hdr(p) + bBase).Load()
+		want := b.u32(b.hdr(p) + bPid).Load()
+		if base == 0 || want == 0 {
+			return false
+		}
+		if err := b.read(p, base+uint64(b.hdr(p)+bPid), pid[:]); err != nil {
+			return false
+		}
+		if got := *(*uint32)(unsafe.Pointer(&pid[0])); got != want {
+			return false
+		}
+	}
+	return true
+}
+
+// read copies len(dst) bytes at addr in rank p's process into dst.
+func (b *board) read(p int, addr uint64, dst []byte) error {
+	pid := int(b.u32(b.hdr(p) + bPid).Load())
+	for len(dst) > 0 {
+		b.liov[0] = unix.Iovec{Base: unsafe.SliceData(dst)}
+		b.liov[0].SetLen(len(dst))
+		b.riov[0] = unix.RemoteIovec{Base: uintptr(addr), Len: len(dst)}
+		n, err := unix.ProcessVMReadv(pid, b.liov[:], b.riov[:], 0)
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			return unix.EFAULT
+		}
+		dst, addr = dst[n:], addr+uint64(n)
+	}
+	return nil
+}
+
+func (b *board) addrOf(p int, seq uint64) uint64 {
+	off := b.hdr(p) + bAddr + int(seq&1)*8
+	return *(*uint64)(unsafe.Pointer(&b.mem[off]))
+}
+
+// executeDirect runs r, whose contribution is L bytes, as a direct call
+// numbered seq (and seq+1).
+func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
+	b := c.board
+	src := r.send
+	switch {
+	case (r.kind == collBroadcast || r.kind == collScatter) && c.rank != r.root:
+		src = nil
+	case r.kind == collAlltoall && overlap(r.send, r.recv):
+		// In place: a peer still reads block j of send while this rank
+		// writes block j of recv.
+		if cap(b.scratch) < L {
+			b.scratch = make([]byte, L)
+		}
+		src = b.scratch[:L]
+		copy(src, r.send)
+	}
+	var addr uint64
+	if len(src) > 0 {
+		addr = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(src))))
+	}
+	*(*uint64)(unsafe.Pointer(&b.mem[b.hdr(b.me)+bAddr+int(seq&1)*8])) = addr
+	b.publish(seq, k)
+	if err := c.boardWait(r, seq, k); err != nil {
+		return err
+	}
+	read := func(p int, off uint64, dst []byte) error {
+		if err := b.read(p, b.addrOf(p, seq)+off, dst); err != nil {
+			return c.boardFail(k, fmt.Errorf("reading rank %d's buffer: %w", p, err))
+		}
+		return nil
+	}
+	me := b.me
+	switch r.kind {
+	case collBroadcast:
+		if c.rank != r.root {
+			if err := read(r.root, 0, r.recv[:L]); err != nil {
+				return err
+			}
+		}
+	case collScatter:
+		blk := len(r.recv)
+		if c.rank != r.root {
+			if err := read(r.root, uint64(me*blk), r.recv); err != nil {
+				return err
+			}
+		} else if !sameBytes(r.recv, r.send[me*blk:(me+1)*blk]) {
+			copy(r.recv, r.send[me*blk:(me+1)*blk])
+		}
+	case collAlltoall:
+		blk := L / b.n
+		for i := 1; i <= b.n; i++ {
+			p := (me + i) % b.n // each rank starts with a different peer
+			if p == me {
+				copy(r.recv[me*blk:(me+1)*blk], src[me*blk:(me+1)*blk])
+			} else if err := read(p, uint64(me*blk), r.recv[p*blk:(p+1)*blk]); err != nil {
+				return err
+			}
+		}
+	case collAllgather, collGather:
+		if r.kind == collGather && c.rank != r.root {
+			break
+		}
+		for i := 1; i <= b.n; i++ {
+			p := (me + i) % b.n
+			dst := r.recv[p*L : (p+1)*L]
+			if p == me {
+				if !sameBytes(dst, r.send) {
+					copy(dst, r.send)
+				}
+			} else if err := read(p, 0, dst); err != nil {
+				return err
+			}
+		}
+	}
+	// Every rank done reading before any returns.
+	b.seq++
+	b.publish(b.seq, k)
+	return c.boardWait(r, b.seq, k)
+}
