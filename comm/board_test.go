@@ -211,3 +211,84 @@ func TestBoardPeerLeaves(t *testing.T) {
 		})
 	}
 }
+
+// TestBoardDirect: broadcast, allgather, all-to-all, gather and scatter
+// past the board's slots copy straight between the ranks' buffers
+// (board_direct.go): exact results, in place too, on the board.
+func TestBoardDirect(t *testing.T) {
+	const blk = 16<<10/4 + 3 // floats per block: past a slot
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
+			runRanksOn(t, "shm", n, testOptsFast, func(c *Comm) error {
+				ctx := context.Background()
+				me := c.Rank()
+				val := func(from, to, i int) float32 { return float32(from*1_000_000 + to*10_000 + i%1000) }
+				for round := range 3 {
+					// All-to-all, in place and not.
+					for _, inPlace := range []bool{false, true} {
+						send := make([]float32, n*blk)
+						for j := range n {
+							for i := range blk {
+								send[j*blk+i] = val(me, j, i+round)
+							}
+						}
+						recv := make([]float32, n*blk)
+						if inPlace {
+							recv = send
+						}
+						req := AlltoallAsync(c, send, recv)
+						if err := req.Wait(ctx); err != nil {
+							return err
+						}
+						if err := algoIs(req, "shm-board", "alltoall", blk); err != nil {
+							return err
+						}
+						for j := range n {
+							for _, i := range []int{0, 1, blk - 1} {
+								if got, want := recv[j*blk+i], val(j, me, i+round); got != want {
+									return fmt.Errorf("alltoall (in place %v): block %d element %d is %v, want %v", inPlace, j, i, got, want)
+								}
+							}
+						}
+					}
+					// Allgather in place, gather and scatter with a moving root.
+					all := make([]float32, n*blk)
+					for i := range blk {
+						all[me*blk+i] = val(me, 0, i+round)
+					}
+					if err := Allgather(ctx, c, all[me*blk:(me+1)*blk], all); err != nil {
+						return err
+					}
+					root := round % n
+					var got []float32
+					if me == root {
+						got = make([]float32, n*blk)
+					}
+					if err := Gather(ctx, c, all[me*blk:(me+1)*blk], got, root); err != nil {
+						return err
+					}
+					part := make([]float32, blk)
+					if err := Scatter(ctx, c, got, part, root); err != nil {
+						return err
+					}
+					for j := range n {
+						for _, i := range []int{0, blk / 2, blk - 1} {
+							if all[j*blk+i] != val(j, 0, i+round) {
+								return fmt.Errorf("allgather in place: block %d element %d is %v", j, i, all[j*blk+i])
+							}
+							if me == root && got[j*blk+i] != val(j, 0, i+round) {
+								return fmt.Errorf("gather to %d: block %d element %d is %v", root, j, i, got[j*blk+i])
+							}
+						}
+					}
+					for _, i := range []int{0, blk - 1} {
+						if part[i] != val(me, 0, i+round) {
+							return fmt.Errorf("scatter from %d: element %d is %v", root, i, part[i])
+						}
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
