@@ -62,8 +62,11 @@ const (
 	bState  = 56 // uint32: boardLive, boardClosed, boardFailed
 	bPid    = 60 // uint32: the rank's process
 	// Second line.
-	bAddr = 64 // per parity, uint64: where a direct call's peers read (board_direct.go)
-	bBase = 80 // uint64: the board's address in the rank's process
+	bAddr   = 64  // per parity, uint64: where a direct call's peers read (board_direct.go)
+	bBase   = 80  // uint64: the board's address in the rank's process
+	bSegID  = 88  // per parity, uint64: the shm segment holding that buffer, 0 if none
+	bSegOff = 104 // per parity, uint64: the buffer's offset in the segment
+	bSegFD  = 120 // per parity, uint32: the segment's descriptor in the rank's process
 
 	boardInline = 16
 
@@ -103,6 +106,11 @@ type board struct {
 	liov    [1]unix.Iovec
 	riov    [1]unix.RemoteIovec
 	scratch []byte // a direct all-to-all's send buffer, when in place
+	// segs maps the peers' segments this rank read from (by rank and
+	// segment id; board_direct.go), noSegs the peers whose segments
+	// cannot be mapped here.
+	segs   map[[2]uint64][]byte
+	noSegs map[int]bool
 }
 
 func boardSize(n int) int { return boardLine + n*boardLine + n*2*boardSlot }
@@ -357,6 +365,10 @@ func (c *Comm) connectBoard(ctx context.Context, eps []transport.Endpoint, all [
 func (b *board) release() {
 	if b == nil {
 		return
+	}
+	for k, m := range b.segs {
+		unix.Munmap(m)
+		delete(b.segs, k)
 	}
 	if b.own != nil {
 		shm.Free(b.own)

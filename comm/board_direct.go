@@ -5,6 +5,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goccl/goccl/transport/shm"
 )
 
 // Direct calls: a broadcast, allgather, all-to-all, gather or scatter too
@@ -94,15 +96,30 @@ func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 		copy(src, r.send)
 	}
 	var addr uint64
+	var seg shm.SegmentInfo
 	if len(src) > 0 {
 		addr = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(src))))
+		seg, _ = shm.LookupSegment(src)
 	}
-	*(*uint64)(unsafe.Pointer(&b.mem[b.hdr(b.me)+bAddr+int(seq&1)*8])) = addr
+	h, par := b.hdr(b.me), int(seq&1)
+	*(*uint64)(unsafe.Pointer(&b.mem[h+bAddr+par*8])) = addr
+	*(*uint64)(unsafe.Pointer(&b.mem[h+bSegID+par*8])) = seg.ID
+	*(*uint64)(unsafe.Pointer(&b.mem[h+bSegOff+par*8])) = seg.Off
+	*(*uint32)(unsafe.Pointer(&b.mem[h+bSegFD+par*4])) = uint32(seg.FD)
 	b.publish(seq, k)
 	if err := c.boardWait(r, seq, k); err != nil {
 		return err
 	}
 	read := func(p int, off uint64, dst []byte) error {
+		if m := b.segment(p, seq); m != nil {
+			// The peer's buffer is in shared memory mapped here: a
+			// plain copy, at memory speed.
+			at := *(*uint64)(unsafe.Pointer(&b.mem[b.hdr(p)+bSegOff+int(seq&1)*8])) + off
+			if at+uint64(len(dst)) <= uint64(len(m)) {
+				copy(dst, m[at:at+uint64(len(dst))])
+				return nil
+			}
+		}
 		if err := b.read(p, b.addrOf(p, seq)+off, dst); err != nil {
 			return c.boardFail(k, fmt.Errorf("reading rank %d's buffer: %w", p, err))
 		}
@@ -155,4 +172,43 @@ func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 	b.seq++
 	b.publish(b.seq, k)
 	return c.boardWait(r, b.seq, k)
+}
+
+// maxSegs bounds the peers' segments a rank keeps mapped.
+const maxSegs = 64
+
+// segment returns this rank's mapping of the shm segment that holds rank
+// p's buffer of call seq, mapping it on first use (shm.MapProcessSegment);
+// nil if the buffer is not in a segment or it cannot be mapped (then the
+// call reads with process_vm_readv).
+func (b *board) segment(p int, seq uint64) []byte {
+	h, par := b.hdr(p), int(seq&1)
+	id := *(*uint64)(unsafe.Pointer(&b.mem[h+bSegID+par*8]))
+	if id == 0 || b.noSegs[p] {
+		return nil
+	}
+	key := [2]uint64{uint64(p), id}
+	if m, ok := b.segs[key]; ok {
+		return m
+	}
+	fd := int(*(*uint32)(unsafe.Pointer(&b.mem[h+bSegFD+par*4])))
+	m, err := shm.MapProcessSegment(int(b.u32(h+bPid).Load()), fd)
+	if err != nil {
+		if b.noSegs == nil {
+			b.noSegs = map[int]bool{}
+		}
+		b.noSegs[p] = true
+		return nil
+	}
+	if b.segs == nil || len(b.segs) >= maxSegs {
+		for k, old := range b.segs {
+			unix.Munmap(old)
+			delete(b.segs, k)
+		}
+		if b.segs == nil {
+			b.segs = map[[2]uint64][]byte{}
+		}
+	}
+	b.segs[key] = m
+	return m
 }
