@@ -51,7 +51,7 @@ import (
 const (
 	boardSlot     = 16 << 10 // payload bytes per rank and parity
 	boardMaxRanks = 64
-	boardLine     = 128 // header and global area, in bytes (two cache lines)
+	boardLine     = 256 // header and global area, in bytes (four cache lines)
 
 	// Header fields (offsets in a rank's header). The first cache line
 	// holds all a reader needs for a small call: the sequence, the call
@@ -67,6 +67,9 @@ const (
 	bSegID  = 88  // per parity, uint64: the shm segment holding that buffer, 0 if none
 	bSegOff = 104 // per parity, uint64: the buffer's offset in the segment
 	bSegFD  = 120 // per parity, uint32: the segment's descriptor in the rank's process
+	// Third line: the same for a second buffer (a direct allreduce's
+	// recv, read by the peers in its second half).
+	bBuf2 = 128
 
 	boardInline = 16
 
@@ -111,6 +114,7 @@ type board struct {
 	// cannot be mapped here.
 	segs   map[[2]uint64][]byte
 	noSegs map[int]bool
+	tmp    [3][]byte // a direct allreduce's scratch
 }
 
 func boardSize(n int) int { return boardLine + n*boardLine + n*2*boardSlot }
@@ -399,7 +403,9 @@ func (c *Comm) boardTakes(r *Request) bool {
 	switch r.kind {
 	case collBarrier:
 		return true
-	case collAllreduce, collReduce, collReduceScatter:
+	case collAllreduce:
+		return !halfReduction(r) && (len(r.send) <= boardSlot || c.board.direct(len(r.send)))
+	case collReduce, collReduceScatter:
 		return !halfReduction(r) && len(r.send) <= boardSlot
 	case collBroadcast, collAllgather, collAlltoall, collGather:
 		return len(r.send) <= boardSlot || c.board.direct(len(r.send))

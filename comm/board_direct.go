@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/goccl/goccl/collectives"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/goccl/goccl/transport/shm"
@@ -73,15 +75,55 @@ func (b *board) read(p int, addr uint64, dst []byte) error {
 	return nil
 }
 
-func (b *board) addrOf(p int, seq uint64) uint64 {
-	off := b.hdr(p) + bAddr + int(seq&1)*8
-	return *(*uint64)(unsafe.Pointer(&b.mem[off]))
+// setBuf publishes, in this rank's header for call seq, where its peers
+// read buffer which (0 or 1): its address, and its shm segment if any.
+func (b *board) setBuf(seq uint64, which int, buf []byte) {
+	var addr uint64
+	var seg shm.SegmentInfo
+	if len(buf) > 0 {
+		addr = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(buf))))
+		seg, _ = shm.LookupSegment(buf)
+	}
+	h, par := b.hdr(b.me)+which*bBuf2, int(seq&1)
+	*(*uint64)(unsafe.Pointer(&b.mem[h+bAddr+par*8])) = addr
+	*(*uint64)(unsafe.Pointer(&b.mem[h+bSegID+par*8])) = seg.ID
+	*(*uint64)(unsafe.Pointer(&b.mem[h+bSegOff+par*8])) = seg.Off
+	*(*uint32)(unsafe.Pointer(&b.mem[h+bSegFD+par*4])) = uint32(seg.FD)
+}
+
+// view returns bytes [off, off+n) of rank p's buffer which of call seq in
+// this rank's mapping of its segment, or nil if it has none here.
+func (b *board) view(p int, seq uint64, which int, off uint64, n int) []byte {
+	m := b.segment(p, seq, which)
+	if m == nil {
+		return nil
+	}
+	at := *(*uint64)(unsafe.Pointer(&b.mem[b.hdr(p)+which*bBuf2+bSegOff+int(seq&1)*8])) + off
+	if at+uint64(n) > uint64(len(m)) {
+		return nil
+	}
+	return m[at : at+uint64(n)]
+}
+
+// copyFrom copies bytes [off, off+len(dst)) of rank p's buffer which of
+// call seq into dst: from the mapped segment (memmove at memory speed)
+// if it is in one, else with process_vm_readv.
+func (b *board) copyFrom(p int, seq uint64, which int, off uint64, dst []byte) error {
+	if v := b.view(p, seq, which, off, len(dst)); v != nil {
+		copy(dst, v)
+		return nil
+	}
+	addr := *(*uint64)(unsafe.Pointer(&b.mem[b.hdr(p)+which*bBuf2+bAddr+int(seq&1)*8]))
+	return b.read(p, addr+off, dst)
 }
 
 // executeDirect runs r, whose contribution is L bytes, as a direct call
 // numbered seq (and seq+1).
 func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 	b := c.board
+	if r.kind == collAllreduce {
+		return c.directAllreduce(r, seq, L, k)
+	}
 	src := r.send
 	switch {
 	case (r.kind == collBroadcast || r.kind == collScatter) && c.rank != r.root:
@@ -95,32 +137,13 @@ func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 		src = b.scratch[:L]
 		copy(src, r.send)
 	}
-	var addr uint64
-	var seg shm.SegmentInfo
-	if len(src) > 0 {
-		addr = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(src))))
-		seg, _ = shm.LookupSegment(src)
-	}
-	h, par := b.hdr(b.me), int(seq&1)
-	*(*uint64)(unsafe.Pointer(&b.mem[h+bAddr+par*8])) = addr
-	*(*uint64)(unsafe.Pointer(&b.mem[h+bSegID+par*8])) = seg.ID
-	*(*uint64)(unsafe.Pointer(&b.mem[h+bSegOff+par*8])) = seg.Off
-	*(*uint32)(unsafe.Pointer(&b.mem[h+bSegFD+par*4])) = uint32(seg.FD)
+	b.setBuf(seq, 0, src)
 	b.publish(seq, k)
 	if err := c.boardWait(r, seq, k); err != nil {
 		return err
 	}
 	read := func(p int, off uint64, dst []byte) error {
-		if m := b.segment(p, seq); m != nil {
-			// The peer's buffer is in shared memory mapped here: a
-			// plain copy, at memory speed.
-			at := *(*uint64)(unsafe.Pointer(&b.mem[b.hdr(p)+bSegOff+int(seq&1)*8])) + off
-			if at+uint64(len(dst)) <= uint64(len(m)) {
-				copy(dst, m[at:at+uint64(len(dst))])
-				return nil
-			}
-		}
-		if err := b.read(p, b.addrOf(p, seq)+off, dst); err != nil {
+		if err := b.copyFrom(p, seq, 0, off, dst); err != nil {
 			return c.boardFail(k, fmt.Errorf("reading rank %d's buffer: %w", p, err))
 		}
 		return nil
@@ -181,8 +204,8 @@ const maxSegs = 64
 // p's buffer of call seq, mapping it on first use (shm.MapProcessSegment);
 // nil if the buffer is not in a segment or it cannot be mapped (then the
 // call reads with process_vm_readv).
-func (b *board) segment(p int, seq uint64) []byte {
-	h, par := b.hdr(p), int(seq&1)
+func (b *board) segment(p int, seq uint64, which int) []byte {
+	h, par := b.hdr(p)+which*bBuf2, int(seq&1)
 	id := *(*uint64)(unsafe.Pointer(&b.mem[h+bSegID+par*8]))
 	if id == 0 || b.noSegs[p] {
 		return nil
@@ -192,7 +215,7 @@ func (b *board) segment(p int, seq uint64) []byte {
 		return m
 	}
 	fd := int(*(*uint32)(unsafe.Pointer(&b.mem[h+bSegFD+par*4])))
-	m, err := shm.MapProcessSegment(int(b.u32(h+bPid).Load()), fd)
+	m, err := shm.MapProcessSegment(int(b.u32(b.hdr(p)+bPid).Load()), fd)
 	if err != nil {
 		if b.noSegs == nil {
 			b.noSegs = map[int]bool{}
@@ -211,4 +234,103 @@ func (b *board) segment(p int, seq uint64) []byte {
 	}
 	b.segs[key] = m
 	return m
+}
+
+// directAllreduce runs a large allreduce as a direct call in three board
+// rounds: each rank publishes its send and recv buffers; each reduces its
+// part (an n-th of the elements) of every rank's send, in rank order,
+// into its recv (so one rank computes each part: every rank gets the same
+// bits); a round; each copies the other parts from their ranks' recv; a
+// round, so that no buffer changes while a peer reads it. With the
+// buffers in shm segments (comm.Alloc) every read is from a mapping.
+func (c *Comm) directAllreduce(r *Request, seq uint64, L int, k boardCall) error {
+	b, n, me := c.board, c.board.n, c.board.me
+	es := r.dt.Size()
+	part := func(p int) (int, int) {
+		cnt := L / es
+		return cnt * p / n * es, cnt * (p + 1) / n * es
+	}
+	b.setBuf(seq, 0, r.send)
+	b.setBuf(seq, 1, r.recv)
+	b.publish(seq, k)
+	if err := c.boardWait(r, seq, k); err != nil {
+		return err
+	}
+	fail := func(p int, err error) error {
+		return c.boardFail(k, fmt.Errorf("reading rank %d's buffer: %w", p, err))
+	}
+	lo, hi := part(me)
+	dst := r.recv[lo:hi]
+	if hi > lo {
+		// This rank's part of every send, reduced in rank order. In place,
+		// this rank's own part is overwritten by the first step: keep it.
+		mine := r.send[lo:hi]
+		if overlap(r.send, r.recv) && me >= 2 {
+			mine = b.temp(2, hi-lo)
+			copy(mine, r.send[lo:hi])
+		}
+		// src is rank p's part: this rank's, a view of the peer's mapped
+		// segment, or a copy read into temp t.
+		src := func(p, t int) ([]byte, error) {
+			if p == me {
+				return mine, nil
+			}
+			if v := b.view(p, seq, 0, uint64(lo), hi-lo); v != nil {
+				return v, nil
+			}
+			buf := b.temp(t, hi-lo)
+			if err := b.copyFrom(p, seq, 0, uint64(lo), buf); err != nil {
+				return nil, fail(p, err)
+			}
+			return buf, nil
+		}
+		s0, err := src(0, 0)
+		if err != nil {
+			return err
+		}
+		s1, err := src(1, 1)
+		if err != nil {
+			return err
+		}
+		if err := collectives.ReduceTo(r.dt, r.op, dst, s0, s1); err != nil {
+			return c.boardFail(k, err)
+		}
+		for p := 2; p < n; p++ {
+			sp, err := src(p, 0)
+			if err != nil {
+				return err
+			}
+			if err := collectives.ReduceTo(r.dt, r.op, dst, dst, sp); err != nil {
+				return c.boardFail(k, err)
+			}
+		}
+		if err := collectives.Finish(r.dt, r.op, dst, n); err != nil {
+			return c.boardFail(k, err)
+		}
+	}
+	b.seq++
+	b.publish(b.seq, k)
+	if err := c.boardWait(r, b.seq, k); err != nil {
+		return err
+	}
+	for i := 1; i < n; i++ {
+		p := (me + i) % n
+		plo, phi := part(p)
+		if phi > plo {
+			if err := b.copyFrom(p, seq, 1, uint64(plo), r.recv[plo:phi]); err != nil {
+				return fail(p, err)
+			}
+		}
+	}
+	b.seq++
+	b.publish(b.seq, k)
+	return c.boardWait(r, b.seq, k)
+}
+
+// temp returns scratch buffer i (0 to 2) of at least n bytes.
+func (b *board) temp(i, n int) []byte {
+	if cap(b.tmp[i]) < n {
+		b.tmp[i] = make([]byte, n)
+	}
+	return b.tmp[i][:n]
 }
