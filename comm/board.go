@@ -115,9 +115,14 @@ type board struct {
 	segs   map[[2]uint64][]byte
 	noSegs map[int]bool
 	tmp    [3][]byte // a direct allreduce's scratch
+	// mail: point-to-point calls go through the mailboxes
+	// (board_p2p.go); sent[d] and got[s] count the messages this rank
+	// sent to d and received from s.
+	mail            bool
+	sent, got, seen []uint64 // seen[d]: the last count of taken read from d's box
 }
 
-func boardSize(n int) int { return boardLine + n*boardLine + n*2*boardSlot }
+func boardSize(n int) int { return boardLine + n*boardLine + n*2*boardSlot + mailSize(n) }
 
 func (b *board) u64(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&b.mem[off])) }
 func (b *board) u32(off int) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(&b.mem[off])) }
@@ -316,6 +321,8 @@ func (c *Comm) setupBoard(ctx context.Context) error {
 	for _, a := range all {
 		b.cma = b.cma && len(a) == 1 && a[0] == 1
 	}
+	b.mail = b.cma && mailSize(c.size) > 0
+	b.sent, b.got, b.seen = make([]uint64, c.size), make([]uint64, c.size), make([]uint64, c.size)
 	c.board = b
 	c.debugf("shared-memory board: %d ranks, collectives up to %d bytes through it; larger ones copied straight between the ranks' buffers: %v", c.size, boardSlot, b.cma)
 	return nil
@@ -411,6 +418,8 @@ func (c *Comm) boardTakes(r *Request) bool {
 		return len(r.send) <= boardSlot || c.board.direct(len(r.send))
 	case collScatter:
 		return c.size*len(r.recv) <= boardSlot || c.board.direct(c.size*len(r.recv))
+	case collSend, collRecv, collSendRecv:
+		return c.board.mail
 	}
 	return false
 }
@@ -591,17 +600,43 @@ func (c *Comm) boardLook(r *Request, seq uint64, k boardCall, waited, idle time.
 		if p == b.me || b.seqOf(p).Load() >= seq {
 			continue
 		}
-		switch b.stateOf(p).Load() {
-		case boardClosed:
-			return c.boardFail(k, fmt.Errorf("rank %d closed the communicator after %d collectives on the board, before this one", p, b.seqOf(p).Load()))
-		case boardFailed:
-			return c.boardFail(k, fmt.Errorf("rank %d failed or aborted", p))
+		if err := c.peerGone(p, k); err != nil {
+			return err
 		}
-		if pid := int(b.u32(b.hdr(p) + bPid).Load()); pid != 0 && pid != int(b.pid) {
-			if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
-				return c.boardFail(k, fmt.Errorf("rank %d (process %d) is gone", p, pid))
-			}
+	}
+	return nil
+}
+
+// peerGone fails the call if rank p closed, failed or is gone.
+func (c *Comm) peerGone(p int, k boardCall) error {
+	b := c.board
+	switch b.stateOf(p).Load() {
+	case boardClosed:
+		return c.boardFail(k, fmt.Errorf("rank %d closed the communicator after %d collectives on the board, before this call", p, b.seqOf(p).Load()))
+	case boardFailed:
+		return c.boardFail(k, fmt.Errorf("rank %d failed or aborted", p))
+	}
+	if pid := int(b.u32(b.hdr(p) + bPid).Load()); pid != 0 && pid != int(b.pid) {
+		if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+			return c.boardFail(k, fmt.Errorf("rank %d (process %d) is gone", p, pid))
 		}
+	}
+	return nil
+}
+
+// timesUp fails a board wait that the communicator's life, timeout or
+// stall timeout (or the caller's context) ended; waiting says for what.
+func (c *Comm) timesUp(r *Request, k boardCall, waited, idle time.Duration, waiting func() string) error {
+	if r.ctx != nil && r.ctx.Err() != nil {
+		c.lifeCancel(fmt.Errorf("%s abandoned: %w", r.kind, context.Cause(r.ctx)))
+	}
+	switch {
+	case c.life.Err() != nil:
+		return c.boardFail(k, fmt.Errorf("%s: %w", waiting(), context.Cause(c.life)))
+	case waited > c.opts.Timeout:
+		return c.boardFail(k, fmt.Errorf("%s: %w", waiting(), &timeoutError{d: c.opts.Timeout}))
+	case idle > c.opts.StallTimeout:
+		return c.boardFail(k, fmt.Errorf("%s: %w", waiting(), &stallError{d: c.opts.StallTimeout}))
 	}
 	return nil
 }
@@ -621,7 +656,12 @@ func (c *Comm) boardMissing(seq uint64) []int {
 // this one sees its mark at once.
 func (c *Comm) boardFail(k boardCall, cause error) error {
 	c.board.mark(boardFailed)
-	err := fmt.Errorf("comm: %s #%d (shm-board): rank %d: %w", k, c.seq, c.rank, cause)
+	var err error
+	if k.kind.Info().P2P {
+		err = fmt.Errorf("comm: %s (shm-mailbox): rank %d: %w", k, c.rank, cause)
+	} else {
+		err = fmt.Errorf("comm: %s #%d (shm-board): rank %d: %w", k, c.seq, c.rank, cause)
+	}
 	c.exec.Fail(err)
 	c.breakLinks()
 	return err

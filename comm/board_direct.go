@@ -207,6 +207,13 @@ const maxSegs = 64
 func (b *board) segment(p int, seq uint64, which int) []byte {
 	h, par := b.hdr(p)+which*bBuf2, int(seq&1)
 	id := *(*uint64)(unsafe.Pointer(&b.mem[h+bSegID+par*8]))
+	fd := int(*(*uint32)(unsafe.Pointer(&b.mem[h+bSegFD+par*4])))
+	return b.segmentBy(p, id, fd)
+}
+
+// segmentBy is segment for the segment id whose descriptor in rank p's
+// process is fd.
+func (b *board) segmentBy(p int, id uint64, fd int) []byte {
 	if id == 0 || b.noSegs[p] {
 		return nil
 	}
@@ -214,7 +221,6 @@ func (b *board) segment(p int, seq uint64, which int) []byte {
 	if m, ok := b.segs[key]; ok {
 		return m
 	}
-	fd := int(*(*uint32)(unsafe.Pointer(&b.mem[h+bSegFD+par*4])))
 	m, err := shm.MapProcessSegment(int(b.u32(b.hdr(p)+bPid).Load()), fd)
 	if err != nil {
 		if b.noSegs == nil {

@@ -290,3 +290,95 @@ func TestBoardDirect(t *testing.T) {
 		})
 	}
 }
+
+// TestMailbox: point-to-point calls between ranks of one host go through
+// the board's mailboxes: every size (empty, eager, at the eager limit,
+// past it from plain and from Alloc'd memory), in order, more in flight
+// than a mailbox holds, a SendRecv exchange of large messages both ways,
+// and a tag mismatch that fails the receiver with both calls named.
+func TestMailbox(t *testing.T) {
+	runRanksOn(t, "shm", 2, testOptsFast, func(c *Comm) error {
+		ctx := context.Background()
+		me, peer := c.Rank(), 1-c.Rank()
+		for _, n := range []int{0, 2, 1024, 1025, 300_000} {
+			for _, alloc := range []bool{false, true} {
+				buf := make([]float32, n)
+				if alloc {
+					var err error
+					if buf, err = Alloc[float32](c, n); err != nil {
+						return err
+					}
+				}
+				for i := range buf {
+					buf[i] = float32(me*100000 + i)
+				}
+				var req *Request
+				if me == 0 {
+					req = SendAsync(c, buf, peer, n%7)
+				} else {
+					req = RecvAsync(c, buf, peer, n%7)
+				}
+				if err := req.Wait(ctx); err != nil {
+					return err
+				}
+				if got := req.Algorithm(); got != "shm-mailbox" {
+					return fmt.Errorf("message of %d floats ran %q, want shm-mailbox", n, got)
+				}
+				if me == 1 {
+					for _, i := range []int{0, n / 2, n - 1} {
+						if n > 0 && buf[i] != float32(i) {
+							return fmt.Errorf("message of %d floats: element %d is %v", n, i, buf[i])
+						}
+					}
+				}
+				if alloc {
+					Free(c, buf)
+				}
+			}
+		}
+		// Ten messages in flight, more than a mailbox holds.
+		var reqs []*Request
+		bufs := make([][]float32, 10)
+		for i := range bufs {
+			bufs[i] = []float32{float32(me*10 + i)}
+			if me == 0 {
+				reqs = append(reqs, SendAsync(c, bufs[i], peer, i))
+			}
+		}
+		if me == 1 {
+			for i := range bufs {
+				if err := Recv(ctx, c, bufs[i], peer, i); err != nil {
+					return err
+				}
+				if bufs[i][0] != float32(i) {
+					return fmt.Errorf("message %d: %v", i, bufs[i][0])
+				}
+			}
+		}
+		if err := WaitAll(ctx, reqs...); err != nil {
+			return err
+		}
+		// A large exchange both ways.
+		send, recv := make([]float32, 100_000), make([]float32, 100_000)
+		for i := range send {
+			send[i] = float32(me + i)
+		}
+		if err := SendRecv(ctx, c, send, peer, recv, peer, 3); err != nil {
+			return err
+		}
+		if recv[99_999] != float32(peer+99_999) {
+			return fmt.Errorf("sendrecv: %v", recv[99_999])
+		}
+		// A mismatch: the receiver fails, naming both calls.
+		x := []float32{1}
+		if me == 0 {
+			return Send(ctx, c, x, peer, 1)
+		}
+		err := Recv(ctx, c, x, peer, 2)
+		if err == nil || !strings.Contains(err.Error(), "mismatch") || !strings.Contains(err.Error(), "tag 1") {
+			return fmt.Errorf("a receive with another tag: %v, want a mismatch naming tag 1", err)
+		}
+		t.Logf("rank 1: %v", err)
+		return nil
+	})
+}

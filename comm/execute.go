@@ -111,6 +111,9 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 	if r.kind.Info().P2P && (r.args.peer == c.rank || r.args.src == c.rank) {
 		return c.executeSelf(ctx, r)
 	}
+	if r.kind.Info().P2P && c.boardTakes(r) {
+		return c.executeMail(r)
+	}
 	if !r.kind.Info().P2P {
 		c.seq++
 		c.seqNow.Store(c.seq)

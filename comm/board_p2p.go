@@ -1,0 +1,224 @@
+package comm
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goccl/goccl/transport/shm"
+)
+
+// Point-to-point mailboxes: in a communicator with a board, of at most
+// mailMaxRanks ranks that can all read each other's memory, every Send and
+// Recv goes through a mailbox in the board, one per ordered pair of ranks:
+// a ring of mailSlots entries that the sender fills and the receiver
+// empties, in order: an entry's first word is the number of the message in
+// it (written last, by the sender: the receiver polls that cache line,
+// which also holds the tag, the length and a small payload), and the
+// receiver counts the messages it took in the box's first line. A
+// message of at most mailEager bytes is copied
+// into the entry and the Send completes at once (eager, as before); a
+// larger one leaves its buffer's address (and shm segment) in the entry,
+// the receiver copies it straight from the sender's buffer (mapped, or
+// with process_vm_readv), and the Send completes when the receiver has
+// taken it. The receiver compares the entry's tag and length with its
+// Recv's: a difference fails both calls' communicators with a mismatch.
+const (
+	mailMaxRanks = 16
+	mailSlots    = 4
+	mailEager    = 4096
+	mailEntry    = 64 + mailEager // header, then the payload from mData
+	mailBox      = 128 + mailSlots*mailEntry
+
+	// Entry header.
+	mSeq   = 0  // uint64: the message's number + 1, published last
+	mTag   = 8  // uint32
+	mLen   = 12 // uint32
+	mLarge = 16 // uint32: 1 if the payload is in the sender's buffer
+	mSegFD = 20 // uint32
+	mAddr  = 24 // uint64
+	mSegID = 32 // uint64
+	mSegOf = 40 // uint64
+	mData  = 48 // the payload of an eager message
+)
+
+func mailSize(n int) int {
+	if n > mailMaxRanks {
+		return 0
+	}
+	return n * n * mailBox
+}
+
+// box is the offset of the mailbox from rank s to rank d; the count of
+// messages taken is its first word.
+func (b *board) box(s, d int) int {
+	return boardLine + b.n*boardLine + b.n*2*boardSlot + (s*b.n+d)*mailBox
+}
+
+func (b *board) entry(s, d int, i uint64) []byte {
+	off := b.box(s, d) + 128 + int(i%mailSlots)*mailEntry
+	return b.mem[off : off+mailEntry : off+mailEntry]
+}
+
+func u32at(e []byte, off int) *uint32 { return (*uint32)(unsafe.Pointer(&e[off])) }
+func u64at(e []byte, off int) *uint64 { return (*uint64)(unsafe.Pointer(&e[off])) }
+
+// executeMail runs a Send, Recv or SendRecv through the mailboxes.
+func (c *Comm) executeMail(r *Request) error {
+	b := c.board
+	r.used = "shm-mailbox"
+	k := boardCall{kind: r.kind, dt: r.dt, root: -1, count: uint64(r.count)}
+	if c.life.Err() != nil {
+		return c.boardFail(k, c.life.Err())
+	}
+	var large bool
+	var n uint64
+	if r.kind != collRecv {
+		var err error
+		if large, n, err = c.mailPost(r, k); err != nil {
+			return err
+		}
+	}
+	if r.kind != collSend {
+		if err := c.mailTake(r, k); err != nil {
+			return err
+		}
+	}
+	if large {
+		// The receiver copies from this rank's buffer: wait until it has.
+		d := r.args.peer
+		return c.mailWait(r, k, d, b.u64(b.box(b.me, d)), n+1, "for rank %d to take this rank's message")
+	}
+	return nil
+}
+
+// mailPost puts r's message into the mailbox to its peer, once there is
+// room; it reports whether the message stays in r.send (large) and its
+// number.
+func (c *Comm) mailPost(r *Request, k boardCall) (large bool, n uint64, err error) {
+	b, d := c.board, r.args.peer
+	n = b.sent[d]
+	if n >= mailSlots && b.seen[d] < n+1-mailSlots {
+		// The box looks full: look at what the receiver took (only then:
+		// each look is a cache miss).
+		taken := b.u64(b.box(b.me, d))
+		if b.seen[d] = taken.Load(); b.seen[d] < n+1-mailSlots {
+			if err := c.mailWait(r, k, d, taken, n+1-mailSlots, "for room in the mailbox to rank %d"); err != nil {
+				return false, 0, err
+			}
+			b.seen[d] = taken.Load()
+		}
+	}
+	e := b.entry(b.me, d, n)
+	*u32at(e, mTag), *u32at(e, mLen) = uint32(r.args.tag), uint32(len(r.send))
+	large = len(r.send) > mailEager
+	if large {
+		seg, _ := shm.LookupSegment(r.send)
+		*u32at(e, mLarge), *u32at(e, mSegFD) = 1, uint32(seg.FD)
+		*u64at(e, mAddr) = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(r.send))))
+		*u64at(e, mSegID), *u64at(e, mSegOf) = seg.ID, seg.Off
+	} else {
+		*u32at(e, mLarge) = 0
+		copy(e[mData:], r.send)
+	}
+	b.sent[d] = n + 1
+	(*atomic.Uint64)(unsafe.Pointer(&e[mSeq])).Store(n + 1)
+	b.ring()
+	return large, n, nil
+}
+
+// mailTake takes the next message from r's source into r.recv.
+func (c *Comm) mailTake(r *Request, k boardCall) error {
+	b, s := c.board, r.args.src
+	n := b.got[s]
+	e := b.entry(s, b.me, n)
+	if err := c.mailWait(r, k, s, (*atomic.Uint64)(unsafe.Pointer(&e[mSeq])), n+1, "for rank %d's message"); err != nil {
+		return err
+	}
+	tag, size := *u32at(e, mTag), int(*u32at(e, mLen))
+	if int(tag) != r.args.tag || size != len(r.recv) {
+		return c.boardFail(k, fmt.Errorf("point-to-point mismatch: rank %d sent %d bytes with tag %d where rank %d receives %d bytes with tag %d",
+			s, size, tag, b.me, len(r.recv), r.args.tag))
+	}
+	if *u32at(e, mLarge) == 0 {
+		copy(r.recv, e[mData:mData+size])
+	} else if err := b.copyLarge(s, e, r.recv); err != nil {
+		return c.boardFail(k, fmt.Errorf("reading rank %d's message: %w", s, err))
+	}
+	b.got[s] = n + 1
+	b.u64(b.box(s, b.me)).Store(n + 1)
+	b.ring()
+	return nil
+}
+
+// copyLarge copies a large message from the sender's buffer described by
+// entry e into dst.
+func (b *board) copyLarge(s int, e []byte, dst []byte) error {
+	if id := *u64at(e, mSegID); id != 0 {
+		if m := b.segmentBy(s, id, int(*u32at(e, mSegFD))); m != nil {
+			at := *u64at(e, mSegOf)
+			if at+uint64(len(dst)) <= uint64(len(m)) {
+				copy(dst, m[at:at+uint64(len(dst))])
+				return nil
+			}
+		}
+	}
+	return b.read(s, *u64at(e, mAddr), dst)
+}
+
+// ring wakes the ranks asleep on the board's bell, if any.
+func (b *board) ring() {
+	if b.u32(gSleepers).Load() > 0 {
+		b.u32(gBell).Add(1)
+		shm.FutexWakeAll(b.u32(gBell))
+	}
+}
+
+// mailWait waits until *w >= v, written by rank p, with boardWait's
+// phases and checks; what says what for (with p).
+func (c *Comm) mailWait(r *Request, k boardCall, p int, w *atomic.Uint64, v uint64, what string) error {
+	b := c.board
+	var start, lastLook time.Time
+	for i := 0; ; i++ {
+		if w.Load() >= v {
+			return nil
+		}
+		if i < boardSpins || i&63 != 63 {
+			continue
+		}
+		now := time.Now()
+		if start.IsZero() {
+			start, lastLook = now, now
+		}
+		if now.Sub(lastLook) >= boardLook {
+			lastLook = now
+			waited := now.Sub(start)
+			if err := c.timesUp(r, k, waited, waited, func() string { return fmt.Sprintf("waiting "+what, p) }); err != nil {
+				return err
+			}
+			if err := c.peerGone(p, k); err != nil {
+				return err
+			}
+		}
+		waited := now.Sub(start)
+		if waited < boardSpin && !b.crowded {
+			continue
+		}
+		if waited < boardYield {
+			runtime.Gosched()
+			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+			continue
+		}
+		bell := b.u32(gBell)
+		b.u32(gSleepers).Add(1)
+		bv := bell.Load()
+		if w.Load() < v && b.stateOf(p).Load() == boardLive {
+			shm.FutexSleep(bell, bv, boardNap)
+		}
+		b.u32(gSleepers).Add(^uint32(0))
+	}
+}
