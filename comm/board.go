@@ -67,7 +67,9 @@ const (
 	bSegID  = 88  // per parity, uint64: the shm segment holding that buffer, 0 if none
 	bSegOff = 104 // per parity, uint64: the buffer's offset in the segment
 	bSegFD  = 120 // per parity, uint32: the segment's descriptor in the rank's process
-	// Third line: the same for a second buffer (a direct allreduce's
+	// Third line: the rank at the root of this rank's failure, plus one.
+	bRoot = 128
+	// Fourth line: a second buffer's bAddr...bSegFD (a direct allreduce's
 	// recv, read by the peers in its second half).
 	bBuf2 = 128
 
@@ -392,8 +394,22 @@ func (b *board) release() {
 // mark sets this rank's state (closed or failed) and wakes the ranks that
 // wait, so that they see it.
 func (b *board) mark(state uint32) {
+	if b != nil {
+		b.markRoot(state, b.me)
+	}
+}
+
+// markRoot is mark for a failure whose root (the rank that failed first,
+// as this rank found) is root: the ranks that see the mark blame root.
+func (b *board) markRoot(state uint32, root int) {
 	if b == nil || b.mem == nil {
 		return
+	}
+	if root < 0 || root >= b.n {
+		root = b.me
+	}
+	if b.stateOf(b.me).Load() == boardLive {
+		b.u32(b.hdr(b.me) + bRoot).Store(uint32(root) + 1)
 	}
 	b.stateOf(b.me).CompareAndSwap(boardLive, state)
 	b.u32(gBell).Add(1)
@@ -612,16 +628,28 @@ func (c *Comm) peerGone(p int, k boardCall) error {
 	b := c.board
 	switch b.stateOf(p).Load() {
 	case boardClosed:
-		return c.boardFail(k, fmt.Errorf("rank %d closed the communicator after %d collectives on the board, before this call", p, b.seqOf(p).Load()))
+		return c.boardBlame(k, p, fmt.Errorf("rank %d closed the communicator after %d collectives on the board, before this call", p, b.seqOf(p).Load()))
 	case boardFailed:
-		return c.boardFail(k, fmt.Errorf("rank %d failed or aborted", p))
+		if root := int(b.u32(b.hdr(p)+bRoot).Load()) - 1; root >= 0 && root != p {
+			return c.boardBlame(k, root, fmt.Errorf("rank %d failed (reported by rank %d)", root, p))
+		}
+		return c.boardBlame(k, p, fmt.Errorf("rank %d failed or aborted", p))
 	}
 	if pid := int(b.u32(b.hdr(p) + bPid).Load()); pid != 0 && pid != int(b.pid) {
 		if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
-			return c.boardFail(k, fmt.Errorf("rank %d (process %d) is gone", p, pid))
+			return c.boardBlame(k, p, fmt.Errorf("rank %d failed: its process %d is gone", p, pid))
 		}
 	}
 	return nil
+}
+
+// readFail fails a call whose copy from rank p's memory failed: p is gone
+// (it died, and its memory with it), or something else went wrong here.
+func (c *Comm) readFail(k boardCall, p int, err error) error {
+	if errors.Is(err, unix.ESRCH) {
+		return c.boardBlame(k, p, fmt.Errorf("rank %d failed: its process is gone (reading its buffer)", p))
+	}
+	return c.boardFail(k, fmt.Errorf("reading rank %d's buffer: %w", p, err))
 }
 
 // timesUp fails a board wait that the communicator's life, timeout or
@@ -654,8 +682,12 @@ func (c *Comm) boardMissing(seq uint64) []int {
 
 // boardFail fails the call and the communicator: every rank that waits on
 // this one sees its mark at once.
-func (c *Comm) boardFail(k boardCall, cause error) error {
-	c.board.mark(boardFailed)
+func (c *Comm) boardFail(k boardCall, cause error) error { return c.boardBlame(k, c.rank, cause) }
+
+// boardBlame is boardFail for a failure whose root is rank root.
+func (c *Comm) boardBlame(k boardCall, root int, cause error) error {
+	c.board.markRoot(boardFailed, root)
+	c.failRoot.Store(int64(root))
 	var err error
 	if k.kind.Info().P2P {
 		err = fmt.Errorf("comm: %s (shm-mailbox): rank %d: %w", k, c.rank, cause)

@@ -1,7 +1,6 @@
 package comm
 
 import (
-	"fmt"
 	"unsafe"
 
 	"github.com/goccl/goccl/collectives"
@@ -144,7 +143,7 @@ func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 	}
 	read := func(p int, off uint64, dst []byte) error {
 		if err := b.copyFrom(p, seq, 0, off, dst); err != nil {
-			return c.boardFail(k, fmt.Errorf("reading rank %d's buffer: %w", p, err))
+			return c.readFail(k, p, err)
 		}
 		return nil
 	}
@@ -262,9 +261,7 @@ func (c *Comm) directAllreduce(r *Request, seq uint64, L int, k boardCall) error
 	if err := c.boardWait(r, seq, k); err != nil {
 		return err
 	}
-	fail := func(p int, err error) error {
-		return c.boardFail(k, fmt.Errorf("reading rank %d's buffer: %w", p, err))
-	}
+	fail := func(p int, err error) error { return c.readFail(k, p, err) }
 	lo, hi := part(me)
 	dst := r.recv[lo:hi]
 	if hi > lo {

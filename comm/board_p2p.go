@@ -147,7 +147,7 @@ func (c *Comm) mailTake(r *Request, k boardCall) error {
 	if *u32at(e, mLarge) == 0 {
 		copy(r.recv, e[mData:mData+size])
 	} else if err := b.copyLarge(s, e, r.recv); err != nil {
-		return c.boardFail(k, fmt.Errorf("reading rank %d's message: %w", s, err))
+		return c.readFail(k, s, err)
 	}
 	b.got[s] = n + 1
 	b.u64(b.box(s, b.me)).Store(n + 1)

@@ -80,7 +80,7 @@ func (e *failed) Unwrap() error { return e.cause }
 // this rank's report and returns the error the user sees.
 func (c *Comm) fail(err error, call *collectives.Call) error {
 	f := c.classify(err, call)
-	c.board.mark(boardFailed)
+	c.board.markRoot(boardFailed, f.root)
 	if f.root != c.rank || f.reason != collectives.NoticeFailed {
 		c.failRoot.Store(int64(f.root))
 	} else {
