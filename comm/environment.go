@@ -83,7 +83,7 @@ var envVars = []envVar{
 		"peers a rank keeps connected; in larger jobs an all-to-all's links to a batch of peers are closed once both ranks are done with them"},
 		func(o *Options) *int { return &o.MaxPeers }, parsePositive),
 	option(EnvVar{"GOCCL_SHM_BOARD", "NoShmBoard", "1",
-		"`0`: small collectives of ranks all on one host go through the executor's messages instead of the shared-memory board (flags and slots every rank maps)"},
+		"`0`: collectives and point-to-point calls of ranks all on one host go through the executor's messages instead of the shared-memory board (slots, mailboxes and direct copies between the ranks' buffers)"},
 		func(o *Options) *bool { return &o.NoShmBoard }, parseBoard),
 	option(EnvVar{"GOCCL_TIMEOUT", "Timeout", "10m",
 		"bound on one collective without a context deadline"},

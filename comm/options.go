@@ -78,12 +78,10 @@ type Options struct {
 	// recursive-doubling partners: O(log n)). Every rank must be given
 	// the same value.
 	MaxPeers int
-	// NoShmBoard turns off the shared-memory board (board.go): small
-	// collectives (allreduce, reduce, reduce-scatter, broadcast,
-	// allgather, all-to-all, gather, scatter, barrier: 16 KiB per rank at
-	// most) of ranks that are all on one host then go through the
-	// executor's messages
-	// like the rest (env GOCCL_SHM_BOARD=0). Every rank must agree.
+	// NoShmBoard turns off the shared-memory board (board.go): the
+	// collectives and point-to-point calls of ranks that are all on one
+	// host then go through the executor's messages like the rest (env
+	// GOCCL_SHM_BOARD=0). Every rank must agree.
 	NoShmBoard bool
 
 	// HostID identifies this rank's host: ranks with equal HostIDs are on
