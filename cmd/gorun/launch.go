@@ -44,6 +44,7 @@ type config struct {
 type job struct {
 	cfg   config
 	out   *output
+	mux   *muxPlan // shared ssh connections, closed when the job is over
 	procs []*proc
 	pumps sync.WaitGroup
 	exits chan exit
@@ -78,6 +79,7 @@ func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer st.srv.Close()
+	defer j.closeMux()
 	sig := notifySignals()
 	defer sig.stop()
 	j.exits = make(chan exit, cfg.n)
@@ -99,6 +101,14 @@ func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 	}
 	slices.SortFunc(j.procs, func(a, b *proc) int { return a.ranks[0] - b.ranks[0] })
 	return j.supervise(ctx, sig)
+}
+
+// closeMux removes the ssh control sockets once the job is over.
+func (j *job) closeMux() {
+	if j.mux != nil {
+		j.mux.close()
+		j.mux = nil
+	}
 }
 
 // placeRanks decides which host runs which rank: srun's nodes (srun
@@ -256,7 +266,13 @@ func (j *job) startHosts(st *store, self string, hosts []host, places []placemen
 	if err != nil {
 		return err
 	}
-	defer mux.close()
+	// The control sockets stay until the job is over (launch closes the
+	// plan): a rank's ssh started last connects to its socket some time
+	// after it was started, and one that finds no socket opens its own
+	// connection. Removing them on return from here sent a host's
+	// sharing ranks into that many simultaneous handshakes, which sshd
+	// drops beyond MaxStartups (a flaky "kex_exchange_identification").
+	j.mux = mux
 	start := func(pl placement) error {
 		return j.startRank(st, self, hosts[pl.host], pl, master, mux)
 	}

@@ -188,3 +188,47 @@ func TestOutputDirAndTimestamp(t *testing.T) {
 		t.Errorf("exit %d, stdout %q", code, stdout)
 	}
 }
+
+// fakeMuxSSH is an ssh stand-in for connection sharing: a rank that opens
+// a shared connection (ControlMaster=yes) creates its control socket (a
+// plain file here); one that rides on it (ControlMaster=no) looks for the
+// socket a moment after it started, as ssh does once it has run, and fails
+// as a refused handshake would if it is not there.
+const fakeMuxSSH = `#!/bin/sh
+master= socket=
+while [ "$1" != "--" ]; do
+	case "$1" in
+	ControlMaster=yes) master=1 ;;
+	ControlPath=*) socket=${1#ControlPath=} ;;
+	esac
+	shift
+done
+shift 2
+if [ -n "$socket" ]; then
+	if [ -n "$master" ]; then
+		: >"$socket"
+	else
+		sleep 0.3
+		[ -e "$socket" ] || { echo "kex_exchange_identification: no control socket $socket" >&2; exit 255; }
+	fi
+fi
+exec env -i PATH="$PATH" HOME="$HOME" sh -c "$1"
+`
+
+// The ranks that share a host's ssh connection find its control socket
+// however late their ssh gets to it: gorun removed the sockets as soon as
+// it had started the ranks, and those that looked later opened their own
+// connections, which sshd drops beyond MaxStartups.
+func TestSharedSSHSocketOutlivesStart(t *testing.T) {
+	dir := t.TempDir()
+	ssh := filepath.Join(dir, "ssh")
+	if err := os.WriteFile(ssh, []byte(fakeMuxSSH), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code, _, stderr, _ := gorun(t, ctx, "env", "--ssh", ssh, "-H", "hostA:4", "--bootstrap-addr", "127.0.0.1", "-x", "GORUN_TEST_CHILD")
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+}
