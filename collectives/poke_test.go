@@ -2,14 +2,11 @@ package collectives
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/goccl/goccl/transport"
 )
 
 // TestPokeKeepsCompletions: a run whose context ends (the communicator's
@@ -38,7 +35,8 @@ func TestPokeKeepsCompletions(t *testing.T) {
 	// Rank 1 runs first: its chunks and credits wait in rank 0's queue
 	// when rank 0 starts with a context that has already ended.
 	done := make(chan error, 1)
-	go func() { done <- runBruck(ex[1], sb, count, context.Background()) }()
+	bruck := func(r int) Schedule { return BruckAlltoall(r, size, count, 4) }
+	go func() { done <- runAlltoallWith(context.Background(), ex[1], sb.devs[1], bruck(1), count, 1) }()
 	time.Sleep(200 * time.Millisecond)
 	poked, cancel := context.WithCancelCause(context.Background())
 	cancel(errors.New("poke"))
@@ -51,7 +49,7 @@ func TestPokeKeepsCompletions(t *testing.T) {
 		t.Cleanup(cancel)
 		return next, nil
 	}
-	if err := runBruck(ex[0], sb, count, poked); err != nil {
+	if err := runAlltoallWith(poked, ex[0], sb.devs[0], bruck(0), count, 1); err != nil {
 		t.Fatalf("rank 0: %v", err)
 	}
 	if err := <-done; err != nil {
@@ -60,45 +58,4 @@ func TestPokeKeepsCompletions(t *testing.T) {
 	if pokes != 1 {
 		t.Fatalf("the Stalled hook ran %d times, want once (the test did not poke the run while copies were waiting)", pokes)
 	}
-}
-
-// runBruck runs a bruck all-to-all of count uint32 per block on e under
-// ctx and checks what arrives (see runAlltoall).
-func runBruck(e *Executor, sb *switchboard, count int, ctx context.Context) error {
-	n, r, dev := e.Size, e.Rank, sb.devs[e.Rank]
-	s := BruckAlltoall(r, n, count, 4)
-	p, err := Compile(s, e.SlotSize)
-	if err != nil {
-		return err
-	}
-	in, out := make([]byte, n*count*4), make([]byte, n*count*4)
-	for j := range n {
-		for i := range count {
-			binary.LittleEndian.PutUint32(in[(j*count+i)*4:], uint32(r*1e6+j*1e3+i))
-		}
-	}
-	c := &Call{Plan: p, Type: Uint32, Seq: 1, Coll: "alltoall", Count: count, Root: -1}
-	bufs := map[Buf][]byte{BufData: out, BufInput: in}
-	if s.ScratchBytes > 0 {
-		bufs[BufScratch] = make([]byte, s.ScratchBytes)
-	}
-	for b, buf := range bufs {
-		reg, err := dev.Register(buf, transport.AccessLocalWrite)
-		if err != nil {
-			return err
-		}
-		defer dev.Deregister(reg)
-		c.Bufs[b] = Target{Region: reg}
-	}
-	if err := e.Run(ctx, c); err != nil {
-		return err
-	}
-	for j := range n {
-		for i := range count {
-			if got, want := binary.LittleEndian.Uint32(out[(j*count+i)*4:]), uint32(j*1e6+r*1e3+i); got != want {
-				return fmt.Errorf("block %d element %d: %d, want %d", j, i, got, want)
-			}
-		}
-	}
-	return nil
 }

@@ -178,8 +178,16 @@ func TestExecutorWindow(t *testing.T) {
 // runAlltoall runs a pairwise all-to-all of count uint32 per block on e
 // and checks what arrives: block j of rank r holds r*1e6 + dest*1e3 + i.
 func runAlltoall(e *Executor, dev transport.Device, count int, seq uint32) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return runAlltoallWith(ctx, e, dev, PairwiseAlltoall(e.Rank, e.Size, count, 4), count, seq)
+}
+
+// runAlltoallWith runs the all-to-all schedule s (count uint32 per block)
+// on e under ctx and checks what arrives, as runAlltoall.
+func runAlltoallWith(ctx context.Context, e *Executor, dev transport.Device, s Schedule, count int, seq uint32) error {
 	n, r := e.Size, e.Rank
-	p, err := Compile(PairwiseAlltoall(r, n, count, 4), e.SlotSize)
+	p, err := Compile(s, e.SlotSize)
 	if err != nil {
 		return err
 	}
@@ -190,7 +198,11 @@ func runAlltoall(e *Executor, dev transport.Device, count int, seq uint32) error
 		}
 	}
 	c := &Call{Plan: p, Type: Uint32, Seq: seq, Coll: "alltoall", Count: count, Root: -1}
-	for b, buf := range map[Buf][]byte{BufData: out, BufInput: in} {
+	bufs := map[Buf][]byte{BufData: out, BufInput: in}
+	if s.ScratchBytes > 0 {
+		bufs[BufScratch] = make([]byte, s.ScratchBytes)
+	}
+	for b, buf := range bufs {
 		reg, err := dev.Register(buf, transport.AccessLocalWrite)
 		if err != nil {
 			return err
@@ -198,8 +210,6 @@ func runAlltoall(e *Executor, dev transport.Device, count int, seq uint32) error
 		defer dev.Deregister(reg)
 		c.Bufs[b] = Target{Region: reg}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	if err := e.Run(ctx, c); err != nil {
 		return err
 	}

@@ -576,20 +576,25 @@ func (c *Comm) boardWait(r *Request, seq uint64, k boardCall) error {
 				return err
 			}
 		}
-		waited := now.Sub(start)
-		if waited < boardSpin && !b.crowded {
-			continue
-		}
-		if waited < boardYield {
-			runtime.Gosched()
-			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-			continue
-		}
+		b.rest(now.Sub(start), b.seqOf(missing), seq, missing)
+	}
+}
+
+// rest steps a waiting rank aside, by how long it has waited: not at all
+// while it spins, a yield, then a nap on the bell unless the word w has
+// reached v meanwhile or rank p, which writes it, has left.
+func (b *board) rest(waited time.Duration, w *atomic.Uint64, v uint64, p int) {
+	switch {
+	case waited < boardSpin && !b.crowded:
+	case waited < boardYield:
+		runtime.Gosched()
+		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	default:
 		bell := b.u32(gBell)
 		b.u32(gSleepers).Add(1)
-		v := bell.Load()
-		if b.seqOf(missing).Load() < seq && b.stateOf(missing).Load() == boardLive {
-			shm.FutexSleep(bell, v, boardNap)
+		bv := bell.Load()
+		if w.Load() < v && b.stateOf(p).Load() == boardLive {
+			shm.FutexSleep(bell, bv, boardNap)
 		}
 		b.u32(gSleepers).Add(^uint32(0))
 	}

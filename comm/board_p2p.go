@@ -2,12 +2,9 @@ package comm
 
 import (
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/goccl/goccl/transport/shm"
 )
@@ -204,21 +201,6 @@ func (c *Comm) mailWait(r *Request, k boardCall, p int, w *atomic.Uint64, v uint
 				return err
 			}
 		}
-		waited := now.Sub(start)
-		if waited < boardSpin && !b.crowded {
-			continue
-		}
-		if waited < boardYield {
-			runtime.Gosched()
-			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-			continue
-		}
-		bell := b.u32(gBell)
-		b.u32(gSleepers).Add(1)
-		bv := bell.Load()
-		if w.Load() < v && b.stateOf(p).Load() == boardLive {
-			shm.FutexSleep(bell, bv, boardNap)
-		}
-		b.u32(gSleepers).Add(^uint32(0))
+		b.rest(now.Sub(start), w, v, p)
 	}
 }
