@@ -108,8 +108,7 @@ type board struct {
 	// cma: every rank can read every other's memory with
 	// process_vm_readv (board_direct.go).
 	cma     bool
-	liov    [1]unix.Iovec
-	riov    [1]unix.RemoteIovec
+	cross   shm.CrossReader
 	scratch []byte // a direct all-to-all's send buffer, when in place
 	// segs maps the peers' segments this rank read from (by rank and
 	// segment id; board_direct.go), noSegs the peers whose segments

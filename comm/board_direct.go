@@ -57,21 +57,7 @@ func (b *board) probeCMA() bool {
 
 // read copies len(dst) bytes at addr in rank p's process into dst.
 func (b *board) read(p int, addr uint64, dst []byte) error {
-	pid := int(b.u32(b.hdr(p) + bPid).Load())
-	for len(dst) > 0 {
-		b.liov[0] = unix.Iovec{Base: unsafe.SliceData(dst)}
-		b.liov[0].SetLen(len(dst))
-		b.riov[0] = unix.RemoteIovec{Base: uintptr(addr), Len: len(dst)}
-		n, err := unix.ProcessVMReadv(pid, b.liov[:], b.riov[:], 0)
-		if err != nil {
-			return err
-		}
-		if n <= 0 {
-			return unix.EFAULT
-		}
-		dst, addr = dst[n:], addr+uint64(n)
-	}
-	return nil
+	return b.cross.Read(int(b.u32(b.hdr(p)+bPid).Load()), addr, dst)
 }
 
 // setBuf publishes, in this rank's header for call seq, where its peers

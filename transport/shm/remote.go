@@ -172,11 +172,30 @@ func (e *endpoint) cmaWrite(addr uint64, src []byte) error {
 
 // cmaRead copies from addr in the peer into dst with process_vm_readv.
 func (e *endpoint) cmaRead(addr uint64, dst []byte) error {
+	return readProcess(int(e.peer.pid), addr, dst, &e.liov, &e.riov)
+}
+
+// CrossReader copies from another process's memory with process_vm_readv
+// (cross-memory attach), keeping its I/O vectors so that a read allocates
+// nothing. One goroutine at a time.
+type CrossReader struct {
+	liov [1]unix.Iovec
+	riov [1]unix.RemoteIovec
+}
+
+// Read copies len(dst) bytes at addr in process pid into dst.
+func (c *CrossReader) Read(pid int, addr uint64, dst []byte) error {
+	return readProcess(pid, addr, dst, &c.liov, &c.riov)
+}
+
+// readProcess copies len(dst) bytes at addr in process pid into dst, with
+// the vectors given.
+func readProcess(pid int, addr uint64, dst []byte, liov *[1]unix.Iovec, riov *[1]unix.RemoteIovec) error {
 	for len(dst) > 0 {
-		e.liov[0] = unix.Iovec{Base: unsafe.SliceData(dst)}
-		e.liov[0].SetLen(len(dst))
-		e.riov[0] = unix.RemoteIovec{Base: uintptr(addr), Len: len(dst)}
-		n, err := unix.ProcessVMReadv(int(e.peer.pid), e.liov[:], e.riov[:], 0)
+		liov[0] = unix.Iovec{Base: unsafe.SliceData(dst)}
+		liov[0].SetLen(len(dst))
+		riov[0] = unix.RemoteIovec{Base: uintptr(addr), Len: len(dst)}
+		n, err := unix.ProcessVMReadv(pid, liov[:], riov[:], 0)
 		if err != nil {
 			return err
 		}
