@@ -266,30 +266,26 @@ func (j *job) startHosts(st *store, self string, hosts []host, places []placemen
 	if err != nil {
 		return err
 	}
-	// The control sockets stay until the job is over (launch closes the
-	// plan): a rank's ssh started last connects to its socket some time
-	// after it was started, and one that finds no socket opens its own
-	// connection. Removing them on return from here sent a host's
-	// sharing ranks into that many simultaneous handshakes, which sshd
-	// drops beyond MaxStartups (a flaky "kex_exchange_identification").
+	// The shared connections stay until the job is over (launch closes
+	// the plan): a rank's ssh started last attaches some time after it
+	// was started, and one that finds no connection opens its own; many
+	// at once are more handshakes than sshd takes (MaxStartups).
 	j.mux = mux
 	start := func(pl placement) error {
 		return j.startRank(st, self, hosts[pl.host], pl, master, mux)
 	}
 	for _, pl := range places {
-		if !mux.opens(pl) && !mux.shares(pl) {
+		if !mux.shares(pl) {
 			if err := start(pl); err != nil {
 				return err
 			}
 		}
 	}
 	for _, wave := range mux.waves {
-		for _, pl := range wave {
-			if err := start(pl); err != nil {
-				return err
-			}
+		argv := func(c muxConn) []string { return connArgv(j.cfg.sshCmd, hosts[c.host].name, c) }
+		if err := mux.open(wave, argv, logWriter{j.out}, sshMasterWait); err != nil {
+			return err
 		}
-		mux.waitUp(wave, sshMasterWait, j.exited)
 	}
 	for _, pl := range places {
 		if mux.shares(pl) {

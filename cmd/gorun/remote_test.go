@@ -189,37 +189,49 @@ func TestOutputDirAndTimestamp(t *testing.T) {
 	}
 }
 
-// fakeMuxSSH is an ssh stand-in for connection sharing: a rank that opens
-// a shared connection (ControlMaster=yes) creates its control socket (a
-// plain file here); one that rides on it (ControlMaster=no) looks for the
-// socket a moment after it started, as ssh does once it has run, and fails
-// as a refused handshake would if it is not there.
+// fakeMuxSSH is an ssh stand-in for connection sharing: a shared
+// connection (ControlMaster=yes) has its control socket (a plain file here)
+// while it lives, and removes it when it ends: with -N (no command) when it
+// is told to end, else when its command ends, as ssh does. One that rides
+// on it (ControlMaster=no) looks for the socket a moment after it started,
+// as ssh does once it has run, and fails as a refused handshake would if
+// it is not there.
 const fakeMuxSSH = `#!/bin/sh
-master= socket=
+master= socket= nocmd=
 while [ "$1" != "--" ]; do
 	case "$1" in
 	ControlMaster=yes) master=1 ;;
 	ControlPath=*) socket=${1#ControlPath=} ;;
+	-N) nocmd=1 ;;
 	esac
 	shift
 done
 shift 2
-if [ -n "$socket" ]; then
-	if [ -n "$master" ]; then
-		: >"$socket"
-	else
-		sleep 0.3
-		[ -e "$socket" ] || { echo "kex_exchange_identification: no control socket $socket" >&2; exit 255; }
+if [ -n "$master" ]; then
+	: >"$socket"
+	trap 'rm -f "$socket"; exit 0' TERM INT
+	if [ -n "$nocmd" ]; then
+		while :; do sleep 0.05; done
 	fi
+	env -i PATH="$PATH" HOME="$HOME" sh -c "$1"
+	s=$?
+	rm -f "$socket"
+	exit $s
+fi
+if [ -n "$socket" ]; then
+	sleep 0.3
+	[ -e "$socket" ] || { echo "kex_exchange_identification: no control socket $socket" >&2; exit 255; }
 fi
 exec env -i PATH="$PATH" HOME="$HOME" sh -c "$1"
 `
 
-// The ranks that share a host's ssh connection find its control socket
-// however late their ssh gets to it: gorun removed the sockets as soon as
-// it had started the ranks, and those that looked later opened their own
-// connections, which sshd drops beyond MaxStartups.
-func TestSharedSSHSocketOutlivesStart(t *testing.T) {
+// The ranks that share a host's ssh connection find it however late their
+// ssh gets to it and however soon the other ranks end. Regressions: gorun
+// removed the sockets as soon as it had started the ranks; and the
+// connection was the first rank's ssh, gone when that rank ended (here at
+// once), before the others had attached. Those that found no connection
+// opened their own, which sshd drops beyond MaxStartups.
+func TestSharedSSHConnectionOutlivesRanks(t *testing.T) {
 	dir := t.TempDir()
 	ssh := filepath.Join(dir, "ssh")
 	if err := os.WriteFile(ssh, []byte(fakeMuxSSH), 0o755); err != nil {

@@ -44,26 +44,34 @@ func TestMuxPlan(t *testing.T) {
 	defer m.close()
 	// Ranks 0-3 local, 4 on a alone, 5-6 on b (one group), 7-79 on c:
 	// groups of 8 from rank 7, the last (rank 79) alone.
-	var opens, shares []int
+	var shares []int
 	for _, pl := range places {
-		if m.opens(pl) {
-			opens = append(opens, pl.rank)
-		}
 		if m.shares(pl) {
 			shares = append(shares, pl.rank)
 		}
 	}
-	if want := []int{5, 7, 15, 23, 31, 39, 47, 55, 63, 71}; !slices.Equal(opens, want) {
-		t.Errorf("opening ranks %v, want %v", opens, want)
+	if len(shares) != 2+8*9 {
+		t.Errorf("%d sharing ranks, want %d", len(shares), 2+8*9)
 	}
-	if len(shares) != 1+8*7+7 {
-		t.Errorf("%d sharing ranks, want %d", len(shares), 1+8*7+7)
+	// One connection for b's ranks 5-6 and 9 for c's groups of 8 from
+	// rank 7 (the last, 71-78; rank 79 alone): 8 to a host at once.
+	var firsts []int
+	for _, w := range m.waves {
+		for _, c := range w {
+			firsts = append(firsts, c.ranks[0])
+		}
+	}
+	if want := []int{5, 7, 15, 23, 31, 39, 47, 55, 63, 71}; !slices.Equal(firsts, want) {
+		t.Errorf("connections' first ranks %v, want %v", firsts, want)
 	}
 	if len(m.waves) != 2 || len(m.waves[0]) != 1+8 || len(m.waves[1]) != 1 {
 		t.Errorf("waves %v", m.waves)
 	}
-	if o := m.options(places[6]); len(o) != 4 || o[1] != "ControlMaster=no" || o[3] != m.options(places[5])[5] {
-		t.Errorf("rank 6 options %q, rank 5 %q", o, m.options(places[5]))
+	if o, o5 := m.options(places[6]), m.options(places[5]); len(o) != 4 || o[1] != "ControlMaster=no" || o[3] != o5[3] {
+		t.Errorf("rank 6 options %q, rank 5 %q", o, o5)
+	}
+	if a := connArgv([]string{"ssh"}, "b", m.waves[0][0]); !slices.Contains(a, "ControlMaster=yes") || !slices.Contains(a, "-N") || a[len(a)-1] != "b" {
+		t.Errorf("connection argv %q", a)
 	}
 	if m.options(places[4]) != nil || m.options(places[79]) != nil || m.options(places[0]) != nil {
 		t.Errorf("ranks alone or local have mux options")

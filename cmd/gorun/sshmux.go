@@ -2,8 +2,12 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"syscall"
 	"time"
 )
 
@@ -20,29 +24,43 @@ const (
 )
 
 // muxPlan shares ssh connections among the ranks of a host, with OpenSSH's
-// connection multiplexing: the first rank of each group of up to
-// ranksPerConn ranks opens a connection (ControlMaster=yes, its socket in a
-// private directory) and the others run over it (ControlMaster=no). The
-// connections to a host are opened in waves of connsPerWave. Without this,
-// a host with many slots would get that many simultaneous handshakes, and
-// sshd drops those beyond MaxStartups. A group's first ssh exits only when
-// every session over it has ended; if it dies, so do they, and their
-// wrappers stop their ranks, as for any dropped link.
+// connection multiplexing: for each group of up to ranksPerConn ranks of a
+// host gorun opens one connection of its own (ssh -N, ControlMaster=yes,
+// its socket in a private directory), and the group's ranks run over it
+// (ControlMaster=no). The connections to a host are opened in waves of
+// connsPerWave. Without this, a host with many slots would get that many
+// simultaneous handshakes, and sshd drops those beyond MaxStartups.
+//
+// The shared connection belongs to gorun, not to a rank: when a rank's
+// ssh was the connection (an earlier design), a rank that ended quickly
+// closed it before the rest of its group had attached, and they fell back
+// to a handshake each. The connections close when the job is over; if one
+// dies before, the sessions over it end, and their wrappers stop their
+// ranks, as for any dropped link.
 type muxPlan struct {
 	dir   string          // holds the control sockets; "" when nothing is shared
-	role  map[int]muxRole // by rank; ranks not in it connect on their own
-	waves [][]placement   // ranks that open a shared connection, by wave
+	role  map[int]string  // control socket by rank; ranks not in it connect on their own
+	waves [][]muxConn     // the shared connections, by wave
+	conns []connProc      // the shared connections' ssh processes, once started
 }
 
-type muxRole struct {
+// connProc is a shared connection's ssh; done is closed when it has exited.
+type connProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// muxConn is one shared connection.
+type muxConn struct {
+	host   int // index in the hosts
 	socket string
-	master bool
+	ranks  []int
 }
 
 // newMuxPlan plans the shared connections; only when the ssh command is
 // OpenSSH's ssh (named "ssh"): other commands get a connection per rank.
 func newMuxPlan(sshCmd string, hosts []host, places []placement) (*muxPlan, error) {
-	m := &muxPlan{role: map[int]muxRole{}}
+	m := &muxPlan{role: map[int]string{}}
 	if filepath.Base(sshCmd) != "ssh" {
 		return m, nil
 	}
@@ -69,60 +87,96 @@ func newMuxPlan(sshCmd string, hosts []host, places []placement) (*muxPlan, erro
 			if len(group) < 2 {
 				continue // alone: a plain connection
 			}
-			socket := filepath.Join(m.dir, fmt.Sprintf("%d-%d", h, g))
-			for k, pl := range group {
-				m.role[pl.rank] = muxRole{socket: socket, master: k == 0}
+			c := muxConn{host: h, socket: filepath.Join(m.dir, fmt.Sprintf("%d-%d", h, g))}
+			for _, pl := range group {
+				m.role[pl.rank] = c.socket
+				c.ranks = append(c.ranks, pl.rank)
 			}
 			w := g / connsPerWave
 			for len(m.waves) <= w {
 				m.waves = append(m.waves, nil)
 			}
-			m.waves[w] = append(m.waves[w], group[0])
+			m.waves[w] = append(m.waves[w], c)
 		}
 	}
 	return m, nil
 }
 
-// shares reports whether the rank runs over a connection another opens.
+// shares reports whether the rank runs over a shared connection.
 func (m *muxPlan) shares(pl placement) bool {
-	r, ok := m.role[pl.rank]
-	return ok && !r.master
-}
-
-// opens reports whether the rank opens a shared connection.
-func (m *muxPlan) opens(pl placement) bool {
-	r, ok := m.role[pl.rank]
-	return ok && r.master
+	_, ok := m.role[pl.rank]
+	return ok
 }
 
 // options are the ssh options of a rank.
 func (m *muxPlan) options(pl placement) []string {
-	r, ok := m.role[pl.rank]
-	switch {
-	case !ok:
+	socket, ok := m.role[pl.rank]
+	if !ok {
 		return nil
-	case r.master:
-		return []string{"-o", "ControlMaster=yes", "-o", "ControlPersist=no", "-o", "ControlPath=" + r.socket}
 	}
-	return []string{"-o", "ControlMaster=no", "-o", "ControlPath=" + r.socket}
+	return []string{"-o", "ControlMaster=no", "-o", "ControlPath=" + socket}
 }
 
-// waitUp waits, at most d, until the connections the ranks open are up
-// (their sockets exist) or their ssh has exited (gone reports that).
-func (m *muxPlan) waitUp(ranks []placement, d time.Duration, gone func(rank int) bool) {
+// connArgv is the command that opens shared connection c to host.
+func connArgv(sshCmd []string, host string, c muxConn) []string {
+	out := append(slices.Clip(sshCmd), sshOptions...)
+	out = append(out, "-o", "ControlMaster=yes", "-o", "ControlPersist=no", "-o", "ControlPath="+c.socket, "-N", "--", host)
+	return out
+}
+
+// open starts a wave's shared connections (their ssh's messages go to
+// stderr) and waits, at most d, until each is up (its socket exists) or
+// its ssh has exited; a rank whose connection is not up connects on its
+// own.
+func (m *muxPlan) open(wave []muxConn, argv func(muxConn) []string, stderr io.Writer, d time.Duration) error {
+	procs := make([]connProc, len(wave))
+	for i, c := range wave {
+		a := argv(c)
+		cmd := exec.Command(a[0], a[1:]...)
+		cmd.Stderr = stderr
+		cmd.SysProcAttr = procAttr()
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("shared ssh connection to host %d for ranks %v: %w", c.host, c.ranks, err)
+		}
+		procs[i] = connProc{cmd: cmd, done: make(chan struct{})}
+		m.conns = append(m.conns, procs[i])
+		go func() {
+			cmd.Wait()
+			close(procs[i].done)
+		}()
+	}
 	deadline := time.Now().Add(d)
-	for _, pl := range ranks {
-		for time.Now().Before(deadline) && !gone(pl.rank) {
-			if _, err := os.Stat(m.role[pl.rank].socket); err == nil {
+	for i, c := range wave {
+	wait:
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(c.socket); err == nil {
 				break
 			}
-			time.Sleep(20 * time.Millisecond)
+			select {
+			case <-procs[i].done:
+				break wait
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
 	}
+	return nil
 }
 
-// close removes the socket directory.
+// close ends the shared connections (the job is over: nothing runs over
+// them) and removes the socket directory.
 func (m *muxPlan) close() {
+	for _, p := range m.conns {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range m.conns {
+		select {
+		case <-p.done:
+		case <-time.After(2 * time.Second):
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+	m.conns = nil
 	if m.dir != "" {
 		os.RemoveAll(m.dir)
 	}
