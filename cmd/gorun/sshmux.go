@@ -38,10 +38,10 @@ const (
 // dies before, the sessions over it end, and their wrappers stop their
 // ranks, as for any dropped link.
 type muxPlan struct {
-	dir   string          // holds the control sockets; "" when nothing is shared
-	role  map[int]string  // control socket by rank; ranks not in it connect on their own
-	waves [][]muxConn     // the shared connections, by wave
-	conns []connProc      // the shared connections' ssh processes, once started
+	dir   string         // holds the control sockets; "" when nothing is shared
+	role  map[int]string // control socket by rank; ranks not in it connect on their own
+	waves [][]muxConn    // the shared connections, by wave
+	conns []connProc     // the shared connections' ssh processes, once started
 }
 
 // connProc is a shared connection's ssh; done is closed when it has exited.
