@@ -33,6 +33,9 @@ type Request struct {
 	// request is reused.
 	pooled     bool
 	persistent bool // reused by Persistent: never returned to the pool
+	// inlined: a blocking call that ran on its caller's goroutine (see
+	// submit); it is done when run returns, with no signal to wait for.
+	inlined bool
 }
 
 var requestPool = sync.Pool{New: func() any {
@@ -51,7 +54,9 @@ func newBlocking(ctx context.Context) *Request {
 // communicator still uses the buffers. A pooled request goes back to the
 // pool.
 func (r *Request) wait() error {
-	<-r.done
+	if !r.inlined {
+		<-r.done
+	}
 	err := r.err
 	if r.pooled && !r.persistent {
 		done := r.done
@@ -63,6 +68,9 @@ func (r *Request) wait() error {
 
 // finish marks r done.
 func (r *Request) finish() {
+	if r.inlined {
+		return // its caller runs it, and waits for nothing
+	}
 	if r.pooled {
 		r.done <- struct{}{}
 	} else {
@@ -181,6 +189,7 @@ func (c *Comm) submit(r *Request) *Request {
 		// costs two wake-ups per call on small messages.
 		c.inline.Add(1)
 		c.mu.Unlock()
+		r.inlined = true
 		c.runMu.Lock()
 		c.run(r)
 		c.runMu.Unlock()
