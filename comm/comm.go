@@ -43,20 +43,7 @@ type Comm struct {
 
 	fabric // the transports, links to the peers, the executor (fabric.go)
 
-	// Submitted requests wait in a list through Request.next, guarded by
-	// mu: unbounded, so submitting never blocks, whatever the number of
-	// outstanding requests. wake (capacity 1) wakes the worker.
-	qhead, qtail *Request
-	wake         chan struct{}
-	stop         chan struct{}
-	wg           sync.WaitGroup
-	// Ordering of calls: pending counts requests submitted and not yet
-	// finished; a blocking call finding it zero runs inline (see submit).
-	// runMu is held by whoever runs a request; inline counts inline runs
-	// so Close can wait for them.
-	pending atomic.Int64
-	runMu   sync.Mutex
-	inline  sync.WaitGroup
+	callQueue // submitted requests, the worker, one run at a time (queue.go)
 
 	// life is cancelled (with the cause) by Abort, by the watchdog when a
 	// collective outlives Options.Timeout, and when a caller's context ends
@@ -81,7 +68,7 @@ type Comm struct {
 	respCancel   context.CancelFunc
 	respDone     chan struct{}
 
-	mu     sync.Mutex // guards closed, err, regs, the queue
+	mu     sync.Mutex // guards closed, err, regs, the queue's list
 	closed bool
 	err    error
 	regs   []registration
@@ -190,7 +177,7 @@ func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
 	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, fabric: fabric{devs: devs},
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), plans: map[planKey]planEntry{}, debug: debugOn(opts.Logger), algoForced: algoForced, choices: map[choiceKey]string{}}
+		callQueue: newCallQueue(), plans: map[planKey]planEntry{}, debug: debugOn(opts.Logger), algoForced: algoForced, choices: map[choiceKey]string{}}
 	c.life, c.lifeCancel = context.WithCancelCause(context.Background())
 	c.failRoot.Store(noRoot)
 	c.watchdog = time.AfterFunc(time.Hour, func() {
@@ -239,9 +226,7 @@ func (c *Comm) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
-	close(c.stop)
-	c.wg.Wait()
-	c.inline.Wait()
+	c.shutdown()
 	// Sends the transport copied at post time may still be on their way:
 	// let them reach the peers before the connections close. Then tell
 	// the peers how many collectives this rank made (a peer still waiting
@@ -295,8 +280,7 @@ func (c *Comm) Abort(cause error) {
 		c.aborted.Store(true)
 	}
 	err := c.err
-	queued := c.qhead
-	c.qhead, c.qtail = nil, nil
+	queued := c.takeAllLocked()
 	c.mu.Unlock()
 	for r := queued; r != nil; {
 		next := r.next
