@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/goccl/goccl/collectives"
@@ -45,28 +44,8 @@ type Comm struct {
 
 	callQueue // submitted requests, the worker, one run at a time (queue.go)
 
-	// life is cancelled (with the cause) by Abort, by the watchdog when a
-	// collective outlives Options.Timeout, and when a caller's context ends
-	// during its collective; collectives run under it.
-	life       context.Context
-	lifeCancel context.CancelCauseFunc
-	watchdog   *time.Timer
-	stallDog   *time.Timer // fires every stall step that a running collective sees no completion
-
-	// Stall diagnosis and failure reports (stall.go, explain.go).
-	poke         atomic.Pointer[poke] // the context runs go on under
-	stallStep    time.Duration
-	stallElapsed atomic.Int64  // time without progress at the stall timer's last tick; 0: not stalled
-	lastProgress atomic.Int64  // mono() when the running call last saw completions (or started)
-	callNo       atomic.Uint64 // runs started plus runs finished: odd while one runs
-	seqNow       atomic.Uint32 // seq, for the responder
-	aborted      atomic.Bool
-	failRoot     atomic.Int64 // the rank a failure was blamed on; noRoot before
-	diagMu       sync.Mutex
-	snap         rankState // the stalled run's state (guarded by diagMu)
-	snapCall     uint64    // callNo when snap was taken
-	respCancel   context.CancelFunc
-	respDone     chan struct{}
+	lifetime   // the life context, the watchdog, the failure's root (lifetime.go)
+	stallWatch // the stall clock and what the responder answers (stallwatch.go)
 
 	mu     sync.Mutex // guards closed, err, regs, the queue's list
 	closed bool
@@ -178,15 +157,8 @@ func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id
 	}
 	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, fabric: fabric{devs: devs},
 		callQueue: newCallQueue(), plans: map[planKey]planEntry{}, debug: debugOn(opts.Logger), algoForced: algoForced, choices: map[choiceKey]string{}}
-	c.life, c.lifeCancel = context.WithCancelCause(context.Background())
-	c.failRoot.Store(noRoot)
-	c.watchdog = time.AfterFunc(time.Hour, func() {
-		c.lifeCancel(&timeoutError{d: c.opts.Timeout})
-	})
-	c.watchdog.Stop()
-	c.stallStep = min(time.Second, c.opts.StallTimeout/2)
-	c.stallDog = time.AfterFunc(time.Hour, c.stallTick)
-	c.stallDog.Stop()
+	c.startLife(c.opts.Timeout)
+	c.startStall(min(time.Second, c.opts.StallTimeout/2), c.stallTick)
 	c.renewPoke()
 	if err := c.connect(ctx); err != nil {
 		c.teardown()
@@ -303,10 +275,7 @@ var ErrAborted = errors.New("communicator aborted")
 const closeWait = 2 * time.Second
 
 func (c *Comm) teardown() error {
-	if c.respCancel != nil {
-		c.respCancel()
-		<-c.respDone
-	}
+	c.stopResponder()
 	errs := []error{c.closeLinks()}
 	c.mu.Lock()
 	for _, r := range c.regs {
