@@ -62,19 +62,10 @@ type Comm struct {
 	wide    []byte        // registered float32 buffer of half-type reductions
 	selfq   []selfMessage // messages this rank sent itself, oldest first
 
-	// Algorithm selection: Options.Algorithms's (GOCCL_ALGO's) choices,
-	// and the α-β cost model's parameters (agreed by all ranks at New).
-	algoForced  map[collKind]string
-	choices     map[choiceKey]string
-	prices      []collectives.Price // the selector's scratch
-	alpha, beta float64
-	gamma       float64 // seconds per byte reduced
-	// linkCost is α and β per link class, measured at New on communicators
-	// that span hosts (the flat measurement prices the network, a ping-pong
-	// between two ranks of rank 0's host the local links); zero: alpha and
-	// beta price every link.
-	linkCost [collectives.NumLinkClasses]collectives.LinkCost
-	debug    bool
+	// Algorithm selection: GOCCL_ALGO's forced choices, the α-β cost
+	// model (agreed by all ranks at New), the cached choices (selection.go).
+	selection
+	debug bool
 }
 
 // Rank is this process's rank, 0 <= Rank < Size; -1 for a nil *Comm (the
@@ -156,7 +147,7 @@ func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
 	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, fabric: fabric{devs: devs},
-		callQueue: newCallQueue(), plans: map[planKey]planEntry{}, debug: debugOn(opts.Logger), algoForced: algoForced, choices: map[choiceKey]string{}}
+		callQueue: newCallQueue(), plans: map[planKey]planEntry{}, debug: debugOn(opts.Logger), selection: newSelection(algoForced)}
 	c.startLife(c.opts.Timeout)
 	c.startStall(min(time.Second, c.opts.StallTimeout/2), c.stallTick)
 	c.renewPoke()
