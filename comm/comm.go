@@ -52,15 +52,8 @@ type Comm struct {
 	err    error
 	regs   []registration
 
-	// Owned by the worker goroutine.
-	seq     uint32
-	board   *board      // the shared-memory board, if the ranks use one (board.go)
-	cur     callSummary // this collective (number seq), for failure reports
-	prev    callSummary // the one before
-	plans   map[planKey]planEntry
-	scratch [numScratch]scratchBuf
-	wide    []byte        // registered float32 buffer of half-type reductions
-	selfq   []selfMessage // messages this rank sent itself, oldest first
+	callState        // owned by the running request: numbering, plans, scratch (callstate.go)
+	board     *board // the shared-memory board, if the ranks use one (board.go)
 
 	// Algorithm selection: GOCCL_ALGO's forced choices, the α-β cost
 	// model (agreed by all ranks at New), the cached choices (selection.go).
@@ -147,7 +140,7 @@ func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
 	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, fabric: fabric{devs: devs},
-		callQueue: newCallQueue(), plans: map[planKey]planEntry{}, debug: debugOn(opts.Logger), selection: newSelection(algoForced)}
+		callQueue: newCallQueue(), callState: newCallState(), debug: debugOn(opts.Logger), selection: newSelection(algoForced)}
 	c.startLife(c.opts.Timeout)
 	c.startStall(min(time.Second, c.opts.StallTimeout/2), c.stallTick)
 	c.renewPoke()
