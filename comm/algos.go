@@ -76,13 +76,6 @@ func parseAlgorithms(v string) (map[collKind]string, error) {
 	return out, nil
 }
 
-// choiceKey caches the selector's choice per collective and size (the
-// cost model is fixed once the communicator has measured it).
-type choiceKey struct {
-	kind   collKind
-	nbytes int
-}
-
 // Algorithm returns the algorithm the selector picks for a call of the
 // collective (its canonical name, see Algorithms) on nbytes bytes of
 // elements of type dt (priced as collectives.CostOf counts them: the full
@@ -100,7 +93,7 @@ func (c *Comm) Algorithm(collective string, dt DataType, nbytes int) (string, er
 	if !dt.Valid() {
 		return "", fmt.Errorf("comm: algorithm of %s: unsupported data type %s", k, dt)
 	}
-	if forced := c.algoForced[k]; forced != "" {
+	if forced := c.forcedFor(k, ""); forced != "" {
 		return forced, nil
 	}
 	if widened(k, dt) {
@@ -114,10 +107,7 @@ func (c *Comm) Algorithm(collective string, dt DataType, nbytes int) (string, er
 // measured α and β. Every rank computes the same choice from the same
 // inputs (α and β are agreed at Init).
 func (c *Comm) choose(k collKind, forced string, nbytes int) (string, error) {
-	if forced == "" {
-		forced = c.algoForced[k]
-	}
-	if forced != "" {
+	if forced = c.forcedFor(k, forced); forced != "" {
 		if _, err := collectives.LookupAlgo(k, forced); err != nil {
 			return "", err
 		}
@@ -126,15 +116,13 @@ func (c *Comm) choose(k collKind, forced string, nbytes int) (string, error) {
 		}
 		return forced, nil
 	}
-	key := choiceKey{k, nbytes}
-	if name, ok := c.choices[key]; ok {
+	if name, ok := c.cachedChoice(k, nbytes); ok {
 		if c.debug {
 			c.debugf("%s(%d bytes) #%d: algorithm %s (cost model, priced at this size's first call)", k, nbytes, c.seq, name)
 		}
 		return name, nil
 	}
-	a, prices, err := collectives.Select(k, nbytes, c.topology(), c.model(), c.prices[:0])
-	c.prices = prices[:0]
+	a, prices, err := c.priceAll(k, nbytes, c.topology(), c.model())
 	if err != nil {
 		return "", err
 	}
@@ -145,10 +133,7 @@ func (c *Comm) choose(k collKind, forced string, nbytes int) (string, error) {
 			c.debugf("%s(%d bytes) #%d: algorithm %s (cost model, α=%.1fus β=%.3fns/B:%s)", k, nbytes, c.seq, a.Name, c.alpha*1e6, c.beta*1e9, collectives.FormatPrices(prices))
 		}
 	}
-	if len(c.choices) >= 4096 {
-		clear(c.choices)
-	}
-	c.choices[key] = a.Name
+	c.rememberChoice(k, nbytes, a.Name)
 	return a.Name, nil
 }
 
@@ -179,11 +164,4 @@ func (c *Comm) topology() collectives.Topology {
 
 // model is the selector's cost model: the α and β measured at New on the
 // transport in use, the kernel's γ and the chunk size.
-func (c *Comm) model() collectives.Model {
-	m := collectives.Model{Gamma: c.gamma, ChunkBytes: c.opts.ChunkSize}
-	m.Links = c.linkCost
-	if m.Links == ([collectives.NumLinkClasses]collectives.LinkCost{}) {
-		m.Links[collectives.LinkLocal] = collectives.LinkCost{Alpha: c.alpha, Beta: c.beta}
-	}
-	return m
-}
+func (c *Comm) model() collectives.Model { return c.modelFor(c.opts.ChunkSize) }

@@ -76,9 +76,7 @@ func decodeState(b []byte) (rankState, bool) {
 func (c *Comm) snapshot(call *collectives.Call) rankState {
 	st := rankState{seq: c.seq, running: true, stalled: true, call: c.callName(call),
 		fp: call.Fingerprint(), p2p: call.P2P, waiting: c.waitingOn(call)}
-	c.diagMu.Lock()
-	c.snap, c.snapCall = st, c.callNo.Load()
-	c.diagMu.Unlock()
+	c.recordSnap(st)
 	return st
 }
 
@@ -88,8 +86,8 @@ func (c *Comm) stateNow() rankState {
 	// The measurement at New (tune.go) numbers its calls as the first user
 	// calls of ranks that finished it: not a call to compare with theirs.
 	st := rankState{seq: c.seqNow.Load(), running: n%2 == 1 && !c.tuning.Load(), root: -1}
-	if r := c.failRoot.Load(); r != noRoot {
-		st.failed, st.root = true, int(r)
+	if root, failed := c.failedRoot(); failed {
+		st.failed, st.root = true, root
 		return st
 	}
 	if !st.running {
@@ -100,13 +98,8 @@ func (c *Comm) stateNow() rankState {
 		// in the same collective with a different one disagrees with it.
 		st.fp, st.p2p = uint16(v), v&(1<<16) != 0
 	}
-	if c.stallElapsed.Load() == 0 {
-		return st
-	}
-	c.diagMu.Lock()
-	defer c.diagMu.Unlock()
-	if c.snapCall == n {
-		return c.snap
+	if snap, ok := c.stalledSnap(n); ok {
+		return snap
 	}
 	return st
 }

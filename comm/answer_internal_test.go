@@ -30,7 +30,7 @@ func (s slowNext) Set(ctx context.Context, key string, v []byte) error {
 // its peer, stalled in #8 waiting on it, declared a sequence mismatch.
 func TestAnswerNotOlderThanQuestion(t *testing.T) {
 	kv := NewLocalGroup(2).Member(0).(keyValue)
-	c := &Comm{id: "t", rank: 1, respDone: make(chan struct{})}
+	c := &Comm{id: "t", rank: 1, stallWatch: stallWatch{respDone: make(chan struct{})}}
 	c.failRoot.Store(noRoot)
 	c.seqNow.Store(7)
 	c.callNo.Store(1) // running

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/goccl/goccl/collectives"
@@ -43,72 +42,23 @@ type Comm struct {
 
 	fabric // the transports, links to the peers, the executor (fabric.go)
 
-	// Submitted requests wait in a list through Request.next, guarded by
-	// mu: unbounded, so submitting never blocks, whatever the number of
-	// outstanding requests. wake (capacity 1) wakes the worker.
-	qhead, qtail *Request
-	wake         chan struct{}
-	stop         chan struct{}
-	wg           sync.WaitGroup
-	// Ordering of calls: pending counts requests submitted and not yet
-	// finished; a blocking call finding it zero runs inline (see submit).
-	// runMu is held by whoever runs a request; inline counts inline runs
-	// so Close can wait for them.
-	pending atomic.Int64
-	runMu   sync.Mutex
-	inline  sync.WaitGroup
+	callQueue // submitted requests, the worker, one run at a time (queue.go)
 
-	// life is cancelled (with the cause) by Abort, by the watchdog when a
-	// collective outlives Options.Timeout, and when a caller's context ends
-	// during its collective; collectives run under it.
-	life       context.Context
-	lifeCancel context.CancelCauseFunc
-	watchdog   *time.Timer
-	stallDog   *time.Timer // fires every stall step that a running collective sees no completion
+	lifetime   // the life context, the watchdog, the failure's root (lifetime.go)
+	stallWatch // the stall clock and what the responder answers (stallwatch.go)
 
-	// Stall diagnosis and failure reports (stall.go, explain.go).
-	poke         atomic.Pointer[poke] // the context runs go on under
-	stallStep    time.Duration
-	stallElapsed atomic.Int64  // time without progress at the stall timer's last tick; 0: not stalled
-	lastProgress atomic.Int64  // mono() when the running call last saw completions (or started)
-	callNo       atomic.Uint64 // runs started plus runs finished: odd while one runs
-	seqNow       atomic.Uint32 // seq, for the responder
-	aborted      atomic.Bool
-	failRoot     atomic.Int64 // the rank a failure was blamed on; noRoot before
-	diagMu       sync.Mutex
-	snap         rankState // the stalled run's state (guarded by diagMu)
-	snapCall     uint64    // callNo when snap was taken
-	respCancel   context.CancelFunc
-	respDone     chan struct{}
-
-	mu     sync.Mutex // guards closed, err, regs, the queue
+	mu     sync.Mutex // guards closed, err, regs, the queue's list
 	closed bool
 	err    error
 	regs   []registration
 
-	// Owned by the worker goroutine.
-	seq     uint32
-	board   *board      // the shared-memory board, if the ranks use one (board.go)
-	cur     callSummary // this collective (number seq), for failure reports
-	prev    callSummary // the one before
-	plans   map[planKey]planEntry
-	scratch [numScratch]scratchBuf
-	wide    []byte        // registered float32 buffer of half-type reductions
-	selfq   []selfMessage // messages this rank sent itself, oldest first
+	callState        // owned by the running request: numbering, plans, scratch (callstate.go)
+	board     *board // the shared-memory board, if the ranks use one (board.go)
 
-	// Algorithm selection: Options.Algorithms's (GOCCL_ALGO's) choices,
-	// and the α-β cost model's parameters (agreed by all ranks at New).
-	algoForced  map[collKind]string
-	choices     map[choiceKey]string
-	prices      []collectives.Price // the selector's scratch
-	alpha, beta float64
-	gamma       float64 // seconds per byte reduced
-	// linkCost is α and β per link class, measured at New on communicators
-	// that span hosts (the flat measurement prices the network, a ping-pong
-	// between two ranks of rank 0's host the local links); zero: alpha and
-	// beta price every link.
-	linkCost [collectives.NumLinkClasses]collectives.LinkCost
-	debug    bool
+	// Algorithm selection: GOCCL_ALGO's forced choices, the α-β cost
+	// model (agreed by all ranks at New), the cached choices (selection.go).
+	selection
+	debug bool
 }
 
 // Rank is this process's rank, 0 <= Rank < Size; -1 for a nil *Comm (the
@@ -190,16 +140,9 @@ func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
 	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, fabric: fabric{devs: devs},
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), plans: map[planKey]planEntry{}, debug: debugOn(opts.Logger), algoForced: algoForced, choices: map[choiceKey]string{}}
-	c.life, c.lifeCancel = context.WithCancelCause(context.Background())
-	c.failRoot.Store(noRoot)
-	c.watchdog = time.AfterFunc(time.Hour, func() {
-		c.lifeCancel(&timeoutError{d: c.opts.Timeout})
-	})
-	c.watchdog.Stop()
-	c.stallStep = min(time.Second, c.opts.StallTimeout/2)
-	c.stallDog = time.AfterFunc(time.Hour, c.stallTick)
-	c.stallDog.Stop()
+		callQueue: newCallQueue(), callState: newCallState(), debug: debugOn(opts.Logger), selection: newSelection(algoForced)}
+	c.startLife(c.opts.Timeout)
+	c.startStall(min(time.Second, c.opts.StallTimeout/2), c.stallTick)
 	c.renewPoke()
 	if err := c.connect(ctx); err != nil {
 		c.teardown()
@@ -239,9 +182,7 @@ func (c *Comm) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
-	close(c.stop)
-	c.wg.Wait()
-	c.inline.Wait()
+	c.shutdown()
 	// Sends the transport copied at post time may still be on their way:
 	// let them reach the peers before the connections close. Then tell
 	// the peers how many collectives this rank made (a peer still waiting
@@ -295,8 +236,7 @@ func (c *Comm) Abort(cause error) {
 		c.aborted.Store(true)
 	}
 	err := c.err
-	queued := c.qhead
-	c.qhead, c.qtail = nil, nil
+	queued := c.takeAllLocked()
 	c.mu.Unlock()
 	for r := queued; r != nil; {
 		next := r.next
@@ -319,10 +259,7 @@ var ErrAborted = errors.New("communicator aborted")
 const closeWait = 2 * time.Second
 
 func (c *Comm) teardown() error {
-	if c.respCancel != nil {
-		c.respCancel()
-		<-c.respDone
-	}
+	c.stopResponder()
 	errs := []error{c.closeLinks()}
 	c.mu.Lock()
 	for _, r := range c.regs {

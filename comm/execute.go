@@ -40,7 +40,7 @@ func (c *Comm) plan(ctx context.Context, r *Request, algo string, fuse int) (*co
 		peer: r.args.peer, src: r.args.src, recvCount: r.args.recvCount, chunkSize: c.opts.ChunkSize, fused: fuse > 0}
 	cacheable := r.args.sendCounts == nil && r.args.recvCounts == nil
 	if cacheable {
-		if e, ok := c.plans[k]; ok {
+		if e, ok := c.cachedPlan(k); ok {
 			return e.plan, e.scratch, nil
 		}
 	}
@@ -67,10 +67,7 @@ func (c *Comm) plan(ctx context.Context, r *Request, algo string, fuse int) (*co
 		return nil, 0, err
 	}
 	if cacheable {
-		if len(c.plans) >= 512 {
-			clear(c.plans)
-		}
-		c.plans[k] = planEntry{plan: p, scratch: s.ScratchBytes}
+		c.rememberPlan(k, planEntry{plan: p, scratch: s.ScratchBytes})
 	}
 	return p, s.ScratchBytes, nil
 }
@@ -115,9 +112,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		return c.executeMail(r)
 	}
 	if !r.kind.Info().P2P {
-		c.seq++
-		c.seqNow.Store(c.seq)
-		c.prev, c.cur = c.cur, callSummary{kind: r.kind, dt: r.dt, op: r.op, count: r.count, root: r.root}
+		c.seqNow.Store(c.beginCollective(callSummary{kind: r.kind, dt: r.dt, op: r.op, count: r.count, root: r.root}))
 	}
 	if c.boardTakes(r) {
 		return c.executeBoard(r)

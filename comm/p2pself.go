@@ -3,7 +3,6 @@ package comm
 import (
 	"context"
 	"fmt"
-	"slices"
 )
 
 // A rank may send to itself, as in MPI: calls run one at a time in call
@@ -31,7 +30,7 @@ func (c *Comm) executeSelf(ctx context.Context, r *Request) error {
 	sendSelf := r.kind != collRecv && r.args.peer == c.rank
 	recvSelf := r.kind != collSend && r.args.src == c.rank
 	if sendSelf {
-		c.selfq = append(c.selfq, selfMessage{tag: r.args.tag, data: slices.Clone(r.send)})
+		c.sendSelf(r.args.tag, r.send)
 	}
 	if r.kind == collSendRecv && sendSelf != recvSelf {
 		// The other side, with a peer.
@@ -51,10 +50,10 @@ func (c *Comm) executeSelf(ctx context.Context, r *Request) error {
 		return nil
 	}
 	desc := fmt.Sprintf("comm: %s(%s, %d) (tag %d): rank %d <- %d", r.kind, r.dt, r.args.recvCount, r.args.tag, c.rank, c.rank)
-	if len(c.selfq) == 0 {
+	m, ok := c.oldestSelf()
+	if !ok {
 		return fmt.Errorf("%s: this rank has sent itself no message to receive (a Send to oneself must come before its Recv)", desc)
 	}
-	m := c.selfq[0]
 	if m.tag != r.args.tag {
 		return fmt.Errorf("%s: the oldest message this rank sent itself has tag %d", desc, m.tag)
 	}
@@ -62,7 +61,6 @@ func (c *Comm) executeSelf(ctx context.Context, r *Request) error {
 		return fmt.Errorf("%s: the oldest message this rank sent itself has %d bytes where this receive expects %d", desc, len(m.data), len(r.recv))
 	}
 	copy(r.recv, m.data)
-	c.selfq[0] = selfMessage{}
-	c.selfq = c.selfq[1:]
+	c.dropOldestSelf()
 	return nil
 }

@@ -197,31 +197,9 @@ func (c *Comm) submit(r *Request) *Request {
 		c.inline.Done()
 		return r
 	}
-	c.pending.Add(1)
-	if c.qtail == nil {
-		c.qhead = r
-	} else {
-		c.qtail.next = r
-	}
-	c.qtail = r
+	c.pushLocked(r)
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default: // a wake-up is already pending
-	}
-	return r
-}
-
-// dequeueLocked takes the oldest queued request, or nil. c.mu is held.
-func (c *Comm) dequeueLocked() *Request {
-	r := c.qhead
-	if r == nil {
-		return nil
-	}
-	c.qhead, r.next = r.next, nil
-	if c.qhead == nil {
-		c.qtail = nil
-	}
+	c.signal()
 	return r
 }
 
@@ -258,10 +236,7 @@ func (c *Comm) worker() {
 		if closed {
 			return
 		}
-		select {
-		case <-c.wake:
-		case <-c.stop:
-		}
+		c.awaitWork()
 	}
 }
 

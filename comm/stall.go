@@ -60,15 +60,9 @@ type poke struct {
 	cancel context.CancelCauseFunc
 }
 
-func (c *Comm) renewPoke() *poke {
-	ctx, cancel := context.WithCancelCause(c.life)
-	p := &poke{ctx: ctx, cancel: cancel}
-	c.poke.Store(p)
-	return p
-}
-
-// callCtx is the context a run goes on under.
-func (c *Comm) callCtx() context.Context { return c.poke.Load().ctx }
+// renewPoke replaces the context runs go on under with a new child of
+// the communicator's life.
+func (c *Comm) renewPoke() *poke { return c.newPoke(c.life) }
 
 // runCtx is the context to start the executor with, given the call's: the
 // stall clock ran while the plan was compiled (plans are compiled with
@@ -85,19 +79,6 @@ func (c *Comm) runCtx(ctx context.Context) context.Context {
 	}
 	return ctx
 }
-
-// armStall restarts the stall clock at the start of a run.
-func (c *Comm) armStall() {
-	c.lastProgress.Store(mono())
-	c.stallElapsed.Store(0)
-	c.stallDog.Reset(c.stallStep)
-}
-
-// progressed notes that completions arrived (the executor's OnProgress):
-// the stall clock counts from now. Restarting the timer itself on every
-// completion cost a timer-heap update per message on the small-message
-// path; the timer looks at this time when it fires.
-func (c *Comm) progressed() { c.lastProgress.Store(mono()) }
 
 // clockBase and mono give a cheap monotonic clock in nanoseconds.
 var clockBase = time.Now()

@@ -55,7 +55,7 @@ func (c *Comm) tune(ctx context.Context) error {
 		c.runMu.Lock()
 		c.tuning.Store(false)
 		c.seq, c.debug = 0, debug
-		clear(c.choices)
+		c.forgetChoices()
 		c.runMu.Unlock()
 	}()
 	buf, err := Alloc[float32](c, tuneLarge/4)

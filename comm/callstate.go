@@ -1,0 +1,74 @@
+package comm
+
+import "slices"
+
+// callState is what the runs of calls carry from one to the next: the
+// collectives' numbering and summaries (for failure reports), the cache
+// of compiled plans, the registered scratch buffers, and the messages this
+// rank sent itself.
+//
+// It belongs to whichever goroutine runs a request, which holds
+// callQueue.runMu: the worker, or a blocking call running inline; tune
+// resets seq under runMu, and Close reads it once every run has finished.
+// Other goroutines never touch it: the responder reads stallWatch.seqNow,
+// which the run publishes.
+type callState struct {
+	seq     uint32      // collectives started (point-to-point calls excluded)
+	cur     callSummary // this collective (number seq), for failure reports
+	prev    callSummary // the one before
+	plans   map[planKey]planEntry
+	scratch [numScratch]scratchBuf
+	wide    []byte        // registered float32 buffer of half-type reductions
+	selfq   []selfMessage // messages this rank sent itself, oldest first
+}
+
+// maxPlans bounds the plan cache: past it, it starts over.
+const maxPlans = 512
+
+// newCallState returns the state before the first call.
+func newCallState() callState {
+	return callState{plans: map[planKey]planEntry{}}
+}
+
+// beginCollective numbers a new collective, summarised by sum, and
+// returns its number; the current one becomes the previous.
+func (s *callState) beginCollective(sum callSummary) uint32 {
+	s.seq++
+	s.prev, s.cur = s.cur, sum
+	return s.seq
+}
+
+// cachedPlan returns the plan compiled for k, if cached.
+func (s *callState) cachedPlan(k planKey) (planEntry, bool) {
+	e, ok := s.plans[k]
+	return e, ok
+}
+
+// rememberPlan caches the plan compiled for k.
+func (s *callState) rememberPlan(k planKey, e planEntry) {
+	if len(s.plans) >= maxPlans {
+		clear(s.plans)
+	}
+	s.plans[k] = e
+}
+
+// sendSelf keeps a copy of a message this rank sends itself.
+func (s *callState) sendSelf(tag int, data []byte) {
+	s.selfq = append(s.selfq, selfMessage{tag: tag, data: slices.Clone(data)})
+}
+
+// oldestSelf returns the oldest message this rank sent itself and has not
+// received, if any.
+func (s *callState) oldestSelf() (selfMessage, bool) {
+	if len(s.selfq) == 0 {
+		return selfMessage{}, false
+	}
+	return s.selfq[0], true
+}
+
+// dropOldestSelf removes the oldest message this rank sent itself (once
+// received).
+func (s *callState) dropOldestSelf() {
+	s.selfq[0] = selfMessage{}
+	s.selfq = s.selfq[1:]
+}

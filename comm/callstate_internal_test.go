@@ -1,0 +1,72 @@
+package comm
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Collectives are numbered from 1, and the summaries shift: the current
+// one becomes the previous.
+func TestCallStateNumbering(t *testing.T) {
+	s := newCallState()
+	a := callSummary{kind: collAllreduce, count: 8}
+	b := callSummary{kind: collBroadcast, count: 4, root: 1}
+	require.EqualValues(t, 1, s.beginCollective(a))
+	require.Equal(t, a, s.cur)
+	require.Zero(t, s.prev.kind)
+	require.EqualValues(t, 2, s.beginCollective(b))
+	require.EqualValues(t, 2, s.seq)
+	require.Equal(t, b, s.cur)
+	require.Equal(t, a, s.prev)
+}
+
+// Plans are cached by key, and the cache starts over once full.
+func TestCallStatePlanCache(t *testing.T) {
+	s := newCallState()
+	k := planKey{kind: collAllreduce, algo: "ring", count: 8, elemSize: 4, chunkSize: 1 << 16}
+	_, ok := s.cachedPlan(k)
+	require.False(t, ok)
+	s.rememberPlan(k, planEntry{scratch: 64})
+	e, ok := s.cachedPlan(k)
+	require.True(t, ok)
+	require.Equal(t, 64, e.scratch)
+	other := k
+	other.algo = "tree"
+	_, ok = s.cachedPlan(other)
+	require.False(t, ok, "another algorithm")
+
+	s = newCallState()
+	for n := range maxPlans {
+		k.count = n
+		s.rememberPlan(k, planEntry{})
+	}
+	require.Len(t, s.plans, maxPlans)
+	s.rememberPlan(other, planEntry{scratch: 1})
+	require.Len(t, s.plans, 1, "a full cache starts over")
+}
+
+// Messages to oneself come back oldest first, as copies: the sender may
+// reuse its buffer at once.
+func TestCallStateSelfMessages(t *testing.T) {
+	var s callState
+	_, ok := s.oldestSelf()
+	require.False(t, ok)
+	buf := []byte{1, 2, 3}
+	s.sendSelf(7, buf)
+	buf[0] = 9
+	s.sendSelf(8, buf)
+
+	m, ok := s.oldestSelf()
+	require.True(t, ok)
+	require.Equal(t, 7, m.tag)
+	require.Equal(t, []byte{1, 2, 3}, m.data, "kept as sent")
+	s.dropOldestSelf()
+	m, ok = s.oldestSelf()
+	require.True(t, ok)
+	require.Equal(t, 8, m.tag)
+	require.Equal(t, []byte{9, 2, 3}, m.data)
+	s.dropOldestSelf()
+	_, ok = s.oldestSelf()
+	require.False(t, ok)
+}

@@ -1,0 +1,87 @@
+package comm
+
+import "github.com/goccl/goccl/collectives"
+
+// selection is how a communicator picks a call's algorithm: the choices
+// Options.Algorithms (GOCCL_ALGO) forces, the cost model's parameters,
+// and the choices the model made, cached per collective and size.
+//
+// algoForced is fixed at New. alpha and beta (the flat α-β model), gamma
+// (seconds per byte reduced) and linkCost (α and β per link class,
+// measured on communicators that span hosts; zero: alpha and beta price
+// every link) are set at New, by tune before the first user call, and
+// read-only after: any goroutine may price with them (Comm.pick,
+// Comm.CostModel, Split). choices and prices (the selector's scratch)
+// belong to whichever goroutine runs a request (it holds
+// callQueue.runMu): the worker, or a blocking call running inline.
+type selection struct {
+	algoForced  map[collKind]string
+	choices     map[choiceKey]string
+	prices      []collectives.Price
+	alpha, beta float64
+	gamma       float64
+	linkCost    [collectives.NumLinkClasses]collectives.LinkCost
+}
+
+// choiceKey caches the selector's choice per collective and size (the
+// cost model is fixed once the communicator has measured it).
+type choiceKey struct {
+	kind   collKind
+	nbytes int
+}
+
+// maxChoices bounds the cache of choices: past it, it starts over.
+const maxChoices = 4096
+
+// newSelection returns a selection with GOCCL_ALGO's forced choices and
+// an empty cache; the cost model is set by tune.
+func newSelection(forced map[collKind]string) selection {
+	return selection{algoForced: forced, choices: map[choiceKey]string{}}
+}
+
+// forcedFor is the algorithm a call of k must use whatever the cost
+// model says: the call's own (own), else GOCCL_ALGO's; "" if neither.
+func (s *selection) forcedFor(k collKind, own string) string {
+	if own != "" {
+		return own
+	}
+	return s.algoForced[k]
+}
+
+// cachedChoice returns the cost model's choice for k on nbytes, if made.
+func (s *selection) cachedChoice(k collKind, nbytes int) (string, bool) {
+	name, ok := s.choices[choiceKey{k, nbytes}]
+	return name, ok
+}
+
+// rememberChoice caches the cost model's choice for k on nbytes.
+func (s *selection) rememberChoice(k collKind, nbytes int, name string) {
+	if len(s.choices) >= maxChoices {
+		clear(s.choices)
+	}
+	s.choices[choiceKey{k, nbytes}] = name
+}
+
+// forgetChoices drops the cached choices (priced with another model).
+func (s *selection) forgetChoices() { clear(s.choices) }
+
+// priceAll prices k's algorithms on nbytes with model m and returns the
+// cheapest, and the prices (the selector's scratch, valid until the next
+// call; none when k has one algorithm). It does not cache the choice.
+func (s *selection) priceAll(k collKind, nbytes int, t collectives.Topology, m collectives.Model) (*collectives.Algo, []collectives.Price, error) {
+	a, prices, err := collectives.Select(k, nbytes, t, m, s.prices[:0])
+	s.prices = prices[:0]
+	return a, prices, err
+}
+
+// modelFor is the selector's cost model with the executor's chunk size:
+// the α and β measured at New on the transport in use (per link class
+// when measured so) and the kernel's γ.
+func (s *selection) modelFor(chunkBytes int) collectives.Model {
+	m := collectives.Model{Gamma: s.gamma, ChunkBytes: chunkBytes}
+	m.Links = s.linkCost
+	if m.Links == ([collectives.NumLinkClasses]collectives.LinkCost{}) {
+		m.Links[collectives.LinkLocal] = collectives.LinkCost{Alpha: s.alpha, Beta: s.beta}
+	}
+	return m
+}

@@ -1,0 +1,111 @@
+package comm
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// stallWatch is the stall diagnosis's state (stall.go, answer.go): the
+// stall clock of the running call, the context it runs under (poke), and
+// what the responder goroutine answers other ranks about this one.
+//
+// The stall clock: stallDog fires stallTick every stallStep (fixed at New)
+// that a running collective sees no completion; whichever goroutine runs
+// a request (it holds callQueue.runMu) arms it (armStall) and stops it,
+// and stallTick resets it on the timer's goroutine. lastProgress (atomic,
+// mono()) is when the running call last saw completions or started,
+// written by the run (progressed, the executor's OnProgress);
+// stallElapsed (atomic) is the time without progress at the timer's last
+// tick, 0 when not stalled. poke (atomic) is the context runs go on under:
+// stallTick cancels it to make a stalled run look around, and the run
+// replaces it (newPoke).
+//
+// The responder's view: callNo (atomic) counts runs started plus runs
+// finished, odd while one runs; seqNow (atomic) is the worker's seq. The
+// run writes both; the responder reads them. diagMu guards snap, the
+// stalled run's state, and snapCall, the callNo when it was taken: the
+// run records them (recordSnap), the responder reads them (stalledSnap).
+// respCancel and respDone stop the responder and tell it has returned;
+// set at New before it starts, used by teardown.
+type stallWatch struct {
+	stallDog     *time.Timer
+	stallStep    time.Duration
+	poke         atomic.Pointer[poke]
+	stallElapsed atomic.Int64
+	lastProgress atomic.Int64
+
+	callNo   atomic.Uint64
+	seqNow   atomic.Uint32
+	diagMu   sync.Mutex
+	snap     rankState
+	snapCall uint64
+
+	respCancel context.CancelFunc
+	respDone   chan struct{}
+}
+
+// startStall sets the stall step and the timer that calls tick; the
+// timer starts disarmed (armStall arms it).
+func (s *stallWatch) startStall(step time.Duration, tick func()) {
+	s.stallStep = step
+	s.stallDog = time.AfterFunc(time.Hour, tick)
+	s.stallDog.Stop()
+}
+
+// newPoke makes a new context for runs to go on under, a child of parent
+// (the communicator's life), and returns it.
+func (s *stallWatch) newPoke(parent context.Context) *poke {
+	ctx, cancel := context.WithCancelCause(parent)
+	p := &poke{ctx: ctx, cancel: cancel}
+	s.poke.Store(p)
+	return p
+}
+
+// callCtx is the context a run goes on under.
+func (s *stallWatch) callCtx() context.Context { return s.poke.Load().ctx }
+
+// armStall restarts the stall clock at the start of a run.
+func (s *stallWatch) armStall() {
+	s.lastProgress.Store(mono())
+	s.stallElapsed.Store(0)
+	s.stallDog.Reset(s.stallStep)
+}
+
+// progressed notes that completions arrived (the executor's OnProgress):
+// the stall clock counts from now. Restarting the timer itself on every
+// completion cost a timer-heap update per message on the small-message
+// path; the timer looks at this time when it fires.
+func (s *stallWatch) progressed() { s.lastProgress.Store(mono()) }
+
+// recordSnap records st as the state of the stalled run now running, for
+// the ranks that ask.
+func (s *stallWatch) recordSnap(st rankState) {
+	s.diagMu.Lock()
+	s.snap, s.snapCall = st, s.callNo.Load()
+	s.diagMu.Unlock()
+}
+
+// stalledSnap returns the recorded state of the stalled run number n (a
+// callNo), if the running call is stalled and the snapshot is of it.
+func (s *stallWatch) stalledSnap(n uint64) (rankState, bool) {
+	if s.stallElapsed.Load() == 0 {
+		return rankState{}, false
+	}
+	s.diagMu.Lock()
+	defer s.diagMu.Unlock()
+	if s.snapCall == n {
+		return s.snap, true
+	}
+	return rankState{}, false
+}
+
+// stopResponder stops the responder goroutine, if one runs, and waits
+// until it has returned.
+func (s *stallWatch) stopResponder() {
+	if s.respCancel != nil {
+		s.respCancel()
+		<-s.respDone
+	}
+}

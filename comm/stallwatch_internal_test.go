@@ -1,0 +1,71 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// armStall restarts the clock: not stalled, progress now, and the timer
+// calls the tick after a step.
+func TestStallWatchArm(t *testing.T) {
+	var s stallWatch
+	ticked := make(chan struct{}, 1)
+	s.startStall(time.Millisecond, func() { ticked <- struct{}{} })
+	defer s.stallDog.Stop()
+	s.stallElapsed.Store(int64(time.Second)) // stalled in the run before
+	before := mono()
+	s.armStall()
+	require.Zero(t, s.stallElapsed.Load())
+	require.GreaterOrEqual(t, s.lastProgress.Load(), before)
+	select {
+	case <-ticked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the armed stall timer did not tick")
+	}
+	at := s.lastProgress.Load()
+	time.Sleep(time.Millisecond)
+	s.progressed()
+	require.Greater(t, s.lastProgress.Load(), at)
+}
+
+// The run's context is the latest poke's: a poke ends it without ending
+// the life, a new poke replaces it, and the life's end ends it.
+func TestStallWatchPoke(t *testing.T) {
+	var s stallWatch
+	life, end := context.WithCancelCause(context.Background())
+	p := s.newPoke(life)
+	require.Equal(t, p.ctx, s.callCtx())
+	s.poke.Load().cancel(errPoke)
+	require.ErrorIs(t, context.Cause(s.callCtx()), errPoke)
+	require.NoError(t, life.Err())
+
+	q := s.newPoke(life)
+	require.NotEqual(t, p.ctx, q.ctx)
+	require.Equal(t, q.ctx, s.callCtx())
+	require.NoError(t, s.callCtx().Err())
+	cause := errors.New("aborted")
+	end(cause)
+	require.ErrorIs(t, context.Cause(s.callCtx()), cause)
+}
+
+// The responder answers with the snapshot only while the run it was taken
+// in is stalled: not once the clock restarted, not for a later run.
+func TestStallWatchSnapshot(t *testing.T) {
+	var s stallWatch
+	s.callNo.Store(3) // run #2 running
+	st := rankState{seq: 2, running: true, stalled: true, call: "allreduce #2", waiting: []int{1}}
+	s.recordSnap(st)
+	_, ok := s.stalledSnap(3)
+	require.False(t, ok, "not stalled: no snapshot")
+
+	s.stallElapsed.Store(int64(time.Second))
+	got, ok := s.stalledSnap(3)
+	require.True(t, ok)
+	require.Equal(t, st, got)
+	_, ok = s.stalledSnap(5)
+	require.False(t, ok, "a snapshot of an earlier run")
+}
