@@ -44,6 +44,7 @@ func TestOptionsFromEnv(t *testing.T) {
 		{"spin polls", map[string]string{"GOCCL_SPIN_POLLS": "1"}, Options{SpinPolls: 1}},
 		{"socket interface", map[string]string{"GOCCL_SOCKET_IFNAME": "eth1"}, Options{SocketInterface: "eth1"}},
 		{"socket timeout", map[string]string{"GOCCL_SOCKET_TIMEOUT": "3s"}, Options{SocketTimeout: 3 * time.Second}},
+		{"tcp congestion", map[string]string{"GOCCL_TCP_CONGESTION": "system"}, Options{TCPCongestion: "system"}},
 		{"spin time", map[string]string{"GOCCL_SPIN_TIME": "200us"}, Options{SpinTime: 200 * time.Microsecond}},
 		{"spin time 0s sleeps at once", map[string]string{"GOCCL_SPIN_TIME": "0s"}, Options{SpinTime: -1}},
 		{"hca", map[string]string{"GOCCL_IB_HCA": "=rxe0"}, Options{IBHCA: "=rxe0"}},
@@ -72,7 +73,7 @@ func TestOptionsFromEnvCoversTheTable(t *testing.T) {
 		}
 		v := map[string]string{"GOCCL_TRANSPORT": "tcp", "GOCCL_ALGO": "allreduce:ring", "GOCCL_SOCKET_IFNAME": "lo",
 			"GOCCL_IB_HCA": "mlx5", "GOCCL_SIMD": "off", "GOCCL_DEBUG": "1", "GOCCL_SPIN_TIME": "1ms",
-			"GOCCL_IB_GID_INDEX": "1", "GOCCL_SHM_BOARD": "0"}[e.Name]
+			"GOCCL_IB_GID_INDEX": "1", "GOCCL_SHM_BOARD": "0", "GOCCL_TCP_CONGESTION": "reno"}[e.Name]
 		if v == "" {
 			v = e.Default
 		}

@@ -235,7 +235,7 @@ func (ts transportSetup) openVerbs() (*verbs.Device, error) {
 // do.
 func (ts transportSetup) openTCP(advertise string) (transport.Device, error) {
 	d, err := tcp.NewDevice(tcp.Options{AdvertiseHost: advertise, UserTimeout: ts.opts.SocketTimeout,
-		SpinTime: ts.opts.SpinTime, Oversubscribed: oversubscribed(ts.info), Logger: ts.opts.Logger})
+		Congestion: ts.opts.TCPCongestion, SpinTime: ts.opts.SpinTime, Oversubscribed: oversubscribed(ts.info), Logger: ts.opts.Logger})
 	if err != nil {
 		return nil, err
 	}

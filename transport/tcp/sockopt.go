@@ -11,8 +11,9 @@ import (
 // tune sets the socket options every connection of the device uses:
 // TCP_NODELAY (small messages leave at once), TCP_USER_TIMEOUT (unacknowledged
 // data fails the connection after the timeout instead of ~15 minutes of
-// retries) and keepalive with short idle/interval/count (an idle connection
-// over a cut link errors too). See notes/multihost.md.
+// retries), keepalive with short idle/interval/count (an idle connection
+// over a cut link errors too), and the congestion control
+// (Options.Congestion). See notes/multihost.md.
 func tune(c *net.TCPConn, o *Options) error {
 	raw, err := c.SyscallConn()
 	if err != nil {
@@ -40,6 +41,9 @@ func tune(c *net.TCPConn, o *Options) error {
 		} else {
 			set(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 0, "SO_KEEPALIVE")
 		}
+		if serr == nil {
+			serr = setCongestion(int(fd), o.Congestion)
+		}
 		if o.SocketBuffer > 0 {
 			set(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, o.SocketBuffer, "SO_SNDBUF")
 			set(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, o.SocketBuffer, "SO_RCVBUF")
@@ -49,6 +53,39 @@ func tune(c *net.TCPConn, o *Options) error {
 		return fmt.Errorf("control: %w", err)
 	}
 	return serr
+}
+
+// CongestionSystem is the Options.Congestion that keeps the system's
+// default congestion control.
+const CongestionSystem = "system"
+
+// defaultCongestion are the congestion controls tried in turn when
+// Options.Congestion is empty.
+var defaultCongestion = []string{"cubic", "reno"}
+
+// setCongestion sets the congestion control of socket fd (see
+// Options.Congestion).
+func setCongestion(fd int, name string) error {
+	switch name {
+	case CongestionSystem:
+		return nil
+	case "":
+		for _, n := range defaultCongestion {
+			if unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, n) == nil {
+				return nil
+			}
+		}
+		return nil // neither allowed here: the system's default
+	}
+	if err := unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, name); err != nil {
+		return fmt.Errorf("setsockopt TCP_CONGESTION=%s (see net.ipv4.tcp_available_congestion_control and tcp_allowed_congestion_control): %w", name, err)
+	}
+	return nil
+}
+
+// congestionOf is the congestion control socket fd uses.
+func congestionOf(fd int) (string, error) {
+	return unix.GetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION)
 }
 
 // secs rounds d up to whole seconds, at least 1.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"regexp"
 	"runtime"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/goccl/goccl/internal/logtest"
@@ -638,4 +640,70 @@ func TestHandshakeBurstWaits(t *testing.T) {
 	p.A, p.B = transporttest.NewEndpoint(t, p.DevA, p.CQA), transporttest.NewEndpoint(t, p.DevB, p.CQB)
 	transporttest.ConnectPair(t, p.A, p.B)
 	pingPong(t, p)
+}
+
+// TestCongestionControl: the connections use cubic (or reno where cubic
+// is not allowed) by default, whatever the system's default; "system"
+// keeps it; a name is set on both ends; one the kernel refuses fails the
+// connection with the option named.
+func TestCongestionControl(t *testing.T) {
+	sys, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
+	if err != nil {
+		t.Skipf("no congestion control to read here: %v", err)
+	}
+	system := strings.TrimSpace(string(sys))
+	lanesOf := func(p *transporttest.Pair) []*lane {
+		var out []*lane
+		for _, ep := range []transport.Endpoint{p.A, p.B} {
+			e := ep.(*endpoint)
+			l := e.ctl()
+			for deadline := time.Now().Add(5 * time.Second); l == nil && time.Now().Before(deadline); l = e.ctl() {
+				time.Sleep(time.Millisecond)
+			}
+			require.NotNil(t, l, "endpoint has no connection 5 s after Connect returned")
+			out = append(out, l)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		opt  string
+		want []string
+	}{
+		{"", defaultCongestion},
+		{CongestionSystem, []string{system}},
+		{"reno", []string{"reno"}},
+	} {
+		p := pairWith(t, func(o *Options) { o.Congestion = tc.opt })
+		pingPong(t, p)
+		for _, l := range lanesOf(p) {
+			got, err := congestionOf(l.fd)
+			require.NoError(t, err)
+			if tc.opt == "" && got != tc.want[0] {
+				// cubic refused (not in tcp_allowed_congestion_control
+				// for this process): reno, or the system's if neither.
+				require.Contains(t, []string{"reno", system}, got, "Congestion %q", tc.opt)
+				continue
+			}
+			require.Equal(t, tc.want[0], got, "Congestion %q", tc.opt)
+		}
+	}
+	// A name the kernel does not know fails the connection, saying so
+	// (on the side that dials; the other waits for it in vain).
+	var devs [2]transport.Device
+	for i := range devs {
+		o := testOptions(t)
+		o.Congestion = "no-such-algorithm"
+		d, err := NewDevice(o)
+		require.NoError(t, err)
+		t.Cleanup(func() { d.Close() })
+		devs[i] = d
+	}
+	a, b := transporttest.NewEndpoint(t, devs[0], transporttest.NewCQ(t, devs[0])), transporttest.NewEndpoint(t, devs[1], transporttest.NewCQ(t, devs[1]))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- b.Connect(ctx, a.LocalAddress()) }()
+	errA := a.Connect(ctx, b.LocalAddress())
+	errB := <-errc
+	require.Contains(t, fmt.Sprint(errA, errB), "TCP_CONGESTION=no-such-algorithm", "connect errors: %v / %v", errA, errB)
 }
