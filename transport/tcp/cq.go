@@ -39,7 +39,6 @@ type cq struct {
 	lanes    atomic.Pointer[[]*lane] // sockets of the queue's endpoints (copy on write under mu)
 	spinners atomic.Int32            // Waits polling the sockets now
 	parked   atomic.Int32            // Waits asleep on notify
-	spinNS   atomic.Int64            // the adapted spin budget (spinPolicy.adaptive; 0: the default)
 	activity atomic.Uint64           // Poll and Wait calls so far
 
 	busyUntil atomic.Int64 // unix nanoseconds: callers count as active until then (see active)
@@ -200,7 +199,7 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 			crowd := crowded(procs)
 			if moved {
 				quiet = now
-			} else if now.Sub(quiet) >= spin.budgetFor(crowd, q.spinNS.Load()) {
+			} else if now.Sub(quiet) >= spin.budgetFor(crowd) {
 				break
 			}
 			spin.pause(now.Sub(quiet), crowd)
@@ -209,11 +208,7 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 		spinning.Add(-1)
 
 		// Sleep in the kernel on the sockets themselves (see parker).
-		parkedAt := time.Now()
 		if n, err, ok := q.sleep(ctx, out); ok {
-			if n > 0 && spin.adaptive && !crowded(procs) {
-				q.spinNS.Store(adaptSpin(max(q.spinNS.Load(), int64(spin.budget)), time.Since(parkedAt), spin.budget))
-			}
 			return n, err
 		}
 		// Or, if another Wait sleeps there: the background loop

@@ -15,57 +15,16 @@ func TestSpinPolicy(t *testing.T) {
 		o           Options
 		budget      time.Duration
 		yieldsAfter time.Duration
-		adaptive    bool
 	}{
-		{Options{}, defaultSpinTime, time.Hour, true},
-		{Options{SpinTime: -1}, 0, time.Hour, false},
-		{Options{SpinTime: time.Millisecond}, time.Millisecond, time.Hour, false},
-		{Options{Oversubscribed: true}, oversubscribedSpinTime, defaultYieldTime, false},
-		{Options{Oversubscribed: true, SpinTime: time.Millisecond}, time.Millisecond, defaultYieldTime, false},
+		{Options{}, defaultSpinTime, time.Hour},
+		{Options{SpinTime: -1}, 0, time.Hour},
+		{Options{SpinTime: time.Millisecond}, time.Millisecond, time.Hour},
+		{Options{Oversubscribed: true}, oversubscribedSpinTime, defaultYieldTime},
+		{Options{Oversubscribed: true, SpinTime: time.Millisecond}, time.Millisecond, defaultYieldTime},
 	} {
 		s := newSpinPolicy(&c.o)
-		if s.budget != c.budget || s.yieldAfter != c.yieldsAfter || s.adaptive != c.adaptive {
-			t.Errorf("%+v: budget %v yield after %v adaptive %v, want %v, %v, %v", c.o, s.budget, s.yieldAfter, s.adaptive, c.budget, c.yieldsAfter, c.adaptive)
-		}
-	}
-	// The adapted budget: only the default policy alone on its cores
-	// follows it; crowded Waits keep the short budget.
-	s := newSpinPolicy(&Options{})
-	if got := s.budgetFor(false, int64(300*time.Microsecond)); got != 300*time.Microsecond {
-		t.Errorf("adapted budget: %v", got)
-	}
-	if got := s.budgetFor(false, 0); got != defaultSpinTime {
-		t.Errorf("budget before any park: %v", got)
-	}
-	if got := s.budgetFor(true, int64(300*time.Microsecond)); got != crowdedBudget {
-		t.Errorf("crowded budget: %v", got)
-	}
-	fixed := newSpinPolicy(&Options{SpinTime: time.Millisecond})
-	if got := fixed.budgetFor(false, int64(300*time.Microsecond)); got != time.Millisecond {
-		t.Errorf("an explicit SpinTime was adapted: %v", got)
-	}
-}
-
-// TestAdaptSpin: a park woken soon after it began doubles the spin (to
-// cover that wait next time), up to maxAdaptiveSpin; a long one halves
-// it, down to the default; one in between leaves it.
-func TestAdaptSpin(t *testing.T) {
-	const us = int64(time.Microsecond)
-	for _, c := range []struct {
-		budget int64
-		park   time.Duration
-		want   int64
-	}{
-		{50 * us, 10 * time.Microsecond, 50 * us},    // already covered
-		{50 * us, 100 * time.Microsecond, 200 * us},  // woken 100 µs in: spin 200 next time
-		{50 * us, 310 * time.Microsecond, 500 * us},  // capped
-		{500 * us, 400 * time.Microsecond, 500 * us}, // never beyond the cap
-		{500 * us, 10 * time.Millisecond, 250 * us},  // the peer was busy: back off
-		{60 * us, 10 * time.Millisecond, 50 * us},    // not below the default
-		{200 * us, time.Millisecond, 200 * us},       // in between: unchanged
-	} {
-		if got := adaptSpin(c.budget, c.park, defaultSpinTime); got != c.want {
-			t.Errorf("budget %v, park %v: %v, want %v", time.Duration(c.budget), c.park, time.Duration(got), time.Duration(c.want))
+		if s.budget != c.budget || s.yieldAfter != c.yieldsAfter {
+			t.Errorf("%+v: budget %v yield after %v, want %v and %v", c.o, s.budget, s.yieldAfter, c.budget, c.yieldsAfter)
 		}
 	}
 }

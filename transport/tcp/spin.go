@@ -21,36 +21,6 @@ import (
 type spinPolicy struct {
 	budget     time.Duration // idle spinning before parking
 	yieldAfter time.Duration // idle spinning before each poll yields to the kernel
-	// adaptive: the budget of a queue follows its parks (see adaptSpin):
-	// the default alone on its cores, not an explicit Options.SpinTime.
-	adaptive bool
-}
-
-// Adaptive spinning. Parking is cheap on bare metal but not in a VM: a
-// thread asleep in poll(2) on an idle virtual CPU took ~300 µs to wake
-// here (the halted vCPU waits for the hypervisor), so a 2-rank allreduce
-// of 8 bytes between two network namespaces on a 1 Gbit/s shaped link
-// took 20-30 µs per call when the answer came within the spin and 310-400
-// µs when it came just after the waiter parked (averages of 20 calls:
-// 40-180 µs, erratic; with a 1 ms spin, 29-40 µs). So a queue whose wait
-// parked and was woken soon after (the answer was near) spins longer next
-// time, up to maxAdaptiveSpin; one whose park was long (the peer was busy
-// elsewhere: spinning longer would only have burnt the core) goes back
-// towards the default.
-const maxAdaptiveSpin = 500 * time.Microsecond
-
-// adaptSpin updates budget (ns) after a park of d that ended with a
-// completion, and returns the new budget.
-func adaptSpin(budget int64, d, floor time.Duration) int64 {
-	switch {
-	case d <= maxAdaptiveSpin:
-		// Spinning through d would have caught it: spin at least twice
-		// that next time.
-		return max(budget, min(2*int64(d), int64(maxAdaptiveSpin)))
-	case d > 4*maxAdaptiveSpin:
-		return max(int64(floor), budget/2)
-	}
-	return budget
 }
 
 // Defaults: a round trip between two processes of this host takes 10-30
@@ -75,7 +45,6 @@ func newSpinPolicy(o *Options) spinPolicy {
 	if o.Oversubscribed {
 		s.yieldAfter = defaultYieldTime
 	}
-	s.adaptive = o.SpinTime == 0 && !o.Oversubscribed
 	switch {
 	case s.budget == 0 && o.Oversubscribed:
 		s.budget = oversubscribedSpinTime
@@ -100,14 +69,10 @@ const crowdedBudget = 20 * time.Microsecond
 // crowded reports whether the process has more spinning Waits than procs.
 func crowded(procs int32) bool { return spinning.Load() > procs }
 
-// budgetFor is the idle spin allowed now; adapted is the queue's adapted
-// budget (ns; 0: none yet).
-func (s spinPolicy) budgetFor(crowd bool, adapted int64) time.Duration {
+// budgetFor is the idle spin allowed now.
+func (s spinPolicy) budgetFor(crowd bool) time.Duration {
 	if crowd {
 		return min(s.budget, crowdedBudget)
-	}
-	if s.adaptive && adapted > 0 {
-		return time.Duration(adapted)
 	}
 	return s.budget
 }
