@@ -83,11 +83,6 @@ func setCongestion(fd int, name string) error {
 	return nil
 }
 
-// congestionOf is the congestion control socket fd uses.
-func congestionOf(fd int) (string, error) {
-	return unix.GetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION)
-}
-
 // secs rounds d up to whole seconds, at least 1.
 func secs(d time.Duration) int {
 	s := int((d + time.Second - 1) / time.Second)

@@ -642,6 +642,11 @@ func TestHandshakeBurstWaits(t *testing.T) {
 	pingPong(t, p)
 }
 
+// congestionOf is the congestion control socket fd uses.
+func congestionOf(fd int) (string, error) {
+	return unix.GetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+}
+
 // TestCongestionControl: the connections use cubic (or reno where cubic
 // is not allowed) by default, whatever the system's default; "system"
 // keeps it; a name is set on both ends; one the kernel refuses fails the
