@@ -26,21 +26,25 @@ func TestExecutorProtocolErrors(t *testing.T) {
 		name  string
 		rogue func(l *Link, imm uint32) error // rank 1's side of the link to rank 0
 		want  string
+		// placed: rank 1's writes that must have reached rank 0 before
+		// its call runs (else the call may end on the first block and
+		// leave the second to the next call).
+		placed int
 	}{
 		{"no immediate", func(l *Link, _ uint32) error {
 			return l.EP.PostSend(1, l.Staging, 0, 0) // into a receive token
-		}, "rank 0 <- 1: unexpected message without immediate"},
+		}, "rank 0 <- 1: unexpected message without immediate", 0},
 		{"unknown immediate type", func(l *Link, _ uint32) error {
 			zero := uint32(5)
 			return l.EP.PostWrite(1, l.Staging, 0, 8, l.Remote, 0, &zero)
-		}, "rank 0 <- 1: bad immediate 0x5"},
+		}, "rank 0 <- 1: bad immediate 0x5", 0},
 		{"credits beyond slots", func(l *Link, _ uint32) error {
 			imm := uint32(immCredit | (nslots + 1))
 			return l.EP.PostWrite(1, l.Staging, 0, 0, l.Remote, 0, &imm)
-		}, "rank 0 <- 1: peer returned more credits than slots"},
+		}, "rank 0 <- 1: peer returned more credits than slots", 0},
 		{"wrong length", func(l *Link, imm uint32) error {
 			return l.EP.PostWrite(1, l.Staging, 0, 4, l.Remote, 0, &imm)
-		}, "rank 0 <- 1: received 4 bytes where this rank expects 8"},
+		}, "rank 0 <- 1: received 4 bytes where this rank expects 8", 0},
 		{"more blocks than the call takes", func(l *Link, imm uint32) error {
 			for i := range 2 {
 				if err := l.EP.PostWrite(uint64(i), l.Staging, 0, 8, l.Remote, uint64(i*slot), &imm); err != nil {
@@ -48,7 +52,7 @@ func TestExecutorProtocolErrors(t *testing.T) {
 				}
 			}
 			return nil
-		}, "rank 1 sent rank 0 more data in test(float32, 2, sum) #7 (recv) than rank 0 expects"},
+		}, "rank 1 sent rank 0 more data in test(float32, 2, sum) #7 (recv) than rank 0 expects", 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var full atomic.Int64
@@ -70,6 +74,14 @@ func TestExecutorProtocolErrors(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
+			out := make([]transport.Completion, 4)
+			for got := 0; got < c.placed; {
+				n, err := ex[1].CQ.Wait(ctx, out)
+				if err != nil {
+					t.Fatalf("rank 1's writes: %v", err)
+				}
+				got += n
+			}
 			err = ex[0].Run(ctx, cl)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Run: %v, want an error containing %q", err, c.want)
