@@ -258,7 +258,13 @@ func TestStall(t *testing.T) {
 	if n, err := io.CopyN(io.Discard, server, written); err != nil {
 		t.Fatalf("after heal: read %d of %d bytes: %v", n, written, err)
 	}
-	if s := c.Stats(); s.Forwarded[0] != written {
+	// The proxy counts a chunk once its write returns, which may be after
+	// the server has read it: wait for the count.
+	s := c.Stats()
+	for deadline := time.Now().Add(5 * time.Second); s.Forwarded[0] != written && time.Now().Before(deadline); s = c.Stats() {
+		time.Sleep(time.Millisecond)
+	}
+	if s.Forwarded[0] != written {
 		t.Errorf("stats %v: want %d forwarded upstream", s, written)
 	}
 }
