@@ -336,19 +336,6 @@ func (j *job) startRank(st *store, self string, h host, pl placement, master str
 	return nil
 }
 
-// exited reports whether the process of rank has exited (or was never
-// started).
-func (j *job) exited(rank int) bool {
-	for _, p := range j.procs {
-		if p.ranks[0] == rank {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			return p.exited
-		}
-	}
-	return true
-}
-
 // srunLine handles a line srun wrote itself: it is shown on stderr, and
 // the first task failure it reports is kept for the summary.
 func (j *job) srunLine(line []byte) {
