@@ -511,7 +511,7 @@ func (c *Comm) executeBoard(r *Request) error {
 // publish writes k as this rank's call seq and publishes seq.
 func (b *board) publish(seq uint64, k boardCall) {
 	b.writeCall(seq, k)
-	b.seqOf(b.me).Store(seq)
+	storeRelease(b.seqOf(b.me), seq)
 	if b.u32(gSleepers).Load() > 0 {
 		b.u32(gBell).Add(1)
 		shm.FutexWakeAll(b.u32(gBell))

@@ -123,7 +123,7 @@ func (c *Comm) mailPost(r *Request, k boardCall) (large bool, n uint64, err erro
 		copy(e[mData:], r.send)
 	}
 	b.sent[d] = n + 1
-	(*atomic.Uint64)(unsafe.Pointer(&e[mSeq])).Store(n + 1)
+	storeRelease((*atomic.Uint64)(unsafe.Pointer(&e[mSeq])), n+1)
 	b.ring()
 	return large, n, nil
 }
@@ -147,7 +147,7 @@ func (c *Comm) mailTake(r *Request, k boardCall) error {
 		return c.readFail(k, s, err)
 	}
 	b.got[s] = n + 1
-	b.u64(b.box(s, b.me)).Store(n + 1)
+	storeRelease(b.u64(b.box(s, b.me)), n+1)
 	b.ring()
 	return nil
 }

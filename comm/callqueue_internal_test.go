@@ -77,3 +77,66 @@ func TestCallQueueShutdownWakesWorker(t *testing.T) {
 		t.Fatal("shutdown returned before the worker did")
 	}
 }
+
+// An inline run excludes every other run: a second claim fails while it
+// goes on, and a request queued meanwhile waits in the worker
+// (awaitInline) until the inline run ends, which wakes it.
+func TestCallQueueInlineExcludesQueued(t *testing.T) {
+	q := newCallQueue()
+	require.True(t, q.beginInline(), "an idle queue runs a blocking call inline")
+	require.False(t, q.beginInline(), "a second inline run while one goes on")
+	q.pushLocked(&Request{}) // queued during the inline run
+	ran := make(chan struct{})
+	go func() {
+		q.awaitInline()
+		close(ran)
+	}()
+	select {
+	case <-ran:
+		t.Fatal("the queued request ran during the inline run")
+	case <-time.After(50 * time.Millisecond):
+	}
+	q.endInline()
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the end of the inline run did not wake the worker")
+	}
+	require.EqualValues(t, 1, q.pending.Load(), "the queued request stays pending")
+	require.False(t, q.beginInline(), "no inline run while a request is queued")
+	q.pending.Add(-1) // the worker finished it
+	require.True(t, q.beginInline())
+	q.endInline()
+	require.Zero(t, q.pending.Load())
+}
+
+// A closed or broken communicator runs nothing inline, and the failed
+// claim leaves nothing pending.
+func TestCallQueueInlineRefusedByGate(t *testing.T) {
+	for _, bit := range []uint32{gateClosed, gateBroken} {
+		q := newCallQueue()
+		q.gate.Or(bit)
+		require.False(t, q.beginInline(), "gate %b", bit)
+		require.Zero(t, q.pending.Load(), "gate %b", bit)
+	}
+}
+
+// shutdown returns only once a call running inline has ended.
+func TestCallQueueShutdownWaitsForInline(t *testing.T) {
+	q := newCallQueue()
+	require.True(t, q.beginInline())
+	q.gate.Or(gateClosed)
+	done := make(chan struct{})
+	go func() { q.shutdown(); close(done) }()
+	select {
+	case <-done:
+		t.Fatal("shutdown returned during an inline run")
+	case <-time.After(50 * time.Millisecond):
+	}
+	q.endInline()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("shutdown did not return after the inline run ended")
+	}
+}

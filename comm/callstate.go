@@ -7,9 +7,10 @@ import "slices"
 // of compiled plans, the registered scratch buffers, and the messages this
 // rank sent itself.
 //
-// It belongs to whichever goroutine runs a request, which holds
-// callQueue.runMu: the worker, or a blocking call running inline; tune
-// resets seq under runMu, and Close reads it once every run has finished.
+// It belongs to whichever goroutine runs a request, one at a time (see
+// callQueue): the worker, or a blocking call running inline; tune resets
+// seq once its measuring calls have returned, and Close reads it once
+// every run has finished.
 // Other goroutines never touch it: the responder reads stallWatch.seqNow,
 // which the run publishes.
 type callState struct {

@@ -181,6 +181,7 @@ func (c *Comm) Close() error {
 		return nil
 	}
 	c.closed = true
+	c.gate.Or(gateClosed)
 	c.mu.Unlock()
 	c.shutdown()
 	// Sends the transport copied at post time may still be on their way:
@@ -233,6 +234,7 @@ func (c *Comm) Abort(cause error) {
 	c.mu.Lock()
 	if c.err == nil {
 		c.err = fmt.Errorf("comm: rank %d aborted: %w", c.rank, cause)
+		c.gate.Or(gateBroken)
 		c.aborted.Store(true)
 	}
 	err := c.err

@@ -112,7 +112,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		return c.executeMail(r)
 	}
 	if !r.kind.Info().P2P {
-		c.seqNow.Store(c.beginCollective(callSummary{kind: r.kind, dt: r.dt, op: r.op, count: r.count, root: r.root}))
+		storeRelease32(&c.seqNow, c.beginCollective(callSummary{kind: r.kind, dt: r.dt, op: r.op, count: r.count, root: r.root}))
 	}
 	if c.boardTakes(r) {
 		return c.executeBoard(r)

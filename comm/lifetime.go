@@ -15,7 +15,7 @@ import (
 // caller's context ends during its collective, by a failed board wait,
 // and by Close (ErrClosed); the first cause stays. Any goroutine may read
 // it or cancel it. watchdog is armed and stopped by whichever goroutine
-// runs a request (it holds callQueue.runMu) and fires on a timer
+// runs a request (one at a time, see callQueue) and fires on a timer
 // goroutine. aborted is set by Abort under the communicator's mu and read
 // by Close and the failure reports. failRoot (atomic) is the rank a
 // failure was blamed on, noRoot before: the running call writes it when

@@ -167,9 +167,18 @@ func (c *Comm) usableLocked(op string) error {
 }
 
 // submit queues r for the worker, or completes it at once with the
-// communicator's error.
+// communicator's error. A blocking call with nothing queued or running
+// runs on the caller's goroutine instead: no hand-off to the worker and
+// back, which costs two wake-ups per call on small messages (see
+// callQueue).
 func (c *Comm) submit(r *Request) *Request {
 	r.c = c
+	if r.pooled && !r.persistent && c.beginInline() {
+		r.inlined = true
+		c.run(r)
+		c.endInline()
+		return r
+	}
 	if r.done == nil {
 		r.done = make(chan struct{})
 	}
@@ -181,20 +190,6 @@ func (c *Comm) submit(r *Request) *Request {
 			r.err = r.refused // a refused call reports its own argument
 		}
 		r.finish()
-		return r
-	}
-	if r.pooled && !r.persistent && c.pending.CompareAndSwap(0, 1) {
-		// A blocking call with nothing queued or running runs on the
-		// caller's goroutine: no hand-off to the worker and back, which
-		// costs two wake-ups per call on small messages.
-		c.inline.Add(1)
-		c.mu.Unlock()
-		r.inlined = true
-		c.runMu.Lock()
-		c.run(r)
-		c.runMu.Unlock()
-		c.pending.Add(-1)
-		c.inline.Done()
 		return r
 	}
 	c.pushLocked(r)
@@ -240,21 +235,22 @@ func (c *Comm) worker() {
 	}
 }
 
-// runQueued runs a request the worker took from the queue. runMu keeps it
-// from overlapping a blocking call running inline that was submitted
-// before it.
+// runQueued runs a request the worker took from the queue, once a
+// blocking call running inline (submitted before it) has returned.
 func (c *Comm) runQueued(r *Request) {
-	c.runMu.Lock()
+	c.awaitInline()
 	c.run(r)
-	c.runMu.Unlock()
 	c.pending.Add(-1)
 }
 
 func (c *Comm) run(r *Request) {
 	defer r.finish()
-	c.mu.Lock()
-	err := c.err
-	c.mu.Unlock()
+	var err error
+	if c.gate.Load()&gateBroken != 0 {
+		c.mu.Lock()
+		err = c.err
+		c.mu.Unlock()
+	}
 	if err == nil {
 		err = c.exec.Err()
 	}
@@ -289,13 +285,15 @@ func (c *Comm) run(r *Request) {
 		c.watchdog.Reset(c.opts.Timeout)
 		c.armStall()
 	}
-	c.callNo.Add(1)
+	// callNo and seqNow have one writer, whichever goroutine runs
+	// requests: a release store publishes them (no locked instruction).
+	storeRelease(&c.callNo, c.callNo.Load()+1)
 	if r.refused != nil {
 		r.err = c.refuse(r)
 	} else {
 		r.err = c.execute(c.callCtx(), r)
 	}
-	c.callNo.Add(1)
+	storeRelease(&c.callNo, c.callNo.Load()+1)
 	if timed {
 		c.stallDog.Stop()
 		c.watchdog.Stop()
@@ -304,6 +302,7 @@ func (c *Comm) run(r *Request) {
 		c.mu.Lock()
 		if c.err == nil && c.exec.Err() != nil {
 			c.err = c.exec.Err()
+			c.gate.Or(gateBroken)
 		}
 		c.mu.Unlock()
 	}

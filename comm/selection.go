@@ -12,8 +12,8 @@ import "github.com/goccl/goccl/collectives"
 // every link) are set at New, by tune before the first user call, and
 // read-only after: any goroutine may price with them (Comm.pick,
 // Comm.CostModel, Split). choices and prices (the selector's scratch)
-// belong to whichever goroutine runs a request (it holds
-// callQueue.runMu): the worker, or a blocking call running inline.
+// belong to whichever goroutine runs a request (one at a time, see
+// callQueue): the worker, or a blocking call running inline.
 type selection struct {
 	algoForced  map[collKind]string
 	choices     map[choiceKey]string

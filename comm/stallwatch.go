@@ -13,7 +13,7 @@ import (
 //
 // The stall clock: stallDog fires stallTick every stallStep (fixed at New)
 // that a running collective sees no completion; whichever goroutine runs
-// a request (it holds callQueue.runMu) arms it (armStall) and stops it,
+// a request (one at a time, see callQueue) arms it (armStall) and stops it,
 // and stallTick resets it on the timer's goroutine. lastProgress (atomic,
 // mono()) is when the running call last saw completions or started,
 // written by the run (progressed, the executor's OnProgress);

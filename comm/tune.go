@@ -52,11 +52,10 @@ func (c *Comm) tune(ctx context.Context) error {
 	c.debug = false
 	c.tuning.Store(true)
 	defer func() {
-		c.runMu.Lock()
+		// Every measuring call has returned: no run goes on.
 		c.tuning.Store(false)
 		c.seq, c.debug = 0, debug
 		c.forgetChoices()
-		c.runMu.Unlock()
 	}()
 	buf, err := Alloc[float32](c, tuneLarge/4)
 	if err != nil {
@@ -133,9 +132,7 @@ func (c *Comm) tune(ctx context.Context) error {
 		// point): the broadcast would be collective #1, the number of the
 		// user's first, whose data may reach a rank still here. A number
 		// far from the user's first calls keeps them apart.
-		c.runMu.Lock()
-		c.seq = collectives.SeqMod / 2
-		c.runMu.Unlock()
+		c.seq = collectives.SeqMod / 2 // no run goes on
 	}
 	if err := Broadcast(ctx, c, agreed, 0); err != nil {
 		return err
