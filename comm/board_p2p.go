@@ -184,7 +184,7 @@ func (c *Comm) mailWait(r *Request, k boardCall, p int, w *atomic.Uint64, v uint
 		if w.Load() >= v {
 			return nil
 		}
-		if i < boardSpins || i&63 != 63 {
+		if !b.clockDue(i) {
 			continue
 		}
 		now := time.Now()
