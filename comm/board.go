@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -716,27 +714,4 @@ func (c *Comm) boardBlame(k boardCall, root int, cause error) error {
 	c.exec.Fail(err)
 	c.breakLinks()
 	return err
-}
-
-// onlineCPUs is the number of processors of the host (not only those this
-// process may run on: a rank bound to one core of two is not crowded).
-func onlineCPUs() int {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		return runtime.NumCPU()
-	}
-	n := 0
-	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err1 := strconv.Atoi(lo)
-		z, err2 := a, error(nil)
-		if isRange {
-			z, err2 = strconv.Atoi(hi)
-		}
-		if err1 != nil || err2 != nil || z < a {
-			return runtime.NumCPU()
-		}
-		n += z - a + 1
-	}
-	return max(n, 1)
 }

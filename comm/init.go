@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,7 +109,30 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 }
 
 // oversubscribed says that the ranks of this host outnumber its cores.
-func oversubscribed(info bootstrap.Info) bool { return info.LocalSize > runtime.NumCPU() }
+func oversubscribed(info bootstrap.Info) bool { return info.LocalSize > onlineCPUs() }
+
+// onlineCPUs is the number of processors of the host (not only those this
+// process may run on: a rank bound to one core of two is not crowded).
+func onlineCPUs() int {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return runtime.NumCPU()
+	}
+	n := 0
+	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(lo)
+		z, err2 := a, error(nil)
+		if isRange {
+			z, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || z < a {
+			return runtime.NumCPU()
+		}
+		n += z - a + 1
+	}
+	return max(n, 1)
+}
 
 // transportSetup is what Init opens its transports from: the options
 // (Transport and the transports' fields), the name of the setting that
@@ -205,7 +229,7 @@ func (ts transportSetup) openShm() (*shm.Device, error) {
 	o := shm.Options{Logger: ts.opts.Logger}
 	if oversubscribed(info) {
 		o.Spin = -1
-		perCore := info.LocalSize / runtime.NumCPU()
+		perCore := info.LocalSize / onlineCPUs()
 		o.HandshakeTimeout = time.Duration(max(1, perCore/8)) * 5 * time.Second
 	}
 	if info.LocalSize > 16 {
