@@ -19,23 +19,35 @@ import (
 // the p99 halved and the mean fell from 16-18 µs to 14 µs. A Go program
 // sets GOMAXPROCS from the CPUs it may use, so a rank bound to k CPUs runs
 // k goroutines at once.
+//
+// With more ranks than CPUs, auto binds each rank to one CPU, round robin
+// (rank i and rank i+len(cpus) share a CPU), so that the ranks sharing a
+// core take turns on it instead of migrating. Measured here (4 ranks on 2
+// cores, 8-byte to 64 KiB allreduce, 2 runs each): over shared memory
+// unbound runs had sizes at 23 us among 10 us ones (three ranks crowded on
+// one core for a while), bound ones stayed at 9.8-10 us; over TCP 115-190
+// us unbound against 129-152 us bound.
 
 // bindModes are the values of --bind-to.
 var bindModes = []string{"auto", "core", "none"}
 
 // cpuBlocks splits cpus into localSize disjoint blocks of equal size, one
-// per local rank, or returns nil when the ranks are not bound: mode none,
-// or mode auto with more local ranks than CPUs. Mode core with more ranks
-// than CPUs is an error (mpirun refuses the same).
+// per local rank, or returns nil when the ranks are not bound (mode
+// none). With more local ranks than CPUs, mode auto gives each rank one
+// CPU, round robin, and mode core is an error (mpirun refuses the same).
 func cpuBlocks(mode string, cpus []int, localSize int) ([][]int, error) {
-	if mode == "none" || localSize <= 0 {
+	if mode == "none" || localSize <= 0 || len(cpus) == 0 {
 		return nil, nil
 	}
 	if localSize > len(cpus) {
 		if mode == "core" {
 			return nil, fmt.Errorf("--bind-to core: %d ranks on this host and %d CPUs to bind them to (use --bind-to none)", localSize, len(cpus))
 		}
-		return nil, nil
+		blocks := make([][]int, localSize)
+		for i := range blocks {
+			blocks[i] = cpus[i%len(cpus) : i%len(cpus)+1]
+		}
+		return blocks, nil
 	}
 	per := len(cpus) / localSize
 	blocks := make([][]int, localSize)

@@ -24,7 +24,8 @@ func TestCPUBlocks(t *testing.T) {
 		{mode: "auto", cpus: cpus, n: 3, want: [][]int{{0, 1}, {2, 3}, {4, 5}}},
 		{mode: "core", cpus: cpus, n: 8, want: [][]int{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}},
 		{mode: "auto", cpus: []int{2, 5}, n: 2, want: [][]int{{2}, {5}}},
-		{mode: "auto", cpus: cpus, n: 9, want: nil},
+		{mode: "auto", cpus: cpus, n: 9, want: [][]int{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {0}}},
+		{mode: "auto", cpus: []int{2, 5}, n: 5, want: [][]int{{2}, {5}, {2}, {5}, {2}}},
 		{mode: "core", cpus: cpus, n: 9, fails: true},
 		{mode: "none", cpus: cpus, n: 2, want: nil},
 	} {
@@ -70,16 +71,20 @@ func TestBindTo(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(stdout), "\n")
 		require.ElementsMatch(t, tc.want, lines, "gorun %v", tc.args)
 	}
-	// More ranks than CPUs: auto leaves them unbound with GOMAXPROCS 1
-	// (unless the user set it), core refuses.
+	// More ranks than CPUs: auto binds each to one CPU, round robin
+	// (GOMAXPROCS 1 unless the user set it), core refuses.
 	n := fmt.Sprint(len(all) + 1)
+	var want []string
+	for r := range len(all) + 1 {
+		want = append(want, fmt.Sprintf("[%d] cpus %d gomaxprocs 1", r, all[r%len(all)]))
+	}
 	code, stdout, stderr, _ := gorun(t, ctx, "affinity", "-n", n)
 	require.Equal(t, 0, code, stderr)
-	require.Contains(t, stdout, fmt.Sprintf("] cpus %s gomaxprocs 1", cpuList(all)))
+	require.ElementsMatch(t, want, strings.Split(strings.TrimSpace(stdout), "\n"))
 	t.Setenv("GOMAXPROCS", "3") // the user's choice is kept
 	code, stdout, stderr, _ = gorun(t, ctx, "affinity", "-n", n)
 	require.Equal(t, 0, code, stderr)
-	require.Contains(t, stdout, fmt.Sprintf("] cpus %s gomaxprocs 3", cpuList(all)))
+	require.Contains(t, stdout, fmt.Sprintf("[0] cpus %d gomaxprocs 3", all[0]))
 	os.Unsetenv("GOMAXPROCS")
 	code, _, stderr, _ = gorun(t, ctx, "affinity", "-n", n, "--bind-to", "core")
 	require.NotEqual(t, 0, code)

@@ -112,11 +112,12 @@ OPTIONS
         Bind the ranks started on this host to disjoint blocks of the CPUs
         gorun may use (mpirun's --bind-to core), so that two ranks that
         poll while they wait do not share a core. Default: $GORUN_BIND_TO,
-        else auto: bind when the ranks of this host do not outnumber its
-        CPUs. core fails when they do. A rank bound to k CPUs runs with
-        GOMAXPROCS k; unbound ranks that outnumber the CPUs get GOMAXPROCS
-        1 unless it is set. Ranks started by ssh or srun are not bound by
-        gorun.
+        else auto: as core when the ranks of this host do not outnumber its
+        CPUs, else each rank to one CPU, round robin (ranks that share a
+        core take turns on it instead of migrating). core fails when the
+        ranks outnumber the CPUs. A rank bound to k CPUs runs with
+        GOMAXPROCS k unless it is set. Ranks started by ssh or srun are not
+        bound by gorun.
     -x VAR[=value]
         Set VAR for every rank, to value or to gorun's own value of VAR.
         Repeat for more variables.

@@ -52,8 +52,7 @@ type job struct {
 	srunMu   sync.Mutex
 	srunFail *srunFailure // the first task failure srun reported
 
-	cpuBlocks  map[int][]int // CPUs of each local rank (--bind-to); none: unbound
-	gomaxprocs int           // >0: GOMAXPROCS of unbound local ranks, unless set
+	cpuBlocks map[int][]int // CPUs of each local rank (--bind-to); none: unbound
 }
 
 func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
@@ -237,11 +236,6 @@ func (j *job) bind(hosts []host, places []placement) error {
 		return err
 	}
 	if blocks == nil {
-		// More ranks than CPUs: unbound, but each rank's Go runtime
-		// gets one P, as a bound rank gets as many as its CPUs (two
-		// Ps per rank kept the runtime waking idle threads to look for
-		// work while the ranks took turns on the cores).
-		j.gomaxprocs = 1
 		return nil
 	}
 	j.cpuBlocks = make(map[int][]int, len(local))
@@ -308,9 +302,6 @@ func (j *job) startRank(st *store, self string, h host, pl placement, master str
 		p.cmd = exec.Command(st.prog, j.cfg.args...)
 		p.cmd.Env = mergeEnv(os.Environ(), j.cfg.exports, vars)
 		p.cpus = j.cpuBlocks[pl.rank]
-		if j.gomaxprocs > 0 && !hasVar(p.cmd.Env, "GOMAXPROCS") {
-			p.cmd.Env = append(p.cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", j.gomaxprocs))
-		}
 	} else {
 		p.kind = kindSSH
 		ssh := sshArgv(append(slices.Clip(j.cfg.sshCmd), mux.options(pl)...), h.name, j.cfg.grace, st.dir, st.argv)
