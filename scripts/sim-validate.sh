@@ -29,6 +29,7 @@
 # this machine's cores, and other load shows up as time.
 #
 # Usage: scripts/sim-validate.sh [-o DIR] [--quick] [--reuse] [--nice] [--rates "1gbit 10gbit"]
+#   (SIM_ITERS, SIM_WARM: timed and warm-up calls per point; default 20 and 5)
 #   -o DIR    results (default /tmp/sim-validate); DIR/report.txt is the table
 #   --quick   2x1 2x2 4x2 only, sizes to 1 MiB, fewer iterations (to debug)
 #   --reuse   skip the measurements whose result files exist
@@ -68,6 +69,9 @@ if ((QUICK)); then
 	ITERS=10
 	WARM=3
 fi
+# SIM_ITERS and SIM_WARM override the calls per point and their warm-up.
+ITERS=${SIM_ITERS:-$ITERS}
+WARM=${SIM_WARM:-$WARM}
 
 say() { printf '%s sim-validate: %s\n' "$(date +%T)" "$*" >&2; }
 die() { say "$*"; exit 1; }
