@@ -142,6 +142,7 @@ func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id
 	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, fabric: fabric{devs: devs},
 		callQueue: newCallQueue(), callState: newCallState(), debug: debugOn(opts.Logger), selection: newSelection(algoForced)}
 	c.startLife(c.opts.Timeout)
+	c.caller.onEnd = c.abandoned
 	c.startStall(min(time.Second, c.opts.StallTimeout/2), c.stallTick)
 	c.renewPoke()
 	if err := c.connect(ctx); err != nil {
@@ -184,6 +185,7 @@ func (c *Comm) Close() error {
 	c.gate.Or(gateClosed)
 	c.mu.Unlock()
 	c.shutdown()
+	c.caller.unregister() // no call runs any more
 	// Sends the transport copied at post time may still be on their way:
 	// let them reach the peers before the connections close. Then tell
 	// the peers how many collectives this rank made (a peer still waiting

@@ -26,6 +26,7 @@ type lifetime struct {
 	watchdog   *time.Timer
 	aborted    atomic.Bool
 	failRoot   atomic.Int64
+	caller     callerWatch
 }
 
 // startLife starts the communicator's life; the watchdog, armed with
@@ -45,4 +46,58 @@ func (l *lifetime) startLife(timeout time.Duration) {
 func (l *lifetime) failedRoot() (int, bool) {
 	r := l.failRoot.Load()
 	return int(r), r != noRoot
+}
+
+// callerWatch ends the communicator's life when the context of the call
+// that runs is cancelled, without a registration per call: a
+// context.AfterFunc costs two allocations and ~230 ns, and a program
+// usually passes the same context (its main one, often a signal.
+// NotifyContext) to every call. The registration is made for a context the
+// first time a call runs under it and kept while the calls keep using it;
+// its callback acts only while a call under that context runs (running),
+// so a context cancelled between calls breaks nothing (the next call under
+// it fails before it starts, see Comm.run). Owned by whichever goroutine
+// runs requests; stopped by Close.
+type callerWatch struct {
+	ctx  context.Context
+	stop func() bool
+	gen  uint32 // the registration's number
+	// running: while a call runs, its registration's number (high 32
+	// bits) and its kind plus one; 0 between calls. A callback acts only
+	// if the running call is under its own context: the callback of a
+	// context replaced since may run late (it runs on a goroutine of its
+	// own, after the next call under another context began).
+	running atomic.Uint64
+	// onEnd is what the callback calls: set once, at New (a method value
+	// made per call would be an allocation per call).
+	onEnd func(kind collKind, cause error)
+}
+
+// watch arranges for onEnd to be called if ctx ends while a call runs
+// under it, and marks kind as running; unwatch marks its end. The caller
+// has checked ctx.Err() after watch returned: a cancellation before that
+// check is the caller's to handle, one after it finds running set.
+func (w *callerWatch) watch(ctx context.Context, kind collKind) {
+	if w.ctx != ctx {
+		w.unregister()
+		w.gen++
+		w.ctx = ctx
+		gen := w.gen
+		w.stop = context.AfterFunc(ctx, func() {
+			if v := w.running.Load(); v != 0 && uint32(v>>32) == gen {
+				w.onEnd(collKind(uint32(v)-1), context.Cause(ctx))
+			}
+		})
+	}
+	w.running.Store(uint64(w.gen)<<32 | uint64(kind) + 1)
+}
+
+func (w *callerWatch) unwatch() { w.running.Store(0) }
+
+// unregister drops the registration (at Close, or for another context).
+func (w *callerWatch) unregister() {
+	if w.stop != nil {
+		w.stop()
+	}
+	w.ctx, w.stop = nil, nil
 }

@@ -243,6 +243,12 @@ func (c *Comm) runQueued(r *Request) {
 	c.pending.Add(-1)
 }
 
+// abandoned ends the communicator's life: the context of the running
+// call, a kind, ended.
+func (c *Comm) abandoned(kind collKind, cause error) {
+	c.lifeCancel(fmt.Errorf("%s abandoned: %w", kind, cause))
+}
+
 func (c *Comm) run(r *Request) {
 	defer r.finish()
 	var err error
@@ -264,21 +270,25 @@ func (c *Comm) run(r *Request) {
 	// Collectives run under the communicator's life context, which the
 	// watchdog (Options.Timeout), Abort, or the end of the caller's context
 	// cancel. Any of them breaks the communicator: a collective abandoned
-	// half way leaves the ranks out of step. Only a cancellable caller
-	// context costs an allocation.
+	// half way leaves the ranks out of step. The caller's context is
+	// watched by one registration kept across the calls that use it
+	// (callerWatch): nothing is allocated per call.
 	// A call on the shared-memory board keeps its own clocks and watches
 	// the caller's context itself (boardWait): timers and a context
 	// callback would cost as much as the call.
 	timed := r.refused != nil || !c.boardTakes(r)
+	watched := false
 	if r.ctx != nil && r.ctx.Done() != nil {
 		if err := r.ctx.Err(); err != nil {
 			c.lifeCancel(fmt.Errorf("%s abandoned before it started: %w", r.kind, context.Cause(r.ctx)))
 		} else if timed {
-			ctx := r.ctx
-			stop := context.AfterFunc(ctx, func() {
-				c.lifeCancel(fmt.Errorf("%s abandoned: %w", r.kind, context.Cause(ctx)))
-			})
-			defer stop()
+			c.caller.watch(r.ctx, r.kind)
+			watched = true
+			// Ended between the check above and the watch: its
+			// callback may have found no call running.
+			if r.ctx.Err() != nil {
+				c.abandoned(r.kind, context.Cause(r.ctx))
+			}
 		}
 	}
 	if timed {
@@ -294,6 +304,9 @@ func (c *Comm) run(r *Request) {
 		r.err = c.execute(c.callCtx(), r)
 	}
 	storeRelease(&c.callNo, c.callNo.Load()+1)
+	if watched {
+		c.caller.unwatch()
+	}
 	if timed {
 		c.stallDog.Stop()
 		c.watchdog.Stop()
