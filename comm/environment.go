@@ -10,6 +10,7 @@ import (
 
 	"github.com/goccl/goccl/bootstrap"
 	"github.com/goccl/goccl/collectives"
+	"github.com/goccl/goccl/internal/affinity"
 )
 
 // EnvVar describes one environment variable that goccl reads.
@@ -64,6 +65,9 @@ var envVars = []envVar{
 	option(EnvVar{"GOCCL_TRANSPORT", "Transport", "auto",
 		"`auto`: shared memory between the ranks of one host; verbs between hosts if a usable device exists, else TCP. `shm` (one host only), `tcp`, `verbs` (an error without a device)"},
 		func(o *Options) *string { return &o.Transport }, parseTransport),
+	option(EnvVar{"GOCCL_BIND", "Bind", "",
+		"bind this rank to its share of the host's CPUs at Init, as gorun's `--bind-to` (`auto`, `core`, `none`); gorun sets it for the ranks it starts over ssh; unset: as started"},
+		func(o *Options) *string { return &o.Bind }, parseBind),
 	option(EnvVar{"GOCCL_ALGO", "Algorithms", "",
 		"per-collective algorithm override, e.g. `allreduce:ring,broadcast:pipeline` (canonical names: see below); unset: the selector's choice"},
 		func(o *Options) *string { return &o.Algorithms }, parseAlgoSpec),
@@ -253,6 +257,13 @@ func parseSpinTime(v string) (time.Duration, error) {
 }
 
 func parseTransport(v string) (string, error) { return v, checkTransport(v) }
+
+func parseBind(v string) (string, error) {
+	if !slices.Contains(affinity.Modes, v) {
+		return "", fmt.Errorf("want one of %s", strings.Join(affinity.Modes, ", "))
+	}
+	return v, nil
+}
 
 func parseAlgoSpec(v string) (string, error) {
 	_, err := collectives.ParseAlgoSpec(v)

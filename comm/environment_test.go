@@ -34,6 +34,7 @@ func TestOptionsFromEnv(t *testing.T) {
 		{"none", nil, Options{}},
 		{"empty values count as unset", map[string]string{"GOCCL_CHUNK_SIZE": "", "GOCCL_TRANSPORT": ""}, Options{}},
 		{"transport", map[string]string{"GOCCL_TRANSPORT": "tcp"}, Options{Transport: "tcp"}},
+		{"bind", map[string]string{"GOCCL_BIND": "core"}, Options{Bind: "core"}},
 		{"algo", map[string]string{"GOCCL_ALGO": "allreduce:tree,broadcast:pipeline"}, Options{Algorithms: "allreduce:tree,broadcast:pipeline"}},
 		{"chunk size", map[string]string{"GOCCL_CHUNK_SIZE": "65536"}, Options{ChunkSize: 65536}},
 		{"slots", map[string]string{"GOCCL_SLOTS": "4"}, Options{Slots: 4}},
@@ -71,7 +72,7 @@ func TestOptionsFromEnvCoversTheTable(t *testing.T) {
 		if e.Field == "" {
 			continue
 		}
-		v := map[string]string{"GOCCL_TRANSPORT": "tcp", "GOCCL_ALGO": "allreduce:ring", "GOCCL_SOCKET_IFNAME": "lo",
+		v := map[string]string{"GOCCL_TRANSPORT": "tcp", "GOCCL_BIND": "auto", "GOCCL_ALGO": "allreduce:ring", "GOCCL_SOCKET_IFNAME": "lo",
 			"GOCCL_IB_HCA": "mlx5", "GOCCL_SIMD": "off", "GOCCL_DEBUG": "1", "GOCCL_SPIN_TIME": "1ms",
 			"GOCCL_IB_GID_INDEX": "1", "GOCCL_SHM_BOARD": "0", "GOCCL_TCP_CONGESTION": "reno"}[e.Name]
 		if v == "" {
@@ -91,6 +92,7 @@ func TestOptionsFromEnvCoversTheTable(t *testing.T) {
 func TestOptionsFromEnvRejects(t *testing.T) {
 	for name, bad := range map[string][]string{
 		"GOCCL_TRANSPORT":      {"rdma", "TCP"},
+		"GOCCL_BIND":           {"socket", "Core"},
 		"GOCCL_SHM_BOARD":      {"yes", "2"},
 		"GOCCL_ALGO":           {"allreduce", "bcast:binomial", "allreduce:nonesuch"},
 		"GOCCL_CHUNK_SIZE":     {"abc", "0", "-1", "64", "1023", "67108865"},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/bootstrap"
+	"github.com/goccl/goccl/internal/affinity"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/shm"
 	"github.com/goccl/goccl/transport/tcp"
@@ -64,6 +65,9 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	if single {
 		info = bootstrap.Info{Size: 1, LocalSize: 1}
 	}
+	if err := bindSelf(opts.Bind, info); err != nil {
+		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
+	}
 	if opts.SpinPolls == 0 && oversubscribed(info) {
 		// More ranks than cores on this host: a rank that spins while it
 		// waits takes the core its peer needs. Block at once instead.
@@ -106,6 +110,35 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	logTransport(opts.Logger, info.Rank, devs, why, info.LocalRank == 0)
 	// newComm closes b and devs itself if it fails.
 	return newComm(ctx, b, devs, opts, "world")
+}
+
+// bindSelf binds this process to its share of the CPUs it may use, split
+// among the ranks of its host (mode: Options.Bind), and sizes GOMAXPROCS
+// to it unless the environment sets GOMAXPROCS. A process that may run on
+// one CPU only is left as it is.
+func bindSelf(mode string, info bootstrap.Info) error {
+	if mode == "" || mode == "none" {
+		return nil
+	}
+	cpus, err := affinity.Usable()
+	if err != nil {
+		return fmt.Errorf("GOCCL_BIND=%s: %w", mode, err)
+	}
+	blocks, err := affinity.Blocks(mode, cpus, info.LocalSize)
+	if err != nil {
+		return fmt.Errorf("GOCCL_BIND=%s: %w", mode, err)
+	}
+	if blocks == nil || info.LocalRank >= len(blocks) || len(cpus) == 1 {
+		return nil
+	}
+	block := blocks[info.LocalRank]
+	if err := affinity.BindProcess(block); err != nil {
+		return fmt.Errorf("GOCCL_BIND=%s: %w", mode, err)
+	}
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		runtime.GOMAXPROCS(len(block))
+	}
+	return nil
 }
 
 // oversubscribed says that the ranks of this host outnumber its cores.

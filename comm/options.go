@@ -121,6 +121,12 @@ type Options struct {
 	// Transport chooses the transports (env GOCCL_TRANSPORT): "auto"
 	// (default), "shm", "tcp" or "verbs"; see Init.
 	Transport string
+	// Bind has Init bind the process to its share of the host's CPUs
+	// (env GOCCL_BIND), split among the ranks of the host as gorun's
+	// --bind-to does: "auto", "core" or "none"/empty (leave it as
+	// started). gorun sets it for the ranks it starts over ssh (it binds
+	// those it starts itself before they run).
+	Bind string
 	// InitTimeout bounds joining the job when Init's context has no
 	// deadline (default 5 minutes, env GOCCL_INIT_TIMEOUT).
 	InitTimeout time.Duration

@@ -1,14 +1,17 @@
 package comm
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/goccl/goccl/bootstrap"
+	"github.com/goccl/goccl/internal/affinity"
 )
 
 // A rank bound to one core (gorun's default --bind-to, mpirun's
@@ -51,5 +54,54 @@ func TestOversubscribedCountsHostCPUs(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("bound child: %v\n%s", err, out)
+	}
+}
+
+// A rank that gorun starts over ssh binds itself at Init (GOCCL_BIND) to
+// its share of its host's CPUs, every thread of it, threads made later
+// included, and runs with GOMAXPROCS the size of that share.
+func TestBindSelf(t *testing.T) {
+	if os.Getenv("GOCCL_TEST_BIND_CHILD") == "1" {
+		cpus, err := affinity.Usable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := bootstrap.Info{Rank: 1, Size: 2, LocalRank: 1, LocalSize: 2}
+		if err := bindSelf("auto", info); err != nil {
+			t.Fatal(err)
+		}
+		per := len(cpus) / 2
+		want := cpus[per : 2*per]
+		if got := runtime.GOMAXPROCS(0); got != per {
+			t.Errorf("GOMAXPROCS %d after binding to %v, want %d", got, want, per)
+		}
+		// Threads made after the binding: lock goroutines to threads
+		// of their own and look at each one's affinity.
+		errs := make(chan error, 8)
+		for range 8 {
+			go func() {
+				runtime.LockOSThread()
+				got, err := affinity.Usable()
+				if err == nil && !slices.Equal(got, want) {
+					err = fmt.Errorf("a thread runs on CPUs %v, want %v", got, want)
+				}
+				errs <- err
+			}()
+		}
+		for range 8 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+		return
+	}
+	cpus, err := affinity.Usable()
+	if err != nil || len(cpus) < 2 {
+		t.Skipf("SKIP: binding needs at least 2 usable CPUs (have %v, %v)", cpus, err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBindSelf$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "GOCCL_TEST_BIND_CHILD=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
 	}
 }

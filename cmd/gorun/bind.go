@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goccl/goccl/internal/affinity"
 )
 
 // Binding ranks to cores (mpirun's --bind-to core, its default for small
@@ -29,51 +31,15 @@ import (
 // us unbound against 129-152 us bound.
 
 // bindModes are the values of --bind-to.
-var bindModes = []string{"auto", "core", "none"}
+var bindModes = affinity.Modes
 
-// cpuBlocks splits cpus into localSize disjoint blocks of equal size, one
-// per local rank, or returns nil when the ranks are not bound (mode
-// none). With more local ranks than CPUs, mode auto gives each rank one
-// CPU, round robin, and mode core is an error (mpirun refuses the same).
+// cpuBlocks splits cpus among the local ranks (affinity.Blocks).
 func cpuBlocks(mode string, cpus []int, localSize int) ([][]int, error) {
-	if mode == "none" || localSize <= 0 || len(cpus) == 0 {
-		return nil, nil
-	}
-	if localSize > len(cpus) {
-		if mode == "core" {
-			return nil, fmt.Errorf("--bind-to core: %d ranks on this host and %d CPUs to bind them to (use --bind-to none)", localSize, len(cpus))
-		}
-		blocks := make([][]int, localSize)
-		for i := range blocks {
-			blocks[i] = cpus[i%len(cpus) : i%len(cpus)+1]
-		}
-		return blocks, nil
-	}
-	per := len(cpus) / localSize
-	blocks := make([][]int, localSize)
-	for i := range blocks {
-		blocks[i] = cpus[i*per : (i+1)*per]
-	}
-	return blocks, nil
+	return affinity.Blocks(mode, cpus, localSize)
 }
 
-// usableCPUs lists the CPUs gorun itself may run on.
-func usableCPUs() ([]int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, err
-	}
-	var cpus []int
-	for i := range 1 << 12 {
-		if set.IsSet(i) {
-			cpus = append(cpus, i)
-		}
-		if len(cpus) == set.Count() {
-			break
-		}
-	}
-	return cpus, nil
-}
+// usableCPUs lists the CPUs gorun itself may use.
+func usableCPUs() ([]int, error) { return affinity.Usable() }
 
 // startMu serialises starts that change the starting thread's affinity.
 var startMu sync.Mutex
@@ -131,6 +97,16 @@ func cpuList(cpus []int) string {
 func hasVar(env []string, name string) bool {
 	for _, e := range env {
 		if k, _, _ := strings.Cut(e, "="); k == name {
+			return true
+		}
+	}
+	return false
+}
+
+// exported reports whether -x names name.
+func exported(exports []kv, name string) bool {
+	for _, e := range exports {
+		if e.k == name {
 			return true
 		}
 	}

@@ -117,8 +117,10 @@
 //	        CPUs, else each rank to one CPU, round robin (ranks that share a
 //	        core take turns on it instead of migrating). core fails when the
 //	        ranks outnumber the CPUs. A rank bound to k CPUs runs with
-//	        GOMAXPROCS k unless it is set. Ranks started by ssh or srun are not
-//	        bound by gorun.
+//	        GOMAXPROCS k unless it is set. A rank started over ssh binds itself
+//	        the same way on its host, at comm.Init (gorun passes the mode in
+//	        GOCCL_BIND unless that is set); srun binds the ranks it starts
+//	        (--cpu-bind).
 //	    -x VAR[=value]
 //	        Set VAR for every rank, to value or to gorun's own value of VAR.
 //	        Repeat for more variables.

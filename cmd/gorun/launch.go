@@ -306,6 +306,11 @@ func (j *job) startRank(st *store, self string, h host, pl placement, master str
 		p.kind = kindSSH
 		ssh := sshArgv(append(slices.Clip(j.cfg.sshCmd), mux.options(pl)...), h.name, j.cfg.grace, st.dir, st.argv)
 		p.cmd = exec.Command(ssh[0], ssh[1:]...)
+		if j.cfg.bindTo != "none" && !hasVar(os.Environ(), "GOCCL_BIND") && !exported(j.cfg.exports, "GOCCL_BIND") {
+			// gorun cannot bind a rank on another host: the rank binds
+			// itself to its share of that host's CPUs (comm.Init).
+			vars = append(vars, kv{"GOCCL_BIND", j.cfg.bindTo})
+		}
 		stdin = envBlock(remoteEnv(os.Environ(), j.cfg.exports, vars))
 	}
 	if j.cfg.verbose {

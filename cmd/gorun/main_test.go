@@ -48,7 +48,7 @@ func child(mode string) int {
 	switch mode {
 	case "env":
 		for _, k := range []string{"GOCCL_RANK", "GOCCL_SIZE", "GOCCL_LOCAL_RANK", "GOCCL_LOCAL_SIZE", "GOCCL_BOOTSTRAP", "GOCCL_SECRET",
-			"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GORUN_TEST_INHERITED"} {
+			"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GORUN_TEST_INHERITED", "GOCCL_BIND"} {
 			fmt.Printf("env %s=%s\n", k, os.Getenv(k))
 		}
 		// Many lines written in pieces, on both streams at once.
@@ -291,7 +291,7 @@ func TestPrefixesAndEnv(t *testing.T) {
 			}
 		}
 	}
-	if want := n * (13 + 200 + 1); lines["stdout"] != want {
+	if want := n * (14 + 200 + 1); lines["stdout"] != want {
 		t.Errorf("%d stdout lines, want %d", lines["stdout"], want)
 	}
 	if want := n * 200; lines["stderr"] != want {
