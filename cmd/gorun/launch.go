@@ -300,8 +300,12 @@ func (j *job) startRank(st *store, self string, h host, pl placement, master str
 		p.kind = kindLocal
 		p.host = self
 		p.cmd = exec.Command(st.prog, j.cfg.args...)
-		p.cmd.Env = mergeEnv(os.Environ(), j.cfg.exports, vars)
 		p.cpus = j.cpuBlocks[pl.rank]
+		// gorun binds its own host's ranks (or not: --bind-to none)
+		// before they run: a rank must not split its CPUs again, were
+		// GOCCL_BIND in gorun's environment.
+		vars = append(vars, kv{"GOCCL_BIND", "none"})
+		p.cmd.Env = mergeEnv(os.Environ(), j.cfg.exports, vars)
 	} else {
 		p.kind = kindSSH
 		ssh := sshArgv(append(slices.Clip(j.cfg.sshCmd), mux.options(pl)...), h.name, j.cfg.grace, st.dir, st.argv)

@@ -73,8 +73,8 @@ func TestRemoteRanks(t *testing.T) {
 			"0 MASTER_ADDR": "hostA", "3 MASTER_ADDR": "hostA", "1 GORUN_TEST_INHERITED": "set by -x",
 			"3 GORUN_TEST_INHERITED": "set by -x",
 			// Ranks started over ssh bind themselves (comm.Init); gorun
-			// binds the local one before it runs.
-			"0 GOCCL_BIND": "auto", "2 GOCCL_BIND": "auto", "3 GOCCL_BIND": "",
+			// binds the local one before it runs, and tells it not to.
+			"0 GOCCL_BIND": "auto", "2 GOCCL_BIND": "auto", "3 GOCCL_BIND": "none",
 		} {
 			if env[k] != want {
 				t.Errorf("%s=%q, want %q", k, env[k], want)
