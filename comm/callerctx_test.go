@@ -3,6 +3,7 @@ package comm_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -113,4 +114,26 @@ func TestContextCancelledDuringCall(t *testing.T) {
 	if errs[1] == nil {
 		t.Error("rank 1: nil error after rank 0 abandoned its call")
 	}
+}
+
+// valuesCtx is a caller's context of a type that == cannot compare (a
+// map inside): watching it must not panic.
+type valuesCtx struct {
+	context.Context
+	vals map[string]string
+}
+
+func TestUncomparableCallerContext(t *testing.T) {
+	runRanksOn(t, "tcp", 2, testOpts, func(c *Comm) error {
+		parent, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		buf := make([]float32, 2)
+		for i := range 3 {
+			ctx := valuesCtx{parent, map[string]string{"call": fmt.Sprint(i)}}
+			if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

@@ -59,7 +59,11 @@ func (l *lifetime) failedRoot() (int, bool) {
 // it fails before it starts, see Comm.run). Owned by whichever goroutine
 // runs requests; stopped by Close.
 type callerWatch struct {
-	ctx  context.Context
+	// done is the watched context's Done channel: the registration's
+	// key (contexts that share it end together, and channels always
+	// compare, where a Context value of a non-comparable type would
+	// panic in ==).
+	done <-chan struct{}
 	stop func() bool
 	gen  uint32 // the registration's number
 	// running: while a call runs, its registration's number (high 32
@@ -78,10 +82,10 @@ type callerWatch struct {
 // has checked ctx.Err() after watch returned: a cancellation before that
 // check is the caller's to handle, one after it finds running set.
 func (w *callerWatch) watch(ctx context.Context, kind collKind) {
-	if w.ctx != ctx {
+	if done := ctx.Done(); w.done != done {
 		w.unregister()
 		w.gen++
-		w.ctx = ctx
+		w.done = done
 		gen := w.gen
 		w.stop = context.AfterFunc(ctx, func() {
 			if v := w.running.Load(); v != 0 && uint32(v>>32) == gen {
@@ -99,5 +103,5 @@ func (w *callerWatch) unregister() {
 	if w.stop != nil {
 		w.stop()
 	}
-	w.ctx, w.stop = nil, nil
+	w.done, w.stop = nil, nil
 }
