@@ -8,8 +8,6 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/goccl/goccl/internal/affinity"
 )
 
 // Binding ranks to cores (mpirun's --bind-to core, its default for small
@@ -29,17 +27,6 @@ import (
 // unbound runs had sizes at 23 us among 10 us ones (three ranks crowded on
 // one core for a while), bound ones stayed at 9.8-10 us; over TCP 115-190
 // us unbound against 129-152 us bound.
-
-// bindModes are the values of --bind-to.
-var bindModes = affinity.Modes
-
-// cpuBlocks splits cpus among the local ranks (affinity.Blocks).
-func cpuBlocks(mode string, cpus []int, localSize int) ([][]int, error) {
-	return affinity.Blocks(mode, cpus, localSize)
-}
-
-// usableCPUs lists the CPUs gorun itself may use.
-func usableCPUs() ([]int, error) { return affinity.Usable() }
 
 // startMu serialises starts that change the starting thread's affinity.
 var startMu sync.Mutex

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/goccl/goccl/internal/affinity"
 )
 
 func TestCPUList(t *testing.T) {
@@ -18,7 +20,7 @@ func TestCPUList(t *testing.T) {
 // Ranks started by gorun run on the CPUs --bind-to gives them, and their
 // Go runtime sizes GOMAXPROCS to match.
 func TestBindTo(t *testing.T) {
-	all, err := usableCPUs()
+	all, err := affinity.Usable()
 	require.NoError(t, err)
 	if len(all) < 2 {
 		t.Skipf("SKIP: binding 2 ranks needs 2 CPUs; this process may use %d", len(all))

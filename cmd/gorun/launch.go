@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/bootstrap"
+	"github.com/goccl/goccl/internal/affinity"
 )
 
 // config is a validated command line.
@@ -224,14 +225,14 @@ func (j *job) bind(hosts []host, places []placement) error {
 	if len(local) == 0 || j.cfg.bindTo == "none" {
 		return nil
 	}
-	cpus, err := usableCPUs()
+	cpus, err := affinity.Usable()
 	if err != nil {
 		if j.cfg.bindTo == "core" {
 			return fmt.Errorf("--bind-to core: %w", err)
 		}
 		return nil
 	}
-	blocks, err := cpuBlocks(j.cfg.bindTo, cpus, len(local))
+	blocks, err := affinity.Blocks(j.cfg.bindTo, cpus, len(local))
 	if err != nil {
 		return err
 	}

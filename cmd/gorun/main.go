@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/goccl/goccl/internal/affinity"
 )
 
 func main() {
@@ -128,7 +130,7 @@ func (f *flags) config(lookup func(string) (string, bool)) (config, error) {
 	default:
 		return config{}, fmt.Errorf("--launcher %q: want auto, ssh or srun", *f.launcher)
 	}
-	if !slices.Contains(bindModes, cfg.bindTo) {
+	if !slices.Contains(affinity.Modes, cfg.bindTo) {
 		return config{}, fmt.Errorf("--bind-to %q: want auto, core or none", cfg.bindTo)
 	}
 	cfg.n = *f.n

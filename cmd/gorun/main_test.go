@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/bootstrap"
+	"github.com/goccl/goccl/internal/affinity"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -154,7 +155,7 @@ func child(mode string) int {
 		time.Sleep(time.Minute)
 		return 0
 	case "affinity":
-		cpus, err := usableCPUs()
+		cpus, err := affinity.Usable()
 		if err != nil {
 			fmt.Println(err)
 			return 1
