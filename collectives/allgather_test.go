@@ -34,6 +34,7 @@ func allgatherCase(size, count int, mk func(r int) Schedule) xcase {
 }
 
 func TestAllgatherSchedules(t *testing.T) {
+	sequentialTest(t)
 	algos := map[string]func(rank, size, count, elemSize int) Schedule{
 		"ring":               RingAllgather,
 		"recursive-doubling": RecursiveDoublingAllgather,
@@ -53,6 +54,7 @@ func TestAllgatherSchedules(t *testing.T) {
 }
 
 func TestRingAllgathervSchedule(t *testing.T) {
+	sequentialTest(t)
 	const elem = 8
 	for _, size := range simSizes() {
 		for variant := range 3 {

@@ -30,6 +30,7 @@ func alltoallCase(size, count int, mk func(r int) Schedule) xcase {
 }
 
 func TestAlltoallSchedules(t *testing.T) {
+	sequentialTest(t)
 	algos := map[string]func(rank, size, count, elemSize int) Schedule{
 		"pairwise": PairwiseAlltoall,
 		"bruck":    BruckAlltoall,
@@ -95,6 +96,7 @@ func TestBruckAlltoallRounds(t *testing.T) {
 }
 
 func TestPairwiseAlltoallvSchedule(t *testing.T) {
+	sequentialTest(t)
 	for _, size := range simSizes() {
 		for variant := range 2 {
 			runX(t, fmt.Sprintf("ranks=%d variant=%d", size, variant), alltoallvCase(size, variant))

@@ -32,6 +32,7 @@ func hostLayouts() []struct {
 // expression simulator on every layout: every element reduced over every
 // rank exactly once, the same bits on every rank.
 func TestHierAllreduceSchedules(t *testing.T) {
+	sequentialTest(t)
 	for _, name := range []string{"hier-ring", "hier-leader"} {
 		a, err := LookupAlgo(CollAllreduce, name)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 // busiest host's must be what NetBytes says, within rounding of uneven
 // segments.
 func TestNetBytesMatchesSchedules(t *testing.T) {
+	sequentialTest(t)
 	for c := Coll(1); c < numColls; c++ {
 		for _, a := range Algos(c) {
 			if a.NetBytes == nil {

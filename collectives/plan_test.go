@@ -167,6 +167,7 @@ func BenchmarkCompile(b *testing.B) {
 // quadratic in the chunk count (issue 11 item 6). A cancelled context
 // stops compiling.
 func TestCompileManyChunks(t *testing.T) {
+	sequentialTest(t)
 	s := RingAllreduce(1, 4, 1<<20, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -44,6 +44,7 @@ func allreduceCase(size, count int, mk func(r int) Schedule) xcase {
 var reduceCounts = []int{0, 1, 2, 7, 31, 100}
 
 func TestAllreduceSchedules(t *testing.T) {
+	sequentialTest(t)
 	algos := map[string]func(rank, size, count, elemSize int) Schedule{
 		"ring":               RingAllreduce,
 		"recursive-doubling": RecursiveDoublingAllreduce,
@@ -64,6 +65,7 @@ func TestAllreduceSchedules(t *testing.T) {
 }
 
 func TestReduceScatterSchedules(t *testing.T) {
+	sequentialTest(t)
 	const elem = 4
 	algos := map[string]func(rank, size, count, elemSize int) Schedule{
 		"ring":              RingReduceScatter,

@@ -17,6 +17,7 @@ func roots(size int) []int {
 }
 
 func TestBroadcastSchedules(t *testing.T) {
+	sequentialTest(t)
 	const elem = 8
 	algos := map[string]func(rank, size, root, count, elemSize int) Schedule{
 		"binomial":          BinomialBroadcast,
@@ -54,6 +55,7 @@ func TestBroadcastSchedules(t *testing.T) {
 // TestHierBroadcastSchedules runs the hierarchical broadcast through the
 // expression simulator on every host layout and root.
 func TestHierBroadcastSchedules(t *testing.T) {
+	sequentialTest(t)
 	const elem = 8
 	a, err := LookupAlgo(CollBroadcast, "hier")
 	if err != nil {
@@ -85,6 +87,7 @@ func TestHierBroadcastSchedules(t *testing.T) {
 }
 
 func TestReduceSchedules(t *testing.T) {
+	sequentialTest(t)
 	algos := map[string]func(rank, size, root, count, elemSize int) Schedule{
 		"binomial": BinomialReduce,
 		"ring":     RingReduce,
@@ -125,6 +128,7 @@ func testReduce(t *testing.T, mk func(rank, size, root, count, elemSize int) Sch
 }
 
 func TestBinomialGatherSchedule(t *testing.T) {
+	sequentialTest(t)
 	const elem = 4
 	for _, size := range simSizes() {
 		for _, root := range roots(size) {
@@ -160,6 +164,7 @@ func TestBinomialGatherSchedule(t *testing.T) {
 }
 
 func TestBinomialScatterSchedule(t *testing.T) {
+	sequentialTest(t)
 	const elem = 4
 	for _, size := range simSizes() {
 		for _, root := range roots(size) {

@@ -25,6 +25,7 @@ func tcpish() Params {
 // with r), of the same kinds and lengths, in the same order, when the
 // buffer cuts evenly.
 func TestSymmetriesHold(t *testing.T) {
+	sequentialTest(t)
 	for _, c := range []collectives.Coll{collectives.CollAllreduce, collectives.CollAllgather,
 		collectives.CollReduceScatter, collectives.CollAlltoall, collectives.CollBarrier,
 		collectives.CollBroadcast, collectives.CollReduce} {
@@ -65,6 +66,7 @@ func TestSymmetriesHold(t *testing.T) {
 // simulation where both run, with every cost nonzero, NICs shared by
 // several ranks per host and cores shared by each host's ranks.
 func TestPeriodicMatchesFull(t *testing.T) {
+	sequentialTest(t)
 	par := tcpish()
 	cases := []struct {
 		coll  collectives.Coll
@@ -103,6 +105,7 @@ func TestPeriodicMatchesFull(t *testing.T) {
 // TestExtrapolationMatchesFull checks the line through two smaller sizes
 // against the full simulation of a large call, for pipelined trees.
 func TestExtrapolationMatchesFull(t *testing.T) {
+	sequentialTest(t)
 	par := tcpish()
 	for _, tc := range []struct {
 		coll  collectives.Coll
@@ -131,6 +134,7 @@ func TestExtrapolationMatchesFull(t *testing.T) {
 // small tree, analytic (labelled) for the scatter-allgather broadcast's
 // linear steps on 65,536 ranks, extrapolated for a large tree.
 func TestAutoAtScale(t *testing.T) {
+	sequentialTest(t)
 	par := tcpish()
 	par.ChunkBytes = 512 << 10
 	opt := Options{Budget: 2_000_000}
@@ -157,5 +161,15 @@ func TestAutoAtScale(t *testing.T) {
 		if tc.method == Periodic {
 			require.Equal(t, 8, r.Simulated)
 		}
+	}
+}
+
+// sequentialTest skips t under the race detector: the simulator runs in
+// one goroutine, where the detector can find nothing and only multiplies
+// the time by 5-10; the run without -race checks the same in full.
+func sequentialTest(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("one goroutine only: nothing for the race detector (the run without -race checks it)")
 	}
 }

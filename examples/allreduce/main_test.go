@@ -85,8 +85,8 @@ func TestUnderGorun(t *testing.T) {
 }
 
 // TestKillOneRank runs 4 processes under gorun in an allreduce loop and
-// SIGKILLs one of them at a random moment, 20 times, half over shared
-// memory and half over TCP: every survivor must fail within 10 s with an
+// SIGKILLs one of them at a random moment, 8 times (GOCCL_TEST_TRIALS:
+// that many), half over shared memory and half over TCP: every survivor must fail within 10 s with an
 // error naming the dead rank, gorun must exit non-zero naming it too, and
 // nothing may be left in /dev/shm (the shared-memory transport's segments
 // are memfds, unlinked from the start, so they die with their processes).
@@ -96,8 +96,7 @@ func TestKillOneRank(t *testing.T) {
 	}
 	dir := buildBinaries(t)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	rounds := 20
-	for round := range rounds {
+	for round := range trials(t, 8) {
 		victim := rng.IntN(4)
 		delay := time.Duration(20+rng.IntN(400)) * time.Millisecond
 		transport := []string{"shm", "tcp"}[round%2]
