@@ -214,10 +214,20 @@ func (c *Comm) mismatchHeadline(kv keyValue, f fault) string {
 		for r, rep := range c.readReports(kv, more, reportWait) {
 			reps[r] = rep
 		}
-		for r, rep := range reps {
-			if _, ok := sides[r]; !ok && rep.call != "" {
-				sides[r] = side{rank: r, seq: rep.seq, call: rep.call}
+		addSides(sides, reps)
+		// Every call known so far is the same: the ranks read only
+		// passed the verdict on (a notice relayed from rank to rank names
+		// the rank that detected the mismatch as its root's counterpart,
+		// not the rank whose call differs). Read the others' reports, a
+		// bounded number, to find the call that differs.
+		if distinctCalls(sides) < 2 {
+			var rest []int
+			for r := 0; r < c.size && len(rest) < maxExtraReports; r++ {
+				if _, ok := reps[r]; !ok && r != c.rank && !slices.Contains(first, r) && !slices.Contains(more, r) {
+					rest = append(rest, r)
+				}
 			}
+			addSides(sides, c.readReports(kv, rest, reportWait))
 		}
 	}
 	sb, ok := sides[b]
@@ -263,6 +273,28 @@ func (c *Comm) mismatchHeadline(kv keyValue, f fault) string {
 		what += " in an earlier collective, which this rank completed"
 	}
 	return fmt.Sprintf("%s: rank %d called %s while rank %d called %s", what, odd.rank, odd.call, other.rank, other.call)
+}
+
+// maxExtraReports bounds the reports a mismatch headline reads beyond the
+// first few (the failure path of a large job must not read them all).
+const maxExtraReports = 32
+
+// addSides adds the calls of reps to sides, for the ranks not known yet.
+func addSides(sides map[int]side, reps map[int]report) {
+	for r, rep := range reps {
+		if _, ok := sides[r]; !ok && rep.call != "" {
+			sides[r] = side{rank: r, seq: rep.seq, call: rep.call}
+		}
+	}
+}
+
+// distinctCalls is the number of different calls in sides.
+func distinctCalls(sides map[int]side) int {
+	calls := map[string]bool{}
+	for _, s := range sides {
+		calls[s.call] = true
+	}
+	return len(calls)
 }
 
 // seqOf reads the number at the end of a call's name ("... #12"), or def.

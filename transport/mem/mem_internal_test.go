@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/goccl/goccl/transport"
@@ -76,64 +77,70 @@ func TestKeys(t *testing.T) {
 	}
 }
 
+// TestConnectErrors runs in a synctest bubble: the short deadline passes
+// on the bubble's clock, and Close is called once Connect is blocked, not
+// after a sleep that hopes it is.
 func TestConnectErrors(t *testing.T) {
-	n := NewNetwork(Options{})
-	d := n.NewDevice()
-	defer d.Close()
-	other := NewNetwork(Options{}).NewDevice()
-	defer other.Close()
-	cq, _ := d.NewCompletionQueue(8)
-	ocq, _ := other.NewCompletionQueue(8)
-	newEP := func(d *Device, cq transport.CompletionQueue) transport.Endpoint {
-		ep, err := d.NewEndpoint(cq)
-		if err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		n := NewNetwork(Options{})
+		d := n.NewDevice()
+		defer d.Close()
+		other := NewNetwork(Options{}).NewDevice()
+		defer other.Close()
+		cq, _ := d.NewCompletionQueue(8)
+		ocq, _ := other.NewCompletionQueue(8)
+		newEP := func(d *Device, cq transport.CompletionQueue) transport.Endpoint {
+			ep, err := d.NewEndpoint(cq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ep
 		}
-		return ep
-	}
-	a, b := newEP(d, cq), newEP(d, cq)
-	foreign := newEP(other, ocq)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
+		a, b := newEP(d, cq), newEP(d, cq)
+		foreign := newEP(other, ocq)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 
-	for name, blob := range map[string][]byte{
-		"garbage":       []byte("not an address"),
-		"other network": foreign.LocalAddress(),
-		"self":          a.LocalAddress(),
-	} {
-		if err := a.Connect(ctx, blob); !errors.Is(err, transport.ErrInvalid) {
-			t.Errorf("connect to %s: %v, want ErrInvalid", name, err)
+		for name, blob := range map[string][]byte{
+			"garbage":       []byte("not an address"),
+			"other network": foreign.LocalAddress(),
+			"self":          a.LocalAddress(),
+		} {
+			if err := a.Connect(ctx, blob); !errors.Is(err, transport.ErrInvalid) {
+				t.Errorf("connect to %s: %v, want ErrInvalid", name, err)
+			}
 		}
-	}
-	if _, err := d.NewEndpoint(ocq); !errors.Is(err, transport.ErrInvalid) {
-		t.Errorf("endpoint with another device's queue: %v, want ErrInvalid", err)
-	}
-
-	// The peer never connects back: Connect honours ctx.
-	short, cancelShort := context.WithTimeout(context.Background(), 30*time.Millisecond)
-	defer cancelShort()
-	if err := a.Connect(short, b.LocalAddress()); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("connect to a peer that does not connect back: %v, want DeadlineExceeded", err)
-	}
-
-	// Closing an endpoint wakes its Connect.
-	errs := make(chan error, 1)
-	go func() { errs <- a.Connect(ctx, b.LocalAddress()) }()
-	time.Sleep(10 * time.Millisecond)
-	a.Close()
-	select {
-	case err := <-errs:
-		if !errors.Is(err, transport.ErrClosed) {
-			t.Errorf("connect interrupted by Close: %v, want ErrClosed", err)
+		if _, err := d.NewEndpoint(ocq); !errors.Is(err, transport.ErrInvalid) {
+			t.Errorf("endpoint with another device's queue: %v, want ErrInvalid", err)
 		}
-	case <-time.After(time.Second):
-		t.Fatal("Close did not wake Connect")
-	}
 
-	// A closed endpoint's address names a closed peer.
-	if err := b.Connect(ctx, a.LocalAddress()); !errors.Is(err, transport.ErrPeerClosed) {
-		t.Errorf("connect to a closed endpoint: %v, want ErrPeerClosed", err)
-	}
+		// The peer never connects back: Connect honours ctx (the bubble's
+		// clock jumps to the deadline once Connect is blocked).
+		short, cancelShort := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		defer cancelShort()
+		if err := a.Connect(short, b.LocalAddress()); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("connect to a peer that does not connect back: %v, want DeadlineExceeded", err)
+		}
+
+		// Closing an endpoint wakes its Connect.
+		errs := make(chan error, 1)
+		go func() { errs <- a.Connect(ctx, b.LocalAddress()) }()
+		synctest.Wait() // Connect is blocked, waiting for the peer
+		a.Close()
+		select {
+		case err := <-errs:
+			if !errors.Is(err, transport.ErrClosed) {
+				t.Errorf("connect interrupted by Close: %v, want ErrClosed", err)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("Close did not wake Connect")
+		}
+
+		// A closed endpoint's address names a closed peer.
+		if err := b.Connect(ctx, a.LocalAddress()); !errors.Is(err, transport.ErrPeerClosed) {
+			t.Errorf("connect to a closed endpoint: %v, want ErrPeerClosed", err)
+		}
+	})
 }
 
 // TestNoGoroutineLeak checks that closing devices stops every goroutine of

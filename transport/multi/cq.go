@@ -164,7 +164,7 @@ func (q *CompletionQueue) Wait(ctx context.Context, out []transport.Completion) 
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		if time.Now().After(deadline) {
+		if !time.Now().Before(deadline) { // Spin 0: one poll, then park
 			break
 		}
 		runtime.Gosched()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -85,73 +86,82 @@ func newSides(t *testing.T) (x, y *side) {
 
 // One buffer registered once goes to a peer on each member, and one queue
 // reports both, naming the Device's endpoints; a park in Wait wakes on
-// either member.
+// either member. In a synctest bubble: the completions are posted once
+// the waiter is parked, not after a sleep that hopes it is.
 func TestOneRegionTwoMembers(t *testing.T) {
-	x, y := newSides(t)
-	src, err := x.dev.Register([]byte("0123456789abcdef"), transport.AccessAll)
-	require.NoError(t, err)
-	dst, err := y.dev.Register(make([]byte, 16), transport.AccessAll)
-	require.NoError(t, err)
-	for i := range 2 {
-		rem, ok := dst.(*multi.Region).RemoteOn(i)
-		require.True(t, ok)
-		require.NoError(t, x.eps[i].PostWrite(uint64(10+i), src, 8*i, 8, rem, uint64(8*i), nil))
-	}
-	got := map[uint64]transport.Endpoint{}
-	var out [4]transport.Completion
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for len(got) < 2 {
-		n, err := x.cq.Wait(ctx, out[:])
+	synctest.Test(t, func(t *testing.T) {
+		x, y := newSides(t)
+		// Wait parks at once (no spin: the bubble's clock stands still
+		// while goroutines run).
+		x.cq.(*multi.CompletionQueue).Spin = 0
+		src, err := x.dev.Register([]byte("0123456789abcdef"), transport.AccessAll)
 		require.NoError(t, err)
-		for _, c := range out[:n] {
-			require.NoError(t, c.Err)
-			got[c.ID] = c.Endpoint
+		dst, err := y.dev.Register(make([]byte, 16), transport.AccessAll)
+		require.NoError(t, err)
+		for i := range 2 {
+			rem, ok := dst.(*multi.Region).RemoteOn(i)
+			require.True(t, ok)
+			require.NoError(t, x.eps[i].PostWrite(uint64(10+i), src, 8*i, 8, rem, uint64(8*i), nil))
 		}
-	}
-	require.Equal(t, x.eps[0], got[10])
-	require.Equal(t, x.eps[1], got[11])
-	require.Equal(t, "0123456789abcdef", string(dst.Bytes()))
+		got := map[uint64]transport.Endpoint{}
+		var out [4]transport.Completion
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for len(got) < 2 {
+			n, err := x.cq.Wait(ctx, out[:])
+			require.NoError(t, err)
+			for _, c := range out[:n] {
+				require.NoError(t, c.Err)
+				got[c.ID] = c.Endpoint
+			}
+		}
+		require.Equal(t, x.eps[0], got[10])
+		require.Equal(t, x.eps[1], got[11])
+		require.Equal(t, "0123456789abcdef", string(dst.Bytes()))
 
-	// A waiter parked on both members wakes on the second one's
-	// completion, and keeps its order.
-	x.cq.(*multi.CompletionQueue).Spin = 0
-	recv, err := x.dev.Register(make([]byte, 0), transport.AccessAll)
-	require.NoError(t, err)
-	for k := range 3 {
-		require.NoError(t, x.eps[1].PostRecv(uint64(100+k), recv, 0, 0))
-	}
-	xrem, _ := recv.(*multi.Region).RemoteOn(1)
-	go func() {
-		time.Sleep(20 * time.Millisecond)
-		for k := range 3 {
-			imm := uint32(k)
-			y.eps[1].PostWrite(uint64(200+k), dst, 0, 0, xrem, 0, &imm)
-		}
-	}()
-	var ids []uint64
-	for len(ids) < 3 {
-		n, err := x.cq.Wait(ctx, out[:])
+		// A waiter parked on both members wakes on the second one's
+		// completion, and keeps its order.
+		recv, err := x.dev.Register(make([]byte, 0), transport.AccessAll)
 		require.NoError(t, err)
-		for _, c := range out[:n] {
-			require.NoError(t, c.Err)
-			ids = append(ids, c.ID)
+		for k := range 3 {
+			require.NoError(t, x.eps[1].PostRecv(uint64(100+k), recv, 0, 0))
 		}
-	}
-	require.Equal(t, []uint64{100, 101, 102}, ids)
+		xrem, _ := recv.(*multi.Region).RemoteOn(1)
+		go func() {
+			synctest.Wait() // the waiter below is parked
+			for k := range 3 {
+				imm := uint32(k)
+				y.eps[1].PostWrite(uint64(200+k), dst, 0, 0, xrem, 0, &imm)
+			}
+		}()
+		var ids []uint64
+		for len(ids) < 3 {
+			n, err := x.cq.Wait(ctx, out[:])
+			require.NoError(t, err)
+			for _, c := range out[:n] {
+				require.NoError(t, c.Err)
+				ids = append(ids, c.ID)
+			}
+		}
+		require.Equal(t, []uint64{100, 101, 102}, ids)
+	})
 }
 
+// TestWaitCancelledWhileParked: a parked Wait returns at its context's
+// deadline (on the bubble's clock: at once, and exactly then).
 func TestWaitCancelledWhileParked(t *testing.T) {
-	x, _ := newSides(t)
-	x.cq.(*multi.CompletionQueue).Spin = 0
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
-	defer cancel()
-	var out [4]transport.Completion
-	start := time.Now()
-	n, err := x.cq.Wait(ctx, out[:])
-	require.Zero(t, n)
-	require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
-	require.Less(t, time.Since(start), 2*time.Second)
+	synctest.Test(t, func(t *testing.T) {
+		x, _ := newSides(t)
+		x.cq.(*multi.CompletionQueue).Spin = 0
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		defer cancel()
+		var out [4]transport.Completion
+		start := time.Now()
+		n, err := x.cq.Wait(ctx, out[:])
+		require.Zero(t, n)
+		require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+		require.Equal(t, 30*time.Millisecond, time.Since(start))
+	})
 }
 
 func TestRegisterOnOneMember(t *testing.T) {
