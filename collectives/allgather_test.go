@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"fmt"
+	"github.com/goccl/goccl/internal/racetest"
 	"testing"
 )
 
@@ -34,7 +35,7 @@ func allgatherCase(size, count int, mk func(r int) Schedule) xcase {
 }
 
 func TestAllgatherSchedules(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	algos := map[string]func(rank, size, count, elemSize int) Schedule{
 		"ring":               RingAllgather,
 		"recursive-doubling": RecursiveDoublingAllgather,
@@ -54,7 +55,7 @@ func TestAllgatherSchedules(t *testing.T) {
 }
 
 func TestRingAllgathervSchedule(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	const elem = 8
 	for _, size := range simSizes() {
 		for variant := range 3 {

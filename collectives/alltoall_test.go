@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"fmt"
+	"github.com/goccl/goccl/internal/racetest"
 	"testing"
 )
 
@@ -30,7 +31,7 @@ func alltoallCase(size, count int, mk func(r int) Schedule) xcase {
 }
 
 func TestAlltoallSchedules(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	algos := map[string]func(rank, size, count, elemSize int) Schedule{
 		"pairwise": PairwiseAlltoall,
 		"bruck":    BruckAlltoall,
@@ -96,7 +97,7 @@ func TestBruckAlltoallRounds(t *testing.T) {
 }
 
 func TestPairwiseAlltoallvSchedule(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	for _, size := range simSizes() {
 		for variant := range 2 {
 			runX(t, fmt.Sprintf("ranks=%d variant=%d", size, variant), alltoallvCase(size, variant))

@@ -1,6 +1,7 @@
 package collectives
 
 import (
+	"github.com/goccl/goccl/internal/racetest"
 	"math"
 	"testing"
 )
@@ -29,7 +30,7 @@ func scheduleFor(coll, algo string, rank, size, n int) (Schedule, bool) {
 // what Cost says, within rounding; and every algorithm the table lists has
 // a schedule.
 func TestCostMatchesSchedules(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	colls := []string{"allreduce", "broadcast", "reduce", "allgather", "reduce-scatter", "alltoall", "gather", "scatter", "barrier"}
 	for _, coll := range colls {
 		algos := Algorithms(coll)

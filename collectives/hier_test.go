@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"fmt"
+	"github.com/goccl/goccl/internal/racetest"
 	"testing"
 )
 
@@ -32,7 +33,7 @@ func hostLayouts() []struct {
 // expression simulator on every layout: every element reduced over every
 // rank exactly once, the same bits on every rank.
 func TestHierAllreduceSchedules(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	for _, name := range []string{"hier-ring", "hier-leader"} {
 		a, err := LookupAlgo(CollAllreduce, name)
 		if err != nil {

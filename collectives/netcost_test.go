@@ -1,6 +1,7 @@
 package collectives
 
 import (
+	"github.com/goccl/goccl/internal/racetest"
 	"math"
 	"testing"
 )
@@ -11,7 +12,7 @@ import (
 // busiest host's must be what NetBytes says, within rounding of uneven
 // segments.
 func TestNetBytesMatchesSchedules(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	for c := Coll(1); c < numColls; c++ {
 		for _, a := range Algos(c) {
 			if a.NetBytes == nil {

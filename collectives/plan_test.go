@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/goccl/goccl/internal/racetest"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -167,7 +168,7 @@ func BenchmarkCompile(b *testing.B) {
 // quadratic in the chunk count (issue 11 item 6). A cancelled context
 // stops compiling.
 func TestCompileManyChunks(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	s := RingAllreduce(1, 4, 1<<20, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"fmt"
+	"github.com/goccl/goccl/internal/racetest"
 	"testing"
 )
 
@@ -44,7 +45,7 @@ func allreduceCase(size, count int, mk func(r int) Schedule) xcase {
 var reduceCounts = []int{0, 1, 2, 7, 31, 100}
 
 func TestAllreduceSchedules(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	algos := map[string]func(rank, size, count, elemSize int) Schedule{
 		"ring":               RingAllreduce,
 		"recursive-doubling": RecursiveDoublingAllreduce,
@@ -65,7 +66,7 @@ func TestAllreduceSchedules(t *testing.T) {
 }
 
 func TestReduceScatterSchedules(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	const elem = 4
 	algos := map[string]func(rank, size, count, elemSize int) Schedule{
 		"ring":              RingReduceScatter,

@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"fmt"
+	"github.com/goccl/goccl/internal/racetest"
 	"testing"
 )
 
@@ -17,7 +18,7 @@ func roots(size int) []int {
 }
 
 func TestBroadcastSchedules(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	const elem = 8
 	algos := map[string]func(rank, size, root, count, elemSize int) Schedule{
 		"binomial":          BinomialBroadcast,
@@ -55,7 +56,7 @@ func TestBroadcastSchedules(t *testing.T) {
 // TestHierBroadcastSchedules runs the hierarchical broadcast through the
 // expression simulator on every host layout and root.
 func TestHierBroadcastSchedules(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	const elem = 8
 	a, err := LookupAlgo(CollBroadcast, "hier")
 	if err != nil {
@@ -87,7 +88,7 @@ func TestHierBroadcastSchedules(t *testing.T) {
 }
 
 func TestReduceSchedules(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	algos := map[string]func(rank, size, root, count, elemSize int) Schedule{
 		"binomial": BinomialReduce,
 		"ring":     RingReduce,
@@ -128,7 +129,7 @@ func testReduce(t *testing.T, mk func(rank, size, root, count, elemSize int) Sch
 }
 
 func TestBinomialGatherSchedule(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	const elem = 4
 	for _, size := range simSizes() {
 		for _, root := range roots(size) {
@@ -164,7 +165,7 @@ func TestBinomialGatherSchedule(t *testing.T) {
 }
 
 func TestBinomialScatterSchedule(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	const elem = 4
 	for _, size := range simSizes() {
 		for _, root := range roots(size) {

@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"fmt"
+	"github.com/goccl/goccl/internal/racetest"
 	"testing"
 )
 
@@ -26,7 +27,7 @@ func compileAll(t *testing.T, size, chunkBytes int, mk func(rank int) Schedule) 
 }
 
 func TestRingAllreduceSchedule(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	const elem = 4
 	for size := 1; size <= 33; size++ {
 		for _, count := range simCounts {
@@ -56,7 +57,7 @@ func TestRingAllreduceSchedule(t *testing.T) {
 }
 
 func TestBinomialBroadcastSchedule(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	const elem = 8
 	for size := 1; size <= 33; size++ {
 		for _, root := range []int{0, 1, size / 2, size - 1} {
@@ -87,7 +88,7 @@ func TestBinomialBroadcastSchedule(t *testing.T) {
 }
 
 func TestDisseminationBarrierSchedule(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	for size := 1; size <= 33; size++ {
 		plans := compileAll(t, size, 64, func(r int) Schedule { return DisseminationBarrier(r, size) })
 		s := newSim(plans, 1, 0, uint64(size))
@@ -104,8 +105,8 @@ func TestDisseminationBarrierSchedule(t *testing.T) {
 
 // TestSimCatchesBrokenSchedules makes sure the checker itself can fail.
 func TestSimCatchesBrokenSchedules(t *testing.T) {
-	sequentialTest(t)
-	sequentialTest(t)
+	racetest.SkipSequential(t)
+	racetest.SkipSequential(t)
 	const elem = 4
 	cases := map[string]func(r, size int) Schedule{
 		"missing recv": func(r, size int) Schedule {
@@ -166,8 +167,8 @@ func TestSimCatchesBrokenSchedules(t *testing.T) {
 
 // TestXsimCatchesBrokenSchedules makes sure each of xsim's checks can fail.
 func TestXsimCatchesBrokenSchedules(t *testing.T) {
-	sequentialTest(t)
-	sequentialTest(t)
+	racetest.SkipSequential(t)
+	racetest.SkipSequential(t)
 	const elem = 4
 	firstStep := func(s *Schedule, k Kind) *Step {
 		for i := range s.Steps {

@@ -682,14 +682,3 @@ func simSizes() []int {
 	}
 	return sizes
 }
-
-// sequentialTest skips t under the race detector: t checks schedules in
-// one goroutine (the simulator, the compiler), where the detector can find
-// nothing and only multiplies the time by 5-10; the run without -race
-// checks the same schedules in full.
-func sequentialTest(t *testing.T) {
-	t.Helper()
-	if raceEnabled {
-		t.Skip("one goroutine only: nothing for the race detector (the run without -race checks it)")
-	}
-}

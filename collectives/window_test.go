@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"fmt"
+	"github.com/goccl/goccl/internal/racetest"
 	"testing"
 )
 
@@ -162,7 +163,7 @@ func TestPairwiseAlltoallRounds(t *testing.T) {
 // still deliver every block exactly, and no rank ever has live traffic
 // with more than w peers.
 func TestAlltoallWindowSchedules(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	for _, w := range []int{2, 4, 7} {
 		t.Run(fmt.Sprintf("window=%d", w), func(t *testing.T) {
 			t.Parallel()

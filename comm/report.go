@@ -223,7 +223,7 @@ func (c *Comm) mismatchHeadline(kv keyValue, f fault) string {
 		if distinctCalls(sides) < 2 {
 			var rest []int
 			for r := 0; r < c.size && len(rest) < maxExtraReports; r++ {
-				if _, ok := reps[r]; !ok && r != c.rank && !slices.Contains(first, r) && !slices.Contains(more, r) {
+				if r != c.rank && !slices.Contains(first, r) && !slices.Contains(more, r) {
 					rest = append(rest, r)
 				}
 			}

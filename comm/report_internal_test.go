@@ -2,39 +2,12 @@ package comm
 
 import (
 	"context"
-	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/goccl/goccl/collectives"
 	"github.com/stretchr/testify/require"
 )
-
-// mapKV is a store in a map; Get of a missing key waits for ctx, as the
-// bootstrap store's does.
-type mapKV struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func (k *mapKV) Set(_ context.Context, key string, v []byte) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.m[key] = v
-	return nil
-}
-
-func (k *mapKV) Get(ctx context.Context, key string) ([]byte, error) {
-	k.mu.Lock()
-	v, ok := k.m[key]
-	k.mu.Unlock()
-	if ok {
-		return v, nil
-	}
-	<-ctx.Done()
-	return nil, errors.New("not found")
-}
 
 // TestMismatchHeadlineFindsTheOddCall is TestRootMismatch's scatter with
 // roots {2,2,2,2,4} as it failed in a full run of comm's tests: rank 4
@@ -46,16 +19,17 @@ func (k *mapKV) Get(ctx context.Context, key string) ([]byte, error) {
 // it said "collective mismatch with rank 1 (reported by rank 1)".
 func TestMismatchHeadlineFindsTheOddCall(t *testing.T) {
 	c := &Comm{id: "t", rank: 3, size: 5}
-	kv := &mapKV{m: map[string][]byte{}}
+	kv := NewLocalGroup(5).Member(3).(keyValue)
+	ctx := context.Background()
 	call := func(root int) string {
 		return (&collectives.Call{Coll: "scatter", Type: TypeFloat32, Count: 10, Root: root}).Desc() + " #4"
 	}
 	for _, r := range []int{0, 1, 2} {
 		rep := report{reason: collectives.NoticeMismatch, root: 3, peer: -1, seq: 4, call: call(2), cause: "relayed"}
-		kv.m[c.reportKey(r)] = rep.encode()
+		require.NoError(t, kv.Set(ctx, c.reportKey(r), rep.encode()))
 	}
 	rep4 := report{reason: collectives.NoticeMismatch, root: 3, peer: 3, seq: 4, call: call(4), other: "", cause: "fingerprint"}
-	kv.m[c.reportKey(4)] = rep4.encode()
+	require.NoError(t, kv.Set(ctx, c.reportKey(4), rep4.encode()))
 	f := fault{reason: collectives.NoticeMismatch, root: 1, peer: 1, via: 1, call: call(2), seq: 4, about: 4}
 	h := c.mismatchHeadline(kv, f)
 	require.Contains(t, h, "root=2", h)

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"fmt"
+	"github.com/goccl/goccl/internal/racetest"
 	"math"
 	"testing"
 
@@ -25,7 +26,7 @@ func tcpish() Params {
 // with r), of the same kinds and lengths, in the same order, when the
 // buffer cuts evenly.
 func TestSymmetriesHold(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	for _, c := range []collectives.Coll{collectives.CollAllreduce, collectives.CollAllgather,
 		collectives.CollReduceScatter, collectives.CollAlltoall, collectives.CollBarrier,
 		collectives.CollBroadcast, collectives.CollReduce} {
@@ -66,7 +67,7 @@ func TestSymmetriesHold(t *testing.T) {
 // simulation where both run, with every cost nonzero, NICs shared by
 // several ranks per host and cores shared by each host's ranks.
 func TestPeriodicMatchesFull(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	par := tcpish()
 	cases := []struct {
 		coll  collectives.Coll
@@ -105,7 +106,7 @@ func TestPeriodicMatchesFull(t *testing.T) {
 // TestExtrapolationMatchesFull checks the line through two smaller sizes
 // against the full simulation of a large call, for pipelined trees.
 func TestExtrapolationMatchesFull(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	par := tcpish()
 	for _, tc := range []struct {
 		coll  collectives.Coll
@@ -134,7 +135,7 @@ func TestExtrapolationMatchesFull(t *testing.T) {
 // small tree, analytic (labelled) for the scatter-allgather broadcast's
 // linear steps on 65,536 ranks, extrapolated for a large tree.
 func TestAutoAtScale(t *testing.T) {
-	sequentialTest(t)
+	racetest.SkipSequential(t)
 	par := tcpish()
 	par.ChunkBytes = 512 << 10
 	opt := Options{Budget: 2_000_000}
@@ -161,15 +162,5 @@ func TestAutoAtScale(t *testing.T) {
 		if tc.method == Periodic {
 			require.Equal(t, 8, r.Simulated)
 		}
-	}
-}
-
-// sequentialTest skips t under the race detector: the simulator runs in
-// one goroutine, where the detector can find nothing and only multiplies
-// the time by 5-10; the run without -race checks the same in full.
-func sequentialTest(t *testing.T) {
-	t.Helper()
-	if raceEnabled {
-		t.Skip("one goroutine only: nothing for the race detector (the run without -race checks it)")
 	}
 }

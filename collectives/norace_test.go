@@ -1,5 +1,0 @@
-//go:build !race
-
-package collectives
-
-const raceEnabled = false
