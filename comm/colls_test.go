@@ -17,7 +17,10 @@ import (
 
 func TestCollectivesTable(t *testing.T) {
 	for _, kind := range transports {
-		for _, n := range tableRanks(kind, []int{1, 2, 3, 5}) {
+		for _, n := range tableRanks(kind, rankTable{
+			mem: []int{1, 2, 3, 4, 5, 7, 8, 16}, memRace: []int{1, 2, 3, 5},
+			tcp: []int{2, 3}, tcpRace: []int{2},
+		}) {
 			t.Run(fmt.Sprintf("%s/ranks=%d", kind, n), func(t *testing.T) {
 				runRanksOn(t, kind, n, testOpts, func(c *Comm) error {
 					ctx := context.Background()
@@ -71,32 +74,27 @@ func TestCollectivesTable(t *testing.T) {
 	}
 }
 
-// tableRanks are the rank counts the collective tables run with on kind:
-// every count to 9, and 16, on the in-memory transport (raced: those of
-// race); up to 4 over TCP (raced: 3), where each rank count costs seconds of sockets
-// and spinning goroutines in one process and adds nothing the in-memory
-// table, the schedules' simulation at 1..33 ranks and the process tests
-// under gorun do not already check.
-func tableRanks(kind string, race []int) []int {
-	ranks := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 16}
-	if raceEnabled {
-		ranks = race
+// rankTable lists the rank counts a collective table runs with: on the
+// in-memory transport the counts the algorithms branch on (one rank, two,
+// odd counts, powers of two and 16, where the recursive and tree schedules
+// have their remainders and depths), over TCP a few, where each count costs
+// seconds of sockets and spinning goroutines in one process and adds
+// nothing the in-memory table, the schedules' simulation at 1..33 ranks and
+// the process tests under gorun do not already check. Under the race
+// detector the smaller lists: the concurrency it looks at (a reader and a
+// writer per link, several links, the worker and the callers) is all there
+// at a few ranks, and it multiplies every count's cost.
+type rankTable struct{ mem, memRace, tcp, tcpRace []int }
+
+// tableRanks are the rank counts of table r on kind.
+func tableRanks(kind string, r rankTable) []int {
+	switch {
+	case kind == "mem" && raceEnabled:
+		return r.memRace
+	case kind == "mem":
+		return r.mem
+	case raceEnabled:
+		return r.tcpRace
 	}
-	if kind == "mem" {
-		return ranks
-	}
-	top := 4
-	if raceEnabled {
-		// The race detector multiplies the TCP transport's cost; its
-		// concurrency (a reader and a writer per link, several links)
-		// is all there at 3 ranks.
-		top = 3
-	}
-	var out []int
-	for _, n := range ranks {
-		if n >= 2 && n <= top {
-			out = append(out, n)
-		}
-	}
-	return out
+	return r.tcp
 }

@@ -124,7 +124,10 @@ func checkAllreduce[T Number](ctx context.Context, c *Comm, count int, op Op, re
 
 func TestAllreduceTable(t *testing.T) {
 	for _, kind := range transports {
-		for _, n := range tableRanks(kind, []int{1, 2, 3, 5, 8}) {
+		for _, n := range tableRanks(kind, rankTable{
+			mem: []int{1, 2, 3, 4, 5, 7, 8, 16}, memRace: []int{1, 2, 3, 5, 8},
+			tcp: []int{2, 3, 4}, tcpRace: []int{2, 3},
+		}) {
 			t.Run(fmt.Sprintf("%s/ranks=%d", kind, n), func(t *testing.T) {
 				testAllreduceTable(t, kind, n)
 			})
@@ -172,17 +175,11 @@ func testAllreduceTable(t *testing.T, kind string, n int) {
 
 func TestBroadcastAndBarrier(t *testing.T) {
 	for _, kind := range transports {
-		ranks := []int{1, 2, 3, 5, 8, 9}
-		if raceEnabled {
-			// Every root at every rank count, 2 MiB each, costs 26 s
-			// under the race detector at these counts; its concurrency is
-			// all there at 5 ranks (3 over TCP).
-			ranks = []int{1, 2, 3, 5}
-		}
-		for _, n := range ranks {
-			if kind != "mem" && (n > 5 || raceEnabled && n > 3) {
-				continue // see tableRanks
-			}
+		// Every root at every rank count, 2 MiB each.
+		for _, n := range tableRanks(kind, rankTable{
+			mem: []int{1, 2, 3, 5, 8, 9}, memRace: []int{1, 2, 3, 5},
+			tcp: []int{1, 2, 3}, tcpRace: []int{1, 2},
+		}) {
 			t.Run(fmt.Sprintf("%s/ranks=%d", kind, n), func(t *testing.T) {
 				testBroadcastAndBarrier(t, kind, n)
 			})

@@ -94,7 +94,7 @@ hostlist() { # slots
 ns_pid_of() {
 	local p
 	for p in $(ip netns pids "$1"); do
-		[[ "$(readlink "/proc/$p/exe" 2>/dev/null)" == "$2" ]] && { echo "$p"; return 0; }
+		[[ "/proc/$p/exe" -ef "$2" ]] 2>/dev/null && { echo "$p"; return 0; }
 	done
 	return 1
 }
