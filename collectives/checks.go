@@ -1,6 +1,9 @@
 package collectives
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // What a run checks beyond its schedule, so that ranks that disagree fail
 // in the call where they disagree, not later or by timeout:
@@ -30,6 +33,17 @@ import "fmt"
 //     and a broadcast or scatter root only once every rank received. (A
 //     broadcast leaf that received what its call expects completes; it
 //     cannot know of a disagreement elsewhere without another round.)
+//     In an Eager call (comm's default; never with Confirm), a rank that
+//     only sends to a peer does not wait for that proof: it completes once
+//     its sends are done, as MPI's eager sends do. The peer still checks
+//     what arrives, and a disagreement reaches this rank later: the
+//     peer's failure notice fails this rank's next run, data of this call
+//     that the peer sent and this rank's next run does not expect fails
+//     it on arrival (an earlier call's sequence number), and at close
+//     Confirm waits for the credits of such sends (a peer that closes
+//     without taking them disagreed). A rooted call of three or more ranks
+//     then has no barrier either: a rank whose part of the tree agrees
+//     completes, and learns of a disagreement elsewhere in its next call.
 //   - A peer's failure notice (notice.go) fails the run at once; one about
 //     a collective this rank has not reached yet fails the next run.
 
@@ -51,11 +65,14 @@ func (e *Executor) checkArrival(c *Call, l *Link, seq, fp uint16, p2p bool) erro
 	switch {
 	case !surplus && seq == cur && fp == c.fingerprint():
 		return nil
-	case surplus && seq != cur:
+	case surplus && seq != cur && !seqBefore(seq, cur):
 		return nil // data of a later call, waiting for it
 	}
+	// Data of this call that this rank does not expect, or of an earlier
+	// call that this rank left without taking it (two ranks that each
+	// thought they were a broadcast's root, each done once it had sent).
 	return &MismatchError{Call: c.Desc(), Seq: c.Seq, Algo: c.Plan.Name, Rank: e.Rank, Peer: l.Peer,
-		PeerSeq: seq, PeerFingerprint: fp, Fingerprint: c.fingerprint(), Surplus: surplus && fp == c.fingerprint()}
+		PeerSeq: seq, PeerFingerprint: fp, Fingerprint: c.fingerprint(), Surplus: surplus && seq == cur && fp == c.fingerprint()}
 }
 
 // noticed handles a notice from l's peer: a failure notice fails the run;
@@ -99,6 +116,14 @@ func (e *Executor) laterNotice(c *Call) error {
 	return nil
 }
 
+// seqBefore reports whether sequence number a (mod 2^14) comes before b:
+// a peer is never more than a few calls (its slots) ahead or behind, so
+// the nearer way round the circle is the true one.
+func seqBefore(a, b uint16) bool {
+	d := (b - a) & seqMask
+	return d != 0 && d < SeqMod/2
+}
+
 // epoch is c's Epoch.
 func (c *Call) epoch() uint32 {
 	if c.P2P {
@@ -136,7 +161,82 @@ func (e *Executor) confirmedPeer(c *Call, peer int) bool {
 	if c.VarCount || (c.Confirm && len(p.recvs[peer]) == 0) {
 		return l.credited >= l.sent
 	}
+	if c.Eager && len(p.recvs[peer]) == 0 {
+		return true // the proof comes later (noteUnconfirmed, Confirm)
+	}
 	return e.recvHead[peer] > 0 || l.credited > e.sent0[peer]
+}
+
+// noteUnconfirmed records, when an Eager run completes, the peers it only
+// sent to without proof yet that they took what it sent: their link's
+// proveAt is the credit count that proves it.
+func (e *Executor) noteUnconfirmed(c *Call) {
+	if !c.Eager || c.VarCount || c.P2P {
+		return // point-to-point sends never wait for proof (see above)
+	}
+	p := c.Plan
+	for _, peer := range p.peers {
+		l := e.Links[peer]
+		if l == nil || len(p.sends[peer]) == 0 || len(p.recvs[peer]) > 0 || l.credited >= l.sent {
+			continue
+		}
+		if l.proveAt <= l.credited {
+			l.proveSeq = c.Seq
+		}
+		l.proveAt = l.sent
+	}
+}
+
+// Confirm waits until every peer that Eager runs only sent to has taken
+// what they sent (its credits came back), so that a disagreement that no
+// later call revealed is not lost at close. It fails if such a peer
+// closed the communicator, failed or went away before taking it, or when
+// ctx ends first. Called at close, once this rank's own closing notices
+// are placed (a peer waiting here for this rank's notice learns of the
+// disagreement from it).
+func (e *Executor) Confirm(ctx context.Context) error {
+	for {
+		var waiting *Link
+		for _, l := range e.Links {
+			if l == nil || l.proveAt <= l.credited {
+				continue
+			}
+			if err := e.unconfirmed(l, ""); err != nil {
+				return err
+			}
+			waiting = l
+		}
+		if waiting == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return e.unconfirmed(waiting, fmt.Sprintf("not taken within the stall timeout (%v)", context.Cause(ctx)))
+		}
+		if !e.pollAftermath(ctx) {
+			return e.unconfirmed(waiting, "the completion queue failed")
+		}
+	}
+}
+
+// unconfirmed is the error of a link whose Eager sends are not proven:
+// why is given, or found in the link's state (nil while it may still come).
+func (e *Executor) unconfirmed(l *Link, why string) error {
+	switch {
+	case why != "":
+	case l.notice != 0:
+		n, _ := decodeNotice(l.notice, l.Peer, e.Size)
+		if n.Reason == NoticeClosed {
+			why = fmt.Sprintf("rank %d closed the communicator (after %d collectives, mod %d) without taking it", l.Peer, n.Seq, SeqMod)
+		} else {
+			why = fmt.Sprintf("rank %d failed before taking it (its notice: %s, rank %d)", l.Peer, n.Reason, n.Rank)
+		}
+	case l.down != nil:
+		why = fmt.Sprintf("the connection to rank %d was lost before it took it: %v", l.Peer, l.down)
+	default:
+		return nil
+	}
+	return fmt.Errorf("collective mismatch: rank %d's collective #%d sent rank %d data that rank %d never took: %s (the ranks disagreed on a rooted call's root or count, or on the number of collectives)",
+		e.Rank, l.proveSeq, l.Peer, l.Peer, why)
 }
 
 // deferCredit reports whether consuming the next chunk from peer must keep

@@ -130,6 +130,16 @@ type Call struct {
 	// call (see checks.go); set for rooted collectives whose algorithm
 	// is a tree or a chain, never for one whose messages go round a cycle.
 	Confirm bool
+	// Eager lets a rank that only sends to a peer in this call (a
+	// broadcast or scatter root, a reduce or gather leaf) complete once
+	// its sends are done, without waiting for proof that the peer is in
+	// the same call, as MPI's eager sends and NCCL's collectives do: the
+	// peer still checks every chunk, and a disagreement fails the peer's
+	// call and, through its failure notice or the chunk a later call
+	// finds out of place, this rank's next call; Executor.Confirm waits,
+	// at close, for the proof of the last such sends. Never together with
+	// Confirm.
+	Eager bool
 
 	fp uint16 // cached fingerprint
 }
@@ -358,6 +368,7 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 		}
 		if e.done == len(p.chunks) && e.confirmed(c) {
 			e.releaseCredits(c)
+			e.noteUnconfirmed(c)
 			// Transports that write posts at the caller's next poll (to
 			// send the frames of one pass together) get that poll now if
 			// a peer waits for what was posted since the last one: data
@@ -470,8 +481,9 @@ func (e *Executor) repay(l *Link) {
 
 // Drain waits until every inline send has been acknowledged by its peer,
 // so that closing the endpoints afterwards loses nothing the peers still
-// need. Other completions are dropped (the links are about to close). It
-// returns the first error completion of a send, or ctx's error.
+// need. Other completions are only recorded (credits, notices, links
+// down; see record): the links are about to close. It returns the first
+// error completion of a send, or ctx's error.
 func (e *Executor) Drain(ctx context.Context) error {
 	for e.inflight > 0 && e.err == nil {
 		n, err := e.CQ.Wait(ctx, e.comps)
@@ -480,7 +492,11 @@ func (e *Executor) Drain(ctx context.Context) error {
 		}
 		for i := range n {
 			comp := &e.comps[i]
-			if comp.ID&idKind != idData || e.stale(comp) {
+			if comp.ID&idKind != idData {
+				e.recordOne(comp) // credits and notices: Confirm needs them
+				continue
+			}
+			if e.stale(comp) {
 				continue
 			}
 			if comp.Err != nil {

@@ -46,10 +46,15 @@ type Link struct {
 	// order, so credited > n says the peer consumed (and checked) the
 	// chunk sent after the first n.
 	sent, credited uint64
-	notice         uint32 // the peer's failure notice (immediate), 0 if none
-	deferred       bool   // a credit kept until the run completes (see deferCredit)
-	unplaced       int    // this run's sends posted and not yet placed at the peer
-	inline         int    // sends done at post whose acknowledgement has not come
+	// proveAt: the credit count that proves the peer took the chunks of
+	// Eager runs that only sent to it (0: none waits); proveSeq: the
+	// first of those runs not yet proven (see Executor.Confirm).
+	proveAt  uint64
+	proveSeq uint32
+	notice   uint32 // the peer's failure notice (immediate), 0 if none
+	deferred bool   // a credit kept until the run completes (see deferCredit)
+	unplaced int    // this run's sends posted and not yet placed at the peer
+	inline   int    // sends done at post whose acknowledgement has not come
 
 	// Transient marks a link made for one batch of a windowed run
 	// (window.go): the executor releases it once both ranks are done

@@ -312,27 +312,44 @@ func (e *Executor) pollAftermath(ctx context.Context) bool {
 // links, after a failure.
 func (e *Executor) record(n int) {
 	for i := range n {
-		comp := &e.comps[i]
-		peer := idPeer(comp.ID)
-		if comp.Op == transport.OpRemoteError || peer >= len(e.Links) || e.Links[peer] == nil || e.stale(comp) {
-			continue
+		e.recordOne(&e.comps[i])
+	}
+}
+
+// recordOne notes what one completion says about its link: down, a
+// notice, credits returned (Confirm counts them). Data that arrives is
+// not taken: no run wants it any more.
+func (e *Executor) recordOne(comp *transport.Completion) {
+	peer := idPeer(comp.ID)
+	if comp.Op == transport.OpRemoteError || peer >= len(e.Links) || e.Links[peer] == nil || e.stale(comp) {
+		return
+	}
+	l := e.Links[peer]
+	kind := comp.ID & idKind
+	if kind == idNotice {
+		e.noticesPending--
+	}
+	if comp.Err != nil {
+		if l.down == nil {
+			l.down = comp.Err
 		}
-		l := e.Links[peer]
-		kind := comp.ID & idKind
-		if kind == idNotice {
-			e.noticesPending--
+		return
+	}
+	if kind != idToken {
+		return
+	}
+	_ = l.EP.PostRecv(comp.ID, l.Staging, 0, 0)
+	if !comp.HasImm || comp.Imm&immType != immCredit {
+		return
+	}
+	switch {
+	case comp.Imm&noticeFlag != 0:
+		if l.notice == 0 {
+			l.notice = comp.Imm
 		}
-		if comp.Err != nil {
-			if l.down == nil {
-				l.down = comp.Err
-			}
-			continue
-		}
-		if kind == idToken {
-			_ = l.EP.PostRecv(comp.ID, l.Staging, 0, 0)
-			if comp.HasImm && comp.Imm&immType == immCredit && comp.Imm&noticeFlag != 0 && l.notice == 0 {
-				l.notice = comp.Imm
-			}
-		}
+	case comp.Imm&byeFlag == 0:
+		n := int(comp.Imm & 0xffff)
+		l.credits += n
+		l.credited += uint64(n)
 	}
 }

@@ -13,7 +13,7 @@ import (
 // TestExecutorProtocolErrors: a peer that breaks the link protocol (a
 // message without an immediate, an immediate of no known type, more
 // credits than slots, a block of the wrong length, more blocks than the
-// call takes) fails the receiving rank's call at once with an error that names
+// call takes, a block of an earlier call) fails the receiving rank's call at once with an error that names
 // both ranks and what was wrong, instead of corrupting its buffer or
 // waiting. Rank 1 here is a raw endpoint the test drives.
 func TestExecutorProtocolErrors(t *testing.T) {
@@ -53,6 +53,16 @@ func TestExecutorProtocolErrors(t *testing.T) {
 			}
 			return nil
 		}, "rank 1 sent rank 0 more data in test(float32, 2, sum) #7 (recv) than rank 0 expects", 2},
+		// A block of an earlier call that this rank never took: data of
+		// a rank that completed the call once sent (Call.Eager), taking
+		// itself for a root. Not the next call's data, which waits.
+		{"a block of an earlier call", func(l *Link, imm uint32) error {
+			if err := l.EP.PostWrite(0, l.Staging, 0, 8, l.Remote, 0, &imm); err != nil {
+				return err
+			}
+			earlier := dataImm(6, uint16(imm))
+			return l.EP.PostWrite(1, l.Staging, 0, 8, l.Remote, slot, &earlier)
+		}, "rank 1 sent data of its collective #6 (mod 16384) to rank 0, which is in test(float32, 2, sum) #7", 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var full atomic.Int64

@@ -85,15 +85,16 @@ var testOptsFast = Options{ChunkSize: 4096, Slots: 3, Timeout: 60 * time.Second,
 // fail in that call, fast, and every error names both roots (issue 11 item
 // 3). With two ranks each passing itself, both are roots that only send;
 // with three or more some stall with no data at all (nobody thinks it is
-// the root) and find the difference by comparing calls. No rank completes
-// the call: in a broadcast or scatter of three or more ranks, where a leaf
-// of the tree hears only from ranks that agree with it, the barrier comm
-// adds (collectives.Agreed) makes every rank check every rank's call.
+// the root) and find the difference by comparing calls. With StrictChecks
+// no rank completes the call: in a broadcast or scatter of three or more
+// ranks, where a leaf of the tree hears only from ranks that agree with
+// it, the barrier comm adds (collectives.Agreed) makes every rank check
+// every rank's call. Without, a rank that only sent, or whose part of the
+// tree agreed, may complete it, and its next call fails with a mismatch;
+// a rank that waits on one that went on to its next call fails with a
+// mismatch naming the two calls it knows (its own, the peer's next).
 func TestRootMismatch(t *testing.T) {
-	colls := []struct {
-		name string
-		run  func(ctx context.Context, c *Comm, root int) error
-	}{
+	colls := []rootedColl{
 		{"broadcast", func(ctx context.Context, c *Comm, root int) error {
 			return Broadcast(ctx, c, make([]int64, 100), root)
 		}},
@@ -125,46 +126,68 @@ func TestRootMismatch(t *testing.T) {
 		{2, 2, 2, 2, 4},
 	}
 	const late = "returned nil, next call: "
-	for _, coll := range colls {
-		for _, roots := range cases {
-			t.Run(fmt.Sprintf("%s/roots=%v", coll.name, roots), func(t *testing.T) {
-				// Some cases wait a second or more for the stalled
-				// ranks to compare calls: run them side by side.
-				t.Parallel()
-				out := runCall(t, len(roots), testOptsFast, 5*time.Second, func(ctx context.Context, c *Comm) error {
-					err := coll.run(ctx, c, roots[c.Rank()])
-					if err == nil {
-						buf := make([]float32, 4)
-						if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
-							return fmt.Errorf("%s%w", late, err)
-						}
-						return fmt.Errorf("returned nil, and so did the next call")
-					}
-					return err
-				})
-				for r, o := range out {
-					msg := fmt.Sprint(o.err)
-					named := map[int]bool{}
-					for _, root := range roots {
-						if strings.Contains(msg, fmt.Sprintf("root=%d", root)) {
-							named[root] = true
-						}
-					}
-					switch {
-					case o.err == nil:
-						t.Errorf("rank %d: no error", r)
-					case strings.HasPrefix(msg, late):
-						t.Errorf("rank %d (root=%d) completed the call: %v", r, roots[r], o.err)
-					case len(named) < 2:
-						t.Errorf("rank %d: error does not name two roots: %v", r, o.err)
-					case o.took > 5*time.Second:
-						t.Errorf("rank %d: failed after %v", r, o.took)
-					}
-					t.Logf("rank %d after %v: %v", r, o.took.Round(time.Millisecond), o.err)
-				}
-			})
+	for _, strict := range []bool{true, false} {
+		for _, coll := range colls {
+			for _, roots := range cases {
+				testRootMismatch(t, strict, coll, roots, late)
+			}
 		}
 	}
+}
+
+// rootedColl is a rooted collective called with a given root.
+type rootedColl struct {
+	name string
+	run  func(ctx context.Context, c *Comm, root int) error
+}
+
+func testRootMismatch(t *testing.T, strict bool, coll rootedColl, roots []int, late string) {
+	t.Run(fmt.Sprintf("strict=%v/%s/roots=%v", strict, coll.name, roots), func(t *testing.T) {
+		// Some cases wait a second or more for the stalled
+		// ranks to compare calls: run them side by side.
+		t.Parallel()
+		opts := testOptsFast
+		opts.StrictChecks = strict
+		out := runCall(t, len(roots), opts, 5*time.Second, func(ctx context.Context, c *Comm) error {
+			err := coll.run(ctx, c, roots[c.Rank()])
+			if err == nil {
+				buf := make([]float32, 4)
+				if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
+					return fmt.Errorf("%s%w", late, err)
+				}
+				return fmt.Errorf("returned nil, and so did the next call")
+			}
+			return err
+		})
+		for r, o := range out {
+			msg := fmt.Sprint(o.err)
+			named := map[int]bool{}
+			for _, root := range roots {
+				if strings.Contains(msg, fmt.Sprintf("root=%d", root)) {
+					named[root] = true
+				}
+			}
+			switch {
+			case o.err == nil:
+				t.Errorf("rank %d: no error", r)
+			case strings.HasPrefix(msg, late) && strict:
+				t.Errorf("rank %d (root=%d) completed the call: %v", r, roots[r], o.err)
+			case strings.HasPrefix(msg, late):
+				// Eager: a rank that only sent, or whose part of
+				// the tree agreed, learns of it in its next call.
+				if !strings.Contains(msg, "mismatch") {
+					t.Errorf("rank %d: the next call's error is no mismatch: %v", r, o.err)
+				}
+			case !strict && !strings.Contains(msg, "mismatch"):
+				t.Errorf("rank %d: error is no mismatch: %v", r, o.err)
+			case strict && len(named) < 2:
+				t.Errorf("rank %d: error does not name two roots: %v", r, o.err)
+			case o.took > 5*time.Second:
+				t.Errorf("rank %d: failed after %v", r, o.took)
+			}
+			t.Logf("rank %d after %v: %v", r, o.took.Round(time.Millisecond), o.err)
+		}
+	})
 }
 
 // TestBadInputFailsEveryRank: one rank passes arguments that it refuses
@@ -253,32 +276,52 @@ func TestBadInputFailsEveryRank(t *testing.T) {
 			return Scatter(ctx, c, f32(10*c.Size()), recv, 0)
 		}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.what, func(t *testing.T) {
-			for trial := range trials(t, 3) {
-				out := runCall(t, tc.ranks, testOptsFast, 5*time.Second, func(ctx context.Context, c *Comm) error {
-					err := tc.call(ctx, c, c.Rank() == bad)
-					return err
-				})
-				for r, o := range out {
-					switch {
-					case o.err == nil:
-						t.Errorf("trial %d: rank %d: no error", trial, r)
-						continue
-					case o.took > time.Second:
-						t.Errorf("trial %d: rank %d: failed after %v", trial, r, o.took)
-					}
-					for _, w := range tc.want {
-						if !strings.Contains(o.err.Error(), w) {
-							t.Errorf("trial %d: rank %d: error lacks %q: %v", trial, r, w, o.err)
+	const late = "returned nil, next call: "
+	for _, strict := range []bool{true, false} {
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("strict=%v/%s", strict, tc.what), func(t *testing.T) {
+				opts := testOptsFast
+				opts.StrictChecks = strict
+				for trial := range trials(t, 3) {
+					out := runCall(t, tc.ranks, opts, 5*time.Second, func(ctx context.Context, c *Comm) error {
+						err := tc.call(ctx, c, c.Rank() == bad)
+						if err == nil && !strict {
+							// A rank that only sent, or whose part of a
+							// tree agreed: its next call fails.
+							buf := make([]float32, 4)
+							if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
+								return fmt.Errorf("%s%w", late, err)
+							}
 						}
-					}
-					if trial == 0 {
-						t.Logf("rank %d after %v: %v", r, o.took.Round(time.Millisecond), o.err)
-					}
+						return err
+					})
+					checkBadInput(t, trial, out, tc.want)
 				}
+			})
+		}
+	}
+}
+
+// checkBadInput checks TestBadInputFailsEveryRank's outcomes: every rank
+// failed within a second, naming the bad rank and its argument.
+func checkBadInput(t *testing.T, trial int, out []outcome, want []string) {
+	t.Helper()
+	for r, o := range out {
+		switch {
+		case o.err == nil:
+			t.Errorf("trial %d: rank %d: no error", trial, r)
+			continue
+		case o.took > time.Second:
+			t.Errorf("trial %d: rank %d: failed after %v", trial, r, o.took)
+		}
+		for _, w := range want {
+			if !strings.Contains(o.err.Error(), w) {
+				t.Errorf("trial %d: rank %d: error lacks %q: %v", trial, r, w, o.err)
 			}
-		})
+		}
+		if trial == 0 {
+			t.Logf("rank %d after %v: %v", r, o.took.Round(time.Millisecond), o.err)
+		}
 	}
 }
 

@@ -203,6 +203,14 @@ func (c *Comm) Close() error {
 		ctx, cancel = context.WithTimeout(context.Background(), closeWait)
 		c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeClosed, Rank: c.rank, Seq: uint16(c.seq % collectives.SeqMod)})
 		cancel()
+		// Rooted calls that completed once sent (Call.Eager): the peers
+		// they sent to have taken it, or the ranks disagreed. As long as
+		// such a call would have waited.
+		ctx, cancel = context.WithTimeout(context.Background(), c.opts.StallTimeout)
+		if err := c.exec.Confirm(ctx); err != nil {
+			drainErr = errors.Join(drainErr, fmt.Errorf("comm: close: %w", err))
+		}
+		cancel()
 		// Peers not connected to this rank learn it from the store, should
 		// a call of theirs still need it (lazy.go).
 		if kv := kvOf(c.rdv); kv != nil {

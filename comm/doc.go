@@ -19,22 +19,29 @@
 // the data links before it closes them (so survivors agree also when the bootstrap
 // store died with its host) and publishes details in the store. Ranks that
 // disagree on a call (collective, count, type, operation, root, or how
-// many collectives they made) fail in that call with an error naming both
-// calls, the differing rank first; a rank that refuses its own arguments
-// breaks the communicator on every rank. A stalled collective compares its
-// call with those of the ranks it waits on after a second without progress,
-// and at the stall timeout blames the rank at the end of the chain of waits
-// (a stopped or hung process, or one that is in no collective). In a
-// broadcast or scatter of three or more ranks, a rank that received what
-// its call expects from ranks that agree with it may complete before a
-// disagreement elsewhere reaches it; its next call fails. After a failure
-// the communicator refuses every later call with that cause.
+// many collectives they made) fail with an error naming both calls, the
+// differing rank first; a rank that refuses its own arguments breaks the
+// communicator on every rank. A stalled collective compares its call with
+// those of the ranks it waits on after a second without progress, and at
+// the stall timeout blames the rank at the end of the chain of waits (a
+// stopped or hung process, or one that is in no collective). After a
+// failure the communicator refuses every later call with that cause.
 //
-// The cost of these checks: a rank that only sends in a call (a broadcast
-// root, a reduce or gather leaf, a scatter root) returns only once its
-// receivers have checked what it sent (in a rooted tree, once they have
-// completed), about one round trip for a small message; a rank that also
-// receives from its peers pays nothing. Point-to-point sends do not wait.
+// When a disagreement fails a rank: every rank that receives in the call
+// checks each message as it arrives and fails in that call. A rank that
+// only sends in a rooted call (a broadcast or scatter root, a reduce or
+// gather leaf) returns once its data is sent, as MPI's and NCCL's do, and
+// so does a rank of a broadcast or scatter of three or more ranks whose
+// part of the tree agrees: they learn of the disagreement in their next
+// call (the failing ranks' notices, or data out of place), or at Close,
+// which waits for the receivers to take what such calls sent. With
+// Options.StrictChecks (GOCCL_STRICT_CHECKS=1) every rank fails in the
+// call itself: a rank that only sends returns once its receivers have
+// checked what it sent (in a rooted tree, once they have completed), about
+// one round trip more for a small message, and broadcasts and scatters of
+// three or more ranks end with a barrier (collectives.Agreed). A rank that
+// also receives from its peers pays nothing either way. Point-to-point
+// sends do not wait.
 //
 // comm wires the layers together: it imports bootstrap, collectives,
 // transport and the concrete transports; nothing below imports it.

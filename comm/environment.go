@@ -89,6 +89,9 @@ var envVars = []envVar{
 	option(EnvVar{"GOCCL_SHM_BOARD", "NoShmBoard", "1",
 		"`0`: collectives and point-to-point calls of ranks all on one host go through the executor's messages instead of the shared-memory board (slots, mailboxes and direct copies between the ranks' buffers)"},
 		func(o *Options) *bool { return &o.NoShmBoard }, parseBoard),
+	option(EnvVar{"GOCCL_STRICT_CHECKS", "StrictChecks", "0",
+		"`1`: a rank that only sends in a rooted collective (broadcast or scatter root, reduce or gather leaf) returns once its receivers checked the call, so that a disagreement fails that call on every rank; `0`: it returns once its data is sent, and a disagreement fails its next call or Close"},
+		func(o *Options) *bool { return &o.StrictChecks }, parseBit),
 	option(EnvVar{"GOCCL_TIMEOUT", "Timeout", "10m",
 		"bound on one collective without a context deadline"},
 		func(o *Options) *time.Duration { return &o.Timeout }, parseTimeout),
@@ -295,6 +298,17 @@ func parseSIMD(v string) (string, error) {
 func parseDebug(v string) (bool, error) { return v != "0", nil }
 
 // parseBoard reads GOCCL_SHM_BOARD: 1 (the default) uses the board, 0 not.
+// parseBit reads a 0 or 1 switch.
+func parseBit(v string) (bool, error) {
+	switch v {
+	case "0":
+		return false, nil
+	case "1":
+		return true, nil
+	}
+	return false, errors.New("want 0 or 1")
+}
+
 func parseBoard(v string) (bool, error) {
 	switch v {
 	case "0":

@@ -74,7 +74,7 @@ func TestOptionsFromEnvCoversTheTable(t *testing.T) {
 		}
 		v := map[string]string{"GOCCL_TRANSPORT": "tcp", "GOCCL_BIND": "auto", "GOCCL_ALGO": "allreduce:ring", "GOCCL_SOCKET_IFNAME": "lo",
 			"GOCCL_IB_HCA": "mlx5", "GOCCL_SIMD": "off", "GOCCL_DEBUG": "1", "GOCCL_SPIN_TIME": "1ms",
-			"GOCCL_IB_GID_INDEX": "1", "GOCCL_SHM_BOARD": "0", "GOCCL_TCP_CONGESTION": "reno"}[e.Name]
+			"GOCCL_IB_GID_INDEX": "1", "GOCCL_SHM_BOARD": "0", "GOCCL_TCP_CONGESTION": "reno", "GOCCL_STRICT_CHECKS": "1"}[e.Name]
 		if v == "" {
 			v = e.Default
 		}

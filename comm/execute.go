@@ -51,7 +51,7 @@ func (c *Comm) plan(ctx context.Context, r *Request, algo string, fuse int) (*co
 	a := r.args.schedArgs() // escapes to the constructor: made only when compiling
 	a.Count, a.ElemSize, a.Root, a.Hosts = r.count, elemSize, r.root, c.hosts
 	s := al.Build(c.rank, c.size, &a)
-	if agreed(r.kind, c.size, r.count) {
+	if c.opts.StrictChecks && agreed(r.kind, c.size, r.count) {
 		// A tree's leaf hears only from ranks that agree with it: the
 		// barrier's messages make every rank check every rank's call
 		// (root included) before it completes (collectives.Agreed).
@@ -137,7 +137,9 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		// Rooted collectives on a tree or chain: senders wait until their
 		// receivers complete, so that a disagreement reaches them (see
 		// collectives/checks.go).
-		call.Confirm = r.root >= 0 && (algo == "binomial" || algo == "pipeline") && p.Name == algo && !agreed(r.kind, c.size, r.count)
+		// Without StrictChecks they complete once sent (Call.Eager).
+		call.Confirm = c.opts.StrictChecks && r.root >= 0 && (algo == "binomial" || algo == "pipeline") && p.Name == algo && !agreed(r.kind, c.size, r.count)
+		call.Eager = !c.opts.StrictChecks
 		// Peers this rank has not talked to yet are connected now, on
 		// both sides of each pair (lazy.go).
 		if err := c.ensureLinks(call); err != nil {

@@ -83,6 +83,17 @@ type Options struct {
 	// host then go through the executor's messages like the rest (env
 	// GOCCL_SHM_BOARD=0). Every rank must agree.
 	NoShmBoard bool
+	// StrictChecks makes a rank that only sends in a rooted collective (a
+	// broadcast or scatter root, a reduce or gather leaf) return only once
+	// its receivers have checked its call (about one round trip more for a
+	// small message; broadcasts and scatters of three or more ranks end
+	// with a barrier), so that ranks that disagree on the call fail in that
+	// very call, every one of them. Off (the default), such a rank returns
+	// once its data is sent, as MPI's and NCCL's do: its receivers still
+	// check every message, and a disagreement fails their call and this
+	// rank's next call, or its Close (env GOCCL_STRICT_CHECKS=1). Every
+	// rank must agree.
+	StrictChecks bool
 
 	// HostID identifies this rank's host: ranks with equal HostIDs are on
 	// one host, reach each other over shared memory when a shm device is

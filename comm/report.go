@@ -267,7 +267,10 @@ func (c *Comm) mismatchHeadline(kv keyValue, f fault) string {
 	odd, other := minor[0], major[0]
 	what := "collective mismatch"
 	if odd.seq != other.seq {
-		what = "sequence mismatch (the ranks called different numbers of collectives)"
+		// Different numbers of collectives, or an earlier rooted call
+		// that a rank which only sent completed once sent (Call.Eager),
+		// taking another rank for its root.
+		what = "sequence mismatch (the ranks called different numbers of collectives, or some completed an earlier rooted call they disagreed on)"
 	}
 	if f.earlier {
 		what += " in an earlier collective, which this rank completed"

@@ -159,9 +159,27 @@ func (c *Comm) onStall(ctx context.Context, call *collectives.Call) (context.Con
 			if err := c.compare(st, w, a); err != nil {
 				return nil, err
 			}
+			if err := c.passed(st, w, a); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return next.ctx, nil
+}
+
+// passed finds the disagreement of a peer that this rank, stalled in its
+// call, waits on, and that has started a later collective: had their
+// calls agreed, the peer could not have completed this one without this
+// rank (its half of a link, data this rank sends it, or data it sends:
+// posted before it went on, here long ago). The usual cause is a rooted
+// call that a rank which only sent completed once sent (Call.Eager),
+// taking another rank for the root. Only after a stall (a second without
+// progress): a peer's last data or link set-up may be a moment behind.
+func (c *Comm) passed(st rankState, w int, a rankState) error {
+	if !a.running || a.failed || st.p2p || a.p2p || a.seq <= st.seq {
+		return nil
+	}
+	return &disagreement{Rank: c.rank, Peer: w, Call: st.call, Seq: st.seq, PeerCall: a.call, PeerSeq: a.seq, PeerFP: a.fp, OwnFP: st.fp, Passed: true}
 }
 
 // disagreement is what the stall diagnosis found: this rank and Peer wait
@@ -173,9 +191,15 @@ type disagreement struct {
 	PeerCall      string
 	PeerSeq       uint32
 	PeerFP, OwnFP uint16
+	// Passed: the peer went on to a later collective (see passed).
+	Passed bool
 }
 
 func (d *disagreement) Error() string {
+	if d.Passed {
+		return fmt.Sprintf("collective mismatch: rank %d went on to %s while rank %d waits on it in %s: rank %d completed collective #%d without what this call needs from it (a rooted call with another root, or another collective)",
+			d.Peer, d.PeerCall, d.Rank, d.Call, d.Peer, d.Seq)
+	}
 	if d.PeerCall == "" {
 		return fmt.Sprintf("rank %d is in a different call #%d (fingerprint %#04x) while rank %d waits on it in %s (fingerprint %#04x)", d.Peer, d.PeerSeq, d.PeerFP, d.Rank, d.Call, d.OwnFP)
 	}

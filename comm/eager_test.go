@@ -1,0 +1,122 @@
+package comm_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	. "github.com/goccl/goccl/comm"
+	"github.com/goccl/goccl/comm/commtest"
+)
+
+// A broadcast root returns once its data is sent, before the other rank
+// has even called the broadcast (without StrictChecks); the late rank
+// still gets the data, and the root's Close waits until it has taken it,
+// then returns nil. With StrictChecks the root waits for the receiver.
+func TestEagerRootReturnsOnceSent(t *testing.T) {
+	for _, kind := range transports {
+		for _, strict := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/strict=%v", kind, strict), func(t *testing.T) {
+				opts := testOpts
+				opts.StrictChecks = strict
+				const late = 300 * time.Millisecond
+				sent := make(chan time.Duration, 1)
+				runRanksOn(t, kind, 2, opts, func(c *Comm) error {
+					ctx := context.Background()
+					buf := make([]int64, 100)
+					if c.Rank() == 0 {
+						for i := range buf {
+							buf[i] = int64(i * 3)
+						}
+						start := time.Now()
+						err := Broadcast(ctx, c, buf, 0)
+						sent <- time.Since(start)
+						return err
+					}
+					// Rank 1 calls only once the root returned (eager) or
+					// after late (strict: the root is still waiting then).
+					select {
+					case <-sent:
+						if strict {
+							return fmt.Errorf("the root returned before this rank called the broadcast, with StrictChecks")
+						}
+					case <-time.After(late):
+						if !strict {
+							return fmt.Errorf("the root did not return within %v while this rank was not in the broadcast", late)
+						}
+					}
+					time.Sleep(50 * time.Millisecond) // the root is in Close (eager) by now
+					if err := Broadcast(ctx, c, buf, 0); err != nil {
+						return err
+					}
+					for i, v := range buf {
+						if v != int64(i*3) {
+							return fmt.Errorf("element %d = %d, want %d", i, v, i*3)
+						}
+					}
+					if strict {
+						if d := <-sent; d < late {
+							return fmt.Errorf("the root returned after %v, before this rank called (%v)", d, late)
+						}
+					}
+					return nil
+				})
+			})
+		}
+	}
+}
+
+// Two ranks that each think they are a broadcast's root may both return
+// once sent; they learn of it in their next call, or at Close when there
+// is none: nothing is lost, on either rank.
+func TestEagerRootsDisagree(t *testing.T) {
+	for _, next := range []bool{true, false} {
+		t.Run(fmt.Sprintf("next=%v", next), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			comms, err := commtest.Connect(ctx, "mem", 2, testOptsFast)
+			require.NoError(t, err)
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			closeErrs := make([]error, 2)
+			for r, c := range comms {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					buf := make([]float32, 16)
+					if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
+						errs[r] = fmt.Errorf("warm-up: %w", err)
+						return
+					}
+					errs[r] = Broadcast(ctx, c, buf, r)
+					if errs[r] == nil && next {
+						errs[r] = Allreduce(ctx, c, buf, buf, Sum)
+					}
+					closeErrs[r] = c.Close()
+				}()
+			}
+			wg.Wait()
+			for r := range comms {
+				t.Logf("rank %d: call: %v; close: %v", r, errs[r], closeErrs[r])
+				if next {
+					require.Error(t, errs[r], "rank %d: no error in the broadcast or the call after it", r)
+					require.Contains(t, errs[r].Error(), "mismatch", "rank %d", r)
+				} else if errs[r] != nil {
+					// The peer's data arrived while this rank was still in
+					// the call.
+					require.Contains(t, errs[r].Error(), "mismatch", "rank %d", r)
+				} else {
+					require.Error(t, closeErrs[r], "rank %d: Close lost the disagreement", r)
+					msg := closeErrs[r].Error()
+					require.Contains(t, msg, "collective mismatch", "rank %d", r)
+					require.True(t, strings.Contains(msg, fmt.Sprintf("rank %d never took", 1-r)), "rank %d: Close does not name rank %d: %s", r, 1-r, msg)
+				}
+			}
+		})
+	}
+}
