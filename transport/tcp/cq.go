@@ -145,7 +145,14 @@ func (q *cq) take(out []transport.Completion) int {
 // then moves up to len(out) completions into out. It never blocks.
 func (q *cq) Poll(out []transport.Completion) int {
 	q.activity.Add(1)
-	q.drive()
+	if len(out) == 0 {
+		// A poll that takes nothing (the executor's flush at the end of
+		// a run) writes what was posted and reads nothing: a read that
+		// finds an empty socket cost ~3 us of a broadcast root's 10 here.
+		q.flush()
+	} else {
+		q.drive()
+	}
 	n := q.take(out)
 	q.left()
 	return n
@@ -245,6 +252,15 @@ func (q *cq) drive() bool {
 		}
 	}
 	return moved
+}
+
+// flush makes a send pass on every lane with frames waiting.
+func (q *cq) flush() {
+	for _, l := range *q.lanes.Load() {
+		if !l.e.failed.Load() && l.txWant.Load() {
+			l.txTry(false)
+		}
+	}
 }
 
 // standAside reports whether the background loop should leave the
