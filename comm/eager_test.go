@@ -12,6 +12,8 @@ import (
 
 	. "github.com/goccl/goccl/comm"
 	"github.com/goccl/goccl/comm/commtest"
+	"github.com/goccl/goccl/transport"
+	"github.com/goccl/goccl/transport/mem"
 )
 
 // A broadcast root returns once its data is sent, before the other rank
@@ -119,4 +121,98 @@ func TestEagerRootsDisagree(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The measurement at New ends with a broadcast whose root returns once
+// sent; that rank's first calls may then reach ranks still in the
+// measurement. Their data must wait there as a later call's, not fail as
+// an earlier call's: the measurement's calls are numbered apart from the
+// user's (a 4-node srun job over TCP, on a loaded machine, failed with
+// "collective mismatch" in its first allreduce when they were not). Here,
+// as there, each rank is a host of its own, and the ranks other than the
+// root take their completions late (slowDevice), so that data of the
+// user's first calls arrives with the measurement's last. Fails without
+// the numbering apart on the first trial.
+func TestFirstCallsAfterMeasurement(t *testing.T) {
+	const n = 4
+	for trial := range trials(t, 3) {
+		network := mem.NewNetwork(mem.Options{})
+		g := NewLocalGroup(n)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for r := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var dev transport.Device = network.NewDevice()
+				if r != 0 {
+					dev = slowDevice{dev, 20 * time.Millisecond}
+				}
+				// No Alpha and Beta: New measures them.
+				c, err := NewWith(ctx, g.Member(r), Devices{Net: dev}, Options{OwnDevice: true, Timeout: 30 * time.Second, HostID: fmt.Sprint("host ", r)})
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				defer c.Close()
+				for i := range 3 {
+					buf := []float32{float32(r + i)}
+					if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
+						errs[r] = fmt.Errorf("allreduce %d: %w", i+1, err)
+						return
+					}
+					if want := float32(n*(n-1)/2 + n*i); buf[0] != want {
+						errs[r] = fmt.Errorf("allreduce %d = %v, want %v", i+1, buf[0], want)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		cancel()
+		for r, err := range errs {
+			require.NoError(t, err, "trial %d, rank %d", trial, r)
+		}
+	}
+}
+
+// slowDevice is a device whose completion queues hand out completions
+// only from Wait, and only after a pause: a rank that is slow to look, so
+// that completions pile up and are taken together.
+type slowDevice struct {
+	transport.Device
+	pause time.Duration
+}
+
+func (d slowDevice) NewCompletionQueue(depth int) (transport.CompletionQueue, error) {
+	q, err := d.Device.NewCompletionQueue(depth)
+	if err != nil {
+		return nil, err
+	}
+	return slowCQ{q, d.pause}, nil
+}
+
+func (d slowDevice) NewEndpoint(cq transport.CompletionQueue) (transport.Endpoint, error) {
+	if q, ok := cq.(slowCQ); ok {
+		cq = q.CompletionQueue
+	}
+	return d.Device.NewEndpoint(cq)
+}
+
+type slowCQ struct {
+	transport.CompletionQueue
+	pause time.Duration
+}
+
+func (q slowCQ) Poll(out []transport.Completion) int {
+	if len(out) == 0 {
+		return q.CompletionQueue.Poll(out)
+	}
+	return 0
+}
+
+func (q slowCQ) Wait(ctx context.Context, out []transport.Completion) (int, error) {
+	time.Sleep(q.pause)
+	return q.CompletionQueue.Wait(ctx, out)
 }

@@ -324,7 +324,10 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 		case <-settle:
 			return connErr
 		case <-look.C:
-			if err := c.lookAround(call, rounds); err != nil {
+			if err := c.lookAround(call, rounds, func(p int) bool {
+				i := slices.Index(peers, p)
+				return i >= 0 && !arrived[i]
+			}); err != nil {
 				return err
 			}
 			rounds++
@@ -416,8 +419,11 @@ const earlyPeers = 4
 
 // lookAround compares call with those of up to earlyPeers of the peers
 // this rank waits to connect to (a different few each time: round is the
-// look-around's number), and returns their disagreement, if any.
-func (c *Comm) lookAround(call *collectives.Call, round int) error {
+// look-around's number), and returns their disagreement, if any. A peer
+// whose half of the link has not arrived (unseen) and that has started a
+// later collective completed this one without the link: a disagreement
+// (see passed), found here without waiting for a stall.
+func (c *Comm) lookAround(call *collectives.Call, round int, unseen func(peer int) bool) error {
 	if c.tuning.Load() {
 		return nil // see stateNow
 	}
@@ -436,6 +442,11 @@ func (c *Comm) lookAround(call *collectives.Call, round int) error {
 	for w, a := range c.query(ctx, kv, ask) {
 		if err := c.compare(st, w, a); err != nil {
 			return err
+		}
+		if unseen(w) {
+			if err := c.passed(st, w, a); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -46,11 +46,17 @@ func (c *Comm) tune(ctx context.Context) error {
 	}
 	// The measurement is invisible to the user: it logs nothing, the
 	// user's first collective is #1 (every rank resets its sequence after
-	// the same number of calls, all finished), and choices priced with the
-	// defaults above are forgotten.
+	// the same number of calls), and choices priced with the defaults
+	// above are forgotten. Its calls are numbered far from the user's
+	// first ones (from SeqMod/2): a rank that finished its part of the
+	// last one (a broadcast root, done once sent) may send data of its
+	// first call to a rank still in the measurement, where it must be
+	// taken for a later call's data, not an earlier one's (which would
+	// be a mismatch, see collectives.checkArrival).
 	debug := c.debug
 	c.debug = false
 	c.tuning.Store(true)
+	c.seq = collectives.SeqMod / 2
 	defer func() {
 		// Every measuring call has returned: no run goes on.
 		c.tuning.Store(false)
@@ -127,13 +133,6 @@ func (c *Comm) tune(ctx context.Context) error {
 		}
 	}
 	agreed := []float64{alpha, beta, gamma, local.Alpha, local.Beta}
-	if oneStep {
-		// The measurement made no collective (SendRecv is point to
-		// point): the broadcast would be collective #1, the number of the
-		// user's first, whose data may reach a rank still here. A number
-		// far from the user's first calls keeps them apart.
-		c.seq = collectives.SeqMod / 2 // no run goes on
-	}
 	if err := Broadcast(ctx, c, agreed, 0); err != nil {
 		return err
 	}
