@@ -43,7 +43,8 @@ import (
 //     Confirm waits for the credits of such sends (a peer that closes
 //     without taking them disagreed). A rooted call of three or more ranks
 //     then has no barrier either: a rank whose part of the tree agrees
-//     completes, and learns of a disagreement elsewhere in its next call.
+//     completes, and learns of a disagreement elsewhere in a later call
+//     (or at close: PeerFailed).
 //   - A peer's failure notice (notice.go) fails the run at once; one about
 //     a collective this rank has not reached yet fails the next run.
 
@@ -218,16 +219,41 @@ func (e *Executor) Confirm(ctx context.Context) error {
 	}
 }
 
+// PeerFailed returns, at close, the failure notice of a peer that failed
+// in a collective this rank also made (number seq or before), if any: a
+// rank whose part of an Eager call agreed may have completed it, and the
+// next, before the ranks that found the disagreement told it.
+func (e *Executor) PeerFailed(seq uint32) error {
+	for peer, l := range e.Links {
+		if l == nil || l.notice == 0 {
+			continue
+		}
+		n, ok := decodeNotice(l.notice, peer, e.Size)
+		if !ok || n.Reason == NoticeClosed || noticeAfter(n.Seq, Epoch(seq, false)) {
+			continue
+		}
+		return &NoticeError{Call: fmt.Sprintf("the collectives before close (%d made)", seq), Rank: e.Rank, Peer: peer, Notice: n}
+	}
+	return nil
+}
+
 // unconfirmed is the error of a link whose Eager sends are not proven:
 // why is given, or found in the link's state (nil while it may still come).
+// A peer that closed without taking them, or failed with a mismatch,
+// disagreed.
 func (e *Executor) unconfirmed(l *Link, why string) error {
+	what := ""
 	switch {
 	case why != "":
 	case l.notice != 0:
 		n, _ := decodeNotice(l.notice, l.Peer, e.Size)
 		if n.Reason == NoticeClosed {
-			why = fmt.Sprintf("rank %d closed the communicator (after %d collectives, mod %d) without taking it", l.Peer, n.Seq, SeqMod)
+			what = "collective mismatch: "
+			why = fmt.Sprintf("rank %d closed the communicator (after %d collectives, mod %d) without taking it: the ranks disagreed on a rooted call's root or count, or on the number of collectives", l.Peer, n.Seq, SeqMod)
 		} else {
+			if n.Reason == NoticeMismatch {
+				what = "collective mismatch: "
+			}
 			why = fmt.Sprintf("rank %d failed before taking it (its notice: %s, rank %d)", l.Peer, n.Reason, n.Rank)
 		}
 	case l.down != nil:
@@ -235,8 +261,7 @@ func (e *Executor) unconfirmed(l *Link, why string) error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("collective mismatch: rank %d's collective #%d sent rank %d data that rank %d never took: %s (the ranks disagreed on a rooted call's root or count, or on the number of collectives)",
-		e.Rank, l.proveSeq, l.Peer, l.Peer, why)
+	return fmt.Errorf("%srank %d's collective #%d sent rank %d data that rank %d never took: %s", what, e.Rank, l.proveSeq, l.Peer, l.Peer, why)
 }
 
 // deferCredit reports whether consuming the next chunk from peer must keep

@@ -209,6 +209,9 @@ func (c *Comm) Close() error {
 		ctx, cancel = context.WithTimeout(context.Background(), c.opts.StallTimeout)
 		if err := c.exec.Confirm(ctx); err != nil {
 			drainErr = errors.Join(drainErr, fmt.Errorf("comm: close: %w", err))
+		} else if err := c.exec.PeerFailed(c.seq); err != nil {
+			// A peer failed in a call this rank completed (see Confirm).
+			drainErr = errors.Join(drainErr, fmt.Errorf("comm: close: %w", err))
 		}
 		cancel()
 		// Peers not connected to this rank learn it from the store, should

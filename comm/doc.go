@@ -32,9 +32,13 @@
 // only sends in a rooted call (a broadcast or scatter root, a reduce or
 // gather leaf) returns once its data is sent, as MPI's and NCCL's do, and
 // so does a rank of a broadcast or scatter of three or more ranks whose
-// part of the tree agrees: they learn of the disagreement in their next
-// call (the failing ranks' notices, or data out of place), or at Close,
-// which waits for the receivers to take what such calls sent. With
+// part of the tree agrees: they learn of the disagreement in a later call
+// (the failing ranks' notices, or data out of place; usually the next,
+// though a rank whose partners in the next call had done their part of it
+// before they failed may complete that too), or at Close, which waits for
+// the receivers to take what such calls sent and reports the failures of
+// peers that have reached it. The ranks that receive from a rank that
+// disagrees fail in the call itself. With
 // Options.StrictChecks (GOCCL_STRICT_CHECKS=1) every rank fails in the
 // call itself: a rank that only sends returns once its receivers have
 // checked what it sent (in a rooted tree, once they have completed), about

@@ -216,3 +216,52 @@ func (q slowCQ) Wait(ctx context.Context, out []transport.Completion) (int, erro
 	time.Sleep(q.pause)
 	return q.CompletionQueue.Wait(ctx, out)
 }
+
+// A root whose receiver dies before taking the broadcast learns it at
+// Close, at once, naming the receiver (not after the stall timeout).
+func TestEagerCloseAfterReceiverDied(t *testing.T) {
+	network := mem.NewNetwork(mem.Options{})
+	g := NewLocalGroup(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts := testOptsFast
+	opts.OwnDevice = true
+	var closeErr error
+	var took time.Duration
+	var wg sync.WaitGroup
+	sent := make(chan struct{})
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dev := network.NewDevice()
+			c, err := NewWith(ctx, g.Member(r), Devices{Net: dev}, opts)
+			if err != nil {
+				t.Errorf("rank %d: %v", r, err)
+				return
+			}
+			buf := make([]float32, 16)
+			if err := Allreduce(ctx, c, buf, buf, Sum); err != nil { // the link is up
+				t.Errorf("rank %d: %v", r, err)
+				return
+			}
+			if r == 1 {
+				<-sent
+				dev.Close() // dies without a word, the broadcast untaken
+				return
+			}
+			if err := Broadcast(ctx, c, buf, 0); err != nil {
+				t.Errorf("root: broadcast: %v", err)
+			}
+			close(sent)
+			start := time.Now()
+			closeErr = c.Close()
+			took = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	t.Logf("root's Close after %v: %v", took, closeErr)
+	require.Error(t, closeErr)
+	require.Contains(t, closeErr.Error(), "sent rank 1 data that rank 1 never took")
+	require.Less(t, took, 5*time.Second, "Close waited for the stall timeout (%v)", opts.StallTimeout)
+}

@@ -90,7 +90,7 @@ var envVars = []envVar{
 		"`0`: collectives and point-to-point calls of ranks all on one host go through the executor's messages instead of the shared-memory board (slots, mailboxes and direct copies between the ranks' buffers)"},
 		func(o *Options) *bool { return &o.NoShmBoard }, parseBoard),
 	option(EnvVar{"GOCCL_STRICT_CHECKS", "StrictChecks", "0",
-		"`1`: a rank that only sends in a rooted collective (broadcast or scatter root, reduce or gather leaf) returns once its receivers checked the call, so that a disagreement fails that call on every rank; `0`: it returns once its data is sent, and a disagreement fails its next call or Close"},
+		"`1`: a rank that only sends in a rooted collective (broadcast or scatter root, reduce or gather leaf) returns once its receivers checked the call, so that a disagreement fails that call on every rank; `0`: it returns once its data is sent, and a disagreement fails a later call (usually the next) or Close"},
 		func(o *Options) *bool { return &o.StrictChecks }, parseBit),
 	option(EnvVar{"GOCCL_TIMEOUT", "Timeout", "10m",
 		"bound on one collective without a context deadline"},

@@ -90,9 +90,9 @@ type Options struct {
 	// with a barrier), so that ranks that disagree on the call fail in that
 	// very call, every one of them. Off (the default), such a rank returns
 	// once its data is sent, as MPI's and NCCL's do: its receivers still
-	// check every message, and a disagreement fails their call and this
-	// rank's next call, or its Close (env GOCCL_STRICT_CHECKS=1). Every
-	// rank must agree.
+	// check every message, and a disagreement fails their call and a later
+	// call of this rank (usually the next), or its Close (env
+	// GOCCL_STRICT_CHECKS=1). Every rank must agree.
 	StrictChecks bool
 
 	// HostID identifies this rank's host: ranks with equal HostIDs are on
