@@ -11,14 +11,26 @@ import (
 
 	. "github.com/goccl/goccl/comm"
 	"github.com/goccl/goccl/comm/commtest"
+	"github.com/goccl/goccl/internal/racetest"
 )
 
-// testOpts uses small chunks and few slots so that even small buffers are
-// cut into many chunks and flow control is exercised.
+// raceEnabled: under the race detector (5-10x slower) the table tests
+// shrink: fewer rank counts and a smaller "large" size. The full tables
+// run without -race.
+const raceEnabled = racetest.Enabled
+
 // bigCount is the "1 MiB + 3 elements" case; the race detector's slowdown
 // makes it 64 KiB + 3 there.
 var bigCount = 1<<18 + 3
 
+func init() {
+	if raceEnabled {
+		bigCount = 1<<14 + 3
+	}
+}
+
+// testOpts uses small chunks and few slots so that even small buffers are
+// cut into many chunks and flow control is exercised.
 var testOpts = Options{ChunkSize: 4096, Slots: 3, Timeout: 60 * time.Second}
 
 // transports the collective tests run over.

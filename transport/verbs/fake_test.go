@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/internal/logtest"
+	"github.com/goccl/goccl/internal/racetest"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/transporttest"
 	"github.com/goccl/goccl/transport/verbs/internal/ibvfake"
@@ -319,7 +320,7 @@ func settledGoroutines() int {
 // channel (no spinning) and is woken by a completion allocates nothing when
 // the caller passes the same context each time, as a communicator does.
 func TestWaitBlockingAllocatesNothing(t *testing.T) {
-	if raceEnabled {
+	if racetest.Enabled { // the race detector allocates on its own
 		t.Skip("skipping: the race detector allocates on its own")
 	}
 	p := newPairOn(t, fakeOpener(ibvfake.New(), ibvfake.DeviceConfig{}, Config{GIDIndex: -1, Spin: -1}))
