@@ -297,7 +297,6 @@ func parseSIMD(v string) (string, error) {
 // parseDebug: anything but "0" turns the debug lines on.
 func parseDebug(v string) (bool, error) { return v != "0", nil }
 
-// parseBoard reads GOCCL_SHM_BOARD: 1 (the default) uses the board, 0 not.
 // parseBit reads a 0 or 1 switch.
 func parseBit(v string) (bool, error) {
 	switch v {
@@ -309,12 +308,9 @@ func parseBit(v string) (bool, error) {
 	return false, errors.New("want 0 or 1")
 }
 
+// parseBoard reads GOCCL_SHM_BOARD into NoShmBoard: 1 (the default) uses
+// the board, 0 not.
 func parseBoard(v string) (bool, error) {
-	switch v {
-	case "0":
-		return true, nil
-	case "1":
-		return false, nil
-	}
-	return false, errors.New("want 0 or 1")
+	on, err := parseBit(v)
+	return !on && err == nil, err
 }
