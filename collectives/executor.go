@@ -803,9 +803,7 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 				e.win.note(peer)
 				return nil
 			}
-			n := int(comp.Imm & 0xffff)
-			l.credits += n
-			l.credited += uint64(n)
+			l.credit(comp.Imm)
 			if l.credits > e.NSlots {
 				return fmt.Errorf("%s #%d (%s): rank %d <- %d: peer returned more credits than slots", c.Desc(), c.Seq, p.Name, e.Rank, peer)
 			}

@@ -86,6 +86,13 @@ const (
 	MaxTag = 1<<30 - 1
 )
 
+// credit counts the credits a credit immediate returns.
+func (l *Link) credit(imm uint32) {
+	n := int(imm & 0xffff)
+	l.credits += n
+	l.credited += uint64(n)
+}
+
 func dataImm(seq uint32, fp uint16) uint32 { return immData | (seq&seqMask)<<16 | uint32(fp) }
 func p2pImm(tag uint32) uint32             { return immP2P | tag&MaxTag }
 func creditImm(n int) uint32               { return immCredit | uint32(n)&0xffff }

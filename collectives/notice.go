@@ -348,8 +348,6 @@ func (e *Executor) recordOne(comp *transport.Completion) {
 			l.notice = comp.Imm
 		}
 	case comp.Imm&byeFlag == 0:
-		n := int(comp.Imm & 0xffff)
-		l.credits += n
-		l.credited += uint64(n)
+		l.credit(comp.Imm)
 	}
 }
