@@ -78,9 +78,9 @@ func runCall(t *testing.T, n int, opts Options, limit time.Duration, call func(c
 	return out
 }
 
-// testOptsFast skips the measurement at New (Alpha, Beta given); a test
-// that needs a short stall timeout sets one.
-var testOptsFast = Options{ChunkSize: 4096, Slots: 3, Timeout: 60 * time.Second, StallTimeout: 30 * time.Second, Alpha: 20e-6, Beta: 1 / 2e9}
+// testOptsFast is testOpts with a shorter stall timeout; a test that needs
+// a shorter one still sets it.
+var testOptsFast = func() Options { o := testOpts; o.StallTimeout = 30 * time.Second; return o }()
 
 // TestRootMismatch: ranks that pass different roots to a rooted collective
 // fail in that call, fast, and every error names both roots (issue 11 item

@@ -30,6 +30,11 @@ func TestEagerRootReturnsOnceSent(t *testing.T) {
 				sent := make(chan time.Duration, 1)
 				runRanksOn(t, kind, 2, opts, func(c *Comm) error {
 					ctx := context.Background()
+					// Connected first: a link is set up in the first call
+					// that uses it, with both ranks in it.
+					if err := c.Barrier(ctx); err != nil {
+						return err
+					}
 					buf := make([]int64, 100)
 					if c.Rank() == 0 {
 						for i := range buf {

@@ -3,6 +3,7 @@ package comm_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log"
 	"os"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	. "github.com/goccl/goccl/comm"
+	"github.com/goccl/goccl/comm/commtest"
 )
 
 // syncBuffer is a log destination several goroutines write.
@@ -40,7 +42,8 @@ func TestFirstCallIsNumberOne(t *testing.T) {
 	var out syncBuffer
 	log.SetOutput(&out)
 	defer log.SetOutput(os.Stderr)
-	opts := testOpts // Alpha and Beta unset: New measures them
+	opts := testOpts
+	opts.Alpha, opts.Beta = 0, 0 // New measures them
 	runRanks(t, 2, opts, func(c *Comm) error {
 		buf := make([]float32, 2)
 		return Allreduce(context.Background(), c, buf, buf, Sum)
@@ -74,5 +77,37 @@ func TestFirstCallIsNumberOne(t *testing.T) {
 		if testing.Verbose() {
 			t.Logf("rank %d: %v", r, err)
 		}
+	}
+}
+
+// TestMeasurementAtNew: without Alpha and Beta, New measures the cost
+// model on the transport in use (ring allreduces of a small and a large
+// buffer, the reduction kernel, and on several hosts a ping-pong over a
+// local link). Every rank ends with the same plausible values, and the
+// communicator works after.
+func TestMeasurementAtNew(t *testing.T) {
+	for _, kind := range []string{"mem", "tcp", "shm", "hosts"} {
+		t.Run(kind, func(t *testing.T) {
+			opts := testOpts
+			opts.Alpha, opts.Beta = 0, 0
+			var mu sync.Mutex
+			models := map[[5]float64]int{}
+			runRanksOn(t, kind, 4, opts, func(c *Comm) error {
+				alpha, beta, gamma, localAlpha, localBeta := CostModel(c)
+				mu.Lock()
+				models[[5]float64{alpha, beta, gamma, localAlpha, localBeta}]++
+				mu.Unlock()
+				if !(alpha > 0 && alpha < 1 && beta > 0 && beta < 1e-6 && gamma > 0 && gamma < 1e-6) {
+					return fmt.Errorf("implausible cost model α=%g β=%g γ=%g", alpha, beta, gamma)
+				}
+				if hosts := kind == "hosts"; hosts != (localAlpha > 0 && localBeta > 0) {
+					return fmt.Errorf("local links priced α=%g β=%g on %s", localAlpha, localBeta, kind)
+				}
+				return commtest.CheckAll[float32](context.Background(), c, 13, commtest.AllOps)
+			})
+			if len(models) != 1 {
+				t.Errorf("the ranks' cost models differ: %v", models)
+			}
+		})
 	}
 }
