@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/goccl/goccl/transport"
 )
 
@@ -44,6 +46,9 @@ type cq struct {
 	busyUntil atomic.Int64 // unix nanoseconds: callers count as active until then (see active)
 
 	park parker // the Wait asleep in poll(2)
+
+	scanMu  sync.Mutex    // guards scanFds (drive takes it with TryLock)
+	scanFds []unix.PollFd // drive's poll(2) set
 
 	timerOn  atomic.Bool  // the lazy hand-off timer is scheduled
 	lazyNext atomic.Int64 // its next period (see lazyPeriod)
@@ -242,11 +247,50 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 	}
 }
 
+// scanLanes is the lane count from which drive asks poll(2) which sockets
+// have input before it reads any.
+const scanLanes = 2
+
 // drive makes one non-blocking pass over the queue's sockets; it reports
 // whether any bytes moved.
+//
+// With several sockets one poll(2) with no timeout says which have input
+// (or an error or hang-up) and only those are read: a pass that finds
+// nothing costs one system call, not one read per socket. That is most
+// passes of a Wait, and with more ranks than cores every system call of a
+// spinning rank is taken from a rank that has work (measured, 4 ranks on
+// 2 cores: about 20 reads per barrier and broadcast, most of them empty).
+// A lane with output waiting is driven anyway.
 func (q *cq) drive() bool {
+	lanes := *q.lanes.Load()
+	if len(lanes) < scanLanes || !q.scanMu.TryLock() {
+		return q.driveAll(lanes)
+	}
+	defer q.scanMu.Unlock()
+	fds := q.scanFds[:0]
+	for _, l := range lanes {
+		fds = append(fds, unix.PollFd{Fd: int32(l.fd), Events: unix.POLLIN})
+	}
+	q.scanFds = fds
+	if n, err := unix.Poll(fds, 0); err != nil || n < 0 {
+		return q.driveAll(lanes) // EINTR or worse: read them all
+	}
 	moved := false
-	for _, l := range *q.lanes.Load() {
+	for i, l := range lanes {
+		if fds[i].Revents == 0 && !l.txWant.Load() {
+			continue
+		}
+		if l.poll() {
+			moved = true
+		}
+	}
+	return moved
+}
+
+// driveAll drives every lane.
+func (q *cq) driveAll(lanes []*lane) bool {
+	moved := false
+	for _, l := range lanes {
 		if l.poll() {
 			moved = true
 		}

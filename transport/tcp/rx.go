@@ -39,6 +39,7 @@ type rxState struct {
 	acked   bool // the pass made acknowledgements owed
 	respond bool // the pass queued read responses
 	urgent  bool // the pass owes an acknowledgement a sender waits for
+	drained bool // a read of the pass came back short: the socket was empty
 
 	// sysRead's arguments and results.
 	io    []byte
@@ -67,7 +68,7 @@ func (l *lane) rxPass(bg bool) (moved, blocked bool) {
 		l.rxCleanup()
 		return false, false
 	}
-	rx.bg = bg
+	rx.bg, rx.drained = bg, false
 	budget := pollReads
 	if bg {
 		budget = bgReads
@@ -87,15 +88,20 @@ func (l *lane) rxPass(bg bool) (moved, blocked bool) {
 					}
 					continue
 				}
+				if rx.drained {
+					return moved, true
+				}
 				if budget == 0 {
 					return moved, false
 				}
 				budget--
+				want := len(rx.dst) - rx.got
 				n, err := l.sysRead(rx.dst[rx.got:])
 				if !l.readOK(n, err, &blocked) {
 					return moved, blocked
 				}
 				rx.got += n
+				rx.drained = n < want
 				moved = true
 				if rx.got < len(rx.dst) {
 					continue
@@ -133,15 +139,24 @@ func (l *lane) fill(budget *int, moved, blocked *bool) bool {
 		rx.w = copy(rx.buf, rx.buf[rx.r:rx.w])
 		rx.r = 0
 	}
+	// A read that came back short found the socket empty: another
+	// would only return EAGAIN (a system call per message saved). What
+	// arrives meanwhile is read by the next pass, as after an EAGAIN.
+	if rx.drained {
+		*blocked = true
+		return false
+	}
 	if *budget == 0 {
 		return false
 	}
 	*budget--
+	want := len(rx.buf) - rx.w
 	n, err := l.sysRead(rx.buf[rx.w:])
 	if !l.readOK(n, err, blocked) {
 		return false
 	}
 	rx.w += n
+	rx.drained = n < want
 	*moved = true
 	return true
 }
