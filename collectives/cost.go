@@ -21,18 +21,24 @@ type Cost struct {
 	Steps     int
 	Bytes     float64
 	Pipelined bool
+	RootBound bool // a pipelined binomial tree: no fill (Algo.RootBound)
 }
 
 // Time estimates the run time of a call: Steps*α + Bytes*β, or for a
 // pipelined algorithm with chunks of chunkBytes, (Steps-1)*(α +
-// chunkBytes*β) to fill the pipeline plus α per chunk plus Bytes*β.
+// chunkBytes*β) to fill the pipeline (none if RootBound) plus α per chunk
+// message of the busiest rank plus Bytes*β.
 func (c Cost) Time(alpha, beta float64, chunkBytes int) float64 {
 	if !c.Pipelined || chunkBytes <= 0 {
 		return float64(c.Steps)*alpha + c.Bytes*beta
 	}
 	chunk := float64(chunkBytes)
 	nchunks := max(1, c.Bytes/chunk)
-	return float64(max(c.Steps-1, 0))*(alpha+chunk*beta) + nchunks*alpha + c.Bytes*beta
+	fill := max(c.Steps-1, 0)
+	if c.RootBound {
+		fill = 0
+	}
+	return float64(fill)*(alpha+chunk*beta) + nchunks*alpha + c.Bytes*beta
 }
 
 // Algorithms lists the algorithms of a collective with a flat α-β cost
@@ -69,10 +75,10 @@ func CostOf(coll, algo string, size, bytes int) (Cost, bool) {
 
 func (a *Algo) costAt(size, bytes int) Cost {
 	if size <= 1 {
-		return Cost{Pipelined: a.Pipelined}
+		return Cost{Pipelined: a.Pipelined, RootBound: a.RootBound}
 	}
 	steps, b := a.Cost(size, float64(bytes))
-	return Cost{Steps: steps, Bytes: b, Pipelined: a.Pipelined}
+	return Cost{Steps: steps, Bytes: b, Pipelined: a.Pipelined, RootBound: a.RootBound}
 }
 
 // log2Ceil is ceil(log2 p) for p >= 1.

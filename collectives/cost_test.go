@@ -105,3 +105,32 @@ func TestCostPicksTheTextbookAlgorithm(t *testing.T) {
 		t.Errorf("1 GiB broadcast on 64 ranks: %s", got)
 	}
 }
+
+// A pipelined binomial tree has no fill: with one chunk its time is the
+// root's log2(p) messages, less than a chain's p-1 hops, so small
+// broadcasts on 4 ranks take the tree (they took the chain on a tie in
+// floating point: the fill was counted on top of the root's messages).
+func TestBinomialHasNoFill(t *testing.T) {
+	const alpha, beta, chunk = 100e-6, 1e-9, 1 << 19
+	for _, coll := range []string{"broadcast", "reduce"} {
+		c, ok := CostOf(coll, "binomial", 4, 8)
+		if !ok {
+			t.Fatalf("%s binomial not priced", coll)
+		}
+		if got, want := c.Time(alpha, beta, 8), 2*alpha+16*beta; math.Abs(got-want) > 1e-12 {
+			t.Errorf("%s binomial, 8 B on 4 ranks: %g s, want %g (two messages)", coll, got, want)
+		}
+	}
+	bin, _ := CostOf("broadcast", "binomial", 4, 8)
+	chain, _ := CostOf("broadcast", "pipeline", 4, 8)
+	if b, c := bin.Time(alpha, beta, 8), chain.Time(alpha, beta, 8); b >= c {
+		t.Errorf("8-byte broadcast on 4 ranks: binomial %g s, chain %g s", b, c)
+	}
+	// Many chunks: the root sends each log2(p) times, the chain's ranks
+	// once; the chain wins.
+	bin, _ = CostOf("broadcast", "binomial", 64, 1<<30)
+	chain, _ = CostOf("broadcast", "pipeline", 64, 1<<30)
+	if b, c := bin.Time(alpha, beta, chunk), chain.Time(alpha, beta, chunk); c >= b {
+		t.Errorf("1 GiB broadcast on 64 ranks: binomial %g s, chain %g s", b, c)
+	}
+}

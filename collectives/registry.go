@@ -170,6 +170,14 @@ type Algo struct {
 	// Pipelined algorithms move the buffer in chunks that follow each
 	// other through Steps hops (Cost.Time adds the pipeline's fill).
 	Pipelined bool
+	// RootBound pipelined algorithms (binomial trees) have no fill: the
+	// busiest rank, the root, sends (or receives) every chunk Steps times,
+	// once per subtree, largest first, and its last message of the last
+	// chunk is to (or from) a leaf, while the subtrees pass on earlier
+	// ones: the root's own messages are the critical path. Bytes counts
+	// each chunk Steps times, so Cost.Time's α per chunk message is that
+	// path.
+	RootBound bool
 	// Reduced is how many bytes the busiest rank runs through the
 	// reduction kernel (the γ term); nil for none.
 	Reduced func(size int, n float64) float64
@@ -222,7 +230,7 @@ var algoTable = []Algo{
 	{Coll: CollAllreduce, Name: "hier-leader", Schedule: HierLeaderAllreduce, Price: priceHierLeader,
 		Doc: "several ranks per host: reduce to each host's first rank, recursive doubling among those, then back to the host's ranks (small buffers)"},
 
-	{Coll: CollBroadcast, Name: "binomial", Schedule: rooted(BinomialBroadcast), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
+	{Coll: CollBroadcast, Name: "binomial", Schedule: rooted(BinomialBroadcast), Pipelined: true, RootBound: true, Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p), float64(log2Ceil(p)) * n
 	}, NetBytes: netBinomialBroadcast, Doc: "binomial tree, pipelined"},
 	{Coll: CollBroadcast, Name: "pipeline", Schedule: rooted(PipelineBroadcast), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
@@ -234,7 +242,7 @@ var algoTable = []Algo{
 	{Coll: CollBroadcast, Name: "hier", Schedule: HierBroadcast, Price: priceHierBroadcast,
 		Doc: "several ranks per host: binomial tree among one rank per host (the root on its host), then a binomial tree inside each host, pipelined"},
 
-	{Coll: CollReduce, Name: "binomial", Schedule: rooted(BinomialReduce), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
+	{Coll: CollReduce, Name: "binomial", Schedule: rooted(BinomialReduce), Pipelined: true, RootBound: true, Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p), float64(log2Ceil(p)) * n
 	}, Reduced: func(p int, n float64) float64 { return float64(log2Ceil(p)) * n },
 		Doc: "binomial tree toward the root, pipelined"},
