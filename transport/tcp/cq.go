@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -272,20 +273,32 @@ func (q *cq) drive() bool {
 		fds = append(fds, unix.PollFd{Fd: int32(l.fd), Events: unix.POLLIN})
 	}
 	q.scanFds = fds
-	if n, err := unix.Poll(fds, 0); err != nil || n < 0 {
+	// ppoll with a zero timeout never blocks: a raw system call, without
+	// the runtime's bookkeeping around a blocking one.
+	if _, _, en := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)),
+		uintptr(unsafe.Pointer(&noWait)), 0, 0, 0); en != 0 {
 		return q.driveAll(lanes) // EINTR or worse: read them all
 	}
 	moved := false
 	for i, l := range lanes {
-		if fds[i].Revents == 0 && !l.txWant.Load() {
-			continue
-		}
-		if l.poll() {
-			moved = true
+		switch {
+		case fds[i].Revents != 0: // input, an error or a hang-up
+			if l.poll() {
+				moved = true
+			}
+		case l.txWant.Load(): // output only: no read to find nothing
+			if !l.e.failed.Load() {
+				if ok, m, _ := l.txTry(false); ok && m {
+					moved = true
+				}
+			}
 		}
 	}
 	return moved
 }
+
+// noWait is the zero timeout of drive's ppoll (read by the kernel only).
+var noWait unix.Timespec
 
 // driveAll drives every lane.
 func (q *cq) driveAll(lanes []*lane) bool {
