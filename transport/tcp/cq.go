@@ -248,8 +248,8 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 	}
 }
 
-// scanLanes is the lane count from which drive asks poll(2) which sockets
-// have input before it reads any.
+// scanLanes is the lane count from which drive, with more ranks than
+// cores, asks poll(2) which sockets have input before it reads any.
 const scanLanes = 2
 
 // drive makes one non-blocking pass over the queue's sockets; it reports
@@ -261,10 +261,12 @@ const scanLanes = 2
 // passes of a Wait, and with more ranks than cores every system call of a
 // spinning rank is taken from a rank that has work (measured, 4 ranks on
 // 2 cores: about 20 reads per barrier and broadcast, most of them empty).
-// A lane with output waiting is driven anyway.
+// A lane with output waiting is driven anyway. Alone on its core a rank
+// reads its sockets directly: streaming over several sockets per peer, a
+// poll(2) per pass would find most of them ready and cost one more call.
 func (q *cq) drive() bool {
 	lanes := *q.lanes.Load()
-	if len(lanes) < scanLanes || !q.scanMu.TryLock() {
+	if len(lanes) < scanLanes || !q.dev.opts.Oversubscribed || !q.scanMu.TryLock() {
 		return q.driveAll(lanes)
 	}
 	defer q.scanMu.Unlock()
