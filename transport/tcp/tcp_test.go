@@ -28,3 +28,19 @@ func newTestDevice(t testing.TB) *Device {
 func TestConformance(t *testing.T) {
 	transporttest.Run(t, func(t testing.TB) transport.Device { return newTestDevice(t) })
 }
+
+// With more ranks than cores a Wait yields between polls and drives a
+// queue of several sockets through one poll(2) (cq.drive's scan): the
+// same contract holds.
+func TestConformanceOversubscribed(t *testing.T) {
+	transporttest.Run(t, func(t testing.TB) transport.Device {
+		t.Helper()
+		o := testOptions(t)
+		o.Oversubscribed = true
+		d, err := NewDevice(o)
+		if err != nil {
+			t.Fatalf("new device: %v", err)
+		}
+		return d
+	})
+}
