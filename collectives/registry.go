@@ -312,6 +312,12 @@ var algoTable = []Algo{
 	{Coll: CollScatter, Name: "binomial", Schedule: rooted(BinomialScatter), Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p), float64(p-1) / float64(p) * n
 	}, Doc: "binomial tree from the root"},
+	{Coll: CollBarrier, Name: "recursive-doubling", Schedule: func(r, n int, a *Args) Schedule { return RecursiveDoublingBarrier(r, n) },
+		Cost: func(p int, n float64) (int, float64) {
+			_, fold, lg := foldCost(p)
+			return lg + fold, 0
+		},
+		Doc: "zero-byte exchanges with partners at distance 1, 2, 4, ... (a power of two of ranks; others fold in first)"},
 	{Coll: CollBarrier, Name: "dissemination", Schedule: func(r, n int, a *Args) Schedule { return DisseminationBarrier(r, n) },
 		Cost: func(p int, n float64) (int, float64) { return log2Ceil(p), 0 },
 		Doc:  "ceil(log2 n) rounds of zero-byte messages"},

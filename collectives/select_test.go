@@ -40,7 +40,8 @@ func TestSelectTable(t *testing.T) {
 		{CollAlltoall, 8 * 64, 64, "bruck", "log2 rounds for tiny blocks"},
 		{CollAlltoall, 64 << 20, 64, "pairwise", "each block moves once"},
 		{CollGather, 1 << 20, 8, "binomial", "the only algorithm"},
-		{CollBarrier, 0, 8, "dissemination", "the only algorithm"},
+		{CollBarrier, 0, 8, "recursive-doubling", "log2 steps at a power of two, tied with dissemination: the first wins"},
+		{CollBarrier, 0, 6, "dissemination", "ceil(log2) steps without recursive doubling's fold"},
 	} {
 		a, prices, err := Select(tc.coll, tc.bytes, Topology{Size: tc.size}, m, nil)
 		require.NoError(t, err)

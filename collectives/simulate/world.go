@@ -51,14 +51,14 @@ func symmetryOf(c collectives.Coll, algo string, ranks, count int) symmetry {
 	case c == collectives.CollAllgather && algo == "ring",
 		c == collectives.CollReduceScatter && algo == "ring",
 		c == collectives.CollAlltoall && algo == "bruck",
-		c == collectives.CollBarrier:
+		c == collectives.CollBarrier && algo == "dissemination":
 		return symShift
 	case c == collectives.CollAlltoall && algo == "pairwise":
 		if pow2 {
 			return symXor
 		}
 		return symShift
-	case pow2 && c == collectives.CollAllreduce && algo == "recursive-doubling":
+	case pow2 && (c == collectives.CollAllreduce || c == collectives.CollBarrier) && algo == "recursive-doubling":
 		return symXor
 	}
 	return symNone
