@@ -28,8 +28,9 @@
 //
 // Open MPI is checked before Slurm because mpirun inside an allocation
 // inherits the batch script's SLURM_PROCID=0; the launcher that started the
-// process directly wins. A derived port is 20000 + FNV-1a(job id) % 20000,
-// the same on every rank of the job. GOCCL_BOOTSTRAP (host:port) always
+// process directly wins. A derived port is 20000 + FNV-1a(job id) % 12768,
+// the same on every rank of the job and below Linux's default ephemeral
+// range (32768-60999), where the local ends of connections would take it. GOCCL_BOOTSTRAP (host:port) always
 // overrides the store address. When no launcher is found FromEnv returns an
 // error wrapping ErrNoLauncher.
 //

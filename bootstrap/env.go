@@ -109,13 +109,19 @@ func hostPort(name, v string) (string, error) {
 	return v, nil
 }
 
-// derivePort maps a job identifier to a port in [20000, 40000), the same on
-// every rank of the job.
+// derivePort maps a job identifier to a port in [derivedPortMin,
+// derivedPortMax), the same on every rank of the job: below Linux's
+// default ephemeral range (32768-60999), whose ports are the local ends of
+// the host's outgoing connections. (It was [20000, 40000): once in a CI
+// run rank 0 of an mpirun job exited at start, most likely on a derived
+// port that a connection of the run beside it held.)
 func derivePort(id string) int {
 	h := fnv.New32a()
 	h.Write([]byte(id))
-	return 20000 + int(h.Sum32()%20000)
+	return derivedPortMin + int(h.Sum32()%(derivedPortMax-derivedPortMin))
 }
+
+const derivedPortMin, derivedPortMax = 20000, 32768
 
 func fromEnv(lookup lookupFunc) (Info, error) {
 	e := envReader{lookup}

@@ -326,3 +326,15 @@ func TestExpandHostlistExported(t *testing.T) {
 		t.Errorf("ExpandHostlist accepted a broken list")
 	}
 }
+
+// Derived store ports lie below Linux's default ephemeral range
+// (32768-60999), where the local end of any connection of the host could
+// hold the port and fail rank 0's listen.
+func TestDerivedPortsBelowEphemeralRange(t *testing.T) {
+	for i := range 100000 {
+		id := fmt.Sprintf("prterun-host-%d@1.", i)
+		if p := derivePort(id); p < 20000 || p >= 32768 {
+			t.Fatalf("derivePort(%q) = %d, want 20000-32767", id, p)
+		}
+	}
+}

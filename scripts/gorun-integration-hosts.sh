@@ -123,8 +123,10 @@ wait_exit() {
 	RC=$?
 }
 
-show() { # name: the tail of a run's output, for a failure
-	tail -n 5 "$T/$1.out" "$T/$1.err" | sed 's/^/    /'
+show() { # name: the tail of a run's output and more of its errors, for a failure
+	# (A rank's own error comes before a launcher's closing box: mpirun's
+	# alone is ten lines.)
+	{ tail -v -n 5 "$T/$1.out"; tail -v -n 30 "$T/$1.err"; } 2>&1 | sed 's/^/    /'
 }
 
 part_hosts() {
