@@ -89,9 +89,9 @@ func (l *lane) rxPass(bg bool) (moved, blocked bool) {
 					continue
 				}
 				// A long payload read short is read again at once: its
-				// sender is most likely still writing (measured: ending
-				// the pass there, 4 ranks on 2 cores, cost 1 MiB
-				// allreduces a tenth).
+				// sender is most likely still writing, and ending the
+				// pass would send the Wait round its loop first (a
+				// sched_yield with more ranks than cores).
 				if budget == 0 {
 					return moved, false
 				}
