@@ -203,6 +203,8 @@ func TestOverlap(t *testing.T) {
 	for i := range sizes {
 		sizes[i] = 16 << 10 // 64 KiB per layer
 	}
+	var mu sync.Mutex
+	var comms, blocked time.Duration
 	runRanks(t, 2, func(ctx context.Context, c *comm.Comm) error {
 		d, err := New(c, sizes, Options{BucketBytes: 64 << 10}) // one layer per bucket
 		if err != nil {
@@ -243,12 +245,19 @@ func TestOverlap(t *testing.T) {
 		s.Steps -= warm.Steps
 		s.Comm -= warm.Comm
 		s.Blocked -= warm.Blocked
-		if s.Overlapped() <= 0 {
-			return fmt.Errorf("stats after step 0 %+v: no communication overlapped", s)
-		}
 		t.Logf("rank %d: comm %v, blocked in Wait %v, overlapped %v over %d steps", c.Rank(), s.Comm, s.Blocked, s.Overlapped(), s.Steps)
+		mu.Lock()
+		comms, blocked = comms+s.Comm, blocked+s.Blocked
+		mu.Unlock()
 		return nil
 	})
+	// Over the job, not per rank: the rank whose backward pass ends first
+	// waits in Wait for the other's last bucket, and that skew counts as
+	// blocked time on it alone (CI saw one rank at 847 us of communication
+	// and 1026 us blocked, the other at 823 and 281).
+	if comms <= blocked {
+		t.Errorf("after step 0: communication %v, blocked in Wait %v over both ranks: no communication overlapped", comms, blocked)
+	}
 }
 
 type doneRequest struct{}
