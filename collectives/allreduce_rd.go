@@ -25,24 +25,34 @@ func RecursiveDoublingAllreduce(rank, size, count, elemSize int) Schedule {
 	if size <= 1 || n == 0 {
 		return s
 	}
-	p := pow2Below(size)
-	extra := size - p
+	recursiveDoubling(&s, BufData, n, RecvReduce)
+	return s
+}
+
+// recursiveDoubling appends to s the exchanges of recursive doubling over
+// buf[0:n): with p the largest power of two below s.Size, extra rank p+i
+// sends to rank i and receives from it at the end; the p ranks exchange
+// with partners at distance 1, 2, 4, ..., taking in what arrives with
+// recv (RecvReduce in the allreduce, Recv in the barrier).
+func recursiveDoubling(s *Schedule, buf Buf, n int, recv Kind) {
+	rank := s.Rank
+	p := pow2Below(s.Size)
+	extra := s.Size - p
 	if rank >= p {
-		s.add(Send, rank-p, BufData, 0, n)
-		s.add(Recv, rank-p, BufData, 0, n)
-		return s
+		s.add(Send, rank-p, buf, 0, n)
+		s.add(Recv, rank-p, buf, 0, n)
+		return
 	}
 	if rank < extra {
-		s.add(RecvReduce, rank+p, BufData, 0, n)
+		s.add(recv, rank+p, buf, 0, n)
 	}
 	for d := 1; d < p; d <<= 1 {
-		s.add(Send, rank^d, BufData, 0, n)
-		s.add(RecvReduce, rank^d, BufData, 0, n)
+		s.add(Send, rank^d, buf, 0, n)
+		s.add(recv, rank^d, buf, 0, n)
 	}
 	if rank < extra {
-		s.add(Send, rank+p, BufData, 0, n)
+		s.add(Send, rank+p, buf, 0, n)
 	}
-	return s
 }
 
 // RabenseifnerAllreduce is Rabenseifner's allreduce of count elements in

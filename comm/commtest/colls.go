@@ -26,7 +26,6 @@ func wrongf(algo, format string, args ...any) error {
 	return algoErr(algo, fmt.Errorf(format, args...))
 }
 
-// fill sets dst to rank r's input for op (inputs).
 func checkAllreduce[T Number](ctx context.Context, k *checker[T]) error {
 	b, err := k.bufs(k.count, k.count)
 	if err != nil {
