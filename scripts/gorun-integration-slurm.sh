@@ -140,18 +140,26 @@ slurm_client() {
 # $T/NAME.out, wait (at most 60 s) for it to end, and set RC to its exit
 # status. Polls quickly; sbatch --wait polls every few seconds.
 sbatch_wait() {
-	local name=$1 id end code
+	local name=$1 id end code info state
 	shift
 	RC=1
 	id=$(slurm_client timeout 10 sbatch --parsable -o "$T/$name.out" "$@" 2>"$T/$name.err") || return
+	# Wait for a final JobState: an empty squeue (a client that timed out
+	# under load) is not an ended job, and a running job's ExitCode reads
+	# 0:0 too (CI once read it before the job had written its output).
 	end=$((SECONDS + 60))
-	while [[ -n "$(slurm_client timeout 5 squeue -h -j "$id" 2>/dev/null)" ]]; do
-		((SECONDS < end)) || { slurm_client scancel "$id"; return; }
+	while :; do
+		info=$(slurm_client timeout 5 scontrol show job "$id" 2>/dev/null)
+		state=$(grep -o 'JobState=[A-Z_]*' <<<"$info" | head -n1)
+		case "$state" in
+		JobState=COMPLETED | JobState=FAILED | JobState=CANCELLED | JobState=TIMEOUT | JobState=NODE_FAIL | JobState=OUT_OF_MEMORY | JobState=PREEMPTED | JobState=BOOT_FAIL | JobState=DEADLINE) break ;;
+		esac
+		((SECONDS < end)) || { slurm_client scancel "$id"; echo "job $id: still $state after 60 s" >>"$T/$name.err"; return; }
 		sleep 0.2
 	done
-	code=$(slurm_client timeout 5 scontrol show job "$id" 2>>"$T/$name.err" | grep -o 'ExitCode=[0-9]*:[0-9]*' | head -n1)
-	[[ "$code" == "ExitCode=0:0" ]] && RC=0
-	echo "job $id: $code" >>"$T/$name.err"
+	code=$(grep -o 'ExitCode=[0-9]*:[0-9]*' <<<"$info" | head -n1)
+	[[ "$state" == "JobState=COMPLETED" && "$code" == "ExitCode=0:0" ]] && RC=0
+	echo "job $id: $state $code" >>"$T/$name.err"
 }
 
 # slurm_check NAME WHAT RANKS [GREP]: the run NAME printed the example's
