@@ -98,6 +98,13 @@ wait_count() {
 	done
 }
 
+# apt_get ARGS...: apt-get, one at a time with the project's other scripts
+# (the Soft-RoCE step installs its packages beside this one in .ci/run),
+# and waiting for any other holder of dpkg's lock rather than failing.
+apt_get() {
+	flock -w 900 /tmp/goccl-apt.lock apt-get -o DPkg::Lock::Timeout=900 "$@"
+}
+
 install_pkgs() { # package...
 	local missing=() p
 	for p in "$@"; do
@@ -107,9 +114,9 @@ install_pkgs() { # package...
 	say "installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	if [[ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null | head -n1)" ]]; then
-		apt-get update -qq >/dev/null 2>&1 || return 1
+		apt_get update -qq >/dev/null 2>&1 || return 1
 	fi
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$T/apt.log" 2>&1 || { tail -5 "$T/apt.log"; return 1; }
+	apt_get install -y -qq --no-install-recommends "${missing[@]}" >"$T/apt.log" 2>&1 || { tail -5 "$T/apt.log"; return 1; }
 }
 
 build() {

@@ -50,7 +50,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 lists=/var/lib/apt/lists
 if [[ -z "$(find "$lists" -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null | head -n1)" ]]; then
-	"${sudo[@]}" apt-get update -qq >/dev/null
+	"${sudo[@]}" flock -w 900 /tmp/goccl-apt.lock apt-get -o DPkg::Lock::Timeout=900 update -qq >/dev/null
 fi
 echo "install-deps: installing ${missing[*]}" >&2
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+"${sudo[@]}" flock -w 900 /tmp/goccl-apt.lock apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -94,7 +94,7 @@ bash "$top/scripts/install-deps.sh" --vm
 mkdir -p "$cache"
 kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-6\.1/ {print $2; exit}' || true)
 if [[ -z "$kpkg" ]]; then
-	apt-get update -qq >/dev/null
+	flock -w 900 /tmp/goccl-apt.lock apt-get -o DPkg::Lock::Timeout=900 update -qq >/dev/null
 	kpkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-6\.1/ {print $2; exit}')
 fi
 [[ -n "$kpkg" ]] || { log "cannot find the linux-image-6.1 package linux-image-amd64 depends on"; exit 1; }

@@ -216,12 +216,12 @@ func install(ctx context.Context, pkgs []string, log io.Writer) error {
 	}
 	if !freshLists("/var/lib/apt/lists", 24*time.Hour) {
 		fmt.Fprintf(log, "peers: apt-get update\n")
-		if err := run("apt-get", "update", "-qq"); err != nil {
+		if err := run("apt-get", "-o", "DPkg::Lock::Timeout=900", "update", "-qq"); err != nil {
 			return err
 		}
 	}
 	fmt.Fprintf(log, "peers: installing %s\n", strings.Join(pkgs, " "))
-	return run(append([]string{"apt-get", "install", "-y", "-qq", "--no-install-recommends"}, pkgs...)...)
+	return run(append([]string{"apt-get", "-o", "DPkg::Lock::Timeout=900", "install", "-y", "-qq", "--no-install-recommends"}, pkgs...)...)
 }
 
 // freshLists reports whether dir holds a package list younger than age.
