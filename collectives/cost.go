@@ -22,13 +22,30 @@ type Cost struct {
 	Bytes     float64
 	Pipelined bool
 	RootBound bool // a pipelined binomial tree: no fill (Algo.RootBound)
+	// Concurrent: the Steps messages are posted together, at most Window
+	// peers at once (Algo.Concurrent).
+	Concurrent bool
+	Window     int
 }
 
 // Time estimates the run time of a call: Steps*α + Bytes*β, or for a
 // pipelined algorithm with chunks of chunkBytes, (Steps-1)*(α +
 // chunkBytes*β) to fill the pipeline (none if RootBound) plus α per chunk
 // message of the busiest rank plus Bytes*β.
+//
+// A Concurrent algorithm's messages overlap on the wire but not in the
+// CPUs that post and take them: each batch of at most Window of them
+// (all of them when Window is 0) costs α for the first and α/2 for each
+// other (its share of the sender's and the receiver's work), batch after
+// batch.
 func (c Cost) Time(alpha, beta float64, chunkBytes int) float64 {
+	if c.Concurrent && c.Steps > 0 {
+		batches := 1
+		if c.Window > 0 {
+			batches = (c.Steps + c.Window - 1) / c.Window
+		}
+		return float64(batches)*alpha + float64(c.Steps-batches)*alpha/2 + c.Bytes*beta
+	}
 	if !c.Pipelined || chunkBytes <= 0 {
 		return float64(c.Steps)*alpha + c.Bytes*beta
 	}
@@ -78,7 +95,7 @@ func (a *Algo) costAt(size, bytes int) Cost {
 		return Cost{Pipelined: a.Pipelined, RootBound: a.RootBound}
 	}
 	steps, b := a.Cost(size, float64(bytes))
-	return Cost{Steps: steps, Bytes: b, Pipelined: a.Pipelined, RootBound: a.RootBound}
+	return Cost{Steps: steps, Bytes: b, Pipelined: a.Pipelined, RootBound: a.RootBound, Concurrent: a.Concurrent}
 }
 
 // log2Ceil is ceil(log2 p) for p >= 1.

@@ -65,6 +65,9 @@ type Model struct {
 	Gamma float64
 	// ChunkBytes is the executor's pipelining unit.
 	ChunkBytes int
+	// Window is how many peers a concurrent algorithm (Algo.Concurrent)
+	// exchanges with at once (the executor's Window); 0: all of them.
+	Window int
 }
 
 // link is the cost of the links a flat algorithm's messages cross on t: the
@@ -108,6 +111,7 @@ func (a *Algo) Time(nbytes int, t Topology, m Model) (float64, bool) {
 		// may carry more than the busiest rank sends.
 		c.Bytes = max(c.Bytes, a.NetBytes(t.Size, t.RanksPerHost(), float64(nbytes)))
 	}
+	c.Window = m.Window
 	sec := c.Time(l.Alpha, l.Beta, chunk)
 	if a.Reduced != nil && t.Size > 1 {
 		sec += a.Reduced(t.Size, float64(nbytes)) * m.Gamma

@@ -164,4 +164,8 @@ func (c *Comm) topology() collectives.Topology {
 
 // model is the selector's cost model: the α and β measured at New on the
 // transport in use, the kernel's γ and the chunk size.
-func (c *Comm) model() collectives.Model { return c.modelFor(c.opts.ChunkSize) }
+func (c *Comm) model() collectives.Model {
+	m := c.modelFor(c.opts.ChunkSize)
+	m.Window = c.opts.PeerWindow
+	return m
+}
