@@ -272,6 +272,30 @@ func (e *Executor) deferCredit(c *Call, peer int) bool {
 	return c.Confirm && len(p.sends[peer]) == 0 && e.recvHead[peer]+1 == len(p.recvs[peer])
 }
 
+// lazyCredit reports whether the credit of the chunk of n bytes just
+// consumed from l's peer may wait to leave with this rank's next message to
+// the peer (transport.LazyWriter), instead of costing a message of its own:
+// when the peer needs it neither as proof nor to send on. That is when
+//   - this run sends to the peer too, so the peer's proof that this rank
+//     is in the call is that data (and the peer cannot complete before it
+//     arrives, being a receiver of it);
+//   - the chunk is the last this run expects from the peer (the peer's
+//     window of slots is not what holds this run back) and small (at most
+//     Inline: a large transfer's credits are its pace);
+//   - the call is not one whose credits are proof by design: Confirm
+//     calls, calls whose counts differ across ranks (alltoallv: the
+//     credits of every chunk are waited for), point-to-point calls.
+//
+// Symmetric exchanges qualify: recursive doubling, the pairwise
+// all-to-all, the recursive-doubling barrier. The transport sends a lazy
+// credit anyway once its callers have nothing else to do, so a peer that
+// does need it waits a few polls at most.
+func (e *Executor) lazyCredit(c *Call, l *Link, n int) bool {
+	p := c.Plan
+	return l.lazy != nil && n <= e.Inline && !c.Confirm && !c.VarCount && !c.P2P &&
+		len(p.sends[l.Peer]) > 0 && e.recvHead[l.Peer]+1 == len(p.recvs[l.Peer])
+}
+
 // releaseCredits returns the credits deferCredit kept, once the run is
 // complete.
 func (e *Executor) releaseCredits(c *Call) {

@@ -696,7 +696,11 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 	}
 	l.owedCredits++
 	l.imm = creditImm(l.owedCredits)
-	if err := l.EP.PostWrite(makeID(idCredit, l.Peer, 0), l.Staging, 0, 0, l.Remote, 0, &l.imm); err != nil {
+	post := l.EP.PostWrite
+	if e.lazyCredit(c, l, n) {
+		post = l.lazy.PostWriteLazy
+	}
+	if err := post(makeID(idCredit, l.Peer, 0), l.Staging, 0, 0, l.Remote, 0, &l.imm); err != nil {
 		if errors.Is(err, transport.ErrQueueFull) {
 			// Returned with the next credit write or after the next poll.
 			e.stall(l.Peer)

@@ -27,6 +27,9 @@ type Link struct {
 	Staging transport.Region       // this side's slots
 	Remote  transport.RemoteRegion // the peer's slots
 
+	// lazy is EP's PostWriteLazy, if it has one (transport.LazyWriter).
+	lazy transport.LazyWriter
+
 	credits  int    // free slots at the peer
 	sendSlot int    // next slot to write at the peer
 	recvSlot int    // next slot to consume here
@@ -141,6 +144,7 @@ func NewLink(peer int, ep transport.Endpoint, staging transport.Region, remote t
 	l := &Link{Peer: peer, EP: ep, Staging: staging, Remote: remote, credits: nslots,
 		arrLen: make([]int, nslots), arrSeq: make([]uint16, nslots), arrFP: make([]uint16, nslots),
 		arrP2P: make([]bool, nslots)}
+	l.lazy, _ = ep.(transport.LazyWriter)
 	for range TokensPerLink(nslots) {
 		if err := ep.PostRecv(makeID(idToken, peer, 0), staging, 0, 0); err != nil {
 			return nil, fmt.Errorf("link to rank %d: post receive: %w", peer, err)

@@ -254,6 +254,18 @@ type Inliner interface {
 	MaxInline() int
 }
 
+// LazyWriter is implemented by endpoints whose PostWrite of a message
+// costs a system call of its own when it leaves alone (TCP). PostWriteLazy
+// is PostWrite for a message the peer does not wait for (a returned flow
+// control credit it will not need before this side writes to it again):
+// the endpoint may hold it back to leave with its next message to the
+// peer, and sends it anyway once its completion queue's callers find
+// nothing else to do for a few polls, before they sleep, or when they
+// leave the queue alone; so it is late by a few polls at most, never lost.
+type LazyWriter interface {
+	PostWriteLazy(id uint64, local Region, off, n int, remote RemoteRegion, roff uint64, imm *uint32) error
+}
+
 // Allocator is implemented by devices that allocate the memory they serve
 // best themselves (the shared-memory transport: memory its peers can map,
 // so that their writes and reads are one copy). Memory from Alloc may be

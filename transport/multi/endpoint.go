@@ -15,7 +15,10 @@ type endpoint struct {
 	sub    transport.Endpoint
 }
 
-var _ transport.Endpoint = (*endpoint)(nil)
+var (
+	_ transport.Endpoint   = (*endpoint)(nil)
+	_ transport.LazyWriter = (*endpoint)(nil)
+)
 
 // Member is the index of the member the endpoint belongs to.
 func (e *endpoint) Member() int { return e.member }
@@ -48,6 +51,20 @@ func (e *endpoint) PostWrite(id uint64, local transport.Region, off, n int, remo
 		return err
 	}
 	return e.sub.PostWrite(id, s, off, n, remote, roff, imm)
+}
+
+// PostWriteLazy is the member's PostWriteLazy (transport.LazyWriter), or
+// its PostWrite if it has none.
+func (e *endpoint) PostWriteLazy(id uint64, local transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32) error {
+	lw, ok := e.sub.(transport.LazyWriter)
+	if !ok {
+		return e.PostWrite(id, local, off, n, remote, roff, imm)
+	}
+	s, err := e.dev.sub(local, e.member, "write")
+	if err != nil {
+		return err
+	}
+	return lw.PostWriteLazy(id, s, off, n, remote, roff, imm)
 }
 
 func (e *endpoint) PostRead(id uint64, local transport.Region, off, n int, remote transport.RemoteRegion, roff uint64) error {

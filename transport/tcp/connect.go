@@ -226,6 +226,7 @@ func (e *endpoint) startLocked(c *net.TCPConn) {
 	l.start()
 	if len(e.outq) > 0 {
 		l.txWant.Store(true)
+		l.txNow.Store(true)
 		l.armWriter()
 	}
 }

@@ -92,6 +92,9 @@ type outItem struct {
 	r   *region
 	off int
 	buf *[]byte
+	// lazy: the frame may wait for the next frame to the peer or for
+	// its queue's callers to find nothing to do (see lane.txNow).
+	lazy bool
 }
 
 func newEndpoint(d *Device, q *cq, tok [16]byte) *endpoint {
@@ -118,6 +121,9 @@ func (e *endpoint) queueLocked(it outItem) {
 	e.outq = append(e.outq, it)
 	if l := e.ctl(); l != nil {
 		l.txWant.Store(true)
+		if !it.lazy {
+			l.txNow.Store(true)
+		}
 	}
 }
 
@@ -211,6 +217,21 @@ func (e *endpoint) PostSend(id uint64, tr transport.Region, off, n int) error {
 // with ErrRemoteAccess and puts both endpoints into the error state. On a
 // dead peer it completes as PostSend does.
 func (e *endpoint) PostWrite(id uint64, tr transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32) error {
+	return e.postWrite(id, tr, off, n, remote, roff, imm, false)
+}
+
+// PostWriteLazy is PostWrite for a write the peer does not wait for
+// (transport.LazyWriter): its frame waits for the next frame to the peer,
+// or for the queue's callers to find nothing to do for lazyPasses polls
+// (see cq.drive), to sleep, or to leave the queue (its lazy timer). The
+// executor returns the credit of a small chunk this way when it also
+// sends to that peer: the credit then rides with its next data instead
+// of costing a write(2) of its own.
+func (e *endpoint) PostWriteLazy(id uint64, tr transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32) error {
+	return e.postWrite(id, tr, off, n, remote, roff, imm, true)
+}
+
+func (e *endpoint) postWrite(id uint64, tr transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32, lazy bool) error {
 	r, err := e.checkLocal("write", tr, off, n, 0)
 	if err != nil {
 		return err
@@ -227,9 +248,15 @@ func (e *endpoint) PostWrite(id uint64, tr transport.Region, off, n int, remote 
 	e.seq++
 	h.id = e.seq
 	e.writes.push(pending{id: id, seq: e.seq, r: r, off: off, n: n, key: remote.Key, roff: roff})
-	e.queueLocked(e.outItemLocked(h, r, off, n))
+	it := e.outItemLocked(h, r, off, n)
+	it.lazy = lazy
+	e.queueLocked(it)
 	e.mu.Unlock()
-	e.posted()
+	if !lazy {
+		e.posted()
+	} else if l := e.ctl(); l != nil {
+		l.q.idle() // the lazy timer writes it if the callers leave
+	}
 	return nil
 }
 

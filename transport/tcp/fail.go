@@ -111,6 +111,7 @@ func (e *endpoint) fail(cause error, nak *header, first *transport.Completion) {
 	}
 	if l != nil && e.lingering {
 		l.txWant.Store(true)
+		l.txNow.Store(true)
 	}
 	if first != nil {
 		e.cq.push(*first)

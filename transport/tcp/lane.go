@@ -43,6 +43,14 @@ type lane struct {
 	// txWant is set (under e.mu) when the lane has output to write:
 	// queued frames, owed acknowledgements or a batch only partly written.
 	txWant atomic.Bool
+	// txNow is set with txWant when the output may not wait for the next
+	// frame to the peer: a frame that is not lazy (endpoint.PostWriteLazy),
+	// or a batch the socket had no room for. Without it, what txWant
+	// announces (acknowledgements owed, lazy frames) is written by a
+	// caller's poll only once polls stop moving bytes (cq.drive), and
+	// otherwise with the next frame, before a caller sleeps (parker), or by
+	// the background loop once the callers leave.
+	txNow atomic.Bool
 
 	// The background loop's service of this lane (bgloop.go).
 	bgRead     atomic.Bool  // it watches the socket for reading
@@ -177,14 +185,14 @@ func (l *lane) sysWritev() (int, error) {
 }
 
 // poll is a caller's non-blocking pass over the lane (cq.drive): write what
-// is queued, then read and parse what arrived. It reports whether bytes
-// moved.
-func (l *lane) poll() bool {
+// is queued (lazy output only if due, see txNow), then read and parse what
+// arrived. It reports whether bytes moved.
+func (l *lane) poll(due bool) bool {
 	if l.e.failed.Load() {
 		return false
 	}
 	moved := false
-	if l.txWant.Load() {
+	if l.txWant.Load() && (due || l.txNow.Load()) {
 		if ok, m, _ := l.txTry(false); ok && m {
 			moved = true
 		}
@@ -245,6 +253,7 @@ func (l *lane) txTry(bg bool) (locked, moved, blocked bool) {
 		}
 	}
 	if blocked {
+		l.txNow.Store(true)
 		l.blocked(bg)
 	}
 	return true, moved, blocked

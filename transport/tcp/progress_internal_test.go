@@ -104,3 +104,95 @@ func TestSleepingWaitWakes(t *testing.T) {
 		t.Fatal("Close did not wake the sleeping Wait")
 	}
 }
+
+// TestLazyWrite: a lazy write (PostWriteLazy, the executor's credits) is
+// not written by its post nor by a caller's poll that finds work; it
+// leaves with the next frame to the peer, in the same writev, or once
+// lazyPasses polls in a row found nothing; and, with nobody polling, by
+// the lazy timer.
+func TestLazyWrite(t *testing.T) {
+	p := pairWith(t, nil)
+	a := p.A.(*endpoint)
+	src := transporttest.Register(t, p.DevA, transporttest.Pattern(64, 5), 0)
+	dst := transporttest.Register(t, p.DevB, make([]byte, 64), transport.AccessAll)
+	for i := range 4 {
+		if err := p.B.PostRecv(uint64(100+i), dst, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The accepting side's lane may come a moment after Connect returns.
+	var l *lane
+	for end := time.Now().Add(5 * time.Second); l == nil && time.Now().Before(end); {
+		if l = a.ctl(); l == nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if l == nil {
+		t.Fatal("A's connection has no lane after 5 s")
+	}
+	writes := func() int {
+		l.txMu.Lock()
+		defer l.txMu.Unlock()
+		return l.tx.writes
+	}
+	expectImm := func(id uint64, imm uint32, n int) {
+		t.Helper()
+		c := transporttest.WaitOne(t, p.CQB, 5*time.Second)
+		transporttest.ExpectOK(t, c, transport.OpRecv, id, n)
+		if !c.HasImm || c.Imm != imm {
+			t.Fatalf("receive %+v: want immediate %#x", c, imm)
+		}
+	}
+
+	// Only a long idle period ends in the lazy timer's hand-off.
+	a.cq.lazyNext.Store(int64(time.Hour))
+	imm := uint32(1)
+	if err := a.PostWriteLazy(1, src, 0, 0, dst.Remote(), 0, &imm); err != nil {
+		t.Fatal(err)
+	}
+	if !l.txWant.Load() || l.txNow.Load() || writes() != 0 {
+		t.Fatalf("after a lazy post: want %v, now %v, %d writes; want it held", l.txWant.Load(), l.txNow.Load(), writes())
+	}
+	a.cq.empty.Store(0)
+	a.cq.drive()
+	if writes() != 0 {
+		t.Fatal("a poll after one that moved bytes wrote the lazy frame")
+	}
+	passes := 1
+	for ; writes() == 0 && passes < 10000; passes++ {
+		a.cq.drive()
+	}
+	if writes() != 1 || passes <= lazyPasses {
+		t.Fatalf("lazy frame written after %d empty polls (%d writes); want one write after more than %d", passes, writes(), lazyPasses)
+	}
+	expectImm(100, 1, 0)
+
+	// With the next frame: one writev carries both.
+	before := writes()
+	imm = 2
+	if err := a.PostWriteLazy(2, src, 0, 0, dst.Remote(), 0, &imm); err != nil {
+		t.Fatal(err)
+	}
+	imm = 3
+	if err := a.PostWrite(3, src, 0, 8, dst.Remote(), 0, &imm); err != nil {
+		t.Fatal(err)
+	}
+	expectImm(101, 2, 0)
+	expectImm(102, 3, 8)
+	if w := writes() - before; w != 1 {
+		t.Errorf("a lazy frame and the write after it took %d writev calls; want 1", w)
+	}
+
+	// Nobody polls A: the lazy timer writes it.
+	a.cq.lazyNext.Store(int64(lazyPeriod))
+	a.cq.timer.Reset(lazyPeriod)
+	imm = 4
+	if err := a.PostWriteLazy(4, src, 0, 0, dst.Remote(), 0, &imm); err != nil {
+		t.Fatal(err)
+	}
+	expectImm(103, 4, 0)
+	cs := transporttest.WaitN(t, p.CQA, 4, 5*time.Second)
+	for i, c := range cs {
+		transporttest.ExpectOK(t, c, transport.OpWrite, uint64(i+1), []int{0, 0, 8, 0}[i])
+	}
+}

@@ -33,6 +33,8 @@ type txState struct {
 	pend []outItem // frames taken from the queue, not yet in a batch
 	next int       // first frame of pend not yet in a batch
 
+	writes int // writev calls that wrote bytes (for tests)
+
 	// sysWritev's argument and results.
 	iov   []unix.Iovec
 	ioN   int
@@ -87,6 +89,7 @@ func (l *lane) txPass(bg bool) (moved, blocked bool) {
 			return moved, false
 		}
 		moved = true
+		tx.writes++
 		l.advance(n)
 	}
 }
@@ -134,6 +137,7 @@ func (l *lane) build() bool {
 		tx.pend, e.outq = e.outq, tx.pend[:0]
 		tx.next = 0
 	}
+	l.txNow.Store(false)
 	if sa == 0 && wa == 0 && tx.next == len(tx.pend) {
 		l.txWant.Store(false)
 		e.mu.Unlock()
