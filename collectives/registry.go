@@ -330,6 +330,14 @@ var algoTable = []Algo{
 	{Coll: CollBarrier, Name: "dissemination", Schedule: func(r, n int, a *Args) Schedule { return DisseminationBarrier(r, n) },
 		Cost: func(p int, n float64) (int, float64) { return log2Ceil(p), 0 },
 		Doc:  "ceil(log2 n) rounds of zero-byte messages"},
+	// Two hops, each a batch of n-1 messages at rank 0 (α for the first,
+	// α/2 for each other, as Algo.Concurrent prices them): n α, never less
+	// than recursive doubling's price, which wins the tie at 3 ranks; so
+	// it runs where asked for (GOCCL_ALGO=barrier:linear, see
+	// LinearBarrier).
+	{Coll: CollBarrier, Name: "linear", Schedule: func(r, n int, a *Args) Schedule { return LinearBarrier(r, n) },
+		Cost: func(p int, n float64) (int, float64) { return p, 0 },
+		Doc:  "fan-in to rank 0 and fan-out from it, rank 0 leaving first (Open MPI's choice at 4-7 ranks; selected only when asked for)"},
 
 	{Coll: CollSend, Name: "direct", Schedule: func(r, n int, a *Args) Schedule {
 		return Schedule{Rank: r, Size: n,

@@ -87,17 +87,21 @@ func TestBinomialBroadcastSchedule(t *testing.T) {
 	}
 }
 
-func TestDisseminationBarrierSchedule(t *testing.T) {
+// TestBarrierSchedules: with every barrier algorithm, no rank leaves
+// before it has heard, directly or through others, from every rank.
+func TestBarrierSchedules(t *testing.T) {
 	racetest.SkipSequential(t)
-	for size := 1; size <= 33; size++ {
-		plans := compileAll(t, size, 64, func(r int) Schedule { return DisseminationBarrier(r, size) })
-		s := newSim(plans, 1, 0, uint64(size))
-		if err := s.run(); err != nil {
-			t.Fatalf("ranks=%d: %v", size, err)
-		}
-		for r := range size {
-			if popcount(s.know[r]) != size {
-				t.Fatalf("ranks=%d: rank %d leaves having heard from %d ranks only", size, r, popcount(s.know[r]))
+	for _, algo := range Algos(CollBarrier) {
+		for size := 1; size <= 33; size++ {
+			plans := compileAll(t, size, 64, func(r int) Schedule { return algo.Build(r, size, &Args{}) })
+			s := newSim(plans, 1, 0, uint64(size))
+			if err := s.run(); err != nil {
+				t.Fatalf("%s, ranks=%d: %v", algo.Name, size, err)
+			}
+			for r := range size {
+				if popcount(s.know[r]) != size {
+					t.Fatalf("%s, ranks=%d: rank %d leaves having heard from %d ranks only", algo.Name, size, r, popcount(s.know[r]))
+				}
 			}
 		}
 	}
