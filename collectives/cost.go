@@ -28,6 +28,17 @@ type Cost struct {
 	Window     int
 }
 
+// concurrentShare is the part of a step's α that each message of a batch
+// of concurrent messages beyond the first costs. Fitted on osu all-to-all
+// of 8-byte blocks over TCP with ranks sharing 2 cores, once credits rode
+// with the next message (transport.LazyWriter): 4 ranks, pairwise 65-70
+// us where two dependent rounds of recursive doubling take 62-67 (a share
+// of about 1/2); 8 ranks, pairwise 261-314 us, Bruck's three rounds
+// 414-531, three rounds of recursive doubling about 340 (about 1/4). With
+// 1/4 Bruck keeps tiny blocks from 16 ranks up, where MPICH starts using
+// it at 8.
+const concurrentShare = 0.25
+
 // Time estimates the run time of a call: Steps*α + Bytes*β, or for a
 // pipelined algorithm with chunks of chunkBytes, (Steps-1)*(α +
 // chunkBytes*β) to fill the pipeline (none if RootBound) plus α per chunk
@@ -35,16 +46,16 @@ type Cost struct {
 //
 // A Concurrent algorithm's messages overlap on the wire but not in the
 // CPUs that post and take them: each batch of at most Window of them
-// (all of them when Window is 0) costs α for the first and α/2 for each
-// other (its share of the sender's and the receiver's work), batch after
-// batch.
+// (all of them when Window is 0) costs α for the first and
+// concurrentShare·α for each other (its share of the sender's and the
+// receiver's work), batch after batch.
 func (c Cost) Time(alpha, beta float64, chunkBytes int) float64 {
 	if c.Concurrent && c.Steps > 0 {
 		batches := 1
 		if c.Window > 0 {
 			batches = (c.Steps + c.Window - 1) / c.Window
 		}
-		return float64(batches)*alpha + float64(c.Steps-batches)*alpha/2 + c.Bytes*beta
+		return float64(batches)*alpha + float64(c.Steps-batches)*concurrentShare*alpha + c.Bytes*beta
 	}
 	if !c.Pipelined || chunkBytes <= 0 {
 		return float64(c.Steps)*alpha + c.Bytes*beta

@@ -181,11 +181,11 @@ type Algo struct {
 	// Concurrent algorithms post all their Steps messages at once (their
 	// schedules have Rounds: a pairwise all-to-all), in batches of at most
 	// Model.Window peers: Cost.Time prices a batch at one step's α plus
-	// half of it for each other message. Measured on this project's
-	// 2-core machine, 8-byte blocks, 4 ranks: pairwise 92-101 us over TCP
-	// and 25-36 over shared memory, against Bruck's two dependent rounds
-	// at 145-150 and 35-47; 3 ranks 54-72 against 99-109; 8 ranks about
-	// level.
+	// a share of it for each other message (concurrentShare). Measured on
+	// this project's 2-core machine, 8-byte blocks, 4 ranks: pairwise
+	// 92-101 us over TCP and 25-36 over shared memory, against Bruck's two
+	// dependent rounds at 145-150 and 35-47; 3 ranks 54-72 against 99-109;
+	// 8 ranks (credits riding with data) 261-314 against 414-531.
 	Concurrent bool
 	// Reduced is how many bytes the busiest rank runs through the
 	// reduction kernel (the γ term); nil for none.
@@ -330,11 +330,10 @@ var algoTable = []Algo{
 	{Coll: CollBarrier, Name: "dissemination", Schedule: func(r, n int, a *Args) Schedule { return DisseminationBarrier(r, n) },
 		Cost: func(p int, n float64) (int, float64) { return log2Ceil(p), 0 },
 		Doc:  "ceil(log2 n) rounds of zero-byte messages"},
-	// Two hops, each a batch of n-1 messages at rank 0 (α for the first,
-	// α/2 for each other, as Algo.Concurrent prices them): n α, never less
-	// than recursive doubling's price, which wins the tie at 3 ranks; so
-	// it runs where asked for (GOCCL_ALGO=barrier:linear, see
-	// LinearBarrier).
+	// Two hops, each a batch of n-1 messages at rank 0, priced at n α:
+	// never less than recursive doubling's price, which wins the tie at 3
+	// ranks, so it runs where asked for (GOCCL_ALGO=barrier:linear; see
+	// LinearBarrier for why).
 	{Coll: CollBarrier, Name: "linear", Schedule: func(r, n int, a *Args) Schedule { return LinearBarrier(r, n) },
 		Cost: func(p int, n float64) (int, float64) { return p, 0 },
 		Doc:  "fan-in to rank 0 and fan-out from it, rank 0 leaving first (Open MPI's choice at 4-7 ranks; selected only when asked for)"},
