@@ -68,6 +68,11 @@ type Model struct {
 	// Window is how many peers a concurrent algorithm (Algo.Concurrent)
 	// exchanges with at once (the executor's Window); 0: all of them.
 	Window int
+	// AlgoBeta is β measured for one algorithm on the job itself, by
+	// collective and name: it replaces the link's β in that algorithm's
+	// bytes term (comm fits the ring's β and, beside it, Rabenseifner's;
+	// see FitBeta). Nil or absent: the link's β.
+	AlgoBeta map[Coll]map[string]float64
 }
 
 // link is the cost of the links a flat algorithm's messages cross on t: the
@@ -112,11 +117,31 @@ func (a *Algo) Time(nbytes int, t Topology, m Model) (float64, bool) {
 		c.Bytes = max(c.Bytes, a.NetBytes(t.Size, t.RanksPerHost(), float64(nbytes)))
 	}
 	c.Window = m.Window
+	if b, ok := m.AlgoBeta[a.Coll][a.Name]; ok {
+		l.Beta = b
+	}
 	sec := c.Time(l.Alpha, l.Beta, chunk)
 	if a.Reduced != nil && t.Size > 1 {
 		sec += a.Reduced(t.Size, float64(nbytes)) * m.Gamma
 	}
 	return sec, true
+}
+
+// FitBeta returns the β that makes a's estimated time of a call priced at
+// nbytes on t under m equal measured (Time is linear in β), and false
+// where a has no cost or its time does not depend on β.
+func (a *Algo) FitBeta(nbytes int, t Topology, m Model, measured float64) (float64, bool) {
+	with := func(b float64) (float64, bool) {
+		mb := m
+		mb.AlgoBeta = map[Coll]map[string]float64{a.Coll: {a.Name: b}}
+		return a.Time(nbytes, t, mb)
+	}
+	t0, ok0 := with(0)
+	t1, ok1 := with(1e-9)
+	if !ok0 || !ok1 || t1 <= t0 {
+		return 0, false
+	}
+	return max((measured-t0)/(t1-t0)*1e-9, 1e-12), true
 }
 
 // Select picks the algorithm of a call of c priced at nbytes (see

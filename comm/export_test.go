@@ -17,3 +17,7 @@ func CostModel(c *Comm) (alpha, beta, gamma, localAlpha, localBeta float64) {
 	}
 	return c.alpha, c.beta, c.gamma, l.Alpha, l.Beta
 }
+
+// RabenseifnerBeta is the β fitted at New to Rabenseifner's allreduce (0
+// where it was not measured).
+func RabenseifnerBeta(c *Comm) float64 { return c.algoBeta[collAllreduce]["rabenseifner"] }

@@ -91,12 +91,16 @@ func TestMeasurementAtNew(t *testing.T) {
 			opts := testOpts
 			opts.Alpha, opts.Beta = 0, 0
 			var mu sync.Mutex
-			models := map[[5]float64]int{}
+			models := map[[6]float64]int{}
 			runRanksOn(t, kind, 4, opts, func(c *Comm) error {
 				alpha, beta, gamma, localAlpha, localBeta := CostModel(c)
+				rab := RabenseifnerBeta(c)
 				mu.Lock()
-				models[[5]float64{alpha, beta, gamma, localAlpha, localBeta}]++
+				models[[6]float64{alpha, beta, gamma, localAlpha, localBeta, rab}]++
 				mu.Unlock()
+				if !(rab > 0 && rab < 1e-6) {
+					return fmt.Errorf("implausible β for Rabenseifner's allreduce: %g", rab)
+				}
 				if !(alpha > 0 && alpha < 1 && beta > 0 && beta < 1e-6 && gamma > 0 && gamma < 1e-6) {
 					return fmt.Errorf("implausible cost model α=%g β=%g γ=%g", alpha, beta, gamma)
 				}
