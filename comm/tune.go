@@ -16,9 +16,12 @@ import (
 // transport and CPU in use. tune measures them once, at New: α and β by a
 // two-point fit of one algorithm (ring allreduce, 2(n-1) steps moving
 // 2(n-1)/n of the buffer) at a latency-bound and a bandwidth-bound size, so
-// both come from the same code path; γ by timing the reduction kernel.
-// Rank 0's figures are broadcast, so every rank prices calls alike and
-// picks the same algorithm.
+// both come from the same code path; γ by timing the reduction kernel;
+// and on 3 to tuneRingMax ranks the β of the recursive exchanges
+// (Rabenseifner, recursive doubling) by timing Rabenseifner's allreduce
+// at the large size (collectives.Model.AlgoBeta). Rank 0's figures are
+// broadcast, so every rank prices calls alike and picks the same
+// algorithm.
 //
 // Above tuneRingMax ranks a ring allreduce has too many steps to time at
 // New (2(n-1): 1,022 at 512 ranks, each waiting for the one before), and
