@@ -213,7 +213,15 @@ func TestOverlap(t *testing.T) {
 		defer d.Close()
 		var warm Stats
 		// Step 0 also absorbs the skew between the ranks' start; Wait
-		// leaves them in step, so later steps check the overlap.
+		// leaves them in step, so later steps check the overlap. A bucket
+		// is launched by this rank alone, so every step must launch the
+		// first one before the end of backward; when it finishes also
+		// depends on the other rank, which a loaded machine can hold back
+		// by more than a layer's 20 ms (CI, under a parallel build: bucket
+		// 2 done 4 ms after the end of backward in one step), so the
+		// finishing checks must hold in one step at least.
+		overlapped := 0
+		var missed []string
 		for step := range 4 {
 			for i := layers - 1; i >= 0; i-- {
 				time.Sleep(20 * time.Millisecond) // the layer's backward compute
@@ -233,13 +241,23 @@ func TestOverlap(t *testing.T) {
 				warm = d.Stats()
 				continue
 			}
-			if !tr.Launch[0].Before(backwardEnd) || !tr.Done[0].Before(backwardEnd) {
-				return fmt.Errorf("step %d: first bucket launched %v and done %v relative to the end of backward: want both before",
-					step, tr.Launch[0].Sub(backwardEnd), tr.Done[0].Sub(backwardEnd))
+			if !tr.Launch[0].Before(backwardEnd) {
+				return fmt.Errorf("step %d: first bucket launched %v after the end of backward, want before", step, tr.Launch[0].Sub(backwardEnd))
 			}
-			if !tr.Done[layers-2].Before(backwardEnd) {
-				return fmt.Errorf("step %d: bucket %d finished %v after the end of backward, want before", step, layers-2, tr.Done[layers-2].Sub(backwardEnd))
+			switch {
+			case !tr.Done[0].Before(backwardEnd):
+				missed = append(missed, fmt.Sprintf("step %d: first bucket done %v after the end of backward", step, tr.Done[0].Sub(backwardEnd)))
+			case !tr.Done[layers-2].Before(backwardEnd):
+				missed = append(missed, fmt.Sprintf("step %d: bucket %d done %v after the end of backward", step, layers-2, tr.Done[layers-2].Sub(backwardEnd)))
+			default:
+				overlapped++
 			}
+		}
+		if overlapped == 0 {
+			return fmt.Errorf("no step finished its first buckets before the end of backward: %s", strings.Join(missed, "; "))
+		}
+		for _, m := range missed {
+			t.Logf("rank %d: %s", c.Rank(), m)
 		}
 		s := d.Stats()
 		s.Steps -= warm.Steps
