@@ -19,7 +19,7 @@ import (
 // both come from the same code path; γ by timing the reduction kernel;
 // and on 3 to tuneRingMax ranks the β of the recursive exchanges
 // (Rabenseifner, recursive doubling) by timing Rabenseifner's allreduce
-// at the large size (collectives.Model.AlgoBeta). Rank 0's figures are
+// at tuneRab bytes (collectives.Model.AlgoBeta). Rank 0's figures are
 // broadcast, so every rank prices calls alike and picks the same
 // algorithm.
 //
@@ -34,6 +34,12 @@ const (
 	tuneLarge   = 4 << 20
 	tuneRepeats = 5
 	tuneRingMax = 64
+	// tuneRab is the size Rabenseifner's allreduce is timed at: a
+	// quarter of tuneLarge, where its extra cost with ranks sharing cores
+	// shows too (1 MiB: 1.45-2.0 ms against the ring's 1.25-1.4), since
+	// 4 MiB made the race-enabled tests that measure at New take twice
+	// as long.
+	tuneRab = 1 << 20
 )
 
 func (c *Comm) tune(ctx context.Context) error {
@@ -145,14 +151,14 @@ func (c *Comm) tune(ctx context.Context) error {
 	// exchanges between partners at distance 2^k, pays the same there
 	// (2 MiB: 4.5-5.2 ms against the ring's 2.4-2.9, which Rabenseifner's
 	// β predicts: 4.4) and is priced with it. Measuring costs 6
-	// allreduces of 4 MiB at New.
+	// allreduces of tuneRab bytes at New.
 	var rabBeta float64
 	if !oneStep && c.size >= 3 {
 		// Timed after the ring, not call by call beside it: taking turns,
 		// both took about the same (β within 20%), which neither does in
 		// a run of calls of its own (osu, 4 MiB: ring 5.4, Rabenseifner
 		// 9.4 ms).
-		t, err := timeWith(tuneLarge, WithAlgorithm("rabenseifner"))
+		t, err := timeWith(tuneRab, WithAlgorithm("rabenseifner"))
 		if err != nil {
 			return err
 		}
@@ -163,7 +169,7 @@ func (c *Comm) tune(ctx context.Context) error {
 		c.alpha, c.beta, c.gamma = alpha, beta, gamma
 		c.setLinks(local)
 		rab, _ := collectives.LookupAlgo(collAllreduce, "rabenseifner")
-		if b, ok := rab.FitBeta(tuneLarge, c.topology(), c.model(), t); ok {
+		if b, ok := rab.FitBeta(tuneRab, c.topology(), c.model(), t); ok {
 			rabBeta = b
 		}
 		c.alpha, c.beta, c.gamma, c.linkCost = defaults[0], defaults[1], defaults[2], links
@@ -181,7 +187,7 @@ func (c *Comm) tune(ctx context.Context) error {
 		c.debug = true
 		c.debugf("cost model: α=%.1fus β=%.3fns/B (%.2f GB/s) γ=%.3fns/B measured on %s", c.alpha*1e6, c.beta*1e9, 1/c.beta/1e9, c.gamma*1e9, c.dev.Name())
 		if b := agreed[5]; b > 0 {
-			c.debugf("cost model: rabenseifner and recursive-doubling allreduce β=%.3fns/B (%.2f GB/s), fitted to Rabenseifner's %d-byte time", b*1e9, 1/b/1e9, tuneLarge)
+			c.debugf("cost model: rabenseifner and recursive-doubling allreduce β=%.3fns/B (%.2f GB/s), fitted to Rabenseifner's %d-byte time", b*1e9, 1/b/1e9, tuneRab)
 		}
 		if l := c.linkCost[collectives.LinkLocal]; c.nHosts > 1 && l.Beta > 0 {
 			c.debugf("cost model: local links α=%.1fus β=%.3fns/B (%.2f GB/s), network as above (%d hosts)", l.Alpha*1e6, l.Beta*1e9, 1/l.Beta/1e9, c.nHosts)
