@@ -336,7 +336,7 @@ var algoTable = []Algo{
 	// LinearBarrier for why).
 	{Coll: CollBarrier, Name: "linear", Schedule: func(r, n int, a *Args) Schedule { return LinearBarrier(r, n) },
 		Cost: func(p int, n float64) (int, float64) { return p, 0 },
-		Doc:  "fan-in to rank 0 and fan-out from it, rank 0 leaving first (Open MPI's choice at 4-7 ranks; selected only when asked for)"},
+		Doc:  "fan-in to rank 0 and fan-out from it, rank 0 leaving first (what Open MPI's default barrier does at 4 and 5 ranks; selected only when asked for)"},
 
 	{Coll: CollSend, Name: "direct", Schedule: func(r, n int, a *Args) Schedule {
 		return Schedule{Rank: r, Size: n,
