@@ -103,7 +103,12 @@ func (b *board) copyFrom(p int, seq uint64, which int, off uint64, dst []byte) e
 }
 
 // executeDirect runs r, whose contribution is L bytes, as a direct call
-// numbered seq (and seq+1).
+// numbered seq and seq+1: every rank publishes its buffer in seq, reads
+// and publishes seq+1 when done, and returns once every rank is done. A
+// rooted call (broadcast, scatter, gather; not with StrictChecks) takes
+// seq alone: the readers wait only for the buffers they read and raise
+// bDone when they have read them, and only the ranks whose buffers are
+// read wait for that (boardWaitsFor).
 func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 	b := c.board
 	if r.kind == collAllreduce {
@@ -124,7 +129,36 @@ func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 	}
 	b.setBuf(seq, 0, src)
 	b.publish(seq, k)
-	if err := c.boardWait(r, seq, k); err != nil {
+	rooted := !c.opts.StrictChecks && (r.kind == collBroadcast || r.kind == collScatter || r.kind == collGather)
+	if rooted {
+		// Rooted (see boardWaitsFor): the ranks that read wait for the
+		// buffers they read, then raise bDone; the ranks whose buffer
+		// is read wait for that, and only those.
+		done, only := bDone, r.root // a gather's leaf waits for the root's reads
+		switch {
+		case r.kind == collGather && c.rank == r.root:
+			done, only = bSeq, waitAll
+		case r.kind != collGather && c.rank == r.root:
+			only = waitAll
+		case r.kind != collGather:
+			done = bSeq
+		}
+		if err := c.boardWaitWord(r, seq, k, only, c.seq, done); err != nil {
+			return err
+		}
+		if done == bDone { // nothing to read here
+			if r.kind == collScatter {
+				blk := len(r.recv)
+				if !sameBytes(r.recv, r.send[c.rank*blk:(c.rank+1)*blk]) {
+					copy(r.recv, r.send[c.rank*blk:(c.rank+1)*blk])
+				}
+			}
+			if only != waitAll {
+				b.owe(seq, k, c.seq)
+			}
+			return nil
+		}
+	} else if err := c.boardWait(r, seq, k); err != nil {
 		return err
 	}
 	read := func(p int, off uint64, dst []byte) error {
@@ -175,6 +209,13 @@ func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 				return err
 			}
 		}
+	}
+	if rooted {
+		b.raise(bDone, seq)
+		if r.kind != collGather {
+			b.owe(seq, k, c.seq)
+		}
+		return nil
 	}
 	// Every rank done reading before any returns.
 	b.seq++

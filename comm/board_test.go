@@ -3,9 +3,13 @@ package comm_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	. "github.com/goccl/goccl/comm"
 	"github.com/goccl/goccl/comm/commtest"
@@ -140,14 +144,62 @@ func algoIs(req *Request, want, what string, count int) error {
 }
 
 // TestBoardMismatch: ranks that call different collectives on the board
-// fail with a mismatch naming both calls, at once, not by timeout.
+// fail with a mismatch naming both calls, fast, not by timeout: in the
+// call itself with StrictChecks; without, a rank that waited for nobody
+// but the root (here rank 2, whose root agrees with it) or for nobody at
+// all (the roots) may complete it and fails in its next call.
 func TestBoardMismatch(t *testing.T) {
+	for _, strict := range []bool{true, false} {
+		t.Run(fmt.Sprintf("strict=%v", strict), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			opts := testOptsFast
+			opts.StrictChecks = strict
+			start := time.Now()
+			completed := make([]bool, 3)
+			errs := commtest.Run(ctx, "shm", 3, opts, func(c *Comm) error {
+				buf := []float32{1, 2}
+				if err := Broadcast(ctx, c, buf, c.Rank()%2); err != nil { // roots 0 and 1
+					return err
+				}
+				completed[c.Rank()] = true
+				return Allreduce(ctx, c, buf, buf, Sum)
+			})
+			for r, err := range errs {
+				switch {
+				case err == nil || !strings.Contains(err.Error(), "mismatch"):
+					t.Errorf("rank %d: %v, want a collective mismatch", r, err)
+				case strict && completed[r]:
+					t.Errorf("rank %d completed the broadcast with StrictChecks; then: %v", r, err)
+				default:
+					t.Logf("rank %d (completed the broadcast: %v): %v", r, completed[r], err)
+				}
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("the mismatch took %v to report", d)
+			}
+		})
+	}
+}
+
+// TestBoardMismatchInBarrier: with more ranks than processors the board's
+// barrier is rank 0's gather and release; when rank 0 finds that another
+// rank called something else, the ranks waiting on it fail at once with a
+// mismatch too, not with a timeout.
+func TestBoardMismatchInBarrier(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	n := runtime.NumCPU() + 1 // crowded (board.crowded)
+	if n > 8 {
+		t.Skipf("SKIP: %d processors: the test's %d ranks would be too many for one process", n-1, n)
+	}
 	start := time.Now()
-	errs := commtest.Run(ctx, "shm", 3, testOptsFast, func(c *Comm) error {
-		buf := []float32{1, 2}
-		return Broadcast(ctx, c, buf, c.Rank()%2) // roots 0 and 1
+	errs := commtest.Run(ctx, "shm", n, testOptsFast, func(c *Comm) error {
+		if c.Rank() == n-1 {
+			buf := []float32{1}
+			return Allreduce(ctx, c, buf, buf, Sum)
+		}
+		return c.Barrier(ctx)
 	})
 	for r, err := range errs {
 		if err == nil || !strings.Contains(err.Error(), "mismatch") {
@@ -158,6 +210,45 @@ func TestBoardMismatch(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the mismatch took %v to report", d)
+	}
+}
+
+// TestBoardRootsDisagreeAtClose: two ranks that each take themselves for
+// a broadcast's root both return once they published it (slot and direct
+// sizes); with no call after it, their Close finds the disagreement.
+func TestBoardRootsDisagreeAtClose(t *testing.T) {
+	for _, n := range []int{4, 8192} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			comms, err := commtest.Connect(ctx, "shm", 2, testOptsFast)
+			require.NoError(t, err)
+			var wg sync.WaitGroup
+			errs, closeErrs := make([]error, 2), make([]error, 2)
+			for r, c := range comms {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					buf := make([]float32, n)
+					if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
+						errs[r] = fmt.Errorf("warm-up: %w", err)
+						return
+					}
+					errs[r] = Broadcast(ctx, c, buf, r)
+					closeErrs[r] = c.Close()
+				}()
+			}
+			wg.Wait()
+			for r := range comms {
+				t.Logf("rank %d: broadcast: %v; close: %v", r, errs[r], closeErrs[r])
+				err := errs[r]
+				if err == nil {
+					err = closeErrs[r]
+				}
+				require.Error(t, err, "rank %d: neither the broadcast nor Close failed", r)
+				require.Contains(t, err.Error(), "mismatch", "rank %d", r)
+			}
+		})
 	}
 }
 

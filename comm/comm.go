@@ -196,6 +196,12 @@ func (c *Comm) Close() error {
 	switch {
 	case c.exec == nil || c.exec.Err() != nil || c.size == 1:
 	case c.life.Err() == nil:
+		// A rooted board call that did not wait for every rank: they
+		// reach it, or the ranks disagreed (as Confirm below).
+		if err := c.boardSettle(nil); err != nil {
+			drainErr = fmt.Errorf("comm: close: %w", err)
+			break
+		}
 		c.board.mark(boardClosed)
 		ctx, cancel := context.WithTimeout(c.life, 10*time.Second)
 		drainErr = c.exec.Drain(ctx)
