@@ -270,7 +270,7 @@ func (c *Comm) setupBoard(ctx context.Context) error {
 		why = c.connectBoard(ctx, eps, all)
 	}
 	var region transport.Region
-	b := &board{n: c.size, me: c.rank, pid: uint32(os.Getpid()), crowded: c.size > onlineCPUs()}
+	b := &board{n: c.size, me: c.rank, pid: uint32(os.Getpid()), crowded: c.opts.crowded(c.size)}
 	blob = nil
 	if why == nil && c.rank == 0 {
 		if b.own, why = shm.Alloc(boardSize(c.size)); why == nil {

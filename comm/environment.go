@@ -89,6 +89,9 @@ var envVars = []envVar{
 	option(EnvVar{"GOCCL_SHM_BOARD", "NoShmBoard", "1",
 		"`0`: collectives and point-to-point calls of ranks all on one host go through the executor's messages instead of the shared-memory board (slots, mailboxes and direct copies between the ranks' buffers)"},
 		func(o *Options) *bool { return &o.NoShmBoard }, parseBoard),
+	option(EnvVar{"GOCCL_YIELD_WHEN_IDLE", "YieldWhenIdle", "auto",
+		"`1`: a waiting rank yields the processor between looks instead of spinning; `0`: it spins; `auto`: it yields when the ranks of its host outnumber the host's processors (say 1 where the processors are shared with more than the host's ranks: containers or network namespaces of one machine as hosts, busy nodes)"},
+		func(o *Options) *string { return &o.YieldWhenIdle }, parseYield),
 	option(EnvVar{"GOCCL_STRICT_CHECKS", "StrictChecks", "0",
 		"`1`: a rank that only sends in a rooted collective (broadcast or scatter root, reduce or gather leaf) returns once its receivers checked the call, so that a disagreement fails that call on every rank; `0`: it returns once its data is sent, and a disagreement fails a later call (usually the next) or Close"},
 		func(o *Options) *bool { return &o.StrictChecks }, parseBit),
@@ -260,6 +263,14 @@ func parseSpinTime(v string) (time.Duration, error) {
 }
 
 func parseTransport(v string) (string, error) { return v, checkTransport(v) }
+
+func parseYield(v string) (string, error) {
+	switch v {
+	case "", "auto", "0", "1":
+		return v, nil
+	}
+	return "", fmt.Errorf("%q is not 0, 1 or auto", v)
+}
 
 func parseBind(v string) (string, error) {
 	if !slices.Contains(affinity.Modes, v) {

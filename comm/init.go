@@ -68,7 +68,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	if err := bindSelf(opts.Bind, info); err != nil {
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
 	}
-	if opts.SpinPolls == 0 && oversubscribed(info) {
+	if opts.SpinPolls == 0 && opts.crowded(info.LocalSize) {
 		// More ranks than cores on this host: a rank that spins while it
 		// waits takes the core its peer needs. Block at once instead.
 		opts.SpinPolls = 1
@@ -141,8 +141,18 @@ func bindSelf(mode string, info bootstrap.Info) error {
 	return nil
 }
 
-// oversubscribed says that the ranks of this host outnumber its cores.
-func oversubscribed(info bootstrap.Info) bool { return info.LocalSize > onlineCPUs() }
+// crowded says whether a host's n ranks yield the processor while they
+// wait (Options.YieldWhenIdle): by default when they outnumber its
+// processors.
+func (o *Options) crowded(n int) bool {
+	switch o.YieldWhenIdle {
+	case "1":
+		return true
+	case "0":
+		return false
+	}
+	return n > onlineCPUs()
+}
 
 // onlineCPUs is the number of processors of the host (not only those this
 // process may run on: a rank bound to one core of two is not crowded).
@@ -260,7 +270,7 @@ func (ts transportSetup) open(advertise string) (devs devices, why string, err e
 func (ts transportSetup) openShm() (*shm.Device, error) {
 	info := ts.info
 	o := shm.Options{Logger: ts.opts.Logger}
-	if oversubscribed(info) {
+	if ts.opts.crowded(info.LocalSize) {
 		o.Spin = -1
 		perCore := info.LocalSize / onlineCPUs()
 		o.HandshakeTimeout = time.Duration(max(1, perCore/8)) * 5 * time.Second
@@ -281,7 +291,7 @@ func (ts transportSetup) openVerbs() (*verbs.Device, error) {
 	if ts.opts.IBGIDIndex != nil {
 		cfg.GIDIndex = *ts.opts.IBGIDIndex
 	}
-	if oversubscribed(ts.info) {
+	if ts.opts.crowded(ts.info.LocalSize) {
 		cfg.Spin = -1
 	}
 	return verbs.OpenConfig(cfg)
@@ -292,7 +302,7 @@ func (ts transportSetup) openVerbs() (*verbs.Device, error) {
 // do.
 func (ts transportSetup) openTCP(advertise string) (transport.Device, error) {
 	d, err := tcp.NewDevice(tcp.Options{AdvertiseHost: advertise, UserTimeout: ts.opts.SocketTimeout,
-		Congestion: ts.opts.TCPCongestion, SpinTime: ts.opts.SpinTime, Oversubscribed: oversubscribed(ts.info), Logger: ts.opts.Logger})
+		Congestion: ts.opts.TCPCongestion, SpinTime: ts.opts.SpinTime, Oversubscribed: ts.opts.crowded(ts.info.LocalSize), Logger: ts.opts.Logger})
 	if err != nil {
 		return nil, err
 	}

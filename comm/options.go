@@ -41,6 +41,15 @@ type Options struct {
 	// outnumber its cores). Transports whose Wait spins itself (TCP: see
 	// SpinTime) ignore it.
 	SpinPolls int
+	// YieldWhenIdle says whether a rank that waits yields the processor
+	// between looks instead of spinning (Open MPI's mpi_yield_when_idle):
+	// "1" always, "0" never, "" or "auto" when the ranks of its host
+	// outnumber the host's processors (env GOCCL_YIELD_WHEN_IDLE). Say 1
+	// where the processors are shared with more than the host's ranks: jobs
+	// whose "hosts" are containers or network namespaces of one machine, or
+	// other busy jobs on the node. Spinning there takes the processor from
+	// the rank that would send what the spinner waits for.
+	YieldWhenIdle string
 	// OwnDevice makes Close close the transport device.
 	OwnDevice bool
 	// Alpha (seconds per message step) and Beta (seconds per byte) set the

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -26,10 +27,11 @@ func TestOversubscribedCountsHostCPUs(t *testing.T) {
 			t.Fatalf("the child runs on %d processors, want 1 (affinity not inherited)", runtime.NumCPU())
 		}
 		host := onlineCPUs()
-		if oversubscribed(bootstrap.Info{LocalSize: host}) {
+		var o Options
+		if o.crowded(host) {
 			t.Errorf("%d ranks on a host of %d processors, each bound to one: counted as oversubscribed", host, host)
 		}
-		if !oversubscribed(bootstrap.Info{LocalSize: host + 1}) {
+		if !o.crowded(host + 1) {
 			t.Errorf("%d ranks on a host of %d processors: not counted as oversubscribed", host+1, host)
 		}
 		return
@@ -54,6 +56,34 @@ func TestOversubscribedCountsHostCPUs(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("bound child: %v\n%s", err, out)
+	}
+}
+
+// Options.YieldWhenIdle (GOCCL_YIELD_WHEN_IDLE) overrides the count: 1
+// yields with a processor per rank (hosts that share their processors with
+// other hosts' ranks), 0 spins with more ranks than processors.
+func TestYieldWhenIdle(t *testing.T) {
+	host := onlineCPUs()
+	for _, tc := range []struct {
+		v     string
+		n     int
+		yield bool
+	}{{"", host, false}, {"", host + 1, true}, {"auto", host + 1, true}, {"1", 1, true}, {"0", host + 1, false}} {
+		o := Options{YieldWhenIdle: tc.v}
+		if got := o.crowded(tc.n); got != tc.yield {
+			t.Errorf("YieldWhenIdle %q, %d ranks on %d processors: yield %v, want %v", tc.v, tc.n, host, got, tc.yield)
+		}
+	}
+	var o Options
+	if err := o.applyEnv(func(k string) (string, bool) {
+		return "yes", k == "GOCCL_YIELD_WHEN_IDLE"
+	}); err == nil || !strings.Contains(err.Error(), "GOCCL_YIELD_WHEN_IDLE") {
+		t.Errorf("GOCCL_YIELD_WHEN_IDLE=yes: %v, want an error naming it", err)
+	}
+	if err := o.applyEnv(func(k string) (string, bool) {
+		return "1", k == "GOCCL_YIELD_WHEN_IDLE"
+	}); err != nil || !o.crowded(1) {
+		t.Errorf("GOCCL_YIELD_WHEN_IDLE=1: %v, yield %v", err, o.crowded(1))
 	}
 }
 

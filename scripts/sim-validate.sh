@@ -29,7 +29,9 @@
 # this machine's cores, and other load shows up as time.
 #
 # Usage: scripts/sim-validate.sh [-o DIR] [--quick] [--reuse] [--nice] [--rates "1gbit 10gbit"]
-#   (SIM_ITERS, SIM_WARM: timed and warm-up calls per point; default 20 and 5)
+#   (SIM_ITERS, SIM_WARM: timed and warm-up calls per point above 8 KiB,
+#   default 20 and 5; SIM_ITERS_SMALL, SIM_WARM_SMALL: up to 8 KiB, as OSU
+#   times small sizes with more calls, default 200 and 50)
 #   -o DIR    results (default /tmp/sim-validate); DIR/report.txt is the table
 #   --quick   2x1 2x2 4x2 only, sizes to 1 MiB, fewer iterations (to debug)
 #   --reuse   skip the measurements whose result files exist
@@ -62,16 +64,27 @@ MAX=4M
 A2AMAX=256K
 ITERS=20
 WARM=5
+SITERS=200
+SWARM=50
 if ((QUICK)); then
 	CONFIGS="2x1 2x2 4x2"
 	MAX=1M
 	A2AMAX=64K
 	ITERS=10
 	WARM=3
+	SITERS=100
+	SWARM=30
 fi
-# SIM_ITERS and SIM_WARM override the calls per point and their warm-up.
+# SIM_ITERS and SIM_WARM override the calls per point and their warm-up
+# above 8 KiB, SIM_ITERS_SMALL and SIM_WARM_SMALL up to 8 KiB. A job's
+# first few hundred small calls run slower than the rest on this machine,
+# and a mean of 10 or 20 calls of 30-100 us is at the mercy of one
+# preemption: the small sizes take more calls (OSU: 1000 after 200 up to
+# 8 KiB, 100 after 10 above).
 ITERS=${SIM_ITERS:-$ITERS}
 WARM=${SIM_WARM:-$WARM}
+SITERS=${SIM_ITERS_SMALL:-$SITERS}
+SWARM=${SIM_WARM_SMALL:-$SWARM}
 
 say() { printf '%s sim-validate: %s\n' "$(date +%T)" "$*" >&2; }
 die() { say "$*"; exit 1; }
@@ -153,14 +166,22 @@ hostspec() {
 }
 
 # job FILE H R CMD...: CMD as H x R ranks from h0, output (rank 0's JSON
-# lines) into FILE. --reuse keeps an existing FILE.
+# lines) into FILE. --reuse keeps an existing FILE. The "hosts" share this
+# machine's cores: when the job's ranks outnumber them, every rank yields
+# the processor while it waits (GOCCL_YIELD_WHEN_IDLE=1), as the ranks of
+# one crowded host do by themselves; a host of 2 ranks on a 2-core machine
+# would otherwise spin, and take the core from the other host's ranks
+# (2x2, 8 B recursive doubling: 350-600 us per call, against 68-98 us for 4
+# ranks of one host).
+CORES=$(nproc --all)
 job() {
-	local file=$1 h=$2 r=$3
+	local file=$1 h=$2 r=$3 yield=auto
 	shift 3
 	if ((REUSE)) && [[ -s "$file" ]]; then
 		return 0
 	fi
-	if ! ip netns exec "${NS}h0" "${NICE[@]}" timeout 900 "$BIN/gorun" --ssh "$BIN/nsssh" --timeout 800s \
+	((h * r > CORES)) && yield=1
+	if ! GOCCL_YIELD_WHEN_IDLE=$yield ip netns exec "${NS}h0" "${NICE[@]}" timeout 900 "$BIN/gorun" --ssh "$BIN/nsssh" --timeout 800s \
 		-H "$(hostspec "$h" "$r")" "$@" >"$file.tmp" 2>"$file.err"; then
 		say "FAILED: $h x $r: $*: $(tail -n 3 "$file.err" | tr '\n' ' ')"
 		rm -f "$file.tmp"
@@ -170,13 +191,13 @@ job() {
 }
 
 failed=0
-calib=("$BIN/collsim" calibrate -i $((ITERS * 2)) -x "$WARM" -sizes 8,64K,1M,4M)
+calib=("$BIN/collsim" calibrate -i $((ITERS * 2)) -x "$WARM" -is $((SITERS * 2)) -xs "$SWARM" -sizes 8,64K,1M,4M)
 say "calibrating the local link class (2 ranks on one host)"
 job "$OUT/calib/local.json" 1 2 "${calib[@]}" || failed=1
 for n in 4 8 16; do
 	say "calibrating the cost of more ranks than cores ($n ranks on one host)"
-	job "$OUT/calib/oversub-ring-$n.json" 1 "$n" "$BIN/collsim" calibrate -i $((ITERS * 4)) -x "$WARM" -sizes 256 || failed=1
-	job "$OUT/calib/oversub-rd-$n.json" 1 "$n" "$BIN/collsim" calibrate -algorithm recursive-doubling -i $((ITERS * 4)) -x "$WARM" -sizes 256 || failed=1
+	job "$OUT/calib/oversub-ring-$n.json" 1 "$n" "$BIN/collsim" calibrate -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
+	job "$OUT/calib/oversub-rd-$n.json" 1 "$n" "$BIN/collsim" calibrate -algorithm recursive-doubling -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
 done
 for rate in $RATES; do
 	shape "$rate" || die "tc tbf $rate failed"
@@ -192,8 +213,12 @@ for rate in $RATES; do
 			max=$MAX
 			[[ $coll == alltoall ]] && max=$A2AMAX
 			say "$rate $cfg: osu $coll --algorithm $algo -m 8:$max"
-			job "$dir/$coll-$algo.json" "$h" "$r" "$BIN/osu" "$coll" --algorithm "$algo" -m "8:$max" \
-				-i "$ITERS" -x "$WARM" -T float -o json || failed=1
+			# Up to 8 KiB and above in two jobs: osu takes one count for all sizes.
+			job "$dir/$coll-$algo.small" "$h" "$r" "$BIN/osu" "$coll" --algorithm "$algo" -m "8:8K" \
+				-i "$SITERS" -x "$SWARM" -T float -o json &&
+				job "$dir/$coll-$algo.large" "$h" "$r" "$BIN/osu" "$coll" --algorithm "$algo" -m "16K:$max" \
+					-i "$ITERS" -x "$WARM" -T float -o json &&
+				cat "$dir/$coll-$algo.small" "$dir/$coll-$algo.large" >"$dir/$coll-$algo.json" || failed=1
 		done
 	done
 done
