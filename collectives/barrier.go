@@ -49,9 +49,16 @@ func RecursiveDoublingBarrier(rank, size int) Schedule {
 // (coll_tuned_barrier_algorithm 3); goccl's took 48-52 us after its
 // recursive-doubling barrier and 18-21 us after this one
 // (GOCCL_ALGO=barrier:linear). The barrier itself took the same time
-// either way at 4 ranks (66-70 us), 6-17% more at 5 and 20-50% more at 6,
-// so the selector keeps recursive doubling, and this one is chosen only
-// when asked for.
+// either way at 4 ranks (66-70 us), 6-17% more at 5 and 20-50% more at 6.
+// Measured again on another day, osu barrier, 3 000 calls: 3 ranks 50 us
+// against recursive doubling's 58-70 (Open MPI's default: 81), 4 ranks
+// 76-80 against 84-85 (Open MPI: 94), 5 ranks 189-204 against 180-191
+// (Open MPI: 164); with it, osu allreduce and alltoall of 4 ranks took
+// the same or less (8 B-16 KiB: 60-80 us either way). So the selector
+// takes it on a crowded host of up to 4 ranks (Algo.CrowdedUpTo), where
+// the α-β model, which prices it at n α, cannot see that it costs no
+// more: there every waiting rank yields, and a wake-up per dependent
+// step, not the messages, makes the time; elsewhere recursive doubling.
 func LinearBarrier(rank, size int) Schedule {
 	s := Schedule{Rank: rank, Size: size}
 	if rank != 0 {

@@ -187,6 +187,12 @@ type Algo struct {
 	// dependent rounds at 145-150 and 35-47; 3 ranks 54-72 against 99-109;
 	// 8 ranks (credits riding with data) 261-314 against 414-531.
 	Concurrent bool
+	// CrowdedUpTo: on a crowded host (Model.Crowded) of at most this many
+	// ranks the selector takes this algorithm without pricing: a choice
+	// by measurement, as Open MPI's fixed decision rules by size are,
+	// where the α-β model cannot tell the algorithms apart (waiting ranks
+	// yield, and what costs is the wake-ups, not the messages).
+	CrowdedUpTo int
 	// Reduced is how many bytes the busiest rank runs through the
 	// reduction kernel (the γ term); nil for none.
 	Reduced func(size int, n float64) float64
@@ -248,6 +254,13 @@ var algoTable = []Algo{
 	{Coll: CollBroadcast, Name: "scatter-allgather", Schedule: rooted(ScatterAllgatherBroadcast), Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p) + p - 1, 2 * float64(p-1) / float64(p) * n
 	}, NetBytes: netScatterAllgather, Doc: "binomial scatter, then ring allgather (large buffers)"},
+	// The root's p-1 sends, all at once (a batch: one α and a share of
+	// it per other message), each the whole buffer: fewer hops than the
+	// binomial tree's log2 p for few ranks and small buffers, more bytes
+	// from the root for large ones.
+	{Coll: CollBroadcast, Name: "linear", Schedule: rooted(LinearBroadcast), Concurrent: true, Cost: func(p int, n float64) (int, float64) {
+		return p - 1, float64(p-1) * n
+	}, Doc: "the root sends to every rank itself, all at once (few ranks, small buffers)"},
 	{Coll: CollBroadcast, Name: "hier", Schedule: HierBroadcast, Price: priceHierBroadcast,
 		Doc: "several ranks per host: binomial tree among one rank per host (the root on its host), then a binomial tree inside each host, pipelined"},
 
@@ -332,11 +345,12 @@ var algoTable = []Algo{
 		Doc:  "ceil(log2 n) rounds of zero-byte messages"},
 	// Two hops, each a batch of n-1 messages at rank 0, priced at n α:
 	// never less than recursive doubling's price, which wins the tie at 3
-	// ranks, so it runs where asked for (GOCCL_ALGO=barrier:linear; see
-	// LinearBarrier for why).
+	// ranks. Taken outright on a crowded host of up to 4 ranks, where it
+	// costs no more (see LinearBarrier for why, and the measurements).
 	{Coll: CollBarrier, Name: "linear", Schedule: func(r, n int, a *Args) Schedule { return LinearBarrier(r, n) },
-		Cost: func(p int, n float64) (int, float64) { return p, 0 },
-		Doc:  "fan-in to rank 0 and fan-out from it, rank 0 leaving first (what Open MPI's default barrier does at 4 and 5 ranks; selected only when asked for)"},
+		Cost:        func(p int, n float64) (int, float64) { return p, 0 },
+		CrowdedUpTo: 4,
+		Doc:         "fan-in to rank 0 and fan-out from it, rank 0 leaving first (what Open MPI's default barrier does at 4 and 5 ranks; chosen when up to 4 ranks share fewer cores)"},
 
 	{Coll: CollSend, Name: "direct", Schedule: func(r, n int, a *Args) Schedule {
 		return Schedule{Rank: r, Size: n,

@@ -73,6 +73,11 @@ type Model struct {
 	// bytes term (comm fits the ring's β and, beside it, Rabenseifner's;
 	// see FitBeta). Nil or absent: the link's β.
 	AlgoBeta map[Coll]map[string]float64
+	// Crowded: the ranks all live on one host and outnumber its
+	// processors, so a waiting rank yields its processor and every
+	// dependent step costs a wake-up. An algorithm with Algo.CrowdedUpTo
+	// at or above the size is taken there without pricing.
+	Crowded bool
 }
 
 // link is the cost of the links a flat algorithm's messages cross on t: the
@@ -168,6 +173,13 @@ func Select(c Coll, nbytes int, t Topology, m Model, prices []Price) (*Algo, []P
 		prices = append(prices, Price{Algo: a, Seconds: sec})
 		if best == nil || sec < bestT {
 			best, bestT = a, sec
+		}
+	}
+	if m.Crowded {
+		for i := range algoTable {
+			if a := &algoTable[i]; a.Coll == c && t.Size <= a.CrowdedUpTo {
+				return a, prices, nil
+			}
 		}
 	}
 	switch {

@@ -138,3 +138,28 @@ func TestSelectUsesAlgoBeta(t *testing.T) {
 	_, ok = ring.FitBeta(0, Topology{Size: 1}, m, 1)
 	require.False(t, ok, "no bytes, no β")
 }
+
+// On a crowded host (Model.Crowded) the barrier is the linear one up to 4
+// ranks (Algo.CrowdedUpTo), still priced with the others; above, and on
+// hosts with a processor per rank, the priced choice.
+func TestSelectCrowdedBarrier(t *testing.T) {
+	for _, tc := range []struct {
+		size    int
+		crowded bool
+		want    string // "": the priced choice, not linear
+	}{{2, true, "linear"}, {3, true, "linear"}, {4, true, "linear"}, {5, true, ""},
+		{8, true, ""}, {3, false, ""}, {4, false, ""}} {
+		m := netModel()
+		priced, _, err := Select(CollBarrier, 0, Topology{Size: tc.size}, m, nil)
+		require.NoError(t, err)
+		require.NotEqual(t, "linear", priced.Name, "%d ranks: the priced choice", tc.size)
+		m.Crowded = tc.crowded
+		a, prices, err := Select(CollBarrier, 0, Topology{Size: tc.size}, m, nil)
+		require.NoError(t, err)
+		if tc.want == "" {
+			tc.want = priced.Name
+		}
+		require.Equal(t, tc.want, a.Name, "%d ranks, crowded %v", tc.size, tc.crowded)
+		require.Len(t, prices, len(Algos(CollBarrier)), "every candidate priced")
+	}
+}

@@ -138,7 +138,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		// receivers complete, so that a disagreement reaches them (see
 		// collectives/checks.go).
 		// Without StrictChecks they complete once sent (Call.Eager).
-		call.Confirm = c.opts.StrictChecks && r.root >= 0 && (algo == "binomial" || algo == "pipeline") && p.Name == algo && !agreed(r.kind, c.size, r.count)
+		call.Confirm = c.opts.StrictChecks && r.root >= 0 && (algo == "binomial" || algo == "pipeline" || algo == "linear") && p.Name == algo && !agreed(r.kind, c.size, r.count)
 		call.Eager = !c.opts.StrictChecks
 		// Peers this rank has not talked to yet are connected now, on
 		// both sides of each pair (lazy.go).

@@ -145,6 +145,7 @@ func (c *Comm) exchangeHosts(ctx context.Context) error {
 		c.hosts[r] = h
 	}
 	c.nHosts = len(seen)
+	c.selection.crowded = c.nHosts <= 1 && c.opts.crowded(c.size)
 	return nil
 }
 

@@ -211,6 +211,13 @@ func (o *Options) fill() error {
 	if o.SpinPolls <= 0 {
 		o.SpinPolls = defaultSpinPolls
 	}
+	switch o.YieldWhenIdle {
+	case "":
+		o.YieldWhenIdle = "auto"
+	case "auto", "0", "1":
+	default:
+		return fmt.Errorf("Options.YieldWhenIdle=%q: want 1, 0 or auto", o.YieldWhenIdle)
+	}
 	if o.InitTimeout <= 0 {
 		o.InitTimeout = defaultInitTimeout
 	}

@@ -23,6 +23,9 @@ type selection struct {
 	linkCost    [collectives.NumLinkClasses]collectives.LinkCost
 	// algoBeta: β measured per algorithm at New (collectives.Model.AlgoBeta).
 	algoBeta map[collKind]map[string]float64
+	// crowded: every rank on one host, more of them than its processors
+	// (collectives.Model.Crowded).
+	crowded bool
 }
 
 // choiceKey caches the selector's choice per collective and size (the
@@ -80,7 +83,7 @@ func (s *selection) priceAll(k collKind, nbytes int, t collectives.Topology, m c
 // the α and β measured at New on the transport in use (per link class
 // when measured so) and the kernel's γ.
 func (s *selection) modelFor(chunkBytes int) collectives.Model {
-	m := collectives.Model{Gamma: s.gamma, ChunkBytes: chunkBytes, AlgoBeta: s.algoBeta}
+	m := collectives.Model{Gamma: s.gamma, ChunkBytes: chunkBytes, AlgoBeta: s.algoBeta, Crowded: s.crowded}
 	m.Links = s.linkCost
 	if m.Links == ([collectives.NumLinkClasses]collectives.LinkCost{}) {
 		m.Links[collectives.LinkLocal] = collectives.LinkCost{Alpha: s.alpha, Beta: s.beta}

@@ -55,6 +55,9 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	opts := c.opts
 	opts.OwnDevice = false
 	opts.Alpha, opts.Beta = c.alpha, c.beta // same transport: no need to measure again
+	if c.selection.crowded && (opts.YieldWhenIdle == "" || opts.YieldWhenIdle == "auto") {
+		opts.YieldWhenIdle = "1" // fewer ranks, the same crowded host
+	}
 	sub, err := newComm(ctx, rdv, devices{net: c.devs.net, shm: c.devs.shm}, opts, id)
 	if err != nil {
 		return nil, fmt.Errorf("comm: split (color %d, key %d): rank %d: %w", color, key, c.rank, err)
