@@ -578,11 +578,10 @@ const (
 // gathered barrier, which leaves rank 0 first as Open MPI's linear
 // barrier does; the barrier alone costs 15-17 us instead of 10, Open
 // MPI's 13-17). With a processor each, the flat barrier is faster (2
-// ranks: 0.23 us against 0.4) and a broadcast after it as fast.
-// Every rank's description of the call is
-// still checked: by the ranks waited for at once, by the others before
-// this rank's next board call or at Close (boardSettle). With
-// StrictChecks every call waits for all.
+// ranks: 0.23 us against 0.4) and a broadcast after it as fast. Every
+// rank's description of the call is still checked: by the ranks waited
+// for at once, by the others before this rank's next board call or at
+// Close (boardSettle). With StrictChecks every call waits for all.
 func (c *Comm) boardWaitsFor(r *Request) int {
 	if c.opts.StrictChecks {
 		return waitAll
