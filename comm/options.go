@@ -48,7 +48,11 @@ type Options struct {
 	// where the processors are shared with more than the host's ranks: jobs
 	// whose "hosts" are containers or network namespaces of one machine, or
 	// other busy jobs on the node. Spinning there takes the processor from
-	// the rank that would send what the spinner waits for.
+	// the rank that would send what the spinner waits for. A yield reaches
+	// only tasks of the same scheduling group: with the kernel's autogroup
+	// scheduling, ranks started in sessions of their own (gorun over ssh
+	// starts each so) do not yield to each other
+	// (kernel.sched_autogroup_enabled=0 lifts it).
 	YieldWhenIdle string
 	// OwnDevice makes Close close the transport device.
 	OwnDevice bool
