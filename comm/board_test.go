@@ -3,7 +3,6 @@ package comm_test
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -189,12 +188,11 @@ func TestBoardMismatch(t *testing.T) {
 func TestBoardMismatchInBarrier(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	n := runtime.NumCPU() + 1 // crowded (board.crowded)
-	if n > 8 {
-		t.Skipf("SKIP: %d processors: the test's %d ranks would be too many for one process", n-1, n)
-	}
+	const n = 3
+	opts := testOptsFast
+	opts.YieldWhenIdle = "1" // crowded (board.crowded) on any machine
 	start := time.Now()
-	errs := commtest.Run(ctx, "shm", n, testOptsFast, func(c *Comm) error {
+	errs := commtest.Run(ctx, "shm", n, opts, func(c *Comm) error {
 		if c.Rank() == n-1 {
 			buf := []float32{1}
 			return Allreduce(ctx, c, buf, buf, Sum)
@@ -210,6 +208,28 @@ func TestBoardMismatchInBarrier(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the mismatch took %v to report", d)
+	}
+}
+
+// TestCrowdedBarrierIsLinear: on a crowded host (here forced with
+// YieldWhenIdle) of up to 4 ranks the executor's barrier is the linear one
+// (collectives.Algo.CrowdedUpTo); on an uncrowded one, not.
+func TestCrowdedBarrierIsLinear(t *testing.T) {
+	for _, yield := range []string{"1", "0"} {
+		t.Run("yield="+yield, func(t *testing.T) {
+			opts := testOpts
+			opts.YieldWhenIdle = yield
+			runRanksOn(t, "tcp", 3, opts, func(c *Comm) error {
+				req := c.BarrierAsync()
+				if err := req.Wait(context.Background()); err != nil {
+					return err
+				}
+				if got := req.Algorithm(); (got == "linear") != (yield == "1") {
+					return fmt.Errorf("YieldWhenIdle=%s: the barrier of 3 ranks ran %q", yield, got)
+				}
+				return nil
+			})
+		})
 	}
 }
 
