@@ -175,10 +175,11 @@ func (pt *point) find(name string) *algoResult {
 
 // seconds prints a time with three significant digits in us, ms or s.
 func seconds(s float64) string {
+	// 0.9995 and up round to 1 in three digits: "1ms", not "1e+03us".
 	switch {
-	case s >= 1:
+	case s >= 0.9995:
 		return fmt.Sprintf("%.3gs", s)
-	case s >= 1e-3:
+	case s >= 0.9995e-3:
 		return fmt.Sprintf("%.3gms", s*1e3)
 	}
 	return fmt.Sprintf("%.3gus", s*1e6)

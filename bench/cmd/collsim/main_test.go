@@ -186,12 +186,11 @@ func TestFitRecoversTheModel(t *testing.T) {
 	near(want.Oversub[1].Latency, got.Oversub[1].Latency, "latency")
 }
 
-// TestValidateEndToEnd runs `collsim validate` on a directory laid out as
-// scripts/sim-validate.sh leaves it, measured on a machine that is the
-// model: every point must be a hit.
-func TestValidateEndToEnd(t *testing.T) {
-	cfg := truth()
-	dir := t.TempDir()
+// writeValidationRound lays out one round of what scripts/sim-validate.sh
+// measures in dir, on a machine that is cfg, with every osu time
+// multiplied by slow.
+func writeValidationRound(t *testing.T, dir string, cfg config, slow float64) {
+	t.Helper()
 	writeCalibration(t, filepath.Join(dir, "calib", "local.json"), cfg, collectives.LinkLocal, 2)
 	writeCalibration(t, filepath.Join(dir, "calib", "oversub-ring-4.json"), cfg, collectives.LinkLocal, 4, 256)
 	writeCalibrationOf(t, filepath.Join(dir, "calib", "oversub-rd-4.json"), cfg, collectives.LinkLocal, "recursive-doubling", 4, 256)
@@ -214,12 +213,21 @@ func TestValidateEndToEnd(t *testing.T) {
 			}
 			r, err := simulate.Simulate(simulate.Job{Coll: c, Algo: tc.algo, Bytes: bytes, OutOfPlace: c.Info().Reducing}, m, cfg.params(), simulate.Options{})
 			require.NoError(t, err)
-			j, err := json.Marshal(osu.Record{Benchmark: tc.coll, Layout: "osu", Size: size, AvgUs: r.MeanSeconds * 1e6, Ranks: 4})
+			j, err := json.Marshal(osu.Record{Benchmark: tc.coll, Layout: "osu", Size: size, AvgUs: slow * r.MeanSeconds * 1e6, Ranks: 4})
 			require.NoError(t, err)
 			fmt.Fprintf(&b, "[0] %s\n", j)
 		}
 		require.NoError(t, os.WriteFile(filepath.Join(runs, tc.file), b.Bytes(), 0o644))
 	}
+}
+
+// TestValidateEndToEnd runs `collsim validate` on a directory laid out as
+// scripts/sim-validate.sh leaves it, measured on a machine that is the
+// model: every point must be a hit.
+func TestValidateEndToEnd(t *testing.T) {
+	cfg := truth()
+	dir := t.TempDir()
+	writeValidationRound(t, dir, cfg, 1)
 	var out, errs bytes.Buffer
 	png := filepath.Join(dir, "v.png")
 	require.Equal(t, 0, run([]string{"validate", "-cores", "2", "-plot", png, dir}, &out, &errs), errs.String())
@@ -232,4 +240,40 @@ func TestValidateEndToEnd(t *testing.T) {
 	var again bytes.Buffer
 	require.Equal(t, 0, run([]string{"-params", filepath.Join(dir, "fit-1gbit.json"), "-ranks", "4", "-coll", "allreduce", "-sizes", "8"}, &again, &errs), errs.String())
 	require.True(t, strings.Contains(again.String(), "fitted by collsim validate"))
+}
+
+// TestValidateRounds: with several rounds (sim-validate.sh --rounds), the
+// calibrations and the points are the medians of the rounds, so one slow
+// round (its calibration and every point) moves nothing, and the summary
+// says how often a single round strays from the others.
+func TestValidateRounds(t *testing.T) {
+	cfg := truth()
+	slowCfg := truth()
+	slowCfg.Net.Alpha *= 3
+	slowCfg.Net.Overhead *= 2
+	slowCfg.Local.Overhead *= 2
+	dir := t.TempDir()
+	for i, c := range []config{cfg, slowCfg, cfg, cfg} {
+		slow := 1.0
+		if i == 1 {
+			slow = 4
+		}
+		writeValidationRound(t, filepath.Join(dir, fmt.Sprintf("round-%d", i+1)), c, slow)
+	}
+	var out, errs bytes.Buffer
+	require.Equal(t, 0, run([]string{"validate", "-cores", "2", dir}, &out, &errs), errs.String())
+	s := out.String()
+	require.Contains(t, s, "# 4 rounds of measurement (round-1 .. round-4)")
+	// Every point a hit, and 3 of each point's 4 rounds within 25% of the
+	// median of the other 3.
+	require.Regexp(t, `(?m)^all\s+9\s+9\s+100%.*\s75%$`, s)
+	require.NotContains(t, s, "MISS")
+	// Each point's spread: the slow round, 4 times the median.
+	require.Regexp(t, `(?m)^\s+1gbit\s+2x2\s+allreduce\s+ring\s+1M\s+\S+\s+\S+\s+1.00\s+[34]\d\d%$`, s)
+
+	// Without the slow round's calibration the fit is the same.
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, "round-2", "calib")))
+	var again bytes.Buffer
+	require.Equal(t, 0, run([]string{"validate", "-cores", "2", dir}, &again, &errs), errs.String())
+	require.Regexp(t, `(?m)^all\s+9\s+9\s+100%`, again.String())
 }

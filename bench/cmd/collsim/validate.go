@@ -28,8 +28,11 @@ import (
 // DIR/calib/local.json and DIR/calib/net-RATE.json are `collsim
 // calibrate` outputs (2 ranks on one host; on two hosts), as are the
 // optional DIR/calib/oversub-ring-N.json and oversub-rd-N.json (N ranks on
-// one host, more than the cores: ring and recursive doubling); DIR/runs/RATE/HxR/COLL-ALGO.json are `osu COLL
-// --algorithm ALGO -o json` outputs of H hosts with R ranks each.
+// one host, more than the cores: ring and recursive doubling);
+// DIR/runs/RATE/HxR/COLL-ALGO.json are `osu COLL --algorithm ALGO -o json`
+// outputs of H hosts with R ranks each. When DIR holds rounds of all this
+// (DIR/round-1, round-2, ...), every calibration time and every point is
+// the median of its rounds, and the summary says how far the rounds agree.
 func validateCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("collsim validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -47,14 +50,22 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		return usageError{errors.New("validate: want one directory")}
 	}
 	dir := fs.Arg(0)
-	local, err := readCalibration(filepath.Join(dir, "calib", "local.json"))
+	rounds, err := roundDirs(dir)
+	if err != nil {
+		return err
+	}
+	if len(rounds) > 1 {
+		fmt.Fprintf(stdout, "# %d rounds of measurement (%s .. %s): every calibration time and every point is the median of its rounds\n",
+			len(rounds), filepath.Base(rounds[0]), filepath.Base(rounds[len(rounds)-1]))
+	}
+	local, err := readCalibrationRounds(rounds, filepath.Join("calib", "local.json"))
 	if err != nil {
 		return err
 	}
 	// Optional: more ranks on one host than cores, at several levels
 	// (simulate.Oversub): oversub-ring-N.json and oversub-rd-N.json for N
 	// ranks.
-	overFiles, err := filepath.Glob(filepath.Join(dir, "calib", "oversub-ring-*.json"))
+	overFiles, err := globRounds(rounds, filepath.Join("calib", "oversub-ring-*.json"))
 	if err != nil {
 		return err
 	}
@@ -62,26 +73,26 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	var overs []overPair
 	for _, f := range overFiles {
 		var pair overPair
-		if pair.ring, err = readCalibration(f); err != nil {
+		if pair.ring, err = readCalibrationRounds(rounds, f); err != nil {
 			return err
 		}
 		rdFile := strings.Replace(f, "oversub-ring-", "oversub-rd-", 1)
-		if _, err := os.Stat(rdFile); err == nil {
-			if pair.rd, err = readCalibration(rdFile); err != nil {
-				return err
-			}
+		if pair.rd, err = readCalibrationRounds(rounds, rdFile); errors.Is(err, os.ErrNotExist) {
+			pair.rd = nil
+		} else if err != nil {
+			return err
 		}
 		overs = append(overs, pair)
 	}
 	slices.SortFunc(overs, func(a, b overPair) int { return a.ring.ranks - b.ring.ranks })
-	nets, err := filepath.Glob(filepath.Join(dir, "calib", "net-*.json"))
+	nets, err := globRounds(rounds, filepath.Join("calib", "net-*.json"))
 	if err != nil || len(nets) == 0 {
 		return fmt.Errorf("validate: no %s", filepath.Join(dir, "calib", "net-RATE.json"))
 	}
 	var all []vpoint
 	for _, nf := range nets {
 		rateName := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(nf), "net-"), ".json")
-		cal, err := readCalibration(nf)
+		cal, err := readCalibrationRounds(rounds, nf)
 		if err != nil {
 			return err
 		}
@@ -106,7 +117,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		if err := os.WriteFile(filepath.Join(dir, "fit-"+rateName+".json"), append(b, '\n'), 0o644); err != nil {
 			return err
 		}
-		pts, err := predictRuns(filepath.Join(dir, "runs", rateName), rateName, cfg, *cores)
+		pts, err := predictRuns(rounds, filepath.Join("runs", rateName), rateName, cfg, *cores)
 		if err != nil {
 			return err
 		}
@@ -143,19 +154,154 @@ type vpoint struct {
 	size                int // as OSU prints it: the buffer, or one block of all-to-all
 	measured, predicted float64
 	method              string
+	rounds              []float64 // the time in each round that measured it
+	spread              float64   // the largest relative distance of a round's time from measured
+}
+
+// roundHits counts, for a point measured in more than one round, the
+// rounds whose time lies within tol of the median of the other rounds':
+// how well the typical time, known exactly, would predict one measurement.
+func (p *vpoint) roundHits(tol float64) (n, hits int) {
+	if len(p.rounds) < 2 {
+		return 0, 0
+	}
+	for i, t := range p.rounds {
+		rest := append(slices.Clone(p.rounds[:i]), p.rounds[i+1:]...)
+		n++
+		if math.Abs(t/median(rest)-1) <= tol {
+			hits++
+		}
+	}
+	return n, hits
 }
 
 func (p *vpoint) ratio() float64 { return p.predicted / p.measured }
 
 func (p *vpoint) hit(tol float64) bool { return math.Abs(p.ratio()-1) <= tol }
 
-// predictRuns predicts every osu output under dir (HxR/COLL-ALGO.json).
-func predictRuns(dir, rateName string, cfg config, cores int) ([]vpoint, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*x*", "*.json"))
+// roundDirs returns the rounds of measurement under dir: dir/round-N, in
+// the order of N (scripts/sim-validate.sh --rounds), or dir alone when it
+// holds one round at its top.
+func roundDirs(dir string) ([]string, error) {
+	ms, err := filepath.Glob(filepath.Join(dir, "round-*"))
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(files)
+	type round struct {
+		n   int
+		dir string
+	}
+	var rs []round
+	for _, m := range ms {
+		var n int
+		if _, err := fmt.Sscanf(filepath.Base(m), "round-%d", &n); err != nil {
+			continue
+		}
+		if st, err := os.Stat(m); err == nil && st.IsDir() {
+			rs = append(rs, round{n, m})
+		}
+	}
+	if len(rs) == 0 {
+		return []string{dir}, nil
+	}
+	slices.SortFunc(rs, func(a, b round) int { return a.n - b.n })
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.dir
+	}
+	return out, nil
+}
+
+// globRounds returns the paths, relative to a round, that pattern
+// matches in any of the rounds, sorted.
+func globRounds(rounds []string, pattern string) ([]string, error) {
+	seen := map[string]bool{}
+	for _, r := range rounds {
+		ms, err := filepath.Glob(filepath.Join(r, pattern))
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			rel, err := filepath.Rel(r, m)
+			if err != nil {
+				return nil, err
+			}
+			seen[rel] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for rel := range seen {
+		out = append(out, rel)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// readCalibrationRounds reads the calibration rel from every round that
+// has it and takes, size by size, the median of the rounds' wall and CPU
+// times (and of the CPU's speeds): one slow minute on a shared machine
+// then moves no parameter. os.ErrNotExist when no round has it.
+func readCalibrationRounds(rounds []string, rel string) (*calibration, error) {
+	var cals []*calibration
+	for _, r := range rounds {
+		c, err := readCalibration(filepath.Join(r, rel))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		cals = append(cals, c)
+	}
+	if len(cals) == 0 {
+		return nil, fmt.Errorf("validate: %s in no round: %w", rel, os.ErrNotExist)
+	}
+	if len(cals) == 1 {
+		return cals[0], nil
+	}
+	out := *cals[0]
+	out.sizes = slices.Clone(cals[0].sizes)
+	var gammas, copies []float64
+	for _, c := range cals {
+		gammas, copies = append(gammas, c.gamma), append(copies, c.copy)
+	}
+	out.gamma, out.copy = median(gammas), median(copies)
+	for i := range out.sizes {
+		var walls, cpus []float64
+		for _, c := range cals {
+			for _, s := range c.sizes {
+				if s.bytes == out.sizes[i].bytes {
+					walls, cpus = append(walls, s.wall), append(cpus, s.cpu)
+				}
+			}
+		}
+		out.sizes[i].wall, out.sizes[i].cpu = median(walls), median(cpus)
+	}
+	return &out, nil
+}
+
+// median of xs (the mean of the middle two when their number is even);
+// xs is reordered.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+// predictRuns predicts every osu output under rel (HxR/COLL-ALGO.json) in
+// the rounds; a point measured in several rounds counts as the median of
+// their times.
+func predictRuns(rounds []string, rel, rateName string, cfg config, cores int) ([]vpoint, error) {
+	files, err := globRounds(rounds, filepath.Join(rel, "*x*", "*.json"))
+	if err != nil {
+		return nil, err
+	}
 	var out []vpoint
 	for _, f := range files {
 		var h, r int
@@ -174,59 +320,106 @@ func predictRuns(dir, rateName string, cfg config, cores int) ([]vpoint, error) 
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
-		fh, err := os.Open(f)
-		if err != nil {
-			return nil, err
-		}
-		recs, err := osu.ReadRecords(fh)
-		fh.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
+		// The point's times in every round that measured it, in the order
+		// the first round lists the points.
+		type key struct{ size, root int }
+		times := map[key][]float64{}
+		var order []key
+		for _, rd := range rounds {
+			fh, err := os.Open(filepath.Join(rd, f))
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			recs, err := osu.ReadRecords(fh)
+			fh.Close()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", filepath.Join(rd, f), err)
+			}
+			for _, rec := range recs {
+				if rec.AvgUs <= 0 {
+					continue
+				}
+				k := key{rec.Size, max(rec.Root, 0)}
+				if _, ok := times[k]; !ok {
+					order = append(order, k)
+				}
+				times[k] = append(times[k], rec.AvgUs*1e-6)
+			}
 		}
 		p := h * r
 		m := simulate.Machine{Ranks: p, RanksPerHost: r, Cores: cores, PoolRanks: p}
-		for _, rec := range recs {
-			if rec.AvgUs <= 0 {
-				continue
+		for _, k := range order {
+			ts := times[k]
+			meas := median(slices.Clone(ts))
+			spread := 0.0
+			for _, t := range ts {
+				spread = max(spread, math.Abs(t/meas-1))
 			}
-			bytes := rec.Size
+			bytes := k.size
 			if c.Info().Blocked {
 				bytes *= p
 			}
-			job := simulate.Job{Coll: c, Algo: algo, Bytes: bytes, Root: max(rec.Root, 0), OutOfPlace: c.Info().Reducing}
+			job := simulate.Job{Coll: c, Algo: algo, Bytes: bytes, Root: k.root, OutOfPlace: c.Info().Reducing}
 			res, err := simulate.Simulate(job, m, cfg.params(), simulate.Options{})
 			if err != nil {
-				return nil, fmt.Errorf("%s size %d: %w", f, rec.Size, err)
+				return nil, fmt.Errorf("%s size %d: %w", f, k.size, err)
 			}
-			out = append(out, vpoint{rate: rateName, hosts: h, rph: r, coll: c.String(), algo: algo, size: rec.Size,
-				measured: rec.AvgUs * 1e-6, predicted: res.MeanSeconds, method: res.Method.String()})
+			out = append(out, vpoint{rate: rateName, hosts: h, rph: r, coll: c.String(), algo: algo, size: k.size,
+				measured: meas, predicted: res.MeanSeconds, method: res.Method.String(), rounds: ts, spread: spread})
 		}
 	}
 	return out, nil
 }
 
+// multiRound reports whether any point was measured in more than one
+// round.
+func multiRound(pts []vpoint) bool {
+	return slices.ContainsFunc(pts, func(p vpoint) bool { return len(p.rounds) > 1 })
+}
+
 func writePoints(w io.Writer, pts []vpoint, tol float64) {
+	rounds := multiRound(pts)
 	fmt.Fprintln(w, "\n## every point (time per call, the mean over ranks, as OSU reports it)")
+	if rounds {
+		fmt.Fprintln(w, "# measured: the median of the rounds; spread: the farthest round from it")
+	}
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "rate\thosts x ranks\tcollective\talgorithm\tsize\tmeasured\tpredicted\tpred/meas\t\t")
+	head := "rate\thosts x ranks\tcollective\talgorithm\tsize\tmeasured\tpredicted\tpred/meas\t\t"
+	if rounds {
+		head += "spread\t"
+	}
+	fmt.Fprintln(tw, head)
 	for _, p := range pts {
 		mark := ""
 		if !p.hit(tol) {
 			mark = "MISS"
 		}
-		fmt.Fprintf(tw, "%s\t%dx%d\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t\n", p.rate, p.hosts, p.rph, p.coll, p.algo,
+		fmt.Fprintf(tw, "%s\t%dx%d\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t", p.rate, p.hosts, p.rph, p.coll, p.algo,
 			sizeLabel(p.size), seconds(p.measured), seconds(p.predicted), p.ratio(), mark)
+		if rounds {
+			fmt.Fprintf(tw, "%.0f%%\t", 100*p.spread)
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 }
 
 // writeSummary prints the share of hits overall and per group, and the
 // median ratio per group: where the model is off and in which direction.
+// With several rounds it also prints, per group, the share of rounds whose
+// time lies within the tolerance of the median of the other rounds (of the
+// points measured in more than one): how far the measurement repeats
+// itself, about the most any model could match.
 func writeSummary(w io.Writer, pts []vpoint, tol float64) {
 	type agg struct {
-		n, hits int
-		ratios  []float64
+		n, hits        int
+		rounds, steady int
+		ratios         []float64
 	}
+	rounds := multiRound(pts)
 	groups := map[string]*agg{}
 	var order []string
 	add := func(key string, p *vpoint) {
@@ -240,6 +433,9 @@ func writeSummary(w io.Writer, pts []vpoint, tol float64) {
 		if p.hit(tol) {
 			g.hits++
 		}
+		rn, rh := p.roundHits(tol)
+		g.rounds += rn
+		g.steady += rh
 		g.ratios = append(g.ratios, p.ratio())
 	}
 	for i := range pts {
@@ -251,13 +447,27 @@ func writeSummary(w io.Writer, pts []vpoint, tol float64) {
 		add("size "+sizeBand(p.size), p)
 	}
 	fmt.Fprintf(w, "\n## summary: predictions within %.0f%% of measurement\n", tol*100)
+	if rounds {
+		fmt.Fprintf(w, "# round vs rest: the share of single rounds within %.0f%% of the median of the other rounds\n", tol*100)
+	}
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "group\tpoints\twithin\tshare\tmedian pred/meas\tmiddle half of pred/meas")
+	head := "group\tpoints\twithin\tshare\tmedian pred/meas\tmiddle half of pred/meas"
+	if rounds {
+		head += "\tround vs rest"
+	}
+	fmt.Fprintln(tw, head)
 	for _, k := range order {
 		g := groups[k]
 		slices.Sort(g.ratios)
 		q := func(f float64) float64 { return g.ratios[int(f*float64(len(g.ratios)-1))] }
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f%%\t%.2f\t%.2f .. %.2f\n", k, g.n, g.hits, 100*float64(g.hits)/float64(g.n), q(0.5), q(0.25), q(0.75))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f%%\t%.2f\t%.2f .. %.2f", k, g.n, g.hits, 100*float64(g.hits)/float64(g.n), q(0.5), q(0.25), q(0.75))
+		switch {
+		case rounds && g.rounds > 0:
+			fmt.Fprintf(tw, "\t%.0f%%", 100*float64(g.steady)/float64(g.rounds))
+		case rounds:
+			fmt.Fprint(tw, "\t-")
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 }
