@@ -32,7 +32,7 @@
 #
 # Why rounds: on this shared 2-core VM, one round's points move by more
 # than 25% from one run to the next. Two runs of the same code 20 minutes
-# apart (30 November) agreed within 25% at 54-59% of their 924 common
+# apart (1 December) agreed within 25% at 54-59% of their 924 common
 # points (2 ranks on two hosts: 48%), and a calibration run in a slow
 # minute (8 B at 83 us where the points measured 40-50) took the whole
 # rate's small-size predictions with it.
@@ -43,7 +43,9 @@
 # Usage: scripts/sim-validate.sh [-o DIR] [--quick] [--reuse] [--nice] [--rounds N] [--rates "1gbit 10gbit"]
 #   (SIM_ITERS, SIM_WARM: timed and warm-up calls per point above 8 KiB,
 #   default 20 and 5; SIM_ITERS_SMALL, SIM_WARM_SMALL: up to 8 KiB, as OSU
-#   times small sizes with more calls, default 200 and 50)
+#   times small sizes with more calls, default 200 and 50; SIM_WARM_TIME:
+#   each job's warm-up before its first size, default 300ms; SIM_BURST:
+#   the links' token bucket, default 64kb at 1gbit and 256kb above)
 #   -o DIR    results (default /tmp/sim-validate); DIR/report.txt is the table
 #   --quick   2x1 2x2 4x2 only, sizes to 1 MiB, fewer iterations (to debug;
 #             about 3.5 minutes a round, the full run about 18)
@@ -103,6 +105,12 @@ ITERS=${SIM_ITERS:-$ITERS}
 WARM=${SIM_WARM:-$WARM}
 SITERS=${SIM_ITERS_SMALL:-$SITERS}
 SWARM=${SIM_WARM_SMALL:-$SWARM}
+# Every job warms up for a time before its first size (osu --warmup-time,
+# collsim calibrate -warm-time): a fresh job's first calls run slower for a
+# while between the namespaces, not within one (2 ranks, 8 B: 90-145 us per
+# call over the first 200 calls, 28-35 us after 2,000; the first size of
+# every job, 8 B and 16 KiB, measured up to 4x its neighbours).
+WARMTIME=${SIM_WARM_TIME:-300ms}
 
 say() { printf '%s sim-validate: %s\n' "$(date +%T)" "$*" >&2; }
 die() { say "$*"; exit 1; }
@@ -157,12 +165,29 @@ ns_up() {
 }
 
 # shape RATE: every host's link limited to RATE each way (tbf on both ends
-# of its veth pair): a NIC per host, shared by its ranks.
+# of its veth pair): a NIC per host, shared by its ranks. A NIC sends
+# nothing faster than its line rate, so the token bucket is small: at 1
+# Gbit/s 64 KiB (tc's "kb" is kilobytes), 0.5 ms of the link. With 256 KiB
+# (until 1 December) every point's first 256 KiB went through at the speed
+# of the veth pair: a 32 KiB broadcast between 2 hosts "at 1 Gbit/s" took
+# 47 us where the link needs 262. At 10 Gbit/s it stays 256 KiB (0.2 ms):
+# 64 KiB there throttled 2 ranks' 1 MiB ring allreduce to 2.7-3.0 ms (about
+# 3 Gbit/s), against 1.24 ms, the qdisc's timer being too coarse for it.
+# Below a GSO packet (64 KiB) tbf cuts those into segments.
+burst() {
+	if [[ -n "${SIM_BURST:-}" ]]; then
+		echo "$SIM_BURST"
+	elif [[ $1 == 1gbit ]]; then
+		echo 64kb
+	else
+		echo 256kb
+	fi
+}
 shape() {
 	local i
 	for i in $(seq 0 $((NHOSTS - 1))); do
-		ip netns exec "${NS}h$i" tc qdisc replace dev "eth$i" root tbf rate "$1" burst 256kb latency 10ms &&
-			ip netns exec "${NS}sw" tc qdisc replace dev "p$i" root tbf rate "$1" burst 256kb latency 10ms || return 1
+		ip netns exec "${NS}h$i" tc qdisc replace dev "eth$i" root tbf rate "$1" burst "$(burst "$1")" latency 10ms &&
+			ip netns exec "${NS}sw" tc qdisc replace dev "p$i" root tbf rate "$1" burst "$(burst "$1")" latency 10ms || return 1
 	done
 }
 
@@ -224,7 +249,7 @@ job() {
 }
 
 failed=0
-calib=("$BIN/collsim" calibrate -i $((ITERS * 2)) -x "$WARM" -is $((SITERS * 2)) -xs "$SWARM" -sizes 8,64K,1M,4M)
+calib=("$BIN/collsim" calibrate -warm-time "$WARMTIME" -i $((ITERS * 2)) -x "$WARM" -is $((SITERS * 2)) -xs "$SWARM" -sizes 8,64K,1M,4M)
 for round in $(seq 1 "$ROUNDS"); do
 	R=$OUT
 	((ROUNDS > 1)) && R=$OUT/round-$round
@@ -234,8 +259,8 @@ for round in $(seq 1 "$ROUNDS"); do
 	job "$R/calib/local.json" 1 2 "${calib[@]}" || failed=1
 	for n in 4 8 16; do
 		say "calibrating the cost of more ranks than cores ($n ranks on one host)"
-		job "$R/calib/oversub-ring-$n.json" 1 "$n" "$BIN/collsim" calibrate -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
-		job "$R/calib/oversub-rd-$n.json" 1 "$n" "$BIN/collsim" calibrate -algorithm recursive-doubling -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
+		job "$R/calib/oversub-ring-$n.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
+		job "$R/calib/oversub-rd-$n.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -algorithm recursive-doubling -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
 	done
 	for rate in $RATES; do
 		shape "$rate" || die "tc tbf $rate failed"
@@ -253,9 +278,9 @@ for round in $(seq 1 "$ROUNDS"); do
 				say "round $round, $rate $cfg: osu $coll --algorithm $algo -m 8:$max"
 				# Up to 8 KiB and above in two jobs: osu takes one count for all sizes.
 				job "$dir/$coll-$algo.small" "$h" "$r" "$BIN/osu" "$coll" --algorithm "$algo" -m "8:8K" \
-					-i "$SITERS" -x "$SWARM" -T float -o json &&
+					-i "$SITERS" -x "$SWARM" --warmup-time "$WARMTIME" -T float -o json &&
 					job "$dir/$coll-$algo.large" "$h" "$r" "$BIN/osu" "$coll" --algorithm "$algo" -m "16K:$max" \
-						-i "$ITERS" -x "$WARM" -T float -o json &&
+						-i "$ITERS" -x "$WARM" --warmup-time "$WARMTIME" -T float -o json &&
 					cat "$dir/$coll-$algo.small" "$dir/$coll-$algo.large" >"$dir/$coll-$algo.json" || failed=1
 			done
 		done

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pborman/getopt/v2"
 
@@ -41,6 +42,10 @@ type Config struct {
 	JSON              bool
 	Transport         string // sets GOCCL_TRANSPORT before Init when not empty
 	Algorithm         string // forced on every call (comm.WithAlgorithm)
+	// WarmupTime (--warmup-time, goccl's, not OSU's): before the first
+	// size of a collective test, warm-up calls of it until this much time
+	// has passed on every rank.
+	WarmupTime time.Duration
 
 	sizeSet, itersSet, skipSet, typeSet bool
 }
@@ -120,6 +125,7 @@ var options = []option{
 	{0, "nccl", false, "print nccl-tests' layout (size count type redop root time algbw busbw #wrong)"},
 	{0, "transport", true, "transport: auto, shm, tcp or verbs (sets GOCCL_TRANSPORT)"},
 	{0, "algorithm", true, "algorithm of every call (comm.WithAlgorithm; GOCCL_ALGO works too)"},
+	{0, "warmup-time", true, "collectives: before the first size, warm-up calls of it for this long on every rank (e.g. 300ms; not an OSU option)"},
 }
 
 // Parse parses the options of benchmark b with POSIX getopt's syntax, as
@@ -150,6 +156,10 @@ func Parse(b *Benchmark, args []string) (*Config, error) {
 	}
 	if c.MinSize > c.MaxSize {
 		return nil, usageErr("minimum message size %d is above the maximum %d", c.MinSize, c.MaxSize)
+	}
+	if c.WarmupTime > 0 && (b.Kind != KindColl || c.NCCL) {
+		return nil, usageErr("--warmup-time applies to the blocking collective tests in OSU's layout only, not to %s%s",
+			b.Name, map[bool]string{true: " --nccl"}[c.NCCL])
 	}
 	return c, nil
 }
@@ -246,6 +256,14 @@ func (c *Config) set(name, val string) error {
 		}
 	case "transport":
 		c.Transport = val
+	case "warmup-time":
+		var d time.Duration
+		if d, err = time.ParseDuration(val); err == nil && d < 0 {
+			err = usageErr("invalid warm-up time %q: want a duration of 0 or more", val)
+		} else if err != nil {
+			err = usageErr("invalid warm-up time %q: want a duration such as 300ms", val)
+		}
+		c.WarmupTime = d
 	case "algorithm":
 		algos := comm.Algorithms(commName(c.Bench.Coll))
 		if !slices.Contains(algos, val) {

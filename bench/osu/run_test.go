@@ -124,6 +124,30 @@ func TestRunCollectives(t *testing.T) {
 	}
 }
 
+// TestWarmupTime: --warmup-time makes calls of the first size, with every
+// rank agreeing on their number (a rank that made fewer would fail the
+// run: collective mismatch), until the time has passed on every rank; then
+// the sizes run as without it.
+func TestWarmupTime(t *testing.T) {
+	cfg := parse(t, "allreduce", "-m", "4:8", "-i", "2", "-x", "1", "-c", "--warmup-time", "150ms")
+	start := time.Now()
+	out := runRanks(t, 3, func(c *comm.Comm, out io.Writer) error {
+		return Run(context.Background(), c, cfg, out, io.Discard)
+	})
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Errorf("the run took %v, less than the warm-up time", d)
+	}
+	r := rows(out)
+	if len(r) != 2 {
+		t.Fatalf("%d rows, want 2:\n%s", len(r), out)
+	}
+	for _, l := range r {
+		if !regexp.MustCompile(`^(4|8) +\d+\.\d\d +Pass$`).MatchString(l) {
+			t.Errorf("row %q", l)
+		}
+	}
+}
+
 func TestRunPointToPoint(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -304,6 +328,18 @@ func TestParse(t *testing.T) {
 	cfg = parse(t, "allreduce", "-T", "MPI_CHAR", "--nccl")
 	if cfg.Type != "int8" {
 		t.Errorf("--nccl replaced the type the user gave: %+v", cfg)
+	}
+	cfg = parse(t, "bcast", "--warmup-time", "250ms")
+	if cfg.WarmupTime != 250*time.Millisecond {
+		t.Errorf("--warmup-time 250ms: %v", cfg.WarmupTime)
+	}
+	for _, bad := range [][]string{{"--warmup-time", "-1s"}, {"--warmup-time", "3"}, {"--warmup-time", "1s", "--nccl"}} {
+		if _, err := Parse(Lookup("allreduce"), bad); !errors.Is(err, ErrUsage) {
+			t.Errorf("%q: err %v, want a usage error", bad, err)
+		}
+	}
+	if _, err := Parse(Lookup("latency"), []string{"--warmup-time", "1s"}); !errors.Is(err, ErrUsage) {
+		t.Errorf("latency --warmup-time: err %v, want a usage error", err)
 	}
 	for _, bad := range [][]string{{"-m", "x"}, {"-i", "0"}, {"-q"}, {"--nope"}, {"-m"}, {"-T", "bf16"}, {"-k", "-1"},
 		{"-m", "64:8"}, {"stray"}, {"-o", "xml"}, {"--full=1"}} {

@@ -14,6 +14,8 @@ import (
 	"github.com/goccl/goccl/bench/osu"
 	"github.com/goccl/goccl/collectives"
 	"github.com/goccl/goccl/collectives/simulate"
+	"github.com/goccl/goccl/transport/shm"
+	"github.com/goccl/goccl/transport/tcp"
 )
 
 func TestTablesSmallGrid(t *testing.T) {
@@ -276,4 +278,13 @@ func TestValidateRounds(t *testing.T) {
 	var again bytes.Buffer
 	require.Equal(t, 0, run([]string{"validate", "-cores", "2", dir}, &again, &errs), errs.String())
 	require.Regexp(t, `(?m)^all\s+9\s+9\s+100%`, again.String())
+}
+
+// TestInlineOf: the calibration records the inline size of the transport
+// it ran on, as the executor uses it.
+func TestInlineOf(t *testing.T) {
+	require.Equal(t, (*tcp.Device)(nil).MaxInline(), inlineOf("tcp"))
+	require.Equal(t, 32<<10, inlineOf("tcp"))
+	require.Equal(t, (*shm.Device)(nil).MaxInline(), inlineOf("shm"))
+	require.Equal(t, 0, inlineOf("verbs:rxe0"))
 }
