@@ -45,7 +45,7 @@
 #   default 20 and 5; SIM_ITERS_SMALL, SIM_WARM_SMALL: up to 8 KiB, as OSU
 #   times small sizes with more calls, default 200 and 50; SIM_WARM_TIME:
 #   each job's warm-up before its first size, default 300ms; SIM_BURST:
-#   the links' token bucket, default 64kb at 1gbit and 256kb above)
+#   the links' token bucket, default 128kb at 1gbit and 256kb above)
 #   -o DIR    results (default /tmp/sim-validate); DIR/report.txt is the table
 #   --quick   2x1 2x2 4x2 only, sizes to 1 MiB, fewer iterations (to debug;
 #             about 3.5 minutes a round, the full run about 18)
@@ -167,18 +167,19 @@ ns_up() {
 # shape RATE: every host's link limited to RATE each way (tbf on both ends
 # of its veth pair): a NIC per host, shared by its ranks. A NIC sends
 # nothing faster than its line rate, so the token bucket is small: at 1
-# Gbit/s 64 KiB (tc's "kb" is kilobytes), 0.5 ms of the link. With 256 KiB
+# Gbit/s 128 KiB (tc's "kb" is kilobytes), 1 ms of the link. With 256 KiB
 # (until 1 December) every point's first 256 KiB went through at the speed
 # of the veth pair: a 32 KiB broadcast between 2 hosts "at 1 Gbit/s" took
-# 47 us where the link needs 262. At 10 Gbit/s it stays 256 KiB (0.2 ms):
-# 64 KiB there throttled 2 ranks' 1 MiB ring allreduce to 2.7-3.0 ms (about
-# 3 Gbit/s), against 1.24 ms, the qdisc's timer being too coarse for it.
-# Below a GSO packet (64 KiB) tbf cuts those into segments.
+# 47 us where the link needs 262. Smaller is slower than the rate: the
+# qdisc's timer releases a bucket at a time, late on this VM; with 64 KiB
+# 2 ranks' 1 MiB ring allreduce took 13.5 ms (1 MiB each way: 8.4 ms at 1
+# Gbit/s; 8.6 with 256 KiB), and at 10 Gbit/s 2.7-3.0 ms against 1.24, so
+# there it stays 256 KiB (0.2 ms of the link).
 burst() {
 	if [[ -n "${SIM_BURST:-}" ]]; then
 		echo "$SIM_BURST"
 	elif [[ $1 == 1gbit ]]; then
-		echo 64kb
+		echo 128kb
 	else
 		echo 256kb
 	fi

@@ -288,3 +288,33 @@ func TestInlineOf(t *testing.T) {
 	require.Equal(t, (*shm.Device)(nil).MaxInline(), inlineOf("shm"))
 	require.Equal(t, 0, inlineOf("verbs:rxe0"))
 }
+
+// TestValidateNetCPUFromFastestLink: the net class's CPU costs come from
+// the fastest link's calibration; a slower link's CPU time (which counts
+// the ranks' polling while it drains) does not move them.
+func TestValidateNetCPUFromFastestLink(t *testing.T) {
+	cfg := truth()
+	slow := truth()
+	slow.Net.Beta *= 10
+	slow.Net.PerByte *= 5 // the polling, counted as CPU
+	dir := t.TempDir()
+	writeValidationRound(t, dir, cfg, 1)
+	writeCalibration(t, filepath.Join(dir, "calib", "net-100mbit.json"), slow, collectives.LinkNet, 2)
+	var out, errs bytes.Buffer
+	require.Equal(t, 0, run([]string{"validate", "-cores", "2", dir}, &out, &errs), errs.String())
+	read := func(name string) config {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		var c config
+		require.NoError(t, json.Unmarshal(b, &c))
+		return c
+	}
+	fast, slowFit := read("fit-1gbit.json"), read("fit-100mbit.json")
+	require.InDelta(t, cfg.Net.PerByte, fast.Net.PerByte, 0.02*cfg.Net.PerByte)
+	require.Equal(t, fast.Net.PerByte, slowFit.Net.PerByte)
+	require.Equal(t, fast.Net.Overhead, slowFit.Net.Overhead)
+	require.InDelta(t, slow.Net.Beta, slowFit.Net.Beta, 0.1*slow.Net.Beta)
+	require.Equal(t, 100e6, parseRate("100mbit"))
+	require.Equal(t, 10e9, parseRate("10gbit"))
+	require.Equal(t, 0.0, parseRate("fast"))
+}

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -89,6 +90,20 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil || len(nets) == 0 {
 		return fmt.Errorf("validate: no %s", filepath.Join(dir, "calib", "net-RATE.json"))
 	}
+	// The net class's CPU costs come from the fastest link's calibration
+	// (fitClassCPU): on a slower one the ranks' polling while the link
+	// drains counts as CPU time.
+	var cpuNet *calibration
+	fastest := 0.0
+	for _, nf := range nets {
+		rateName := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(nf), "net-"), ".json")
+		if bps := parseRate(rateName); bps > fastest {
+			if cpuNet, err = readCalibrationRounds(rounds, nf); err != nil {
+				return err
+			}
+			fastest = bps
+		}
+	}
 	var all []vpoint
 	for _, nf := range nets {
 		rateName := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(nf), "net-"), ".json")
@@ -108,7 +123,11 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 			}
 			cfg.Oversub = append(cfg.Oversub, o)
 		}
-		if err := fitClass(&cfg, collectives.LinkNet, cal, *cores, stdout); err != nil {
+		cpuCal := cal
+		if cpuNet != nil {
+			cpuCal = cpuNet
+		}
+		if err := fitClassCPU(&cfg, collectives.LinkNet, cal, cpuCal, *cores, stdout); err != nil {
 			return fmt.Errorf("fit net %s: %w", rateName, err)
 		}
 		cfg.Cores = *cores
@@ -178,6 +197,22 @@ func (p *vpoint) roundHits(tol float64) (n, hits int) {
 func (p *vpoint) ratio() float64 { return p.predicted / p.measured }
 
 func (p *vpoint) hit(tol float64) bool { return math.Abs(p.ratio()-1) <= tol }
+
+// parseRate reads a link rate as tc writes it ("1gbit", "100mbit",
+// "10gbit"): bits per second, 0 if it is not one.
+func parseRate(s string) float64 {
+	for _, u := range []struct {
+		suffix string
+		scale  float64
+	}{{"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}} {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			if v, err := strconv.ParseFloat(num, 64); err == nil && v > 0 {
+				return v * u.scale
+			}
+		}
+	}
+	return 0
+}
 
 // roundDirs returns the rounds of measurement under dir: dir/round-N, in
 // the order of N (scripts/sim-validate.sh --rounds), or dir alone when it
