@@ -3,8 +3,12 @@ package collectives
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/goccl/goccl/transport"
 )
@@ -57,5 +61,89 @@ func TestExecutorCopySteps(t *testing.T) {
 	call.Bufs[BufScratch] = Target{}
 	if err := e.Run(ctx, &call); err == nil || !strings.Contains(err.Error(), "local copy") {
 		t.Errorf("a copy to a buffer the call lacks: %v", err)
+	}
+}
+
+// pollCounter counts the polls of a completion queue.
+type pollCounter struct {
+	transport.CompletionQueue
+	n int
+}
+
+func (p *pollCounter) Poll(out []transport.Completion) int {
+	p.n++
+	return p.CompletionQueue.Poll(out)
+}
+
+// TestExecutorBatchesSmallCopies: local copies of a few bytes are made in
+// a row, not one per poll of the links (Bruck's all-to-all makes 6 per
+// call on 2 ranks, 12 on 4: a poll each cost 1.4 us here), while copies
+// of more than copyBatch bytes still leave a poll between them.
+func TestExecutorBatchesSmallCopies(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		copyBytes int
+		maxPolls  int // rank 0's polls in one run, at most
+		minPolls  int
+	}{
+		{"Small", 8, 8, 0},
+		{"Large", copyBatch, 1 << 30, 24},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const size, copies, msg = 2, 32, 8
+			var full atomic.Int64
+			ex, devs := memRanks(t, size, 64, 4, 64<<10, &full)
+			counters := make([]*pollCounter, size)
+			calls := make([]*Call, size)
+			for r := range size {
+				counters[r] = &pollCounter{CompletionQueue: ex[r].CQ}
+				ex[r].CQ = counters[r]
+				s := Schedule{Name: "copies+exchange", Rank: r, Size: size, ScratchBytes: copies * tc.copyBytes}
+				for i := range copies {
+					s.copyStep(BufInput, 0, BufScratch, i*tc.copyBytes, tc.copyBytes)
+				}
+				s.add(Send, 1-r, BufInput, 0, msg)
+				s.add(Recv, 1-r, BufData, 0, msg)
+				p, err := Compile(s, 64<<10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := &Call{Plan: p, Seq: 1, Coll: "copies", Root: -1}
+				for _, b := range []struct {
+					buf Buf
+					n   int
+				}{{BufInput, tc.copyBytes}, {BufData, msg}, {BufScratch, copies * tc.copyBytes}} {
+					reg, err := devs[r].Register(bytes.Repeat([]byte{byte(r + 1)}, b.n), transport.AccessAll)
+					if err != nil {
+						t.Fatal(err)
+					}
+					c.Bufs[b.buf] = Target{Region: reg}
+				}
+				calls[r] = c
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, size)
+			for r := range size {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					errs[r] = ex[r].Run(ctx, calls[r])
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			for r := range size {
+				if got := calls[r].Bufs[BufData].Region.Bytes()[0]; got != byte(2-r) {
+					t.Fatalf("rank %d received %d, want %d", r, got, 2-r)
+				}
+			}
+			if n := counters[0].n; n > tc.maxPolls || n < tc.minPolls {
+				t.Errorf("%d copies of %d bytes and one exchange: %d polls, want %d to %d", copies, tc.copyBytes, n, tc.minPolls, tc.maxPolls)
+			}
+		})
 	}
 }
