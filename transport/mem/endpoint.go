@@ -298,19 +298,27 @@ func (e *Endpoint) Close() error {
 // fail moves e into the error state with cause, unless it is in it already,
 // and flushes the receives nobody holds. The run goroutine flushes sq.
 func (e *Endpoint) fail(cause error) {
+	e.flush(e.enterError(cause), cause)
+}
+
+// enterError moves e into the error state with cause, unless it is in it
+// already, and returns the receives nobody holds, for the caller to flush
+// (fail does at once). A request whose failure moves its endpoint into
+// the error state is completed after enterError and before the flush:
+// whoever takes its completion finds the endpoint refusing posts, and the
+// completions keep their order (the failed request's first).
+func (e *Endpoint) enterError(cause error) []*request {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.err != nil {
-		e.mu.Unlock()
-		return
+		return nil
 	}
 	e.err = cause
 	close(e.failed)
-	var rq []*request
-	if !e.rqBusy {
-		rq = e.rq.drain()
+	if e.rqBusy {
+		return nil
 	}
-	e.mu.Unlock()
-	e.flush(rq, cause)
+	return e.rq.drain()
 }
 
 // flush completes requests that will not be carried out.
@@ -328,7 +336,14 @@ func (e *Endpoint) complete(r *request, err error, bytes int) {
 	}
 	e.cq.push(c)
 	freeRequest(r)
+	if err != nil && afterErrorCompletion != nil {
+		afterErrorCompletion()
+	}
 }
+
+// afterErrorCompletion, when set (by tests only), runs after a failed
+// request's completion is on its queue: a slow engine goroutine there.
+var afterErrorCompletion func()
 
 // takeRecv waits for and takes the next receive posted on e (called by the
 // peer's run goroutine, the only consumer). It returns nil if e, or the

@@ -93,11 +93,16 @@ func (e *Endpoint) execute(r *request) {
 		if len(r.buf) > len(rr.buf) {
 			err := fmt.Errorf("mem: message of %d bytes from %v, receive %d on %v has %d: %w",
 				len(r.buf), e, rr.id, p, len(rr.buf), transport.ErrLength)
+			// Each side is in the error state before its completion shows
+			// (TestDelayedConformance/RecvTooShort posted on A after A's
+			// completion and found it still accepting posts).
+			prq := p.enterError(err)
 			p.complete(rr, err, 0)
-			p.fail(err)
+			p.flush(prq, err)
 			p.recvDone()
+			erq := e.enterError(err)
 			e.complete(r, err, 0)
-			e.fail(err)
+			e.flush(erq, err)
 			return
 		}
 		copy(rr.buf, r.buf)
@@ -166,8 +171,11 @@ func (e *Endpoint) refused(r *request, err error) {
 		e.complete(r, e.flushError(r), 0)
 		return
 	}
+	// As for ErrLength: each side refuses posts before its completion shows.
+	prq := p.enterError(err)
 	p.cq.push(transport.Completion{Op: transport.OpRemoteError, Err: err, Endpoint: p})
-	p.fail(err)
+	p.flush(prq, err)
+	erq := e.enterError(err)
 	e.complete(r, err, 0)
-	e.fail(err)
+	e.flush(erq, err)
 }

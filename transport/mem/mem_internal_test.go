@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/transport"
+	tt "github.com/goccl/goccl/transport/transporttest"
 )
 
 // TestSeedDeterministic checks that endpoint k of two networks with the
@@ -183,5 +184,49 @@ func TestNoGoroutineLeak(t *testing.T) {
 			t.Fatalf("%d goroutines after closing, %d before", runtime.NumGoroutine(), before)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestErrorStateBeforeCompletion: an endpoint that a failed request moves
+// into the error state refuses posts by the time that request's completion
+// can be taken, however slow the engine is after pushing it (the delayed
+// conformance suite's RecvTooShort failed on this in CI: post send on side
+// A returned nil after A's ErrLength completion).
+func TestErrorStateBeforeCompletion(t *testing.T) {
+	afterErrorCompletion = func() { time.Sleep(20 * time.Millisecond) }
+	defer func() { afterErrorCompletion = nil }()
+	for _, tc := range []struct {
+		name string
+		run  func(p *tt.Pair, src, dst transport.Region) error
+		want error
+	}{
+		{"RecvTooShort", func(p *tt.Pair, src, dst transport.Region) error {
+			if err := p.B.PostRecv(7, dst, 0, 10); err != nil {
+				return err
+			}
+			return p.A.PostSend(1, src, 0, 100)
+		}, transport.ErrLength},
+		{"WriteBadKey", func(p *tt.Pair, src, dst transport.Region) error {
+			bad := dst.Remote()
+			bad.Key ^= 0x5a5a
+			return p.A.PostWrite(1, src, 0, 8, bad, 0, nil)
+		}, transport.ErrRemoteAccess},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			net := NewNetwork(Options{})
+			p := tt.NewPair(t, func(testing.TB) transport.Device { return net.NewDevice() })
+			src := tt.Register(t, p.DevA, make([]byte, 100), transport.AccessLocalWrite)
+			dst := tt.Register(t, p.DevB, make([]byte, 100), transport.AccessAll)
+			if err := tc.run(p, src, dst); err != nil {
+				t.Fatal(err)
+			}
+			c := tt.WaitOne(t, p.CQA, tt.ShortTimeout)
+			if !errors.Is(c.Err, tc.want) {
+				t.Fatalf("completion %+v, want %v", c, tc.want)
+			}
+			if err := p.A.PostSend(2, src, 0, 8); !errors.Is(err, tc.want) {
+				t.Errorf("post on A after its failed completion: %v, want %v", err, tc.want)
+			}
+		})
 	}
 }
