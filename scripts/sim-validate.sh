@@ -9,7 +9,9 @@
 #
 #   calibration  `collsim calibrate`: 2 ranks on one host (the local link
 #                class) and 2 ranks on two hosts (the net class, per rate):
-#                ring allreduce wall and CPU time per call at 8 B .. 4 MiB,
+#                ring allreduce wall and CPU time per call at 8 B .. 4 MiB
+#                (and on one host recursive doubling at 8 B: the CPU per
+#                call apart from the CPU per message),
 #                and the CPU's reduction and copy speeds; 4, 8 and 16 ranks
 #                on one host, ring and recursive doubling at 256 B: what
 #                ranks outnumbering cores cost (CPU per message, core time
@@ -258,6 +260,10 @@ for round in $(seq 1 "$ROUNDS"); do
 	say "round $round of $ROUNDS into $R"
 	say "calibrating the local link class (2 ranks on one host)"
 	job "$R/calib/local.json" 1 2 "${calib[@]}" || failed=1
+	# One message each way per call where the ring has two: the CPU per
+	# call, told from the CPU per message.
+	job "$R/calib/local-rd.json" 1 2 "$BIN/collsim" calibrate -warm-time "$WARMTIME" -algorithm recursive-doubling \
+		-is $((SITERS * 2)) -xs "$SWARM" -sizes 8 || failed=1
 	for n in 4 8 16; do
 		say "calibrating the cost of more ranks than cores ($n ranks on one host)"
 		job "$R/calib/oversub-ring-$n.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1

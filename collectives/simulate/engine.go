@@ -203,8 +203,8 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 func (e *engine) run() error {
 	for r := range e.ranks {
 		st := &e.ranks[r]
-		if st.plan.pre > 0 {
-			e.addTask(execThread(int32(r)), task{kind: tStart, cost: float64(st.plan.pre) * e.par.Copy})
+		if cost := float64(st.plan.pre)*e.par.Copy + e.par.CallOverhead; cost > 0 {
+			e.addTask(execThread(int32(r)), task{kind: tStart, cost: cost})
 		} else {
 			e.start(int32(r))
 		}

@@ -147,3 +147,20 @@ func TestSwitchOnlyWhenOversubscribed(t *testing.T) {
 	require.InDelta(t, 2*(1+15)+3*300, run(t, job, Machine{Ranks: 2, Cores: 1, PoolRanks: 8}, par, Full).Seconds, 1e-12)
 	require.InDelta(t, 2, run(t, job, Machine{Ranks: 2}, par, Full).Seconds, 1e-12)
 }
+
+// TestCallOverhead: every rank spends the call's CPU on its executor
+// before its first message, so with a core per rank it adds exactly that
+// to every rank's time.
+func TestCallOverhead(t *testing.T) {
+	par := units(1024, 8, 0)
+	par.Links[collectives.LinkLocal] = Link{Alpha: 10, Beta: 1, Overhead: 2, PerByte: 0.5}
+	job := Job{Coll: collectives.CollBroadcast, Algo: "pipeline", Bytes: 8}
+	before := run(t, job, Machine{Ranks: 2}, par, Full)
+	par.CallOverhead = 7
+	after := run(t, job, Machine{Ranks: 2}, par, Full)
+	require.InDelta(t, before.Seconds+7, after.Seconds, 1e-12)
+	require.InDelta(t, before.MeanSeconds+7, after.MeanSeconds, 1e-12)
+	par.CallOverhead = -1
+	_, err := Simulate(job, Machine{Ranks: 2}, par, Options{})
+	require.Error(t, err)
+}

@@ -21,6 +21,9 @@ type config struct {
 	ChunkBytes int           `json:"chunk_bytes"`
 	Slots      int           `json:"slots"`
 	Inline     int           `json:"inline"`
+	// CallOverhead: CPU seconds per rank per call besides its messages
+	// (simulate.Params.CallOverhead).
+	CallOverhead float64 `json:"call_overhead,omitempty"`
 	// Oversub is what ranks sharing cores cost, by ranks per core.
 	Oversub      []simulate.Oversub `json:"oversubscribed,omitempty"`
 	RanksPerHost int                `json:"ranks_per_host"`
@@ -36,7 +39,7 @@ func (c *config) params() simulate.Params {
 	if c.Slots > 0 {
 		p.Slots = c.Slots
 	}
-	p.Inline, p.Oversubscribed = c.Inline, c.Oversub
+	p.Inline, p.Oversubscribed, p.CallOverhead = c.Inline, c.Oversub, c.CallOverhead
 	return p
 }
 

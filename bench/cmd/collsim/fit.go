@@ -152,7 +152,7 @@ func rankWork(job simulate.Job, p, chunk int) (work, error) {
 // local class, 2 for the net class) into cfg, whose other class (if
 // already fitted) stays as it is. cores is the machine's.
 func fitClass(cfg *config, class collectives.LinkClass, cal *calibration, cores int, log io.Writer) error {
-	return fitClassCPU(cfg, class, cal, cal, cores, log)
+	return fitClassCPU(cfg, class, cal, cal, nil, cores, log)
 }
 
 // fitClassCPU is fitClass with the CPU costs (overhead, per byte) fitted
@@ -161,7 +161,14 @@ func fitClass(cfg *config, class collectives.LinkClass, cal *calibration, cores 
 // measured on a slow link also counts the ranks' polling while it drains
 // (2 ranks between namespaces at 1 Gbit/s, 1 MiB ring allreduce: 7.8 ms
 // of CPU in 13.5 ms; at 10 Gbit/s 1.2 ms in 1.3).
-func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibration, cores int, log io.Writer) error {
+//
+// others are calibrations of other allreduce algorithms on the same 2
+// ranks (recursive doubling at 8 B: one message each way where the ring
+// has two). For the local class they tell the CPU per call
+// (cfg.CallOverhead) from the CPU per message, fitted together; without
+// them, and for the net class, the call's CPU stays cfg.CallOverhead as it
+// is (the rank's, whatever the link).
+func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibration, others []*calibration, cores int, log io.Writer) error {
 	if cal.ranks != 2 || len(cal.sizes) < 2 {
 		return fmt.Errorf("calibration on %d ranks at %d sizes: want 2 ranks, 2 sizes or more", cal.ranks, len(cal.sizes))
 	}
@@ -180,16 +187,31 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 	job := func(b int) simulate.Job {
 		return simulate.Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: b, OutOfPlace: true}
 	}
-	works := make([]work, len(cpuCal.sizes))
-	for i, sz := range cpuCal.sizes {
-		w, err := rankWork(job(sz.bytes), 2, cfg.ChunkBytes)
-		if err != nil {
-			return err
-		}
-		works[i] = w
-	}
 	cpuRest := func(w work) float64 { return w.reduce*cfg.Gamma + w.copy*cfg.Copy }
-	link.Overhead, link.PerByte = fitCPU(cpuCal.sizes, works, cpuRest)
+	var rows []cpuRow
+	for _, c := range append([]*calibration{cpuCal}, others...) {
+		if c.ranks != 2 {
+			return fmt.Errorf("CPU calibration of %s on %d ranks: want 2", c.algo, c.ranks)
+		}
+		for _, sz := range c.sizes {
+			j := job(sz.bytes)
+			j.Algo = c.algo
+			w, err := rankWork(j, 2, cfg.ChunkBytes)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, cpuRow{events: float64(w.events), wire: w.wire, rest: cpuRest(w), cpu: sz.cpu})
+		}
+	}
+	fitCall := class == collectives.LinkLocal && len(others) > 0
+	if fitCall {
+		cfg.CallOverhead = 0
+	}
+	var call float64
+	call, link.Overhead, link.PerByte = fitCPU(rows, fitCall, cfg.CallOverhead)
+	if fitCall {
+		cfg.CallOverhead = call
+	}
 	m := simulate.Machine{Ranks: 2, RanksPerHost: rph, Cores: cores, PoolRanks: 2}
 	timeAt := func(b int) (float64, error) {
 		r, err := simulate.Simulate(job(b), m, cfg.params(), simulate.Options{Method: simulate.Full})
@@ -224,8 +246,8 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 		return err
 	}
 	if log != nil {
-		fmt.Fprintf(log, "# %s link: fitted alpha %.2f us, port %s, overhead %.2f us/message, CPU %.3f ns/B per end; from:\n",
-			class, link.Alpha*1e6, rate(link.Beta), link.Overhead*1e6, link.PerByte*1e9)
+		fmt.Fprintf(log, "# %s link: fitted alpha %.2f us, port %s, overhead %.2f us/message, CPU %.3f ns/B per end, %.2f us per call; from:\n",
+			class, link.Alpha*1e6, rate(link.Beta), link.Overhead*1e6, link.PerByte*1e9, cfg.CallOverhead*1e6)
 		for _, s := range cal.sizes {
 			pred, err := timeAt(s.bytes)
 			if err != nil {
@@ -235,7 +257,7 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 			if err != nil {
 				return err
 			}
-			cpu := cpuRest(w) + float64(w.events)*link.Overhead + w.wire*link.PerByte
+			cpu := cpuRest(w) + float64(w.events)*link.Overhead + w.wire*link.PerByte + cfg.CallOverhead
 			fmt.Fprintf(log, "#   %8s: wall %10s (model %10s), CPU %10s (model %10s)\n",
 				sizeLabel(s.bytes), seconds(s.wall), seconds(pred), seconds(s.cpu), seconds(cpu))
 		}
@@ -264,7 +286,7 @@ func fitOversub(cfg *config, ring, rd *calibration, cores int, log io.Writer) (s
 		return simulate.Oversub{}, err
 	}
 	small := ring.sizes[0]
-	rest := w.reduce*cfg.Gamma + w.copy*cfg.Copy + float64(w.events)*cfg.Local.Overhead + w.wire*cfg.Local.PerByte
+	rest := w.reduce*cfg.Gamma + w.copy*cfg.Copy + float64(w.events)*cfg.Local.Overhead + w.wire*cfg.Local.PerByte + cfg.CallOverhead
 	o := simulate.Oversub{RanksPerCore: float64(ring.ranks) / float64(cores), Switch: max(0, (small.cpu-rest)/float64(w.events))}
 	m := simulate.Machine{Ranks: ring.ranks, Cores: cores, PoolRanks: ring.ranks}
 	one := *cfg
@@ -367,31 +389,112 @@ func solve(f func(float64) (float64, error)) (float64, error) {
 	return x1, nil
 }
 
-// fitCPU fits the CPU per message (o) and per byte (w) at each end to the
-// measured CPU time per call at every size, after the reductions and
-// copies (rest): least squares of the relative error, o and w not
-// negative.
-func fitCPU(sizes []calibSize, works []work, rest func(work) float64) (o, w float64) {
-	// Rows: events/cpu * o + wire/cpu * w = (cpu - rest)/cpu.
-	var saa, sab, sbb, say, sby float64
-	for i, sz := range sizes {
-		if sz.cpu <= 0 {
+// cpuRow is one calibrated size's CPU time per call and the work of a
+// rank in it: messages (events), bytes on the wire, and the CPU cost of
+// its reductions and copies (rest).
+type cpuRow struct {
+	events, wire, rest, cpu float64
+}
+
+// fitCPU fits the CPU per call (if fitCall; else it is call), per message
+// (o) and per byte (w) at each end to the measured CPU time per call of
+// every row, after the reductions and copies: least squares of the
+// relative error, no cost negative (the best of the fits with some costs
+// held at 0 when the free one has one below).
+func fitCPU(rows []cpuRow, fitCall bool, call float64) (c, o, w float64) {
+	nv := 2
+	if fitCall {
+		nv = 3
+	}
+	// Columns: events, wire[, 1]; target: cpu - rest (- call).
+	type eq struct {
+		a [3]float64
+		y float64
+	}
+	var eqs []eq
+	for _, r := range rows {
+		if r.cpu <= 0 {
 			continue
 		}
-		a, b := float64(works[i].events)/sz.cpu, works[i].wire/sz.cpu
-		y := (sz.cpu - rest(works[i])) / sz.cpu
-		saa, sab, sbb, say, sby = saa+a*a, sab+a*b, sbb+b*b, say+a*y, sby+b*y
+		e := eq{a: [3]float64{r.events / r.cpu, r.wire / r.cpu, 1 / r.cpu}, y: (r.cpu - r.rest) / r.cpu}
+		if !fitCall {
+			e.a[2] = 0
+			e.y -= call / r.cpu
+		}
+		eqs = append(eqs, e)
 	}
-	if det := saa*sbb - sab*sab; det > 0 {
-		o, w = (say*sbb-sby*sab)/det, (sby*saa-say*sab)/det
+	best, bestRes := [3]float64{}, math.Inf(1)
+	for mask := 1; mask < 1<<nv; mask++ {
+		var idx []int
+		for i := range nv {
+			if mask&(1<<i) != 0 {
+				idx = append(idx, i)
+			}
+		}
+		// Normal equations on the chosen columns.
+		k := len(idx)
+		var m [3][4]float64
+		for _, e := range eqs {
+			for i := range k {
+				for j := range k {
+					m[i][j] += e.a[idx[i]] * e.a[idx[j]]
+				}
+				m[i][k] += e.a[idx[i]] * e.y
+			}
+		}
+		x, ok := solveSmall(m, k)
+		if !ok || slices.ContainsFunc(x[:k], func(v float64) bool { return v < 0 }) {
+			continue
+		}
+		var sol [3]float64
+		for i := range k {
+			sol[idx[i]] = x[i]
+		}
+		res := 0.0
+		for _, e := range eqs {
+			d := e.y - (e.a[0]*sol[0] + e.a[1]*sol[1] + e.a[2]*sol[2])
+			res += d * d
+		}
+		if res < bestRes {
+			best, bestRes = sol, res
+		}
 	}
-	switch {
-	case o < 0 && sbb > 0:
-		o, w = 0, max(0, sby/sbb)
-	case w < 0 && saa > 0:
-		o, w = max(0, say/saa), 0
+	if fitCall {
+		call = best[2]
 	}
-	return max(o, 0), max(w, 0)
+	return call, best[0], best[1]
+}
+
+// solveSmall solves the k x k system m (augmented, k <= 3) by Gaussian
+// elimination with partial pivoting; false if it is singular.
+func solveSmall(m [3][4]float64, k int) ([3]float64, bool) {
+	var x [3]float64
+	for col := range k {
+		p := col
+		for r := col + 1; r < k; r++ {
+			if math.Abs(m[r][col]) > math.Abs(m[p][col]) {
+				p = r
+			}
+		}
+		if math.Abs(m[p][col]) < 1e-300 {
+			return x, false
+		}
+		m[col], m[p] = m[p], m[col]
+		for r := col + 1; r < k; r++ {
+			f := m[r][col] / m[col][col]
+			for c := col; c <= k; c++ {
+				m[r][c] -= f * m[col][c]
+			}
+		}
+	}
+	for r := k - 1; r >= 0; r-- {
+		v := m[r][k]
+		for c := r + 1; c < k; c++ {
+			v -= m[r][c] * x[c]
+		}
+		x[r] = v / m[r][r]
+	}
+	return x, true
 }
 
 // minimizeBeta finds the port's seconds per byte that minimises miss: 0,

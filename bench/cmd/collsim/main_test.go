@@ -112,7 +112,7 @@ func writeCalibrationOf(t *testing.T, path string, cfg config, class collectives
 		require.NoError(t, err)
 		w, err := rankWork(job, ranks, cfg.ChunkBytes)
 		require.NoError(t, err)
-		cpu := float64(w.events)*(link.Overhead+sw) + w.wire*link.PerByte + w.reduce*cfg.Gamma + w.copy*cfg.Copy
+		cpu := float64(w.events)*(link.Overhead+sw) + w.wire*link.PerByte + w.reduce*cfg.Gamma + w.copy*cfg.Copy + cfg.CallOverhead
 		for rank := range ranks {
 			rec := calibRecord{Algo: algo, Rank: rank, Ranks: ranks, Bytes: n, Iters: 10, WallS: r.MeanSeconds, CPUS: cpu,
 				Gamma: cfg.Gamma, Copy: cfg.Copy, Chunk: cfg.ChunkBytes, Slots: cfg.Slots, Inline: cfg.Inline}
@@ -317,4 +317,37 @@ func TestValidateNetCPUFromFastestLink(t *testing.T) {
 	require.Equal(t, 100e6, parseRate("100mbit"))
 	require.Equal(t, 10e9, parseRate("10gbit"))
 	require.Equal(t, 0.0, parseRate("fast"))
+}
+
+// TestFitCallOverhead: with recursive doubling's calibration at 8 B beside
+// the ring's, the fit tells the CPU per call from the CPU per message, on
+// a machine that is the model; the net class keeps the call's CPU.
+func TestFitCallOverhead(t *testing.T) {
+	want := truth()
+	want.CallOverhead = 6e-6
+	dir := t.TempDir()
+	writeCalibration(t, filepath.Join(dir, "local.json"), want, collectives.LinkLocal, 2)
+	writeCalibrationOf(t, filepath.Join(dir, "local-rd.json"), want, collectives.LinkLocal, "recursive-doubling", 2, 8)
+	writeCalibration(t, filepath.Join(dir, "net.json"), want, collectives.LinkNet, 2)
+	read := func(name string) *calibration {
+		c, err := readCalibration(filepath.Join(dir, name))
+		require.NoError(t, err)
+		return c
+	}
+	local, rd, net := read("local.json"), read("local-rd.json"), read("net.json")
+	var got config
+	require.NoError(t, fitClassCPU(&got, collectives.LinkLocal, local, local, []*calibration{rd}, 2, nil))
+	require.NoError(t, fitClass(&got, collectives.LinkNet, net, 2, nil))
+	require.InDelta(t, want.CallOverhead, got.CallOverhead, 0.02*want.CallOverhead, "call overhead")
+	require.InDelta(t, want.Local.Overhead, got.Local.Overhead, 0.02*want.Local.Overhead, "local overhead")
+	require.InDelta(t, want.Local.PerByte, got.Local.PerByte, 0.02*want.Local.PerByte, "local per byte")
+	require.InDelta(t, want.Net.Overhead, got.Net.Overhead, 0.02*want.Net.Overhead, "net overhead")
+	require.InDelta(t, want.Net.Alpha, got.Net.Alpha, 0.02*want.Net.Alpha, "net alpha")
+
+	// Without it, the per-call CPU is spread over the messages: no call
+	// overhead, and more per message.
+	var without config
+	require.NoError(t, fitClass(&without, collectives.LinkLocal, local, 2, nil))
+	require.Zero(t, without.CallOverhead)
+	require.Greater(t, without.Local.Overhead, want.Local.Overhead)
 }

@@ -63,6 +63,15 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Optional: recursive doubling on the local class's 2 ranks at 8 B (one
+	// message each way per call where the ring has two), which tells the
+	// CPU per call from the CPU per message (simulate.Params.CallOverhead).
+	var localOthers []*calibration
+	if rd, err := readCalibrationRounds(rounds, filepath.Join("calib", "local-rd.json")); err == nil {
+		localOthers = append(localOthers, rd)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	// Optional: more ranks on one host than cores, at several levels
 	// (simulate.Oversub): oversub-ring-N.json and oversub-rd-N.json for N
 	// ranks.
@@ -113,7 +122,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		var cfg config
 		fmt.Fprintf(stdout, "# rate %s: the model fitted on this machine's %d cores\n", rateName, *cores)
-		if err := fitClass(&cfg, collectives.LinkLocal, local, *cores, stdout); err != nil {
+		if err := fitClassCPU(&cfg, collectives.LinkLocal, local, local, localOthers, *cores, stdout); err != nil {
 			return fmt.Errorf("fit local: %w", err)
 		}
 		for _, c := range overs {
@@ -127,7 +136,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		if cpuNet != nil {
 			cpuCal = cpuNet
 		}
-		if err := fitClassCPU(&cfg, collectives.LinkNet, cal, cpuCal, *cores, stdout); err != nil {
+		if err := fitClassCPU(&cfg, collectives.LinkNet, cal, cpuCal, nil, *cores, stdout); err != nil {
 			return fmt.Errorf("fit net %s: %w", rateName, err)
 		}
 		cfg.Cores = *cores
