@@ -164,3 +164,21 @@ func TestCallOverhead(t *testing.T) {
 	_, err := Simulate(job, Machine{Ranks: 2}, par, Options{})
 	require.Error(t, err)
 }
+
+// TestSwitchOnWakeUp: with ranks sharing cores, a message's end pays
+// Switch where it finds its side of the transport idle, not where it
+// queues behind one in progress. The linear broadcast's root posts its 2
+// messages at once on 3 ranks sharing 1 core: 3 switches (the root's
+// first post, each receiver's read), not 4; the core is never idle, so
+// the time grows by exactly that.
+func TestSwitchOnWakeUp(t *testing.T) {
+	par := units(1024, 8, 1<<20)
+	par.Links[collectives.LinkLocal] = Link{Overhead: 1}
+	job := Job{Coll: collectives.CollBroadcast, Algo: "linear", Bytes: 8}
+	m := Machine{Ranks: 3, Cores: 1, PoolRanks: 3}
+	par.Oversubscribed = []Oversub{{RanksPerCore: 3, Switch: 0}}
+	before := run(t, job, m, par, Full)
+	par.Oversubscribed[0].Switch = 5
+	after := run(t, job, m, par, Full)
+	require.InDelta(t, before.Seconds+3*5, after.Seconds, 1e-12)
+}

@@ -120,10 +120,12 @@ type Params struct {
 
 // Oversub is what ranks sharing cores cost at RanksPerCore ranks per core:
 //
-//   - Switch: CPU seconds added to every message's overhead at each end,
-//     the process switch its arrival or departure then costs (the woken
-//     rank displaces another, with cold caches), which an idle core does
-//     not charge;
+//   - Switch: CPU seconds added to a message's overhead at each end where
+//     it finds that side of the transport idle, the process switch its
+//     arrival or departure then costs (the woken rank displaces another,
+//     with cold caches), which an idle core does not charge; messages that
+//     queue behind one in progress (several posted at once, arrivals while
+//     the receiving side is busy) do not pay it again;
 //   - Gap: seconds a core loses on every task it runs, to the scheduler's
 //     switches that leave cores idle while runnable work waits, time no
 //     rank's CPU time shows;
