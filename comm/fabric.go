@@ -145,7 +145,15 @@ func (c *Comm) exchangeHosts(ctx context.Context) error {
 		c.hosts[r] = h
 	}
 	c.nHosts = len(seen)
-	c.selection.crowded = c.nHosts <= 1 && c.opts.crowded(c.size)
+	// Crowded across hosts only when told (YieldWhenIdle "1", the same on
+	// every rank as the job's environment): each host knows only its own
+	// ranks and processors, and the ranks must choose alike. 2 hosts of 2
+	// ranks sharing 2 processors (network namespaces), 64 B: after the
+	// recursive-doubling barrier a binomial broadcast from rank 0 took
+	// 57-60 us (its root was often the last to leave the barrier and
+	// run), after the linear one 25.6-25.8; recursive doubling's
+	// allreduce 74-79 either way.
+	c.selection.crowded = c.opts.YieldWhenIdle == "1" || (c.nHosts <= 1 && c.opts.crowded(c.size))
 	return nil
 }
 

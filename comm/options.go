@@ -52,7 +52,10 @@ type Options struct {
 	// only tasks of the same scheduling group: with the kernel's autogroup
 	// scheduling, ranks started in sessions of their own (gorun over ssh
 	// starts each so) do not yield to each other
-	// (kernel.sched_autogroup_enabled=0 lifts it).
+	// (kernel.sched_autogroup_enabled=0 lifts it). "1" also tells the
+	// selector that the ranks share processors on any number of hosts, as
+	// a host whose ranks outnumber its processors does by itself: up to 4
+	// ranks, the barrier is the linear one, which rank 0 leaves first.
 	YieldWhenIdle string
 	// OwnDevice makes Close close the transport device.
 	OwnDevice bool

@@ -23,8 +23,9 @@ type selection struct {
 	linkCost    [collectives.NumLinkClasses]collectives.LinkCost
 	// algoBeta: β measured per algorithm at New (collectives.Model.AlgoBeta).
 	algoBeta map[collKind]map[string]float64
-	// crowded: every rank on one host, more of them than its processors
-	// (collectives.Model.Crowded).
+	// crowded: every rank on one host, more of them than its processors,
+	// or ranks told to yield (Options.YieldWhenIdle "1": processors shared
+	// across hosts too) (collectives.Model.Crowded).
 	crowded bool
 }
 
