@@ -1,6 +1,7 @@
 package osu
 
 import (
+	"context"
 	"time"
 
 	"github.com/goccl/goccl/comm"
@@ -35,7 +36,7 @@ func (r *runner[T]) runColl() error {
 			return err
 		}
 		if size == sizes[0] && cfg.WarmupTime > 0 {
-			err := r.warmUpFor(cfg.WarmupTime, func() error {
+			err := WarmUpFor(r.ctx, r.c, cfg.WarmupTime, func() error {
 				return r.impl.Run(r.ctx, r.c, send, recv, comm.Sum, r.root(0), r.opts)
 			})
 			if err != nil {
@@ -236,23 +237,22 @@ func (sz *nbcSize[T]) report(size, count int, latency float64, ov NBCRow) error 
 	return nil
 }
 
-// warmUpFor makes calls, with a barrier after each as the timed ones
+// WarmUpFor makes calls, with a barrier after each as OSU's timed ones
 // have, until d has passed on every rank: in blocks of 10, after each of
 // which the ranks agree (an allreduce of whether each one's time is up)
-// whether to go on, so that every rank makes the same calls. A fresh job's
-// first calls can run slower for a while (connections across emulated
-// networks here: 2 ranks between network namespaces, 8 B, 90-145 us per
-// call over the first 200 calls, 28-35 us after 2,000).
-func (r *runner[T]) warmUpFor(d time.Duration, call func() error) error {
+// whether to go on, so that every rank makes the same calls. A fresh
+// job's first calls can run slower for a while (connections across
+// emulated networks here: 2 ranks between network namespaces, 8 B, 90-145
+// us per call over the first 200 calls, 28-35 us after 2,000).
+func WarmUpFor(ctx context.Context, c *comm.Comm, d time.Duration, call func() error) error {
 	start := time.Now()
-	up := make([]int32, 1)
-	all := make([]int32, 1)
+	up, all := make([]int32, 1), make([]int32, 1)
 	for {
 		for range 10 {
 			if err := call(); err != nil {
 				return err
 			}
-			if err := r.barrier(); err != nil {
+			if err := c.Barrier(ctx); err != nil {
 				return err
 			}
 		}
@@ -260,7 +260,7 @@ func (r *runner[T]) warmUpFor(d time.Duration, call func() error) error {
 		if time.Since(start) >= d {
 			up[0] = 1
 		}
-		if err := comm.Allreduce(r.ctx, r.c, up, all, comm.Min); err != nil {
+		if err := comm.Allreduce(ctx, c, up, all, comm.Min); err != nil {
 			return err
 		}
 		if all[0] == 1 {

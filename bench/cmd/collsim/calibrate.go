@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goccl/goccl/bench/osu"
 	"github.com/goccl/goccl/collectives"
 	"github.com/goccl/goccl/comm"
 	"github.com/goccl/goccl/transport"
@@ -95,7 +96,7 @@ func calibrateCmd(args []string, stdout, stderr io.Writer) error {
 		// first 200 calls, 28-35 us after 2,000), and the first size
 		// fixes the model's alpha: warm up for a time, not a count.
 		if i == 0 && *warmTime > 0 {
-			if err := warmUpFor(ctx, c, *warmTime, func() error {
+			if err := osu.WarmUpFor(ctx, c, *warmTime, func() error {
 				return comm.Allreduce(ctx, c, send[:count], recv[:count], comm.Sum, opt)
 			}); err != nil {
 				return err
@@ -137,34 +138,6 @@ func calibrateCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%s\n", b)
 	}
 	return nil
-}
-
-// warmUpFor makes calls, each followed by a barrier, until d has passed on
-// every rank: in blocks of 10, after each of which the ranks agree (an
-// allreduce of whether each one's time is up) whether to go on.
-func warmUpFor(ctx context.Context, c *comm.Comm, d time.Duration, call func() error) error {
-	start := time.Now()
-	up, all := make([]int32, 1), make([]int32, 1)
-	for {
-		for range 10 {
-			if err := call(); err != nil {
-				return err
-			}
-			if err := c.Barrier(ctx); err != nil {
-				return err
-			}
-		}
-		up[0] = 0
-		if time.Since(start) >= d {
-			up[0] = 1
-		}
-		if err := comm.Allreduce(ctx, c, up, all, comm.Min); err != nil {
-			return err
-		}
-		if all[0] == 1 {
-			return nil
-		}
-	}
 }
 
 // inlineOf is the largest send the named transport copies at post
