@@ -502,33 +502,18 @@ func TestCrowdedBarrierAcrossHosts(t *testing.T) {
 	const n = 4
 	for _, yield := range []string{"1", ""} {
 		t.Run("yield="+yield, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
 			opts := testOpts
 			opts.YieldWhenIdle = yield
-			comms, err := commtest.Connect(ctx, "mem-hosts", n, opts)
-			require.NoError(t, err)
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for r, c := range comms {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					defer c.Close()
-					req := c.BarrierAsync()
-					if err := req.Wait(ctx); err != nil {
-						errs[r] = err
-						return
-					}
-					if got := req.Algorithm(); (got == "linear") != (yield == "1") {
-						errs[r] = fmt.Errorf("YieldWhenIdle=%q, 2 hosts: the barrier of %d ranks ran %q", yield, n, got)
-					}
-				}()
-			}
-			wg.Wait()
-			for r, err := range errs {
-				require.NoError(t, err, "rank %d", r)
-			}
+			runRanksOn(t, "mem-hosts", n, opts, func(c *Comm) error {
+				req := c.BarrierAsync()
+				if err := req.Wait(context.Background()); err != nil {
+					return err
+				}
+				if got := req.Algorithm(); (got == "linear") != (yield == "1") {
+					return fmt.Errorf("YieldWhenIdle=%q, 2 hosts: the barrier of %d ranks ran %q", yield, n, got)
+				}
+				return nil
+			})
 		})
 	}
 }
