@@ -183,7 +183,16 @@ type vpoint struct {
 	measured, predicted float64
 	method              string
 	rounds              []float64 // the time in each round that measured it
-	spread              float64   // the largest relative distance of a round's time from measured
+}
+
+// spread is the largest relative distance of a round's time from the
+// point's (their median).
+func (p *vpoint) spread() float64 {
+	s := 0.0
+	for _, t := range p.rounds {
+		s = max(s, math.Abs(t/p.measured-1))
+	}
+	return s
 }
 
 // roundHits counts, for a point measured in more than one round, the
@@ -398,10 +407,6 @@ func predictRuns(rounds []string, rel, rateName string, cfg config, cores int) (
 		for _, k := range order {
 			ts := times[k]
 			meas := median(slices.Clone(ts))
-			spread := 0.0
-			for _, t := range ts {
-				spread = max(spread, math.Abs(t/meas-1))
-			}
 			bytes := k.size
 			if c.Info().Blocked {
 				bytes *= p
@@ -412,7 +417,7 @@ func predictRuns(rounds []string, rel, rateName string, cfg config, cores int) (
 				return nil, fmt.Errorf("%s size %d: %w", f, k.size, err)
 			}
 			out = append(out, vpoint{rate: rateName, hosts: h, rph: r, coll: c.String(), algo: algo, size: k.size,
-				measured: meas, predicted: res.MeanSeconds, method: res.Method.String(), rounds: ts, spread: spread})
+				measured: meas, predicted: res.MeanSeconds, method: res.Method.String(), rounds: ts})
 		}
 	}
 	return out, nil
@@ -444,7 +449,7 @@ func writePoints(w io.Writer, pts []vpoint, tol float64) {
 		fmt.Fprintf(tw, "%s\t%dx%d\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t", p.rate, p.hosts, p.rph, p.coll, p.algo,
 			sizeLabel(p.size), seconds(p.measured), seconds(p.predicted), p.ratio(), mark)
 		if rounds {
-			fmt.Fprintf(tw, "%.0f%%\t", 100*p.spread)
+			fmt.Fprintf(tw, "%.0f%%\t", 100*p.spread())
 		}
 		fmt.Fprintln(tw)
 	}
