@@ -289,6 +289,7 @@ func (e *Executor) reset(p *Plan) {
 		if l := e.Links[peer]; l != nil {
 			e.sent0[peer] = l.sent
 			l.unplaced = 0
+			l.steerPos = 0
 		}
 	}
 	if e.comps == nil {
@@ -306,6 +307,14 @@ func (e *Executor) reset(p *Plan) {
 // placed at the peers, all receives consumed), or with an error naming the
 // call, this rank, the peer and the cause. A failure breaks the executor.
 func (e *Executor) Run(ctx context.Context, c *Call) error {
+	err := e.run(ctx, c)
+	if err != nil {
+		e.unsteer()
+	}
+	return err
+}
+
+func (e *Executor) run(ctx context.Context, c *Call) error {
 	if e.err != nil {
 		return e.err
 	}
@@ -656,6 +665,61 @@ func (e *Executor) progress(c *Call) error {
 			e.recvHead[peer]++
 			e.finish(p, idx)
 		}
+		if l.steer != nil && !c.P2P && len(recvs) > 0 {
+			e.steerAhead(c, l, recvs)
+		}
+	}
+}
+
+// steerMin is the smallest chunk the executor asks a transport to steer
+// into its destination (transport.Steerer): below it, arming and disarming
+// the steering (a lock each, and one on arrival) cost about what the copy
+// out of the slot does.
+const steerMin = 16 << 10
+
+// steerAhead arms the steering of l's transport for the chunks the peer
+// will write next into the free slots (those after the arrived ones) that
+// are plain receives whose destination may be written now: each is then
+// placed there on arrival, and consume makes no copy. The k-th write from
+// the peer after the oldest arrived one lands in the k-th slot after it,
+// and the k-th receive of the plan from that peer is that write (the
+// arrival check fails the run otherwise); the transport places a write
+// into a steered buffer only if its length and immediate are those of
+// this call's chunk, so a point-to-point message or a later call's data
+// goes into its slot as always.
+func (e *Executor) steerAhead(c *Call, l *Link, recvs []int32) {
+	p, head := c.Plan, e.recvHead[l.Peer]
+	pos := max(l.steerPos, head+l.arrived)
+	for ; pos < len(recvs) && pos < head+e.NSlots; pos++ {
+		idx := recvs[pos]
+		if e.remaining[idx] > 0 {
+			break // its destination may still be read: looked at again once ready
+		}
+		ch := &p.chunks[idx]
+		if ch.kind != Recv || ch.buf == BufToken || ch.len < steerMin {
+			continue
+		}
+		slot := (l.recvSlot + pos - head) % e.NSlots
+		t := &c.Bufs[ch.buf]
+		dst := t.Region.Bytes()[t.Off+ch.off : t.Off+ch.off+ch.len]
+		l.steered[slot] = l.steer.Steer(slot, l.Staging, slot*e.SlotSize, c.imm(), dst)
+	}
+	l.steerPos = pos
+}
+
+// unsteer disarms every armed steering entry, once a run failed: nothing
+// may be placed into the caller's buffers after Run returns.
+func (e *Executor) unsteer() {
+	for _, l := range e.Links {
+		if l == nil || l.steered == nil {
+			continue
+		}
+		for slot, on := range l.steered {
+			if on {
+				l.steered[slot] = false
+				l.steer.Unsteer(slot)
+			}
+		}
 	}
 }
 
@@ -685,7 +749,14 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 		return fmt.Errorf("%s #%d (%s): rank %d <- %d: received %d bytes where this rank expects %d: the ranks called collectives with different sizes",
 			c.Desc(), c.Seq, p.Name, e.Rank, l.Peer, n, ch.len)
 	}
-	if ch.buf != BufToken && n > 0 {
+	steered := false
+	if l.steered != nil && l.steered[slot] {
+		// Disarmed before anything else: the slot's credit goes back
+		// below, and the peer's next write to it is not this chunk.
+		l.steered[slot] = false
+		steered = l.steer.Unsteer(slot)
+	}
+	if ch.buf != BufToken && n > 0 && !steered {
 		src := l.Staging.Bytes()[slot*e.SlotSize : slot*e.SlotSize+n]
 		t := &c.Bufs[ch.buf]
 		dst := t.Region.Bytes()[t.Off+ch.off : t.Off+ch.off+n]

@@ -29,6 +29,12 @@ type Link struct {
 
 	// lazy is EP's PostWriteLazy, if it has one (transport.LazyWriter).
 	lazy transport.LazyWriter
+	// steer is EP's steering, if it has one (transport.Steerer); steered
+	// marks the slots whose entry is armed; steerPos is the first of this
+	// run's receives from the peer not yet considered (Executor.steerAhead).
+	steer    transport.Steerer
+	steered  []bool
+	steerPos int
 
 	credits  int    // free slots at the peer
 	sendSlot int    // next slot to write at the peer
@@ -145,6 +151,9 @@ func NewLink(peer int, ep transport.Endpoint, staging transport.Region, remote t
 		arrLen: make([]int, nslots), arrSeq: make([]uint16, nslots), arrFP: make([]uint16, nslots),
 		arrP2P: make([]bool, nslots)}
 	l.lazy, _ = ep.(transport.LazyWriter)
+	if st, ok := ep.(transport.Steerer); ok && nslots <= transport.MaxSteer {
+		l.steer, l.steered = st, make([]bool, nslots)
+	}
 	for range TokensPerLink(nslots) {
 		if err := ep.PostRecv(makeID(idToken, peer, 0), staging, 0, 0); err != nil {
 			return nil, fmt.Errorf("link to rank %d: post receive: %w", peer, err)

@@ -266,6 +266,35 @@ type LazyWriter interface {
 	PostWriteLazy(id uint64, local Region, off, n int, remote RemoteRegion, roff uint64, imm *uint32) error
 }
 
+// Steerer is implemented by endpoints that read the payloads of writes off
+// the wire themselves (TCP), and can therefore place an expected one
+// somewhere other than its target: the executor's chunks land in staging
+// slots from which most are only copied once more into the caller's
+// buffer, and a chunk steered into that buffer skips the copy. Steering is
+// the target's local affair: the initiator and the wire see nothing of it,
+// and the write's completion on both sides is as without it.
+//
+// Steer arms entry i (0 <= i < MaxSteer): the next write-with-immediate
+// that targets the local region r at offset off, carries exactly len(dst)
+// bytes and the immediate imm is placed into dst instead (r's bytes there
+// are left as they were). It reports false, and arms nothing, if the
+// endpoint cannot steer that write (i out of range or armed, r not its
+// device's, the endpoint in the error state). dst must stay writable by
+// the endpoint until Unsteer(i).
+//
+// Unsteer disarms entry i and reports whether a write was placed into dst.
+// Once the receive completion of the write was taken from the queue the
+// answer is final; before, it is false, and nothing is placed into dst
+// after Unsteer returns (a write being placed when Unsteer is called goes
+// on into r; what it had put into dst stays there).
+type Steerer interface {
+	Steer(i int, r Region, off int, imm uint32, dst []byte) bool
+	Unsteer(i int) bool
+}
+
+// MaxSteer is how many entries a Steerer has.
+const MaxSteer = 64
+
 // Allocator is implemented by devices that allocate the memory they serve
 // best themselves (the shared-memory transport: memory its peers can map,
 // so that their writes and reads are one copy). Memory from Alloc may be

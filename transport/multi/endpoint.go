@@ -18,6 +18,7 @@ type endpoint struct {
 var (
 	_ transport.Endpoint   = (*endpoint)(nil)
 	_ transport.LazyWriter = (*endpoint)(nil)
+	_ transport.Steerer    = (*endpoint)(nil)
 )
 
 // Member is the index of the member the endpoint belongs to.
@@ -79,3 +80,25 @@ func (e *endpoint) Close() error { return e.sub.Close() }
 
 // Sub is the member's endpoint this one wraps.
 func (e *endpoint) Sub() transport.Endpoint { return e.sub }
+
+// Steer is the member's Steer (transport.Steerer), or false if it has
+// none.
+func (e *endpoint) Steer(i int, r transport.Region, off int, imm uint32, dst []byte) bool {
+	st, ok := e.sub.(transport.Steerer)
+	if !ok {
+		return false
+	}
+	s, err := e.dev.sub(r, e.member, "steer")
+	if err != nil {
+		return false
+	}
+	return st.Steer(i, s, off, imm, dst)
+}
+
+// Unsteer is the member's Unsteer (transport.Steerer).
+func (e *endpoint) Unsteer(i int) bool {
+	if st, ok := e.sub.(transport.Steerer); ok {
+		return st.Unsteer(i)
+	}
+	return false
+}

@@ -60,6 +60,12 @@ type endpoint struct {
 	immHeld ring[uint64]
 
 	spares spares // large pooled buffers kept at hand
+
+	// Steering (steer.go): entries [0, steerHi) may be in use; steering
+	// counts the armed ones.
+	steers   []steerEntry
+	steerHi  int
+	steering atomic.Int32
 }
 
 var _ transport.Endpoint = (*endpoint)(nil)

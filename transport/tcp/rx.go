@@ -54,10 +54,13 @@ type rxState struct {
 	got  int
 	reg  *region // reference held while dst is filled
 	p    pending // the request dst belongs to (tgtRecv, tgtRead)
-	ubuf *[]byte // tgtUnexp's pooled buffer
+	// steer is the endpoint's steering entry whose buffer dst is (the
+	// write is steered, steer.go), or -1.
+	steer int
+	ubuf  *[]byte // tgtUnexp's pooled buffer
 }
 
-func (rx *rxState) init() { rx.buf = make([]byte, readBufferSize) }
+func (rx *rxState) init() { rx.buf, rx.steer = make([]byte, readBufferSize), -1 }
 
 // rxPass reads and parses what the socket holds, within a budget of read
 // system calls. It reports whether bytes arrived and whether the pass
@@ -236,6 +239,11 @@ func (l *lane) begin(h *header) bool {
 			dst, reg = r.buf[h.offset:h.offset+h.length], r
 		}
 		rx.expect(h, tgtWrite, dst, reg)
+		if n > 0 && h.flags&flagImm != 0 && e.steering.Load() > 0 {
+			if i := e.steerTake(reg, h); i >= 0 {
+				rx.dst, rx.steer = e.steers[i].dst, i
+			}
+		}
 	case msgReadResp:
 		e.mu.Lock()
 		if e.err != nil {
@@ -342,6 +350,10 @@ func (l *lane) finish() bool {
 		e.mu.Unlock()
 	case tgtWrite:
 		e.mu.Lock()
+		if steer := rx.steer; steer >= 0 {
+			rx.steer = -1
+			e.steerDoneLocked(steer, e.err == nil)
+		}
 		if e.err != nil {
 			e.mu.Unlock()
 			return false
@@ -406,6 +418,12 @@ func (l *lane) rxCleanup() {
 			op = transport.OpRead
 		}
 		l.e.finishOwned(rx.p, op)
+	}
+	if steer := rx.steer; steer >= 0 {
+		rx.steer = -1
+		l.e.mu.Lock()
+		l.e.steerDoneLocked(steer, false)
+		l.e.mu.Unlock()
 	}
 	l.e.putBuf(rx.ubuf)
 	rx.ubuf = nil
