@@ -114,7 +114,7 @@ var envVars = []envVar{
 		"how long unacknowledged data may sit on a TCP connection before the link is declared dead"},
 		func(o *Options) *time.Duration { return &o.SocketTimeout }, parseTimeout),
 	option(EnvVar{"GOCCL_TCP_CONGESTION", "TCPCongestion", "",
-		"congestion control of the TCP connections (TCP_CONGESTION); unset: `cubic`, or `reno` where cubic is not allowed (a system default of BBR paces each connection with timers and halved large transfers); `system` keeps the system's default"},
+		"congestion control of the TCP connections (TCP_CONGESTION); unset: `reno` (a system default of BBR paces each connection with timers and halved large transfers; cubic's HyStart leaves slow start early where ranks outnumber cores and took twice reno's time there); `system` keeps the system's default"},
 		func(o *Options) *string { return &o.TCPCongestion }, parseString),
 	withDefaultBy("the TCP transport", option(EnvVar{"GOCCL_SPIN_TIME", "SpinTime", "50us",
 		"how long a TCP wait polls its sockets before it sleeps in poll(2) (`0s` sleeps at once)"},

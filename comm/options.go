@@ -167,8 +167,8 @@ type Options struct {
 	SocketTimeout time.Duration
 	// TCPCongestion is the congestion control of the TCP transport's
 	// connections (env GOCCL_TCP_CONGESTION; see tcp.Options.Congestion):
-	// empty, cubic (or reno where cubic is not allowed); "system", the
-	// system's default; else a name the kernel knows.
+	// empty, reno; "system", the system's default; else a name the
+	// kernel knows.
 	TCPCongestion string
 	// SpinTime is how long a TCP wait polls its sockets while nothing
 	// arrives before it sleeps in poll(2) (env GOCCL_SPIN_TIME; zero: the

@@ -57,14 +57,18 @@ type Options struct {
 	// Default 1 GiB.
 	MaxMessage int
 	// Congestion is the TCP congestion control of the device's connections
-	// (TCP_CONGESTION), set on both ends of each. Default "": "cubic", or
-	// "reno" where this process may not choose cubic (an unprivileged one
-	// may choose only those in net.ipv4.tcp_allowed_congestion_control),
-	// and the system's own if neither is allowed. "system" keeps the
-	// system's default. Why not the system's: where that is BBR (Debian's
-	// cloud kernels and others), it paces every connection with timers,
-	// which halved the throughput of a large transfer over loopback
-	// (a 2-rank 64 MiB allreduce: 45 ms with bbr, 25 ms with cubic).
+	// (TCP_CONGESTION), set on both ends of each. Default "": "reno" (which
+	// every process may choose; the system's own if it is refused).
+	// "system" keeps the system's default. Why not the system's: where
+	// that is BBR (Debian's cloud kernels and others), it paces every
+	// connection with timers, which halved the throughput of a large
+	// transfer over loopback (a 2-rank 64 MiB allreduce: 45 ms with bbr,
+	// 25 ms with cubic). Why not cubic: its HyStart leaves slow start at
+	// the first rise of the round-trip time, and where ranks outnumber
+	// cores every connection's round trip rises with the scheduling, not
+	// with a queue: 4 ranks on 2 cores over loopback, 1-16 MiB, cubic
+	// took about twice reno's time in allreduce, broadcast and all-to-all
+	// (with HyStart turned off, the same as reno); 2 ranks, the same.
 	// A name the kernel refuses fails the connection.
 	Congestion string
 	// SocketBuffer, if positive, sets SO_SNDBUF and SO_RCVBUF (which

@@ -60,8 +60,8 @@ func tune(c *net.TCPConn, o *Options) error {
 const CongestionSystem = "system"
 
 // defaultCongestion are the congestion controls tried in turn when
-// Options.Congestion is empty.
-var defaultCongestion = []string{"cubic", "reno"}
+// Options.Congestion is empty (see Options.Congestion for why reno).
+var defaultCongestion = []string{"reno"}
 
 // setCongestion sets the congestion control of socket fd (see
 // Options.Congestion).
