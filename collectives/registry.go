@@ -193,6 +193,11 @@ type Algo struct {
 	// where the α-β model cannot tell the algorithms apart (waiting ranks
 	// yield, and what costs is the wake-ups, not the messages).
 	CrowdedUpTo int
+	// CrowdedBelow, if positive, limits CrowdedUpTo to calls priced
+	// below that many bytes; CrowdedOneHost limits it to jobs of one
+	// host (Model.Crowded is also set for ranks told to yield on several).
+	CrowdedBelow   int
+	CrowdedOneHost bool
 	// Reduced is how many bytes the busiest rank runs through the
 	// reduction kernel (the γ term); nil for none.
 	Reduced func(size int, n float64) float64
@@ -258,9 +263,20 @@ var algoTable = []Algo{
 	// it per other message), each the whole buffer: fewer hops than the
 	// binomial tree's log2 p for few ranks and small buffers, more bytes
 	// from the root for large ones.
+	// Taken outright on one crowded host of up to 4 ranks below 8 MiB:
+	// every rank's bytes cross one processor or the other however they
+	// are routed, and the fewer wake-ups the better. 4 ranks on 2 cores
+	// over TCP, osu bcast -i 500, us (32 KiB .. 512 KiB): binomial (the
+	// priced choice) 23-28 49-62 93-112 127-150 170-254, linear 21-25
+	// 43-52 53-65 83-104 150-163; at 1-4 MiB (-i 20) 417-517 586-956
+	// 1613-1946 (binomial, scatter-allgather) against 202-288 448-693
+	// 1089-1377; from 16 MiB the root's copies cost more than the
+	// wake-ups (16-64 MiB: 13517-17445 27753-37245 against 20727-23510
+	// 36612-44085).
 	{Coll: CollBroadcast, Name: "linear", Schedule: rooted(LinearBroadcast), Concurrent: true, Cost: func(p int, n float64) (int, float64) {
 		return p - 1, float64(p-1) * n
-	}, Doc: "the root sends to every rank itself, all at once (few ranks, small buffers)"},
+	}, CrowdedUpTo: 4, CrowdedBelow: 8 << 20, CrowdedOneHost: true,
+		Doc: "the root sends to every rank itself, all at once (few ranks, small buffers; up to 4 ranks sharing fewer cores, below 8 MiB)"},
 	{Coll: CollBroadcast, Name: "hier", Schedule: HierBroadcast, Price: priceHierBroadcast,
 		Doc: "several ranks per host: binomial tree among one rank per host (the root on its host), then a binomial tree inside each host, pipelined"},
 

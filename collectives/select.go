@@ -177,7 +177,7 @@ func Select(c Coll, nbytes int, t Topology, m Model, prices []Price) (*Algo, []P
 	}
 	if m.Crowded {
 		for i := range algoTable {
-			if a := &algoTable[i]; a.Coll == c && t.Size <= a.CrowdedUpTo {
+			if a := &algoTable[i]; a.Coll == c && a.TakenCrowded(t, nbytes) {
 				return a, prices, nil
 			}
 		}
@@ -191,6 +191,14 @@ func Select(c Coll, nbytes int, t Topology, m Model, prices []Price) (*Algo, []P
 		return nil, prices, fmt.Errorf("%s: no algorithm has a cost model", c)
 	}
 	return best, prices, nil
+}
+
+// TakenCrowded reports whether the selector takes a without pricing on a
+// crowded host (Model.Crowded) for a call priced at nbytes on t
+// (Algo.CrowdedUpTo, CrowdedBelow, CrowdedOneHost).
+func (a *Algo) TakenCrowded(t Topology, nbytes int) bool {
+	return t.Size <= a.CrowdedUpTo && (a.CrowdedBelow <= 0 || nbytes < a.CrowdedBelow) &&
+		(!a.CrowdedOneHost || t.Hosts <= 1)
 }
 
 // FormatPrices renders prices for logs: " ring=12.0us tree=15.2us".

@@ -163,3 +163,34 @@ func TestSelectCrowdedBarrier(t *testing.T) {
 		require.Len(t, prices, len(Algos(CollBarrier)), "every candidate priced")
 	}
 }
+
+// On one crowded host of up to 4 ranks the broadcast is the linear one
+// below 8 MiB (Algo.CrowdedBelow); at 8 MiB and above, on several hosts
+// (ranks told to yield also set Model.Crowded there) and uncrowded, the
+// priced choice.
+func TestSelectCrowdedBroadcast(t *testing.T) {
+	for _, tc := range []struct {
+		size, hosts, nbytes int
+		crowded             bool
+		want                string // "": the priced choice
+	}{
+		{4, 1, 64 << 10, true, "linear"}, {4, 1, 1 << 20, true, "linear"}, {4, 1, 8<<20 - 4, true, "linear"},
+		{3, 1, 1 << 20, true, "linear"}, {4, 1, 8 << 20, true, ""}, {4, 1, 64 << 20, true, ""},
+		{5, 1, 1 << 20, true, ""}, {4, 2, 1 << 20, true, ""}, {4, 1, 1 << 20, false, ""},
+	} {
+		m := netModel()
+		top := Topology{Size: tc.size, Hosts: tc.hosts}
+		priced, _, err := Select(CollBroadcast, tc.nbytes, top, m, nil)
+		require.NoError(t, err)
+		m.Crowded = tc.crowded
+		a, _, err := Select(CollBroadcast, tc.nbytes, top, m, nil)
+		require.NoError(t, err)
+		if tc.want == "" {
+			tc.want = priced.Name
+			if tc.nbytes >= 1<<20 {
+				require.NotEqual(t, "linear", priced.Name, "%+v: the priced choice", tc)
+			}
+		}
+		require.Equal(t, tc.want, a.Name, "%+v", tc)
+	}
+}

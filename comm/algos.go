@@ -129,8 +129,12 @@ func (c *Comm) choose(k collKind, forced string, nbytes int) (string, error) {
 	if c.debug {
 		if len(prices) == 0 {
 			c.debugf("%s(%d bytes) #%d: algorithm %s (the only one)", k, nbytes, c.seq, a.Name)
-		} else if c.selection.crowded && c.size <= a.CrowdedUpTo {
-			c.debugf("%s(%d bytes) #%d: algorithm %s (%d ranks on a host of fewer processors: taken up to %d, as measured; cost model, α=%.1fus β=%.3fns/B:%s)", k, nbytes, c.seq, a.Name, c.size, a.CrowdedUpTo, c.alpha*1e6, c.beta*1e9, collectives.FormatPrices(prices))
+		} else if c.selection.crowded && a.TakenCrowded(c.topology(), nbytes) {
+			bound := ""
+			if a.CrowdedBelow > 0 {
+				bound = fmt.Sprintf(" below %d bytes", a.CrowdedBelow)
+			}
+			c.debugf("%s(%d bytes) #%d: algorithm %s (%d ranks on a host of fewer processors: taken up to %d%s, as measured; cost model, α=%.1fus β=%.3fns/B:%s)", k, nbytes, c.seq, a.Name, c.size, a.CrowdedUpTo, bound, c.alpha*1e6, c.beta*1e9, collectives.FormatPrices(prices))
 		} else {
 			c.debugf("%s(%d bytes) #%d: algorithm %s (cost model, α=%.1fus β=%.3fns/B:%s)", k, nbytes, c.seq, a.Name, c.alpha*1e6, c.beta*1e9, collectives.FormatPrices(prices))
 		}
