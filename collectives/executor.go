@@ -19,7 +19,10 @@ import (
 // arrived chunk whose dependencies are done (copying or reducing it out of
 // its staging slot and returning the credit), makes every local copy whose
 // dependencies are done, and otherwise waits on the completion queue:
-// spinning briefly, then blocking in the transport.
+// spinning briefly, then blocking in the transport. Where the transport
+// steers writes (transport.Steerer), a plain receive of steerMin bytes or
+// more whose destination is ready before its chunk arrives is placed there
+// by the transport, and consuming it copies nothing (steerAhead).
 //
 // A post that the completion queue refuses as full (transport.ErrQueueFull)
 // is not an error: the executor takes completions out and posts again (a

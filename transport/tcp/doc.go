@@ -18,8 +18,9 @@
 // memory, exactly as an adapter would. A refused access is a NAK to the
 // initiator, an OpRemoteError completion on the target, and both endpoints
 // enter the error state. Payloads are read from the socket straight into the
-// target memory; messages that arrive before a receive is posted wait in
-// pooled buffers. A write or send completes on the initiator when the target
+// target memory, or into the buffer the target's caller steered that write
+// to (transport.Steerer, steer.go); messages that arrive before a receive is
+// posted wait in pooled buffers. A write or send completes on the initiator when the target
 // acknowledges placement: for a send, placement into a posted receive; for a
 // write with immediate, consumption of a receive by its immediate (as an RC
 // queue pair answers RNR until a receive is posted), which also holds back
@@ -51,6 +52,7 @@
 // Close), region.go (registered memory), wire.go (header and hello codecs),
 // cq.go (completion queue), sockopt.go (socket tuning); the progress engine
 // is lane.go (one connection), rx.go and tx.go (parsing and batching),
+// steer.go (writes placed into the caller's buffer),
 // park.go (a Wait asleep in poll(2)), bgloop.go (the background loop) and
 // spin.go (how long a Wait spins).
 //
