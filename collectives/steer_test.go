@@ -252,3 +252,49 @@ func runAll(ex []*Executor, calls []*Call, timeout time.Duration) error {
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// TestExecutorSteersPointToPoint: a receive's chunks are steered too, each
+// call arming only its own message's: messages with the same tag back to
+// back, then another tag, land whole and in order.
+func TestExecutorSteersPointToPoint(t *testing.T) {
+	const size, nslots, slot = 2, 4, steerMin
+	var imm uint32
+	ex, devs, fakes := steerRanks(t, size, nslots, slot, &imm)
+	const n = 5*slot/2 + 4 // three chunks, the last short
+	for i, tag := range []uint32{7, 7, 9} {
+		in := fill(n, 0, uint32(i+1))
+		out := make([]byte, n)
+		send, err := Compile(Schedule{Rank: 0, Size: size, Steps: []Step{{Kind: Send, Peer: 1, Buf: BufInput, Len: n}}}, slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recv, err := Compile(Schedule{Rank: 1, Size: size, Steps: []Step{{Kind: Recv, Peer: 0, Buf: BufData, Len: n}}}, slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := []*Call{
+			{Plan: send, Seq: tag, P2P: true, Coll: "send", Count: n, Root: -1},
+			{Plan: recv, Seq: tag, P2P: true, Coll: "recv", Count: n, Root: -1},
+		}
+		calls[0].Bufs[BufInput] = Target{Region: register(t, devs[0], in)}
+		calls[0].Bufs[BufData] = Target{Region: register(t, devs[0], make([]byte, 1))}
+		calls[1].Bufs[BufData] = Target{Region: register(t, devs[1], out)}
+		imm = calls[1].imm()
+		if err := runAll(ex, calls, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(calls[1].Bufs[BufData].Region.Bytes(), in) {
+			t.Fatalf("message %d (tag %d): wrong data", i, tag)
+		}
+	}
+	placed := 0
+	for _, f := range fakes {
+		placed += f.placed
+		if len(f.armed) > 0 {
+			t.Errorf("%d entries left armed", len(f.armed))
+		}
+	}
+	if placed == 0 {
+		t.Error("no chunk was steered")
+	}
+}
