@@ -60,6 +60,20 @@ func (f *fakeSteer) Unsteer(i int) bool {
 	return true
 }
 
+// placedAll counts the chunks the fakes placed, and fails the test for any
+// entry left armed after the runs.
+func placedAll(t *testing.T, fakes []*fakeSteer) int {
+	t.Helper()
+	placed := 0
+	for _, f := range fakes {
+		placed += f.placed
+		if len(f.armed) > 0 {
+			t.Errorf("%d entries left armed", len(f.armed))
+		}
+	}
+	return placed
+}
+
 // steerRanks makes size executors over the in-memory transport whose links
 // steer through a fakeSteer each.
 func steerRanks(t *testing.T, size, nslots, slotSize int, imm *uint32) ([]*Executor, []transport.Device, []*fakeSteer) {
@@ -141,13 +155,7 @@ func TestExecutorSteersReceives(t *testing.T) {
 					}
 				}
 			}
-			placed := 0
-			for _, f := range fakes {
-				placed += f.placed
-				if len(f.armed) > 0 {
-					t.Errorf("%d entries left armed", len(f.armed))
-				}
-			}
+			placed := placedAll(t, fakes)
 			if tc.steers && placed == 0 {
 				t.Error("no chunk was steered")
 			}
@@ -287,14 +295,7 @@ func TestExecutorSteersPointToPoint(t *testing.T) {
 			t.Fatalf("message %d (tag %d): wrong data", i, tag)
 		}
 	}
-	placed := 0
-	for _, f := range fakes {
-		placed += f.placed
-		if len(f.armed) > 0 {
-			t.Errorf("%d entries left armed", len(f.armed))
-		}
-	}
-	if placed == 0 {
+	if placedAll(t, fakes) == 0 {
 		t.Error("no chunk was steered")
 	}
 }
