@@ -230,13 +230,24 @@ var algoTable = []Algo{
 		return 2 * (p - 1), 2 * float64(p-1) / float64(p) * n
 	}, Reduced: func(p int, n float64) float64 { return float64(p-1) / float64(p) * n },
 		Doc: "reduce-scatter then allgather around a ring"},
+	// Taken outright on one crowded host of up to 4 ranks below 1 MiB,
+	// where the ring's dependent steps each cost a wake-up and its price
+	// (α from the ring itself, recursive doubling's β fitted to
+	// Rabenseifner's 1 MiB time) chose the ring from 64 KiB. 4 ranks on 2
+	// cores over TCP, osu allreduce, us (16 KiB .. 256 KiB, -i 300):
+	// recursive doubling 71-73 80 180-212 229-248 336-353, ring 195-223
+	// 209-282 244-309 299-499 469-746, Rabenseifner 136-170 164-214
+	// 160-234 248-310 352-449; at 512 KiB (-i 30) 712-730 against the
+	// ring's 897-939 (Rabenseifner's 579-636, which the price does not
+	// see); from 1 MiB priced (1 MiB: 1229-1316, ring 1164-1228).
 	{Coll: CollAllreduce, Name: "recursive-doubling", Schedule: plain(RecursiveDoublingAllreduce), Cost: func(p int, n float64) (int, float64) {
 		_, fold, lg := foldCost(p)
 		return lg + fold, float64(lg+fold/2) * n
 	}, Reduced: func(p int, n float64) float64 {
 		_, fold, lg := foldCost(p)
 		return float64(lg+fold/2) * n
-	}, NetBytes: netRecursiveDoubling, Doc: "exchange the whole buffer with partners at distance 1, 2, 4, ... (small buffers)"},
+	}, NetBytes: netRecursiveDoubling, CrowdedUpTo: 4, CrowdedBelow: 1 << 20, CrowdedOneHost: true,
+		Doc: "exchange the whole buffer with partners at distance 1, 2, 4, ... (small buffers; up to 4 ranks sharing fewer cores, below 1 MiB)"},
 	{Coll: CollAllreduce, Name: "tree", Schedule: plain(TreeAllreduce), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
 		// Up and down the deeper tree; a rank sends and receives half the
 		// buffer per tree edge it has.

@@ -194,3 +194,31 @@ func TestSelectCrowdedBroadcast(t *testing.T) {
 		require.Equal(t, tc.want, a.Name, "%+v", tc)
 	}
 }
+
+// On one crowded host of up to 4 ranks the allreduce is recursive doubling
+// below 1 MiB; from 1 MiB, on several hosts and uncrowded, the priced
+// choice.
+func TestSelectCrowdedAllreduce(t *testing.T) {
+	for _, tc := range []struct {
+		size, hosts, nbytes int
+		crowded             bool
+		want                string // "": the priced choice
+	}{
+		{4, 1, 8, true, "recursive-doubling"}, {4, 1, 256 << 10, true, "recursive-doubling"},
+		{4, 1, 1<<20 - 4, true, "recursive-doubling"}, {3, 1, 512 << 10, true, "recursive-doubling"},
+		{4, 1, 1 << 20, true, ""}, {4, 1, 64 << 20, true, ""}, {5, 1, 256 << 10, true, ""},
+		{4, 2, 256 << 10, true, ""}, {4, 1, 256 << 10, false, ""},
+	} {
+		m := netModel()
+		top := Topology{Size: tc.size, Hosts: tc.hosts}
+		priced, _, err := Select(CollAllreduce, tc.nbytes, top, m, nil)
+		require.NoError(t, err)
+		m.Crowded = tc.crowded
+		a, _, err := Select(CollAllreduce, tc.nbytes, top, m, nil)
+		require.NoError(t, err)
+		if tc.want == "" {
+			tc.want = priced.Name
+		}
+		require.Equal(t, tc.want, a.Name, "%+v", tc)
+	}
+}

@@ -33,7 +33,18 @@ const (
 	tuneSmall   = 8
 	tuneLarge   = 4 << 20
 	tuneRepeats = 5
-	tuneRingMax = 64
+	// tuneSmallRepeats calls time the small size, whose fastest sets α.
+	// Calls right after the start are as slow as the slower of the two
+	// ways a waiting rank gets its data (spinning, or asleep in poll(2)
+	// and woken), in no order: 40 8-byte ring allreduces of 2 ranks over
+	// TCP at New took 20-40 us and 80-230 us in turn (12-13 in a
+	// benchmark's steady state), and the median of 5 made α 11-90 us
+	// from one job to the next (4 ranks on 2 cores: 67-143, where the
+	// ring's steady 16 KiB time says 33-37), which moved the selector's
+	// choices from job to job. The fastest of 15: 7.8-10.3 us (4 ranks
+	// on 2 cores: 29-38).
+	tuneSmallRepeats = 15
+	tuneRingMax      = 64
 	// tuneRab is the size Rabenseifner's allreduce is timed at: a
 	// quarter of tuneLarge, where its extra cost with ranks sharing cores
 	// shows too (1 MiB: 1.45-2.0 ms against the ring's 1.25-1.4), since
@@ -87,10 +98,17 @@ func (c *Comm) tune(ctx context.Context) error {
 		defer Free(c, in)
 	}
 	next, prev := (c.rank+1)%c.size, (c.rank+c.size-1)%c.size
-	// timeWith returns the median time of a call of n bytes with algo.
+	// timeWith returns the time of a call of n bytes with algo: the
+	// fastest of tuneSmallRepeats at tuneSmall, else the median of
+	// tuneRepeats (bandwidth-bound calls vary less, and their fastest
+	// would be a lucky one).
 	timeWith := func(n int, algo CallOption) (float64, error) {
 		var ts []float64
-		for i := range tuneRepeats + 1 {
+		reps := tuneRepeats
+		if n == tuneSmall {
+			reps = tuneSmallRepeats
+		}
+		for i := range reps + 1 {
 			start := time.Now()
 			var err error
 			if oneStep {
@@ -104,6 +122,9 @@ func (c *Comm) tune(ctx context.Context) error {
 			if i > 0 {
 				ts = append(ts, time.Since(start).Seconds())
 			}
+		}
+		if n == tuneSmall {
+			return slices.Min(ts), nil
 		}
 		return median(ts), nil
 	}
