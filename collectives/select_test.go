@@ -164,60 +164,39 @@ func TestSelectCrowdedBarrier(t *testing.T) {
 	}
 }
 
-// On one crowded host of up to 4 ranks the broadcast is the linear one
-// below 8 MiB (Algo.CrowdedBelow); at 8 MiB and above, on several hosts
-// (ranks told to yield also set Model.Crowded there) and uncrowded, the
-// priced choice.
-func TestSelectCrowdedBroadcast(t *testing.T) {
+// On one crowded host of up to 4 ranks (Algo.CrowdedUpTo, CrowdedBelow,
+// CrowdedOneHost) the broadcast is the linear one below 8 MiB and the
+// allreduce recursive doubling below 1 MiB; at and above those sizes, on
+// several hosts (ranks told to yield also set Model.Crowded there), with
+// more ranks and uncrowded, the priced choice.
+func TestSelectCrowdedBySize(t *testing.T) {
+	const bc, ar = CollBroadcast, CollAllreduce
 	for _, tc := range []struct {
+		coll                Coll
 		size, hosts, nbytes int
 		crowded             bool
-		want                string // "": the priced choice
+		want                string // "": the priced choice, which is not the rule's at 1 MiB and above
 	}{
-		{4, 1, 64 << 10, true, "linear"}, {4, 1, 1 << 20, true, "linear"}, {4, 1, 8<<20 - 4, true, "linear"},
-		{3, 1, 1 << 20, true, "linear"}, {4, 1, 8 << 20, true, ""}, {4, 1, 64 << 20, true, ""},
-		{5, 1, 1 << 20, true, ""}, {4, 2, 1 << 20, true, ""}, {4, 1, 1 << 20, false, ""},
+		{bc, 4, 1, 64 << 10, true, "linear"}, {bc, 4, 1, 1 << 20, true, "linear"}, {bc, 4, 1, 8<<20 - 4, true, "linear"},
+		{bc, 3, 1, 1 << 20, true, "linear"}, {bc, 4, 1, 8 << 20, true, ""}, {bc, 4, 1, 64 << 20, true, ""},
+		{bc, 5, 1, 1 << 20, true, ""}, {bc, 4, 2, 1 << 20, true, ""}, {bc, 4, 1, 1 << 20, false, ""},
+		{ar, 4, 1, 8, true, "recursive-doubling"}, {ar, 4, 1, 256 << 10, true, "recursive-doubling"},
+		{ar, 4, 1, 1<<20 - 4, true, "recursive-doubling"}, {ar, 3, 1, 512 << 10, true, "recursive-doubling"},
+		{ar, 4, 1, 1 << 20, true, ""}, {ar, 4, 1, 64 << 20, true, ""}, {ar, 5, 1, 256 << 10, true, ""},
+		{ar, 4, 2, 256 << 10, true, ""}, {ar, 4, 1, 256 << 10, false, ""},
 	} {
 		m := netModel()
 		top := Topology{Size: tc.size, Hosts: tc.hosts}
-		priced, _, err := Select(CollBroadcast, tc.nbytes, top, m, nil)
+		priced, _, err := Select(tc.coll, tc.nbytes, top, m, nil)
 		require.NoError(t, err)
 		m.Crowded = tc.crowded
-		a, _, err := Select(CollBroadcast, tc.nbytes, top, m, nil)
+		a, _, err := Select(tc.coll, tc.nbytes, top, m, nil)
 		require.NoError(t, err)
 		if tc.want == "" {
 			tc.want = priced.Name
-			if tc.nbytes >= 1<<20 {
+			if tc.coll == bc && tc.nbytes >= 1<<20 {
 				require.NotEqual(t, "linear", priced.Name, "%+v: the priced choice", tc)
 			}
-		}
-		require.Equal(t, tc.want, a.Name, "%+v", tc)
-	}
-}
-
-// On one crowded host of up to 4 ranks the allreduce is recursive doubling
-// below 1 MiB; from 1 MiB, on several hosts and uncrowded, the priced
-// choice.
-func TestSelectCrowdedAllreduce(t *testing.T) {
-	for _, tc := range []struct {
-		size, hosts, nbytes int
-		crowded             bool
-		want                string // "": the priced choice
-	}{
-		{4, 1, 8, true, "recursive-doubling"}, {4, 1, 256 << 10, true, "recursive-doubling"},
-		{4, 1, 1<<20 - 4, true, "recursive-doubling"}, {3, 1, 512 << 10, true, "recursive-doubling"},
-		{4, 1, 1 << 20, true, ""}, {4, 1, 64 << 20, true, ""}, {5, 1, 256 << 10, true, ""},
-		{4, 2, 256 << 10, true, ""}, {4, 1, 256 << 10, false, ""},
-	} {
-		m := netModel()
-		top := Topology{Size: tc.size, Hosts: tc.hosts}
-		priced, _, err := Select(CollAllreduce, tc.nbytes, top, m, nil)
-		require.NoError(t, err)
-		m.Crowded = tc.crowded
-		a, _, err := Select(CollAllreduce, tc.nbytes, top, m, nil)
-		require.NoError(t, err)
-		if tc.want == "" {
-			tc.want = priced.Name
 		}
 		require.Equal(t, tc.want, a.Name, "%+v", tc)
 	}
