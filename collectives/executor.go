@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 
 	"github.com/goccl/goccl/transport"
 )
@@ -84,6 +85,11 @@ type Executor struct {
 	epoch     uint8  // this run's epoch, in data write ids
 	released  []bool // inline sends already done at post time
 	inflight  int    // inline sends posted and not yet acknowledged
+	// lastColl is the Seq of the last collective run that completed;
+	// settled (for other goroutines) the last such run after which every
+	// inline send was acknowledged (see Settled).
+	lastColl uint32
+	settled  atomic.Uint32
 	// unflushed: data was posted since the last poll of the queue (see
 	// the end of Run).
 	unflushed bool
@@ -379,6 +385,10 @@ func (e *Executor) run(ctx context.Context, c *Call) error {
 			}
 		}
 		if e.done == len(p.chunks) && e.confirmed(c) {
+			if !c.P2P {
+				e.lastColl = c.Seq
+				e.settle()
+			}
 			e.releaseCredits(c)
 			e.noteUnconfirmed(c)
 			// Transports that write posts at the caller's next poll (to
@@ -518,6 +528,27 @@ func (e *Executor) Drain(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Settled is, for any goroutine, the number (Call.Seq) of the last
+// collective this executor completed after which every message it sent
+// is known to have reached its peer (0: none since SetSettled). A run
+// completes once its sends are placed at the peers, except inline sends,
+// which are done when the transport took them: a peer that waits for one
+// may still get it, however far this rank went on. The stall diagnosis
+// asks for it before it calls a peer that went on a disagreement.
+func (e *Executor) Settled() uint32 { return e.settled.Load() }
+
+// SetSettled resets Settled to seq (a communicator that renumbers its
+// calls).
+func (e *Executor) SetSettled(seq uint32) { e.settled.Store(seq) }
+
+// settle records that the last completed collective is settled if no
+// inline send is waiting for its acknowledgement.
+func (e *Executor) settle() {
+	if e.inflight == 0 && e.lastColl != 0 {
+		e.settled.Store(e.lastColl)
+	}
 }
 
 func (e *Executor) wait(ctx context.Context) (int, error) {
@@ -853,6 +884,7 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 		} else {
 			e.inflight--
 			e.Links[peer].inline--
+			e.settle()
 		}
 	case idCredit:
 	case idBye:

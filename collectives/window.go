@@ -300,6 +300,7 @@ func (e *Executor) retire(c *Call, peer int) error {
 		return err
 	}
 	e.inflight -= l.inline // their acknowledgements are dropped (stale)
+	e.settle()
 	w.state[peer] = winGone
 	w.retiring--
 	w.retired = true

@@ -29,6 +29,9 @@ type rankState struct {
 	fp      uint16
 	p2p     bool
 	waiting []int // the ranks the stalled call waits on
+	// settled: the last collective after which everything the rank sent
+	// is known to have arrived (collectives.Executor.Settled).
+	settled uint32
 }
 
 func (s rankState) encode() []byte {
@@ -36,7 +39,7 @@ func (s rankState) encode() []byte {
 	for i, r := range s.waiting {
 		w[i] = strconv.Itoa(r)
 	}
-	return fmt.Appendf(nil, "%d %t %t %d %t %t %d\n%s\n%s", s.seq, s.running, s.stalled, s.fp, s.p2p, s.failed, s.root, strings.Join(w, ","), s.call)
+	return fmt.Appendf(nil, "%d %t %t %d %t %t %d %d\n%s\n%s", s.seq, s.running, s.stalled, s.fp, s.p2p, s.failed, s.root, s.settled, strings.Join(w, ","), s.call)
 }
 
 func decodeState(b []byte) (rankState, bool) {
@@ -46,7 +49,7 @@ func decodeState(b []byte) (rankState, bool) {
 		return s, false
 	}
 	f := strings.Fields(parts[0])
-	if len(f) != 7 {
+	if len(f) != 8 {
 		return s, false
 	}
 	seq, err1 := strconv.ParseUint(f[0], 10, 32)
@@ -56,10 +59,11 @@ func decodeState(b []byte) (rankState, bool) {
 	p2p, err5 := strconv.ParseBool(f[4])
 	failed, err6 := strconv.ParseBool(f[5])
 	root, err7 := strconv.Atoi(f[6])
-	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
+	settled, err8 := strconv.ParseUint(f[7], 10, 32)
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8); err != nil {
 		return s, false
 	}
-	s = rankState{seq: uint32(seq), running: run, stalled: stalled, fp: uint16(fp), p2p: p2p, failed: failed, root: root, call: parts[2]}
+	s = rankState{seq: uint32(seq), running: run, stalled: stalled, fp: uint16(fp), p2p: p2p, failed: failed, root: root, call: parts[2], settled: uint32(settled)}
 	if parts[1] != "" {
 		for _, x := range strings.Split(parts[1], ",") {
 			r, err := strconv.Atoi(x)
@@ -75,9 +79,18 @@ func decodeState(b []byte) (rankState, bool) {
 // snapshot records the state of the stalled run for the ranks that ask.
 func (c *Comm) snapshot(call *collectives.Call) rankState {
 	st := rankState{seq: c.seq, running: true, stalled: true, call: c.callName(call),
-		fp: call.Fingerprint(), p2p: call.P2P, waiting: c.waitingOn(call)}
+		fp: call.Fingerprint(), p2p: call.P2P, waiting: c.waitingOn(call), settled: c.settled()}
 	c.recordSnap(st)
 	return st
+}
+
+// settled is this rank's collectives.Executor.Settled, 0 before it has
+// an executor.
+func (c *Comm) settled() uint32 {
+	if c.exec == nil {
+		return 0
+	}
+	return c.exec.Settled()
 }
 
 // stateNow is this rank's answer.
@@ -85,7 +98,7 @@ func (c *Comm) stateNow() rankState {
 	n := c.callNo.Load()
 	// The measurement at New (tune.go) numbers its calls as the first user
 	// calls of ranks that finished it: not a call to compare with theirs.
-	st := rankState{seq: c.seqNow.Load(), running: n%2 == 1 && !c.tuning.Load(), root: -1}
+	st := rankState{seq: c.seqNow.Load(), running: n%2 == 1 && !c.tuning.Load(), root: -1, settled: c.settled()}
 	if root, failed := c.failedRoot(); failed {
 		st.failed, st.root = true, root
 		return st

@@ -154,6 +154,13 @@ func (c *Comm) exchangeHosts(ctx context.Context) error {
 	// run), after the linear one 25.6-25.8; recursive doubling's
 	// allreduce 74-79 either way.
 	c.selection.crowded = c.opts.YieldWhenIdle == "1" || (c.nHosts <= 1 && c.opts.crowded(c.size))
+	local := 0
+	for _, h := range c.hosts {
+		if h == c.hosts[c.rank] {
+			local++
+		}
+	}
+	c.passedAfter = passedAfter(c.stallStep, local, onlineCPUs())
 	return nil
 }
 

@@ -30,8 +30,12 @@ import (
 // respCancel and respDone stop the responder and tell it has returned;
 // set at New before it starts, used by teardown.
 type stallWatch struct {
-	stallDog     *time.Timer
-	stallStep    time.Duration
+	stallDog  *time.Timer
+	stallStep time.Duration
+	// passedAfter: how long a run must have been stalled before a peer
+	// that went on to a later collective counts as a disagreement (see
+	// Comm.passed); set once the ranks' hosts are known.
+	passedAfter  time.Duration
 	poke         atomic.Pointer[poke]
 	stallElapsed atomic.Int64
 	lastProgress atomic.Int64
@@ -50,6 +54,7 @@ type stallWatch struct {
 // timer starts disarmed (armStall arms it).
 func (s *stallWatch) startStall(step time.Duration, tick func()) {
 	s.stallStep = step
+	s.passedAfter = step
 	s.stallDog = time.AfterFunc(time.Hour, tick)
 	s.stallDog.Stop()
 }

@@ -81,6 +81,7 @@ func (c *Comm) tune(ctx context.Context) error {
 		// Every measuring call has returned: no run goes on.
 		c.tuning.Store(false)
 		c.seq, c.debug = 0, debug
+		c.exec.SetSettled(0) // the measurement's calls numbered from SeqMod/2
 		c.forgetChoices()
 	}()
 	buf, err := Alloc[float32](c, tuneLarge/4)
