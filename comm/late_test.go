@@ -23,8 +23,30 @@ import (
 func TestLateRankJoinsMeasurement(t *testing.T) {
 	const n = 3
 	network := mem.NewNetwork(mem.Options{})
+	opts := Options{OwnDevice: true, StallTimeout: time.Second, Timeout: 30 * time.Second} // no Alpha, Beta: New measures
+	runGroup(t, n, 60*time.Second, opts, func(r int) transport.Device {
+		if r == 2 {
+			return lateDevice{network.NewDevice(), 2500 * time.Millisecond}
+		}
+		return network.NewDevice()
+	}, func(ctx context.Context, c *Comm) error {
+		buf := []float32{float32(c.Rank())}
+		if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
+			return err
+		}
+		if buf[0] != n*(n-1)/2 {
+			return fmt.Errorf("allreduce = %v, want %v", buf[0], n*(n-1)/2)
+		}
+		return nil
+	})
+}
+
+// runGroup runs f on n ranks of a NewLocalGroup, each on the device
+// newDev makes for it, within d, and fails t with any rank's error.
+func runGroup(t *testing.T, n int, d time.Duration, opts Options, newDev func(r int) transport.Device, f func(context.Context, *Comm) error) {
+	t.Helper()
 	g := NewLocalGroup(n)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -32,23 +54,13 @@ func TestLateRankJoinsMeasurement(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var dev transport.Device = network.NewDevice()
-			if r == 2 {
-				dev = lateDevice{dev, 2500 * time.Millisecond}
-			}
-			// No Alpha and Beta: New measures them.
-			c, err := NewWith(ctx, g.Member(r), Devices{Net: dev}, Options{OwnDevice: true, StallTimeout: time.Second, Timeout: 30 * time.Second})
+			c, err := NewWith(ctx, g.Member(r), Devices{Net: newDev(r)}, opts)
 			if err != nil {
 				errs[r] = err
 				return
 			}
 			defer c.Close()
-			buf := []float32{float32(r)}
-			if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
-				errs[r] = err
-			} else if buf[0] != n*(n-1)/2 {
-				errs[r] = fmt.Errorf("allreduce = %v, want %v", buf[0], n*(n-1)/2)
-			}
+			errs[r] = f(ctx, c)
 		}()
 	}
 	wg.Wait()
@@ -78,35 +90,16 @@ func (d lateDevice) NewCompletionQueue(depth int) (transport.CompletionQueue, er
 // 2.5 s, so a rank regularly waits more than the 1 s stall step for a
 // message of a peer already in the next call.
 func TestLateMessageIsNoMismatch(t *testing.T) {
-	const n = 2
 	network := mem.NewNetwork(mem.Options{Seed: 7, Delay: 2500 * time.Millisecond})
-	g := NewLocalGroup(n)
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			opts := testOptsFast
-			opts.OwnDevice = true
-			c, err := NewWith(ctx, g.Member(r), Devices{Net: network.NewDevice()}, opts)
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			defer c.Close()
+	opts := testOptsFast
+	opts.OwnDevice = true
+	runGroup(t, 2, 120*time.Second, opts, func(int) transport.Device { return network.NewDevice() },
+		func(ctx context.Context, c *Comm) error {
 			for i := range 3 {
 				if err := Allreduce(ctx, c, []float32{}, []float32{}, Sum); err != nil {
-					errs[r] = fmt.Errorf("call %d: %w", i+1, err)
-					return
+					return fmt.Errorf("call %d: %w", i+1, err)
 				}
 			}
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		require.NoError(t, err, "rank %d", r)
-	}
+			return nil
+		})
 }
