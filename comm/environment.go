@@ -102,7 +102,7 @@ var envVars = []envVar{
 		"bound on joining the job (Init without a context deadline)"},
 		func(o *Options) *time.Duration { return &o.InitTimeout }, parseTimeout),
 	option(EnvVar{"GOCCL_STALL_TIMEOUT", "StallTimeout", "60s",
-		"no progress for this long starts the stall diagnosis (see Using goccl)"},
+		"no progress for this long starts the stall diagnosis (see Using goccl); not in the measurement at Init, where a rank may still be joining (`GOCCL_INIT_TIMEOUT` bounds it)"},
 		func(o *Options) *time.Duration { return &o.StallTimeout }, parseTimeout),
 	option(EnvVar{"GOCCL_SPIN_POLLS", "SpinPolls", strconv.Itoa(defaultSpinPolls),
 		"empty polls before a blocking wait on the transports other than TCP (1 when the ranks of a host outnumber its cores)"},
