@@ -234,7 +234,7 @@ part_hosts() {
 	local sshpid="" p
 	if wait_count "$T/allreduce" $NHOSTS 90; then
 		for p in $(ip netns pids "${NS}h0"); do
-			if [[ "$(readlink "/proc/$p/exe")" == */ssh ]] && tr '\0' ' ' <"/proc/$p/cmdline" | grep -q -- "-- $(hostip 2) "; then
+			if [[ "$(readlink "/proc/$p/exe")" == */ssh ]] && grep -q -- "-- $(hostip 2) " <<<"$(tr '\0' ' ' <"/proc/$p/cmdline")"; then
 				sshpid=$p
 			fi
 		done
@@ -299,7 +299,7 @@ part_local() {
 	pid=""
 	if wait_count "$T/allreduce" 4 30 && sleep 1; then
 		for p in $(pids_of "$T/allreduce"); do
-			tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx GOCCL_RANK=2 && pid=$p
+			grep -qx GOCCL_RANK=2 <<<"$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null)" && pid=$p
 		done
 	fi
 	if [[ -z "$pid" ]]; then

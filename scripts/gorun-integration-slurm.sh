@@ -165,7 +165,7 @@ sbatch_wait() {
 # slurm_check NAME WHAT RANKS [GREP]: the run NAME printed the example's
 # verified line for RANKS ranks (and matches GREP in its stdout+stderr).
 slurm_check() {
-	if ((RC == 0)) && check_allreduce "$T/$1.out" "$3" && { [[ -z "${4:-}" ]] || cat "$T/$1.out" "$T/$1.err" | grep -q -- "$4"; }; then
+	if ((RC == 0)) && check_allreduce "$T/$1.out" "$3" && { [[ -z "${4:-}" ]] || grep -q -- "$4" "$T/$1.out" "$T/$1.err"; }; then
 		ok "$2: $(grep -o 'over .*' "$T/$1.out" | head -c 100) ($(ms "$t0") ms)"
 	else
 		bad "$2: exit $RC"
@@ -270,7 +270,7 @@ slurm_one() {
 	until [[ "$(grep -c '\] up$' "$T/$name.out")" == 2 ]] || ((SECONDS >= end)); do sleep 0.1; done
 	for p in $(pids_of "$T/gorun"); do
 		# gorun itself, not one of its srun task shims.
-		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q 'got INT' && ! tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q '^GORUN_SRUN_SHIM='; then
+		if grep -q 'got INT' <<<"$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" && ! grep -q '^GORUN_SRUN_SHIM=' <<<"$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null)"; then
 			gpid=$p
 		fi
 	done

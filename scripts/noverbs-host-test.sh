@@ -77,7 +77,7 @@ check "go build ./... with cgo, without rdma-core headers" go build ./...
 check "build gorun and allreduce" go build -o "$work/" ./cmd/gorun ./examples/allreduce
 
 no_libibverbs() {
-	! ldd "$work/allreduce" | grep -q libibverbs
+	! grep -q libibverbs <<<"$(ldd "$work/allreduce")"
 }
 check "allreduce does not link libibverbs" no_libibverbs
 

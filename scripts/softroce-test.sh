@@ -181,7 +181,7 @@ for p in "${pkgs[@]}"; do
 	name=$(basename "$p")
 	log "building $p"
 	go test -c "${build_flags[@]}" -o "$root/usr/bin/$name.test" "$p"
-	if ldd "$root/usr/bin/$name.test" | grep -q libibverbs; then
+	if grep -q libibverbs <<<"$(ldd "$root/usr/bin/$name.test")"; then
 		log "$p links libibverbs: it must load it at run time"
 		exit 1
 	fi
