@@ -271,7 +271,7 @@ func (e *endpoint) setup(ctx context.Context, c *net.UnixConn, fr *frameReader) 
 	if err != nil {
 		return fmt.Errorf("shm: connect to %s: transmit segment: %w", e.peerName, err)
 	}
-	tx, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	tx, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		unix.Close(fd)
 		return fmt.Errorf("shm: connect to %s: map transmit segment: %w", e.peerName, err)
@@ -328,7 +328,7 @@ func (e *endpoint) setup(ctx context.Context, c *net.UnixConn, fr *frameReader) 
 		unix.Munmap(peerCtl)
 		return bad("region table: %v", err)
 	}
-	peerTx, err := mapPeer(fds[1], int64(txSize(pcells)), 0, 0, unix.PROT_READ|unix.PROT_WRITE, true)
+	peerTx, err := mapPeer(fds[1], int64(txSize(pcells)), 0, 0, unix.PROT_READ|unix.PROT_WRITE, false)
 	if err != nil {
 		unix.Munmap(peerCtl)
 		unix.Munmap(peerTab)

@@ -254,7 +254,7 @@ func (d *Device) Register(buf []byte, access transport.Access) (transport.Region
 	}
 	r := &region{dev: d, buf: buf, access: access}
 	seg, segOff, shared := segmentOf(buf)
-	d.mu.Lock() // exports reach exactly the connected endpoints
+	d.mu.Lock() // d.closed
 	defer d.mu.Unlock()
 	d.regMu.Lock()
 	defer d.regMu.Unlock()
@@ -290,10 +290,7 @@ func (d *Device) Register(buf []byte, access transport.Access) (transport.Region
 		x := d.exports[seg.id]
 		if x == nil {
 			x = &export{seg: seg}
-			d.exports[seg.id] = x
-			for _, e := range d.conns {
-				e.exportSegment(seg)
-			}
+			d.exports[seg.id] = x // a peer asks for it when it needs it
 		}
 		x.refs++
 	}
@@ -344,7 +341,7 @@ func (d *Device) Deregister(tr transport.Region) error {
 	d.regMu.Unlock()
 	if forget != nil {
 		for _, e := range d.conns {
-			e.forgetSegment(forget)
+			e.forgetSegment(forget.id)
 		}
 	}
 	d.mu.Unlock()
@@ -435,22 +432,13 @@ func (d *Device) NewEndpoint(tq transport.CompletionQueue) (transport.Endpoint, 
 }
 
 // connected adds e to the endpoints whose peers may touch the device's
-// regions and exports every shared segment to its peer, under d.mu so
-// that no export is missed or sent twice.
+// regions (Deregister waits for them, and tells those given a segment to
+// forget it). Its reader, which gives the peer segments, starts after.
 func (d *Device) connected(e *endpoint) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return fmt.Errorf("device: %w", transport.ErrClosed)
-	}
-	d.regMu.Lock()
-	segs := make([]*segment, 0, len(d.exports))
-	for _, x := range d.exports {
-		segs = append(segs, x.seg)
-	}
-	d.regMu.Unlock()
-	for _, s := range segs {
-		e.exportSegment(s)
 	}
 	d.conns = append(d.conns, e)
 	return nil

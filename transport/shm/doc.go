@@ -6,9 +6,12 @@
 //
 // Memory from Alloc lives in a sealed memfd mapped MAP_SHARED (nothing in
 // /dev/shm or any file system, so nothing is left behind by any exit). A
-// region registered in it is exported to the device's peers: its memfd
-// travels over the connection's Unix socket (SCM_RIGHTS) and the peer maps
-// it. A peer's PostWrite or PostRead of such a region is one copy by the
+// region registered in it is exported to the device's peers: when a peer
+// first reaches a region of the segment it asks for it, the memfd travels
+// over the connection's Unix socket (SCM_RIGHTS) and the peer maps it (a
+// peer that never touches the segment never gets it; meanwhile the first
+// accesses take the kernel's copy below, or wait for the mapping without
+// it). A peer's PostWrite or PostRead of such a region is one copy by the
 // peer, straight between the two regions, after it checked key, bounds and
 // access in this device's region table (a read-only mapping for the peer).
 // Memory from anywhere else is reached with one copy by the kernel

@@ -85,6 +85,11 @@ type endpoint struct {
 	segMu sync.Mutex
 	segs  map[uint64][]byte // the peer's Alloc segments, mapped here
 
+	// ctlMu orders the segment and forget frames to the peer and guards
+	// sent, the device's segments the peer was given (on its want).
+	ctlMu sync.Mutex
+	sent  map[uint64]struct{}
+
 	txMu         sync.Mutex
 	txAgain      atomic.Bool
 	seqs         [opKinds]uint64 // the number of the next request of each kind
@@ -99,6 +104,9 @@ type endpoint struct {
 	// The last segment looked up, under txMu.
 	lastSegID uint64
 	lastSeg   []byte
+	// asked holds the peer's segments this side sent a want for and was
+	// not told to forget (under txMu).
+	asked     map[uint64]struct{}
 	watchTick atomic.Uint32 // watchPeer runs every 32nd time
 	liov      [1]unix.Iovec // CMA vectors, under txMu
 	riov      [1]unix.RemoteIovec

@@ -40,6 +40,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		{typ: frameSetup, a32: 1, a: 1 << 14, b: 4096, c: 64, d: 0xdead, e: 1 << 16},
 		{typ: frameSegment, a: 3, b: 1 << 20},
 		{typ: frameForget, a: 3},
+		{typ: frameWant, a: 3},
 		{typ: frameNudge},
 		{typ: frameBye, status: byeRemoteAccess, kind: opWrite, reason: reasonBounds, hasSeq: true, a: 5, b: 6, c: 7, d: 8, e: 9},
 	} {

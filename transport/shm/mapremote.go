@@ -11,9 +11,9 @@ import (
 )
 
 // ErrNotMapped says that MapRemote found the peer's region but not yet the
-// mapping of the segment holding it: the peer sends a segment's handle
-// when a region is registered in it, and it may still be on its way.
-// Retry shortly.
+// mapping of the segment holding it: MapRemote asked the peer for the
+// segment's handle (a peer gets a segment when it first needs it), and the
+// answer may still be on its way. Retry shortly.
 var ErrNotMapped = errors.New("shm: the peer's segment is not mapped here yet")
 
 // MapRemote maps the peer's region named by remote into this process once
@@ -77,6 +77,7 @@ func MapRemote(ep transport.Endpoint, remote transport.RemoteRegion) ([]byte, er
 		m := e.segs[info.seg]
 		e.segMu.Unlock()
 		if m == nil {
+			e.askSegment(info.seg)
 			return nil, fmt.Errorf("shm: map remote region of %s: key %#x: %w", e.peerName, key, ErrNotMapped)
 		}
 		if !inBounds(info.segOff, info.len, uint64(len(m))) {

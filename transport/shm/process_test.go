@@ -81,6 +81,12 @@ func TestTwoProcesses(t *testing.T) {
 			if s.ep.cma != tc.cma {
 				t.Fatalf("CMA detected %v, want %v", s.ep.cma, tc.cma)
 			}
+			if tc.path == pathDirect {
+				// The first access asks for the child's segment (with
+				// CMA it copies that way meanwhile); the ones below run
+				// once it is mapped.
+				awaitSegment(t, s.ep, p.rr)
+			}
 			c.send("ECHO p")
 			const n = 256 << 10
 			transporttest.Fill(s.mem[size/2:size/2+n], 7)
@@ -343,5 +349,32 @@ func TestOtherHost(t *testing.T) {
 	err := a.Connect(context.Background(), blob)
 	if !errors.Is(err, transport.ErrInvalid) || !strings.Contains(err.Error(), "another host") {
 		t.Fatalf("connect to a blob of another host: %v; want ErrInvalid saying so", err)
+	}
+}
+
+// awaitSegment asks the peer of e for the segment holding its region rr
+// and waits until it is mapped here.
+func awaitSegment(t *testing.T, e *endpoint, rr transport.RemoteRegion) {
+	t.Helper()
+	slot := int(rr.Key & (maxSlots - 1))
+	info := tableSlot(e.peerTab, slot).read()
+	if info.key != rr.Key || info.seg == 0 {
+		t.Fatalf("the peer's region %#x is not live in a segment (slot holds %+v)", rr.Key, info)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e.txMu.Lock()
+		e.askSegment(info.seg)
+		e.segMu.Lock()
+		m := e.segs[info.seg]
+		e.segMu.Unlock()
+		e.txMu.Unlock()
+		if m != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("segment %d of the peer not mapped after 10 s", info.seg)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

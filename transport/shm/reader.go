@@ -37,6 +37,9 @@ func (e *endpoint) readLoop(fr *frameReader) {
 			e.progress() // requests may wait for it
 		case frameForget:
 			e.unmapSegment(f.a)
+			e.progress() // a request that waited for it takes another path
+		case frameWant:
+			e.giveSegment(f.a)
 		case frameNudge:
 			e.myNudge.Store(0)
 			e.progress()
@@ -90,16 +93,71 @@ func (e *endpoint) peerBye(f *frame) {
 	e.fail(fl)
 }
 
-// exportSegment sends s to the peer (called under the device's lock).
-func (e *endpoint) exportSegment(s *segment) {
-	e.conn.SetWriteDeadline(time.Now().Add(e.dev.opts.HandshakeTimeout))
-	writeFrame(e.conn, &frame{typ: frameSegment, a: s.id, b: uint64(len(s.mem))}, s.fd)
+// Segments on demand. A peer maps a segment of this device's memory
+// (memory from Alloc holding a region it may write or read) only when it
+// first reaches a region in it: it sends a want (endpoint.want), and this
+// side's reader answers with the segment and its descriptor, or with a
+// forget if the segment is no longer exported (its regions were revoked).
+// So a rank that connects and releases many peers (a large job's
+// all-to-all, whose links live for one window) does not send every new
+// staging segment to every connected peer, nor every peer every segment
+// at connect: a segment goes to the peers that use it. Deregister tells
+// those peers (sent) to unmap it once its last region is revoked.
+
+// giveSegment answers the peer's want of segment id (on the reader).
+func (e *endpoint) giveSegment(id uint64) {
+	e.ctlMu.Lock()
+	defer e.ctlMu.Unlock()
+	if _, ok := e.sent[id]; ok {
+		return // on its way already
+	}
+	// The descriptor is duplicated under regMu, while the export (and so
+	// the segment's descriptor) lives. Deregister removes the export under
+	// regMu too, then takes ctlMu to send its forget: either it finds the
+	// segment in sent, or this finds no export.
+	d := e.dev
+	fd, size := -1, 0
+	d.regMu.Lock()
+	if x := d.exports[id]; x != nil {
+		if nfd, err := unix.FcntlInt(uintptr(x.seg.fd), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+			fd, size = nfd, len(x.seg.mem)
+		}
+	}
+	d.regMu.Unlock()
+	e.conn.SetWriteDeadline(time.Now().Add(d.opts.HandshakeTimeout))
+	if fd < 0 {
+		writeFrame(e.conn, &frame{typ: frameForget, a: id})
+		return
+	}
+	defer unix.Close(fd)
+	if writeFrame(e.conn, &frame{typ: frameSegment, a: id, b: uint64(size)}, fd) == nil {
+		if e.sent == nil {
+			e.sent = make(map[uint64]struct{})
+		}
+		e.sent[id] = struct{}{}
+	}
 }
 
-// forgetSegment tells the peer s is no longer exported.
-func (e *endpoint) forgetSegment(s *segment) {
+// forgetSegment tells the peer that segment id is no longer exported, if
+// it was given the segment.
+func (e *endpoint) forgetSegment(id uint64) {
+	e.ctlMu.Lock()
+	defer e.ctlMu.Unlock()
+	if _, ok := e.sent[id]; !ok {
+		return
+	}
+	delete(e.sent, id)
 	e.conn.SetWriteDeadline(time.Now().Add(e.dev.opts.HandshakeTimeout))
-	writeFrame(e.conn, &frame{typ: frameForget, a: s.id})
+	writeFrame(e.conn, &frame{typ: frameForget, a: id})
+}
+
+// want asks the peer for its segment id (under txMu). The answer comes to
+// the reader, which maps the segment and runs progress.
+func (e *endpoint) want(id uint64) {
+	e.ctlMu.Lock()
+	defer e.ctlMu.Unlock()
+	e.conn.SetWriteDeadline(time.Now().Add(e.dev.opts.HandshakeTimeout))
+	writeFrame(e.conn, &frame{typ: frameWant, a: id})
 }
 
 // maxSegment bounds the size of a segment a peer exports.
@@ -136,6 +194,7 @@ func (e *endpoint) unmapSegment(id uint64) {
 	if e.lastSegID == id {
 		e.lastSegID, e.lastSeg = 0, nil
 	}
+	delete(e.asked, id)
 	e.txMu.Unlock()
 	if m != nil {
 		unix.Munmap(m)

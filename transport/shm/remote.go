@@ -106,12 +106,16 @@ func (e *endpoint) remote(key, roff uint64, n int, need transport.Access) (t tar
 		e.myBusy.Store(0)
 		return t, pathRefused, reason
 	}
-	if awaited && e.awaitSegment(info.seg) {
-		// The peer sent the segment before it published the slot: the
-		// frame is on its way to our reader, which runs progress once it
-		// mapped it.
-		e.myBusy.Store(0)
-		return t, pathWait, 0
+	if awaited {
+		// Not mapped here yet: ask the peer for it (see giveSegment).
+		// Cross-memory attach reaches the memory meanwhile; without it
+		// the request waits for the answer (our reader runs progress
+		// once it mapped the segment, or heard it is gone).
+		e.askSegment(info.seg)
+		if !e.cma && e.awaitSegment(info.seg) {
+			e.myBusy.Store(0)
+			return t, pathWait, 0
+		}
 	}
 	if mem == nil && !e.cma {
 		e.myBusy.Store(0)
@@ -123,6 +127,18 @@ func (e *endpoint) remote(key, roff uint64, n int, need transport.Access) (t tar
 	}
 	t.addr = info.addr + roff
 	return t, pathCMA, 0
+}
+
+// askSegment sends a want for segment id, once (under txMu).
+func (e *endpoint) askSegment(id uint64) {
+	if _, ok := e.asked[id]; ok {
+		return
+	}
+	if e.asked == nil {
+		e.asked = make(map[uint64]struct{})
+	}
+	e.asked[id] = struct{}{}
+	e.want(id)
 }
 
 // segmentWait bounds how long a request waits for the peer's segment to be

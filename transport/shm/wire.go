@@ -48,7 +48,8 @@ const (
 	frameForget   = 5 // a segment is no longer exported
 	frameNudge    = 6 // run progress on this connection
 	frameBye      = 7 // the sender closed or failed; no more frames follow
-	frameTypes    = 8
+	frameWant     = 8 // asks for an exported segment (answered by segment or forget)
+	frameTypes    = 9
 )
 
 // Hello-ack statuses.
@@ -93,6 +94,7 @@ const (
 //	           the CMA probe bytes, e = max payload per record
 //	segment:   a = segment id, b = size
 //	forget:    a = segment id
+//	want:      a = segment id
 //	bye:       status = cause, kind, reason, hasSeq, a = seq, b = key,
 //	           c = offset, d = length, e = aux (region size, receive length)
 type frame struct {
@@ -167,7 +169,7 @@ func decodeFrame(b []byte, f *frame) error {
 		f.d = binary.LittleEndian.Uint64(b[32:])
 		f.e = uint64(binary.LittleEndian.Uint32(b[40:]))
 		copy(f.dst[:], b[44:60])
-	case frameSegment, frameForget, frameNudge, frameBye:
+	case frameSegment, frameForget, frameNudge, frameBye, frameWant:
 		f.a = binary.LittleEndian.Uint64(b[16:])
 		f.b = binary.LittleEndian.Uint64(b[24:])
 		f.c = binary.LittleEndian.Uint64(b[32:])
