@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"gonum.org/v1/gonum/floats"
 
@@ -166,16 +167,28 @@ func checksOf[T Number]() []check[T] {
 	}
 }
 
-func checkAll[T Number](ctx context.Context, c *Comm, count int, ops []Op, registered bool) error {
+// CheckEach is CheckAll (registered false) or CheckAllRegistered (true)
+// that calls done, if not nil, after each check passed on this rank, with
+// its name (see Checks) and how long it took: a long run (hundreds of
+// ranks) can show its progress.
+func CheckEach[T Number](ctx context.Context, c *Comm, count int, ops []Op, registered bool, done func(check string, took time.Duration)) error {
 	for _, ch := range checksOf[T]() {
+		start := time.Now()
 		k := &checker[T]{c: c, n: c.Size(), me: c.Rank(), count: count, ops: ops, registered: registered}
 		err := ch.run(ctx, k)
 		err = errors.Join(err, k.release())
 		if err != nil {
 			return fmt.Errorf("commtest: check %s (%s): %w", ch.name, k.what(), err)
 		}
+		if done != nil {
+			done(ch.name, time.Since(start))
+		}
 	}
 	return c.Barrier(ctx)
+}
+
+func checkAll[T Number](ctx context.Context, c *Comm, count int, ops []Op, registered bool) error {
+	return CheckEach[T](ctx, c, count, ops, registered, nil)
 }
 
 // checker is what a check works with: the communicator, the count and

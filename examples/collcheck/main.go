@@ -38,19 +38,23 @@ func main() {
 	os.Exit(code)
 }
 
-type checkFunc = func(context.Context, *comm.Comm, int, []comm.Op) error
+type checkFunc = func(context.Context, *comm.Comm, int, []comm.Op, bool, func(string, time.Duration)) error
 
-// checks are commtest's, per type, on plain and on registered buffers.
-var checks = map[string][2]checkFunc{
-	"float32": {commtest.CheckAll[float32], commtest.CheckAllRegistered[float32]},
-	"float64": {commtest.CheckAll[float64], commtest.CheckAllRegistered[float64]},
-	"int32":   {commtest.CheckAll[int32], commtest.CheckAllRegistered[int32]},
-	"int64":   {commtest.CheckAll[int64], commtest.CheckAllRegistered[int64]},
-	"int8":    {commtest.CheckAll[int8], commtest.CheckAllRegistered[int8]},
-	"uint8":   {commtest.CheckAll[uint8], commtest.CheckAllRegistered[uint8]},
-	"uint32":  {commtest.CheckAll[uint32], commtest.CheckAllRegistered[uint32]},
-	"uint64":  {commtest.CheckAll[uint64], commtest.CheckAllRegistered[uint64]},
+// checks are commtest's, per type (on plain or on registered buffers).
+var checks = map[string]checkFunc{
+	"float32": commtest.CheckEach[float32],
+	"float64": commtest.CheckEach[float64],
+	"int32":   commtest.CheckEach[int32],
+	"int64":   commtest.CheckEach[int64],
+	"int8":    commtest.CheckEach[int8],
+	"uint8":   commtest.CheckEach[uint8],
+	"uint32":  commtest.CheckEach[uint32],
+	"uint64":  commtest.CheckEach[uint64],
 }
+
+// progressRanks is the job size from which collcheck shows its progress
+// without -progress: there a run takes minutes.
+const progressRanks = 128
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("collcheck", flag.ContinueOnError)
@@ -59,6 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	stats := fs.Bool("stats", false, "print each rank's Init time, peers, memory and descriptors at the end")
 	typesFlag := fs.String("types", "float32,int64", "comma-separated types: "+strings.Join(typeNames(), ","))
 	buffersFlag := fs.String("buffers", "plain", "comma-separated buffers: plain (slices), registered (comm.Alloc)")
+	progress := fs.Bool("progress", false, fmt.Sprintf("rank 0 prints a line to stderr as each collective passes (always from %d ranks on)", progressRanks))
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -102,11 +107,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 	initTime := time.Since(start)
+	show := c.Rank() == 0 && (*progress || c.Size() >= progressRanks)
+	nchecks := len(commtest.Checks())
 	for _, b := range buffers {
 		for _, t := range types {
 			for _, n := range counts {
 				start := time.Now()
-				if err := checks[t][b](ctx, c, n, commtest.AllOps); err != nil {
+				var done func(string, time.Duration)
+				if show {
+					i := 0
+					done = func(check string, took time.Duration) {
+						i++
+						fmt.Fprintf(stderr, "collcheck: %s done for %s x %d%s (%d of %d collectives, %v)\n",
+							check, t, n, []string{"", " on registered buffers"}[b], i, nchecks, took.Round(time.Millisecond))
+					}
+				}
+				if err := checks[t](ctx, c, n, commtest.AllOps, b == 1, done); err != nil {
 					fmt.Fprintf(stderr, "collcheck: rank %d: %v\n", c.Rank(), err)
 					return 1
 				}

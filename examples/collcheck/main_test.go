@@ -39,8 +39,8 @@ func TestUnderGorun(t *testing.T) {
 			defer cancel()
 			args := []string{"-n", fmt.Sprint(n), filepath.Join(dir, "collcheck"), "-counts", "0,7,1000", "-types", "float32,int32"}
 			lines := 6
-			if n == 3 { // and on registered buffers
-				args, lines = append(args, "-buffers", "plain,registered"), 12
+			if n == 3 { // and on registered buffers, showing progress
+				args, lines = append(args, "-buffers", "plain,registered", "-progress"), 12
 			}
 			cmd := exec.CommandContext(ctx, filepath.Join(dir, "gorun"), args...)
 			cmd.Env = append(os.Environ(), "GOCCL_TRANSPORT=tcp")
@@ -50,6 +50,18 @@ func TestUnderGorun(t *testing.T) {
 			}
 			if got := strings.Count(string(out), "every collective and algorithm verified"); got != lines {
 				t.Fatalf("%d verified lines, want %d:\n%s", got, lines, out)
+			}
+			// A progress line per collective and case from rank 0 with
+			// -progress, none without.
+			want := 0
+			if n == 3 {
+				want = lines * 12
+			}
+			if got := strings.Count(string(out), "[0] collcheck: alltoallv done for "); got != want/12 {
+				t.Fatalf("%d progress lines for alltoallv, want %d:\n%s", got, want/12, out)
+			}
+			if got := strings.Count(string(out), " collectives, "); got != want {
+				t.Fatalf("%d progress lines, want %d:\n%s", got, want, out)
 			}
 		})
 	}
