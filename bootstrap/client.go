@@ -106,11 +106,38 @@ func (c *Client) LocalIP() net.IP {
 }
 
 // Close closes the connection. Pending calls return ErrClosed.
+//
+// It half-closes first and reads what the store still sends (answers to
+// calls that ended just before, such as watches of keys other ranks set as
+// they close) until the store closes its side, for at most closeDrain: a
+// socket closed with unread data resets the connection, which the store
+// logs as a dropped connection.
 func (c *Client) Close() error {
-	c.finish(ErrClosed)
+	c.mu.Lock()
+	open := c.err == nil
+	var pending map[uint32]chan response
+	if open {
+		c.err, pending, c.pending = ErrClosed, c.pending, nil
+	}
+	c.mu.Unlock()
+	for _, ch := range pending {
+		close(ch)
+	}
+	if hc, ok := c.conn.(interface{ CloseWrite() error }); ok && open && hc.CloseWrite() == nil {
+		t := time.NewTimer(closeDrain)
+		select {
+		case <-c.done: // the store closed its side; everything was read
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	c.conn.Close()
 	<-c.done
 	return nil
 }
+
+// closeDrain bounds how long Close waits for the store to close its side.
+const closeDrain = time.Second
 
 // finish records why the connection ended (the first cause wins), closes it
 // and wakes every pending call.
