@@ -32,6 +32,12 @@ type rankState struct {
 	// settled: the last collective after which everything the rank sent
 	// is known to have arrived (collectives.Executor.Settled).
 	settled uint32
+	// unpolled: completions wait in the rank's queue that its executor
+	// has not taken yet (transport.Readier), so waiting may be out of
+	// date: what it waits for may have arrived. Not while it sets up
+	// links (linking): nothing takes completions then.
+	unpolled bool
+	linking  bool // not sent
 }
 
 func (s rankState) encode() []byte {
@@ -39,7 +45,7 @@ func (s rankState) encode() []byte {
 	for i, r := range s.waiting {
 		w[i] = strconv.Itoa(r)
 	}
-	return fmt.Appendf(nil, "%d %t %t %d %t %t %d %d\n%s\n%s", s.seq, s.running, s.stalled, s.fp, s.p2p, s.failed, s.root, s.settled, strings.Join(w, ","), s.call)
+	return fmt.Appendf(nil, "%d %t %t %d %t %t %d %d %t\n%s\n%s", s.seq, s.running, s.stalled, s.fp, s.p2p, s.failed, s.root, s.settled, s.unpolled, strings.Join(w, ","), s.call)
 }
 
 func decodeState(b []byte) (rankState, bool) {
@@ -49,7 +55,7 @@ func decodeState(b []byte) (rankState, bool) {
 		return s, false
 	}
 	f := strings.Fields(parts[0])
-	if len(f) != 8 {
+	if len(f) != 9 {
 		return s, false
 	}
 	seq, err1 := strconv.ParseUint(f[0], 10, 32)
@@ -60,10 +66,11 @@ func decodeState(b []byte) (rankState, bool) {
 	failed, err6 := strconv.ParseBool(f[5])
 	root, err7 := strconv.Atoi(f[6])
 	settled, err8 := strconv.ParseUint(f[7], 10, 32)
-	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8); err != nil {
+	unpolled, err9 := strconv.ParseBool(f[8])
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8, err9); err != nil {
 		return s, false
 	}
-	s = rankState{seq: uint32(seq), running: run, stalled: stalled, fp: uint16(fp), p2p: p2p, failed: failed, root: root, call: parts[2], settled: uint32(settled)}
+	s = rankState{seq: uint32(seq), running: run, stalled: stalled, fp: uint16(fp), p2p: p2p, failed: failed, root: root, call: parts[2], settled: uint32(settled), unpolled: unpolled}
 	if parts[1] != "" {
 		for _, x := range strings.Split(parts[1], ",") {
 			r, err := strconv.Atoi(x)
@@ -79,7 +86,7 @@ func decodeState(b []byte) (rankState, bool) {
 // snapshot records the state of the stalled run for the ranks that ask.
 func (c *Comm) snapshot(call *collectives.Call) rankState {
 	st := rankState{seq: c.seq, running: true, stalled: true, call: c.callName(call),
-		fp: call.Fingerprint(), p2p: call.P2P, waiting: c.waitingOn(call), settled: c.settled()}
+		fp: call.Fingerprint(), p2p: call.P2P, waiting: c.waitingOn(call), settled: c.settled(), linking: len(c.connecting) > 0}
 	c.recordSnap(st)
 	return st
 }
@@ -112,10 +119,27 @@ func (c *Comm) stateNow() rankState {
 		st.fp, st.p2p = uint16(v), v&(1<<16) != 0
 	}
 	if snap, ok := c.stalledSnap(n); ok {
+		snap.unpolled = !snap.linking && c.unpolled()
 		return snap
 	}
 	return st
 }
+
+// unpolled reports whether completions wait in the rank's queue (see
+// rankState.unpolled): with many more ranks than processors, its
+// executor's thread may not run for seconds after the transport placed
+// what it waits for (512 ranks on 2 cores over shared memory: a rank
+// behind, stalled in the previous collective and waiting on a rank that
+// had delivered everything, was taken for a sequence mismatch).
+func (c *Comm) unpolled() bool {
+	r := c.readier.Load()
+	return r != nil && (*r).Ready()
+}
+
+// stale reports, on the goroutine that runs the calls, whether this
+// rank's own waiting may be out of date: completions wait that the
+// executor has not taken (not during a link set-up, which takes none).
+func (c *Comm) stale() bool { return len(c.connecting) == 0 && c.unpolled() }
 
 // callName names a call with its number, e.g. "allreduce(float32, 8, sum)
 // #3" or, point to point, "send(float32, 8) tag 5 after collective #3".

@@ -50,6 +50,9 @@ type fabric struct {
 	devs devices
 	dev  transport.Device
 	cq   transport.CompletionQueue
+	// readier is cq's transport.Readier, if it is one (set once, read by
+	// the stall responder: see unpolled).
+	readier atomic.Pointer[transport.Readier]
 	// links has an entry per rank, nil until the peer is first used
 	// (lazy.go) and after a windowed all-to-all released it; nLinks
 	// counts the others. linkGen counts, per peer, the links to it made
@@ -367,6 +370,9 @@ func (c *Comm) connect(ctx context.Context) error {
 		return fmt.Errorf("completion queue for %d peers with %d slots each: %w", c.size-1, slots, err)
 	}
 	c.cq = cq
+	if r, ok := cq.(transport.Readier); ok {
+		c.readier.Store(&r)
+	}
 	c.links = make([]*collectives.Link, c.size)
 	c.linkGen = make([]uint32, c.size)
 	c.linkMem = make([]ownedMem, c.size)

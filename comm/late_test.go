@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,4 +103,92 @@ func TestLateMessageIsNoMismatch(t *testing.T) {
 			}
 			return nil
 		})
+}
+
+// A rank behind, stalled in the previous collective and waiting on a peer
+// that delivered everything of that call, is no disagreement while what
+// it waits for sits in its completion queue, not taken yet: with many more
+// ranks than processors its poller's thread may not run for seconds after
+// the transport queued it (512 processes on 2 cores over shared memory:
+// "sequence mismatch ... rank 0 is stalled in allreduce(float32, 7, sum)
+// #1 while rank 334 waits on it in allreduce(float32, 7, prod) #2" in a
+// correct collcheck run). Here rank 0's queue hands out nothing for 2.5 s
+// from its first call on, with a stall step of 1 s: rank 1 finishes #1,
+// waits on rank 0 in #2, and asks it.
+func TestUnpolledCompletionsAreNoMismatch(t *testing.T) {
+	network := mem.NewNetwork(mem.Options{})
+	opts := testOptsFast
+	opts.OwnDevice = true
+	var freeze [2]atomic.Int64 // per rank: its queue hands out nothing until then (UnixNano)
+	runGroup(t, 2, 60*time.Second, opts, func(r int) transport.Device {
+		return frozenDevice{network.NewDevice(), &freeze[r]}
+	}, func(ctx context.Context, c *Comm) error {
+		if c.Rank() == 0 {
+			freeze[0].Store(time.Now().Add(2500 * time.Millisecond).UnixNano())
+		}
+		for i, op := range []Op{Sum, Prod} {
+			buf := []float32{float32(c.Rank() + 2)}
+			if err := Allreduce(ctx, c, buf, buf, op); err != nil {
+				return fmt.Errorf("call %d: %w", i+1, err)
+			}
+			if want := []float32{5, 6}[i]; buf[0] != want {
+				return fmt.Errorf("call %d: %v, want %v", i+1, buf[0], want)
+			}
+		}
+		return nil
+	})
+}
+
+// frozenDevice's completion queues hand out nothing (Poll, Wait) until
+// the time in until, as if the poller did not run; Ready tells the truth.
+type frozenDevice struct {
+	transport.Device
+	until *atomic.Int64
+}
+
+func (d frozenDevice) NewCompletionQueue(depth int) (transport.CompletionQueue, error) {
+	q, err := d.Device.NewCompletionQueue(depth)
+	if err != nil {
+		return nil, err
+	}
+	return &frozenCQ{q, d.until}, nil
+}
+
+func (d frozenDevice) NewEndpoint(q transport.CompletionQueue) (transport.Endpoint, error) {
+	if f, ok := q.(*frozenCQ); ok {
+		q = f.CompletionQueue
+	}
+	return d.Device.NewEndpoint(q)
+}
+
+type frozenCQ struct {
+	transport.CompletionQueue
+	until *atomic.Int64
+}
+
+func (q *frozenCQ) frozen() time.Duration { return time.Until(time.Unix(0, q.until.Load())) }
+
+func (q *frozenCQ) Poll(out []transport.Completion) int {
+	if q.frozen() > 0 {
+		return 0
+	}
+	return q.CompletionQueue.Poll(out)
+}
+
+func (q *frozenCQ) Wait(ctx context.Context, out []transport.Completion) (int, error) {
+	if d := q.frozen(); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+	}
+	return q.CompletionQueue.Wait(ctx, out)
+}
+
+func (q *frozenCQ) Ready() bool {
+	r, ok := q.CompletionQueue.(transport.Readier)
+	return ok && r.Ready()
 }

@@ -188,9 +188,10 @@ func (c *Comm) passed(st rankState, w int, a rankState) error {
 	if !a.running || a.failed || st.p2p || a.p2p || a.seq <= st.seq {
 		return nil
 	}
-	if a.settled < st.seq {
+	if a.settled < st.seq || c.stale() {
 		// What it sent in this call may still be on its way (an inline
-		// send is done once the transport took it): not known to be lost.
+		// send is done once the transport took it), or be among the
+		// completions this rank has not taken yet: not known to be lost.
 		return nil
 	}
 	if time.Duration(c.stallElapsed.Load()) < c.passedAfter {
@@ -260,7 +261,9 @@ func (c *Comm) compare(st rankState, w int, a rankState) error {
 		// Different collective numbers, waiting on each other: unless the
 		// one ahead may still have a message of the other's call on its
 		// way (see passed), which the one behind waits for.
-		if a.seq > st.seq && a.settled < st.seq || a.seq < st.seq && c.settled() < a.seq {
+		// Nor if the one behind has completions it has not taken: what
+		// it waits for may be among them (see unpolled).
+		if a.seq > st.seq && (a.settled < st.seq || c.stale()) || a.seq < st.seq && (c.settled() < a.seq || a.unpolled) {
 			return nil
 		}
 		return d

@@ -177,6 +177,15 @@ type CompletionQueue interface {
 	Close() error
 }
 
+// Readier is implemented by completion queues that can tell, from any
+// goroutine and without taking anything, whether completions wait to be
+// taken out (Poll would return some). The stall diagnosis uses it: with
+// many more ranks than processors, a rank's poller may not run for seconds
+// after the transport queued what it waits for.
+type Readier interface {
+	Ready() bool
+}
+
 // Device is one transport instance of a process: it owns registrations,
 // completion queues and endpoints. It is safe for concurrent use.
 type Device interface {

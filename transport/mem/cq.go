@@ -84,6 +84,14 @@ func (q *CompletionQueue) take(out []transport.Completion) int {
 	return n
 }
 
+// Ready reports whether a completion waits to be taken
+// (transport.Readier).
+func (q *CompletionQueue) Ready() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.q) > q.head
+}
+
 // Poll moves up to len(out) completions into out and returns how many. It
 // never blocks; after Close it returns 0.
 func (q *CompletionQueue) Poll(out []transport.Completion) int {

@@ -111,6 +111,23 @@ func (q *CompletionQueue) takeHeld(out []transport.Completion) int {
 	return n
 }
 
+// Ready reports whether a completion waits to be taken: one a waiter
+// took, or one in a member queue that can tell (transport.Readier).
+func (q *CompletionQueue) Ready() bool {
+	q.heldMu.Lock()
+	n := len(q.held)
+	q.heldMu.Unlock()
+	if n > 0 {
+		return true
+	}
+	for i := range q.subs {
+		if r, ok := q.subs[i].cq.(transport.Readier); ok && r.Ready() {
+			return true
+		}
+	}
+	return false
+}
+
 // Poll moves up to len(out) completions into out: first those waiters
 // took, then the members' not owned by a waiter. It never blocks.
 func (q *CompletionQueue) Poll(out []transport.Completion) int {

@@ -184,6 +184,10 @@ func (q *cq) take(eps []*endpoint, out []transport.Completion) int {
 	return n
 }
 
+// Ready reports whether a completion waits to be taken
+// (transport.Readier).
+func (q *cq) Ready() bool { return !q.closed.Load() && q.ready() }
+
 // ready reports whether a completion waits.
 func (q *cq) ready() bool {
 	if q.queued.Load() != 0 {

@@ -148,6 +148,14 @@ func (q *cq) take(out []transport.Completion) int {
 	return n
 }
 
+// Ready reports whether a completion waits to be taken
+// (transport.Readier).
+func (q *cq) Ready() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.ring.len() > 0
+}
+
 // Poll drives the queue's sockets once (non-blocking reads and writes),
 // then moves up to len(out) completions into out. It never blocks.
 func (q *cq) Poll(out []transport.Completion) int {
