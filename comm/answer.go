@@ -37,7 +37,7 @@ type rankState struct {
 	// date: what it waits for may have arrived. Not while it sets up
 	// links (linking): nothing takes completions then.
 	unpolled bool
-	linking  bool // not sent
+	linking  bool // waiting names the peers of a link set-up (lazy.go)
 }
 
 func (s rankState) encode() []byte {
@@ -45,7 +45,7 @@ func (s rankState) encode() []byte {
 	for i, r := range s.waiting {
 		w[i] = strconv.Itoa(r)
 	}
-	return fmt.Appendf(nil, "%d %t %t %d %t %t %d %d %t\n%s\n%s", s.seq, s.running, s.stalled, s.fp, s.p2p, s.failed, s.root, s.settled, s.unpolled, strings.Join(w, ","), s.call)
+	return fmt.Appendf(nil, "%d %t %t %d %t %t %d %d %t %t\n%s\n%s", s.seq, s.running, s.stalled, s.fp, s.p2p, s.failed, s.root, s.settled, s.unpolled, s.linking, strings.Join(w, ","), s.call)
 }
 
 func decodeState(b []byte) (rankState, bool) {
@@ -55,7 +55,7 @@ func decodeState(b []byte) (rankState, bool) {
 		return s, false
 	}
 	f := strings.Fields(parts[0])
-	if len(f) != 9 {
+	if len(f) != 10 {
 		return s, false
 	}
 	seq, err1 := strconv.ParseUint(f[0], 10, 32)
@@ -67,10 +67,11 @@ func decodeState(b []byte) (rankState, bool) {
 	root, err7 := strconv.Atoi(f[6])
 	settled, err8 := strconv.ParseUint(f[7], 10, 32)
 	unpolled, err9 := strconv.ParseBool(f[8])
-	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8, err9); err != nil {
+	linking, err10 := strconv.ParseBool(f[9])
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8, err9, err10); err != nil {
 		return s, false
 	}
-	s = rankState{seq: uint32(seq), running: run, stalled: stalled, fp: uint16(fp), p2p: p2p, failed: failed, root: root, call: parts[2], settled: uint32(settled), unpolled: unpolled}
+	s = rankState{seq: uint32(seq), running: run, stalled: stalled, fp: uint16(fp), p2p: p2p, failed: failed, root: root, call: parts[2], settled: uint32(settled), unpolled: unpolled, linking: linking}
 	if parts[1] != "" {
 		for _, x := range strings.Split(parts[1], ",") {
 			r, err := strconv.Atoi(x)

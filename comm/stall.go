@@ -262,8 +262,13 @@ func (c *Comm) compare(st rankState, w int, a rankState) error {
 		// one ahead may still have a message of the other's call on its
 		// way (see passed), which the one behind waits for.
 		// Nor if the one behind has completions it has not taken: what
-		// it waits for may be among them (see unpolled).
-		if a.seq > st.seq && (a.settled < st.seq || c.stale()) || a.seq < st.seq && (c.settled() < a.seq || a.unpolled) {
+		// it waits for may be among them (see unpolled). Nor, for
+		// passedAfter, if it waits in a link set-up: the one ahead may
+		// have the link up on its side, and have sent everything over
+		// it, before the one behind has seen it (see passed).
+		grace := time.Duration(c.stallElapsed.Load()) < c.passedAfter
+		if a.seq > st.seq && (a.settled < st.seq || c.stale() || st.linking && grace) ||
+			a.seq < st.seq && (c.settled() < a.seq || a.unpolled || a.linking && grace) {
 			return nil
 		}
 		return d
@@ -303,7 +308,7 @@ func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), blameWait)
 	defer cancel()
 	seen := map[int]bool{c.rank: true}
-	own := rankState{seq: c.seq, call: c.callName(call), fp: call.Fingerprint(), p2p: call.P2P, waiting: frontier}
+	own := rankState{seq: c.seq, call: c.callName(call), fp: call.Fingerprint(), p2p: call.P2P, waiting: frontier, linking: len(c.connecting) > 0}
 	states := map[int]rankState{c.rank: own}
 	var cycle []int
 	for len(frontier) > 0 {
