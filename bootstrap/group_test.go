@@ -185,6 +185,13 @@ func TestGroupMissingRankBounded(t *testing.T) {
 func TestServerShutdownWaitsForClients(t *testing.T) {
 	s, _ := newTestServer(t)
 	c := dialTest(t, s.Addr())
+	// Dial returns once the client's side of the handshake is done; the
+	// server counts the client a moment later (CI once shut down first).
+	waitFor(t, 5*time.Second, "the server to count the client", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.authed == 1
+	})
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
