@@ -265,16 +265,23 @@ func (c *Comm) compare(st rankState, w int, a rankState) error {
 		// it waits for may be among them (see unpolled). Nor, for
 		// passedAfter, if it waits in a link set-up: the one ahead may
 		// have the link up on its side, and have sent everything over
-		// it, before the one behind has seen it (see passed).
+		// it, before the one behind has seen it (see passed). When this
+		// rank is the one ahead and has that link, not at all: the pair
+		// set it up together (lazy.go), in the call the one behind is in
+		// (512 ranks on 2 cores: set-ups of a tree's links took minutes).
 		grace := time.Duration(c.stallElapsed.Load()) < c.passedAfter
 		if a.seq > st.seq && (a.settled < st.seq || c.stale() || st.linking && grace) ||
-			a.seq < st.seq && (c.settled() < a.seq || a.unpolled || a.linking && grace) {
+			a.seq < st.seq && (c.settled() < a.seq || a.unpolled || a.linking && (grace || c.linked(w))) {
 			return nil
 		}
 		return d
 	}
 	return nil
 }
+
+// linked reports whether this rank has a link to peer (on the goroutine
+// that runs the calls).
+func (c *Comm) linked(peer int) bool { return peer >= 0 && peer < len(c.links) && c.links[peer] != nil }
 
 // waitingOn lists the ranks call waits on: while this rank sets up links,
 // the peers whose set-up it waits for (lazy.go); else those the executor
