@@ -1,10 +1,8 @@
 package shm
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/goccl/goccl/transport"
 )
@@ -25,10 +23,8 @@ func BenchmarkConnect(b *testing.B) {
 			d0, d1 := newTestDevice(b, o), newTestDevice(b, o)
 			defer d0.Close()
 			defer d1.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
 			q0, q1 := testCQ(b, d0), testCQ(b, d1)
-			pair := func() (transport.Endpoint, transport.Endpoint) { return connectOn(b, ctx, d0, q0, d1, q1) }
+			pair := func() (transport.Endpoint, transport.Endpoint) { return connectOn(b, d0, q0, d1, q1) }
 			for range others {
 				e0, e1 := pair()
 				defer e0.Close()

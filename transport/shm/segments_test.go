@@ -1,7 +1,6 @@
 package shm
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -10,8 +9,8 @@ import (
 )
 
 // connectOn makes an endpoint on each of d0 and d1 (completion queues q0,
-// q1) and connects them, as NewPair does for one pair.
-func connectOn(t testing.TB, ctx context.Context, d0 *Device, q0 transport.CompletionQueue, d1 *Device, q1 transport.CompletionQueue) (*endpoint, *endpoint) {
+// q1) and connects them (transporttest.ConnectPair).
+func connectOn(t testing.TB, d0 *Device, q0 transport.CompletionQueue, d1 *Device, q1 transport.CompletionQueue) (*endpoint, *endpoint) {
 	t.Helper()
 	e0, err := d0.NewEndpoint(q0)
 	if err != nil {
@@ -21,14 +20,7 @@ func connectOn(t testing.TB, ctx context.Context, d0 *Device, q0 transport.Compl
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- e1.Connect(ctx, e0.LocalAddress()) }()
-	if err := e0.Connect(ctx, e1.LocalAddress()); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	transporttest.ConnectPair(t, e0, e1)
 	return e0.(*endpoint), e1.(*endpoint)
 }
 
@@ -61,8 +53,6 @@ func TestSegmentsOnDemand(t *testing.T) {
 	o.noSelf = true
 	a, b, c := newTestDevice(t, o), newTestDevice(t, o), newTestDevice(t, o)
 	t.Cleanup(func() { a.Close(); b.Close(); c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	qa, qb, qc := testCQ(t, a), testCQ(t, b), testCQ(t, c)
 	// An older segment, registered before the connections.
 	old, err := Alloc(64 << 10)
@@ -73,8 +63,8 @@ func TestSegmentsOnDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ea, eba := connectOn(t, ctx, a, qa, b, qb)
-	ec, ebc := connectOn(t, ctx, c, qc, b, qb)
+	ea, eba := connectOn(t, a, qa, b, qb)
+	ec, ebc := connectOn(t, c, qc, b, qb)
 	const n = 64 << 10
 	mem, err := Alloc(n)
 	if err != nil {
