@@ -135,7 +135,7 @@ func TestUnsteerWhilePlacing(t *testing.T) {
 	}
 	// The state a lane is in when a steered frame's payload is half read
 	// (as begin leaves it, plus 100 bytes placed).
-	l := b.ctl()
+	l := connectedLane(t, b)
 	r, _ := b.dev.localRegion(staging)
 	h := header{typ: msgWrite, flags: flagImm, imm: 7, offset: 4096, length: uint64(len(dst))}
 	l.rxMu.Lock()

@@ -240,12 +240,11 @@ func TestPeerReset(t *testing.T) {
 	}
 }
 
-// resetSocket closes e's socket with a reset (SO_LINGER 0), as a crash
-// would, under the lane's locks so that nothing of e touches it afterwards.
-func resetSocket(t *testing.T, e *endpoint) {
+// connectedLane returns e's lane once its connection is there: the
+// accepting side's Connect returns before its peer's connection arrives
+// (posts wait for it).
+func connectedLane(t *testing.T, e *endpoint) *lane {
 	t.Helper()
-	// The accepting side's Connect returns before its peer's connection
-	// arrives (posts wait for it): wait for the connection.
 	l := e.ctl()
 	for deadline := time.Now().Add(5 * time.Second); l == nil && time.Now().Before(deadline); l = e.ctl() {
 		time.Sleep(time.Millisecond)
@@ -253,6 +252,14 @@ func resetSocket(t *testing.T, e *endpoint) {
 	if l == nil {
 		t.Fatal("endpoint has no connection 5 s after Connect returned")
 	}
+	return l
+}
+
+// resetSocket closes e's socket with a reset (SO_LINGER 0), as a crash
+// would, under the lane's locks so that nothing of e touches it afterwards.
+func resetSocket(t *testing.T, e *endpoint) {
+	t.Helper()
+	l := connectedLane(t, e)
 	l.rxMu.Lock()
 	l.txMu.Lock()
 	defer l.txMu.Unlock()
@@ -660,13 +667,7 @@ func TestCongestionControl(t *testing.T) {
 	lanesOf := func(p *transporttest.Pair) []*lane {
 		var out []*lane
 		for _, ep := range []transport.Endpoint{p.A, p.B} {
-			e := ep.(*endpoint)
-			l := e.ctl()
-			for deadline := time.Now().Add(5 * time.Second); l == nil && time.Now().Before(deadline); l = e.ctl() {
-				time.Sleep(time.Millisecond)
-			}
-			require.NotNil(t, l, "endpoint has no connection 5 s after Connect returned")
-			out = append(out, l)
+			out = append(out, connectedLane(t, ep.(*endpoint)))
 		}
 		return out
 	}
