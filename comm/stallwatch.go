@@ -45,6 +45,7 @@ type stallWatch struct {
 	diagMu   sync.Mutex
 	snap     rankState
 	snapCall uint64
+	snapAt   int64 // mono() when snap was taken
 
 	respCancel context.CancelFunc
 	respDone   chan struct{}
@@ -88,19 +89,24 @@ func (s *stallWatch) progressed() { s.lastProgress.Store(mono()) }
 // the ranks that ask.
 func (s *stallWatch) recordSnap(st rankState) {
 	s.diagMu.Lock()
-	s.snap, s.snapCall = st, s.callNo.Load()
+	s.snap, s.snapCall, s.snapAt = st, s.callNo.Load(), mono()
 	s.diagMu.Unlock()
 }
 
 // stalledSnap returns the recorded state of the stalled run number n (a
-// callNo), if the running call is stalled and the snapshot is of it.
+// callNo), if the running call is stalled and the snapshot is of it, and
+// no completion came after it was taken: stallElapsed stays set until the
+// stall timer's next tick, a step or (many ranks per processor) seconds
+// after the run moved on, and the ranks the snapshot says it waits on may
+// have delivered since (512 ranks on 2 cores: a rank ahead took a rank
+// behind, which had taken its data since, for a sequence mismatch).
 func (s *stallWatch) stalledSnap(n uint64) (rankState, bool) {
 	if s.stallElapsed.Load() == 0 {
 		return rankState{}, false
 	}
 	s.diagMu.Lock()
 	defer s.diagMu.Unlock()
-	if s.snapCall == n {
+	if s.snapCall == n && s.lastProgress.Load() <= s.snapAt {
 		return s.snap, true
 	}
 	return rankState{}, false

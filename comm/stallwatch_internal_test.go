@@ -69,3 +69,30 @@ func TestStallWatchSnapshot(t *testing.T) {
 	_, ok = s.stalledSnap(5)
 	require.False(t, ok, "a snapshot of an earlier run")
 }
+
+// A snapshot taken before the run's last completion is out of date: what
+// it says the run waits on may have arrived since. The responder answers
+// as for a running call until the next look-around records a new one.
+func TestStallWatchSnapshotBeforeProgress(t *testing.T) {
+	var s stallWatch
+	s.callNo.Store(3)
+	s.lastProgress.Store(mono())
+	s.stallElapsed.Store(int64(time.Second))
+	time.Sleep(time.Millisecond)
+	st := rankState{seq: 2, running: true, stalled: true, call: "reduce #2", waiting: []int{1, 4}}
+	s.recordSnap(st)
+	got, ok := s.stalledSnap(3)
+	require.True(t, ok)
+	require.Equal(t, st, got)
+
+	time.Sleep(time.Millisecond)
+	s.progressed() // rank 1's data, say; stallElapsed is still set
+	_, ok = s.stalledSnap(3)
+	require.False(t, ok, "a snapshot older than the run's last completion")
+
+	time.Sleep(time.Millisecond)
+	s.recordSnap(rankState{seq: 2, running: true, stalled: true, call: "reduce #2", waiting: []int{4}})
+	got, ok = s.stalledSnap(3)
+	require.True(t, ok)
+	require.Equal(t, []int{4}, got.waiting)
+}
