@@ -262,16 +262,22 @@ func (c *Comm) compare(st rankState, w int, a rankState) error {
 		// one ahead may still have a message of the other's call on its
 		// way (see passed), which the one behind waits for.
 		// Nor if the one behind has completions it has not taken: what
-		// it waits for may be among them (see unpolled). Nor, for
-		// passedAfter, if it waits in a link set-up: the one ahead may
-		// have the link up on its side, and have sent everything over
-		// it, before the one behind has seen it (see passed). When this
-		// rank is the one ahead and has that link, not at all: the pair
-		// set it up together (lazy.go), in the call the one behind is in
-		// (512 ranks on 2 cores: set-ups of a tree's links took minutes).
-		grace := time.Duration(c.stallElapsed.Load()) < c.passedAfter
-		if a.seq > st.seq && (a.settled < st.seq || c.stale() || st.linking && grace) ||
-			a.seq < st.seq && (c.settled() < a.seq || a.unpolled || a.linking && (grace || c.linked(w))) {
+		// it waits for may be among them (see unpolled). Nor before
+		// passedAfter, as for passed: with many ranks per processor what
+		// a rank answers lags what its transport did by seconds (512
+		// ranks on 2 cores: a tree's parent and child, two binomial
+		// reduces apart, each found the other stalled waiting on it), and
+		// a link set-up the one ahead has up on its side may not be seen
+		// yet by the one behind (see passed). When this rank is the one
+		// ahead and has the link the one behind sets up, not at all: the
+		// pair set it up together (lazy.go), in the call the one behind
+		// is in (512 ranks on 2 cores: set-ups of a tree's links took
+		// minutes).
+		if time.Duration(c.stallElapsed.Load()) < c.passedAfter {
+			return nil
+		}
+		if a.seq > st.seq && (a.settled < st.seq || c.stale()) ||
+			a.seq < st.seq && (c.settled() < a.seq || a.unpolled || a.linking && c.linked(w)) {
 			return nil
 		}
 		return d

@@ -96,3 +96,29 @@ func TestStallWatchSnapshotBeforeProgress(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, []int{4}, got.waiting)
 }
+
+// Two ranks stalled in different collectives, each waiting on the other,
+// are a disagreement only once the run has been stalled for passedAfter,
+// as for a peer that went on (passed): with many ranks per processor what
+// a rank answers lags what its transport did by seconds (512 ranks on 2
+// cores: a binomial reduce's parent, stalled two calls behind its child,
+// and the child found each other stalled waiting on the other, and both
+// declared a sequence mismatch in a correct program).
+func TestCompareWaitsPassedAfter(t *testing.T) {
+	c := &Comm{rank: 7}
+	c.passedAfter = 64 * time.Second
+	own := rankState{seq: 61, running: true, stalled: true, call: "reduce(float32, 7, min, root=511) #61", waiting: []int{9}}
+	peer := rankState{seq: 63, running: true, stalled: true, call: "reduce(float32, 7, max, root=511) #63", waiting: []int{7}, settled: 63}
+	c.stallElapsed.Store(int64(2 * time.Second))
+	require.NoError(t, c.compare(own, 9, peer), "stalled 2 s of the 64 s a crowded host gets")
+	c.stallElapsed.Store(int64(65 * time.Second))
+	err := c.compare(own, 9, peer)
+	var d *disagreement
+	require.ErrorAs(t, err, &d)
+	require.Equal(t, 9, d.Peer)
+
+	// Not crowded: passedAfter is a step, the first look-around's.
+	c.passedAfter = time.Second
+	c.stallElapsed.Store(int64(time.Second))
+	require.ErrorAs(t, c.compare(own, 9, peer), &d)
+}
