@@ -19,7 +19,9 @@ import (
 // steps (a second, or half the stall timeout if that is shorter): each
 // rank answers questions about its state through the bootstrap store (a
 // goroutine of each communicator does, whether or not the rank is in a
-// collective), and a difference of calls is an error at once. A rank that
+// collective), and a difference of calls is an error at once (where
+// ranks crowd the processors, once the run has been stalled for
+// passedAfter: their answers lag). A rank that
 // merely runs slowly answers with the call it is in, or none: that fails
 // nobody. When the stall timeout ends a run, the rank follows the chain of
 // ranks that wait on one another and blames the first that does not answer
