@@ -109,9 +109,30 @@ func Run(t *testing.T, newDevice Factory) {
 		{"Concurrent", testConcurrent},
 		{"Bidirectional", testBidirectional},
 	}
+	if readier(t, newDevice) {
+		// Optional: only the completion queues that implement it.
+		tests = append(tests, struct {
+			name string
+			fn   func(t *testing.T, f Factory)
+		}{"ReadyWithoutPoll", testReadyWithoutPoll})
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newDevice) })
 	}
+}
+
+// readier says whether the completion queues of newDevice's devices
+// implement transport.Readier.
+func readier(t *testing.T, newDevice Factory) bool {
+	d := newDevice(t)
+	defer d.Close()
+	cq, err := d.NewCompletionQueue(1)
+	if err != nil {
+		t.Fatalf("%s: new completion queue: %v", d.Name(), err)
+	}
+	defer cq.Close()
+	_, ok := cq.(transport.Readier)
+	return ok
 }
 
 // Pair is two connected endpoints on two devices, each with its own
