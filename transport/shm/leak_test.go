@@ -42,15 +42,7 @@ func TestNoLeaks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := da.NewEndpoint(qa)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := db.NewEndpoint(qb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		transporttest.ConnectPair(t, a, b)
+		a, b := connectOn(t, da, qa, db, qb)
 		mem, err := Alloc(1 << 16)
 		if err != nil {
 			t.Fatal(err)

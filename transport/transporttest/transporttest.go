@@ -83,10 +83,11 @@ const CQDepth = 4096
 
 // Run runs the conformance suite against devices from newDevice.
 func Run(t *testing.T, newDevice Factory) {
-	tests := []struct {
+	type check struct {
 		name string
 		fn   func(t *testing.T, f Factory)
-	}{
+	}
+	tests := []check{
 		{"SendRecvOrder", testSendRecvOrder},
 		{"MixedRecvConsumers", testMixedRecvConsumers},
 		{"RecvPostedLate", testRecvPostedLate},
@@ -111,10 +112,7 @@ func Run(t *testing.T, newDevice Factory) {
 	}
 	if readier(t, newDevice) {
 		// Optional: only the completion queues that implement it.
-		tests = append(tests, struct {
-			name string
-			fn   func(t *testing.T, f Factory)
-		}{"ReadyWithoutPoll", testReadyWithoutPoll})
+		tests = append(tests, check{"ReadyWithoutPoll", testReadyWithoutPoll})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newDevice) })
