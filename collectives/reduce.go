@@ -36,7 +36,7 @@ func ReduceTo(dt DataType, op ReduceOp, out, a, b []byte) error {
 	if len(a) != len(out) || len(b) != len(out) {
 		return fmt.Errorf("reduce %s %s: length mismatch %d, %d, %d", dt, op, len(out), len(a), len(b))
 	}
-	if s := dt.Size(); s == 0 || len(out)%s != 0 {
+	if s := dt.Size(); s == 0 || len(out)&(s-1) != 0 { // sizes are powers of two
 		return fmt.Errorf("reduce %s %s: length %d is not a multiple of the element size", dt, op, len(out))
 	}
 	if !op.Valid() {

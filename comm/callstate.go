@@ -39,6 +39,16 @@ func (s *callState) beginCollective(sum callSummary) uint32 {
 	return s.seq
 }
 
+// beginRequest is beginCollective for r. It sets the fields one by one: a
+// summary built in a temporary and copied whole stalls the processor (the
+// wide loads cannot take the narrow stores' values from the store buffer).
+func (s *callState) beginRequest(r *Request) uint32 {
+	s.seq++
+	s.prev = s.cur
+	s.cur.kind, s.cur.dt, s.cur.op, s.cur.count, s.cur.root = r.kind, r.dt, r.op, r.count, r.root
+	return s.seq
+}
+
 // cachedPlan returns the plan compiled for k, if cached.
 func (s *callState) cachedPlan(k planKey) (planEntry, bool) {
 	e, ok := s.plans[k]

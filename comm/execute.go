@@ -108,13 +108,14 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 	if r.kind.Info().P2P && (r.args.peer == c.rank || r.args.src == c.rank) {
 		return c.executeSelf(ctx, r)
 	}
-	if r.kind.Info().P2P && c.boardTakes(r) {
+	onBoard := c.boardTakes(r)
+	if r.kind.Info().P2P && onBoard {
 		return c.executeMail(r)
 	}
 	if !r.kind.Info().P2P {
-		storeRelease32(&c.seqNow, c.beginCollective(callSummary{kind: r.kind, dt: r.dt, op: r.op, count: r.count, root: r.root}))
+		storeRelease32(&c.seqNow, c.beginRequest(r))
 	}
-	if c.boardTakes(r) {
+	if onBoard {
 		return c.executeBoard(r)
 	}
 	var x callBufs

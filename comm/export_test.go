@@ -21,3 +21,24 @@ func CostModel(c *Comm) (alpha, beta, gamma, localAlpha, localBeta float64) {
 // RabenseifnerBeta is the β fitted at New to Rabenseifner's allreduce (0
 // where it was not measured).
 func RabenseifnerBeta(c *Comm) float64 { return c.algoBeta[collAllreduce]["rabenseifner"] }
+
+// BoardPeerAhead makes rank p of c's shared-memory board look as if it had
+// published c's next board call already: an allreduce of count elements of
+// dt with op (barrier: true, a barrier), with zeros as its contribution.
+// c's next call then finds p arrived, and times only its own work.
+func BoardPeerAhead(c *Comm, p int, barrier bool, dt DataType, op Op, count int) {
+	b := c.board
+	seq := b.seq + 1
+	k := mkCall(collAllreduce, dt, op, -1, count)
+	if barrier {
+		k = mkCall(collBarrier, 0, 0, -1, 0)
+	}
+	me := b.me
+	b.me = p
+	b.writeCall(seq, k)
+	b.me = me
+	if !barrier {
+		clear(b.data(p, seq, count*dt.Size()))
+	}
+	b.u64(b.hdr(p) + bSeq).Store(seq)
+}

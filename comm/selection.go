@@ -48,7 +48,7 @@ func newSelection(forced map[collKind]string) selection {
 // forcedFor is the algorithm a call of k must use whatever the cost
 // model says: the call's own (own), else GOCCL_ALGO's; "" if neither.
 func (s *selection) forcedFor(k collKind, own string) string {
-	if own != "" {
+	if own != "" || len(s.algoForced) == 0 { // no map lookup on every small call
 		return own
 	}
 	return s.algoForced[k]

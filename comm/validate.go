@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"strings"
 
 	"github.com/goccl/goccl/collectives"
@@ -23,7 +24,7 @@ func (c *Comm) checkType(k collKind, dt DataType, bufs ...[]byte) error {
 		return fmt.Errorf("comm: %s: rank %d: unsupported data type %s", k, c.rank, dt)
 	}
 	for _, b := range bufs {
-		if len(b)%dt.Size() != 0 {
+		if len(b)&(dt.Size()-1) != 0 { // sizes are powers of two
 			return c.errorf(k, dt, "a buffer of %d bytes is not a whole number of elements", len(b))
 		}
 	}
@@ -114,7 +115,7 @@ func (c *Comm) prepAllreduce(r *Request, send, recv []byte, dt DataType, op Op) 
 		return c.errorf(k, dt, "send has %d bytes but recv has %d", len(send), len(recv))
 	}
 	r.c = c
-	r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count = k, send, recv, dt, op, -1, len(recv)/dt.Size()
+	r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count = k, send, recv, dt, op, -1, elems(len(recv), dt)
 	return nil
 }
 
@@ -126,7 +127,7 @@ func (c *Comm) broadcast(r *Request, buf []byte, dt DataType, root int) *Request
 	}
 	r.kind, r.send, r.recv, r.dt, r.root = k, buf, buf, dt, root
 	if err == nil {
-		r.count = len(buf) / dt.Size()
+		r.count = elems(len(buf), dt)
 	}
 	return c.submitOrReject(r, k, err)
 }
@@ -145,7 +146,7 @@ func (c *Comm) reduce(r *Request, send, recv []byte, dt DataType, op Op, root in
 	}
 	r.kind, r.send, r.recv, r.dt, r.op, r.root = k, send, recv, dt, op, root
 	if err == nil {
-		r.count = len(send) / dt.Size()
+		r.count = elems(len(send), dt)
 	}
 	return c.submitOrReject(r, k, err)
 }
@@ -158,7 +159,7 @@ func (c *Comm) allgather(r *Request, send, recv []byte, dt DataType) *Request {
 	}
 	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, -1
 	if err == nil {
-		r.count = len(send) / dt.Size()
+		r.count = elems(len(send), dt)
 	}
 	return c.submitOrReject(r, k, err)
 }
@@ -194,10 +195,10 @@ func (c *Comm) allgatherv(r *Request, send, recv []byte, dt DataType, counts, di
 	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, -1
 	err := c.checkType(k, dt, send, recv)
 	if err == nil {
-		r.args.recvDispls, err = c.checkV(k, dt, "recv", counts, displs, len(recv)/dt.Size())
+		r.args.recvDispls, err = c.checkV(k, dt, "recv", counts, displs, elems(len(recv), dt))
 	}
 	if err == nil && len(send) != counts[c.rank]*dt.Size() {
-		err = c.errorf(k, dt, "send has %d elements but counts[%d] is %d", len(send)/dt.Size(), c.rank, counts[c.rank])
+		err = c.errorf(k, dt, "send has %d elements but counts[%d] is %d", elems(len(send), dt), c.rank, counts[c.rank])
 	}
 	if err == nil {
 		r.args.recvCounts = append([]int(nil), counts...)
@@ -217,7 +218,7 @@ func (c *Comm) reduceScatter(r *Request, send, recv []byte, dt DataType, op Op) 
 	}
 	r.kind, r.send, r.recv, r.dt, r.op, r.root = k, send, recv, dt, op, -1
 	if err == nil {
-		r.count = len(recv) / dt.Size()
+		r.count = elems(len(recv), dt)
 	}
 	return c.submitOrReject(r, k, err)
 }
@@ -233,7 +234,7 @@ func (c *Comm) alltoall(r *Request, send, recv []byte, dt DataType) *Request {
 	}
 	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, -1
 	if err == nil {
-		r.count = len(send) / c.size / dt.Size()
+		r.count = elems(len(send)/c.size, dt)
 	}
 	return c.submitOrReject(r, k, err)
 }
@@ -243,10 +244,10 @@ func (c *Comm) alltoallv(r *Request, send []byte, sendCounts, sendDispls []int, 
 	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, -1
 	err := c.checkType(k, dt, send, recv)
 	if err == nil {
-		r.args.sendDispls, err = c.checkV(k, dt, "send", sendCounts, sendDispls, len(send)/dt.Size())
+		r.args.sendDispls, err = c.checkV(k, dt, "send", sendCounts, sendDispls, elems(len(send), dt))
 	}
 	if err == nil {
-		r.args.recvDispls, err = c.checkV(k, dt, "recv", recvCounts, recvDispls, len(recv)/dt.Size())
+		r.args.recvDispls, err = c.checkV(k, dt, "recv", recvCounts, recvDispls, elems(len(recv), dt))
 	}
 	if err == nil && overlap(send, recv) && !sameBytes(send, recv) {
 		err = c.errorf(k, dt, "send and recv overlap (in place, send is recv)")
@@ -273,7 +274,7 @@ func (c *Comm) gather(r *Request, send, recv []byte, dt DataType, root int) *Req
 	}
 	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, root
 	if err == nil {
-		r.count = len(send) / dt.Size()
+		r.count = elems(len(send), dt)
 	}
 	return c.submitOrReject(r, k, err)
 }
@@ -292,7 +293,7 @@ func (c *Comm) scatter(r *Request, send, recv []byte, dt DataType, root int) *Re
 	}
 	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, root
 	if err == nil {
-		r.count = len(recv) / dt.Size()
+		r.count = elems(len(recv), dt)
 	}
 	return c.submitOrReject(r, k, err)
 }
@@ -322,7 +323,7 @@ func (c *Comm) p2p(r *Request, k collKind, buf []byte, dt DataType, peer, tag in
 		r.recv = buf
 	}
 	if err == nil {
-		r.count = len(buf) / dt.Size()
+		r.count = elems(len(buf), dt)
 		r.args.recvCount = r.count
 	}
 	return c.submitOrReject(r, k, err)
@@ -346,8 +347,8 @@ func (c *Comm) sendRecv(r *Request, send []byte, dst int, recv []byte, src int, 
 	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, -1
 	r.args.peer, r.args.src, r.args.tag = dst, src, tag
 	if err == nil {
-		r.count = len(send) / dt.Size()
-		r.args.recvCount = len(recv) / dt.Size()
+		r.count = elems(len(send), dt)
+		r.args.recvCount = elems(len(recv), dt)
 	}
 	return c.submitOrReject(r, k, err)
 }
@@ -359,3 +360,8 @@ func sum(xs []int) int {
 	}
 	return t
 }
+
+// elems is the number of elements of type dt in n bytes: a shift, as the
+// sizes are powers of two (a division costs as much as the rest of a
+// small call's checks).
+func elems(n int, dt DataType) int { return n >> bits.TrailingZeros(uint(dt.Size())) }

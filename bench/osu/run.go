@@ -207,6 +207,15 @@ func (r *runner[T]) spread(v float64, errs int) (avg, lo, hi float64, total int,
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
+// epoch is when the program started, the origin of wtime.
+var epoch = time.Now()
+
+// wtime is the time since epoch, as MPI_Wtime, the clock OSU times calls
+// with: one read of the monotonic clock. (time.Now reads the wall clock
+// too, and time.Since(t0) then adds tens of nanoseconds to every timed
+// call, a tenth of a small call on shared memory.)
+func wtime() time.Duration { return time.Since(epoch) }
+
 // validationFailed prints OSU's closing line and returns ErrValidation.
 func (r *runner[T]) validationFailed(size int) error {
 	fmt.Fprintf(r.out, "DATA VALIDATION ERROR: %s exited with status 1 on message size %d.\n", r.b.OSU, size)

@@ -53,9 +53,9 @@ func (r *runner[T]) runColl() error {
 					return err
 				}
 			}
-			t0 := time.Now()
+			t0 := wtime()
 			err := r.impl.Run(r.ctx, r.c, send, recv, comm.Sum, root, r.opts)
-			d := time.Since(t0)
+			d := wtime() - t0
 			if err != nil {
 				return err
 			}

@@ -70,9 +70,9 @@ func (p *p2pRun[T]) measure(count, iters, skip int) (total time.Duration, wrong 
 				return 0, 0, err
 			}
 		}
-		t0 := time.Now()
+		t0 := wtime()
 		err := p.exchange(send, recv)
-		d := time.Since(t0)
+		d := wtime() - t0
 		if err != nil {
 			return 0, 0, err
 		}

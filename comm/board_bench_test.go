@@ -1,0 +1,38 @@
+package comm_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/goccl/goccl/comm"
+)
+
+// BenchmarkBoardOverhead is the work of a small allreduce and barrier on
+// the shared-memory board, waits excluded: rank 1's side of each call is
+// published before rank 0 makes it (BoardPeerAhead), so ns/op is what rank
+// 0 spends from its call to its return, the cost every board call adds to
+// the cache lines' trips between the ranks.
+func BenchmarkBoardOverhead(b *testing.B) {
+	comms := benchRanks(b, "shm", 2)
+	c := comms[0]
+	ctx := context.Background()
+	send, recv := make([]float32, 2), make([]float32, 2)
+	b.Run("allreduce", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			BoardPeerAhead(c, 1, false, TypeFloat32, Sum, len(send))
+			if err := Allreduce(ctx, c, send, recv, Sum); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("barrier", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			BoardPeerAhead(c, 1, true, 0, 0, 0)
+			if err := c.Barrier(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
