@@ -773,14 +773,17 @@ func (b *board) rest(waited time.Duration, w *atomic.Uint64, v uint64, p int) {
 	switch {
 	case waited < boardSpin && !b.crowded:
 	case waited < boardYield:
+		// Raw system calls here and below: see shm.FutexNap. The process's
+		// other goroutines run first.
 		runtime.Gosched()
-		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 	default:
+		runtime.Gosched()
 		bell := b.u32(gBell)
 		b.u32(gSleepers).Add(1)
 		bv := bell.Load()
 		if w.Load() < v && b.stateOf(p).Load() == boardLive {
-			shm.FutexSleep(bell, bv, boardNap)
+			shm.FutexNap(bell, bv, boardNap)
 		}
 		b.u32(gSleepers).Add(^uint32(0))
 	}
