@@ -655,8 +655,7 @@ func (b *board) publish(seq uint64, k boardCall) {
 // stores to the header's line.
 func (b *board) publishWith(seq uint64, k boardCall, dst, src []byte) {
 	copy(dst, src)
-	b.writeCall(seq, k)
-	b.raise(bSeq, seq)
+	b.publish(seq, k)
 }
 
 // raise stores v in this rank's word at off (bSeq, bDone), a release

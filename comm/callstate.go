@@ -31,17 +31,11 @@ func newCallState() callState {
 	return callState{plans: map[planKey]planEntry{}}
 }
 
-// beginCollective numbers a new collective, summarised by sum, and
-// returns its number; the current one becomes the previous.
-func (s *callState) beginCollective(sum callSummary) uint32 {
-	s.seq++
-	s.prev, s.cur = s.cur, sum
-	return s.seq
-}
-
-// beginRequest is beginCollective for r. It sets the fields one by one: a
-// summary built in a temporary and copied whole stalls the processor (the
-// wide loads cannot take the narrow stores' values from the store buffer).
+// beginRequest numbers a new collective, r, and returns its number; the
+// current one becomes the previous. It sets the summary's fields one by
+// one: a summary built in a temporary and copied whole stalls the
+// processor (the wide loads cannot take the narrow stores' values from the
+// store buffer).
 func (s *callState) beginRequest(r *Request) uint32 {
 	s.seq++
 	s.prev = s.cur

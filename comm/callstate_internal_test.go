@@ -4,18 +4,20 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/goccl/goccl/collectives"
 )
 
 // Collectives are numbered from 1, and the summaries shift: the current
 // one becomes the previous.
 func TestCallStateNumbering(t *testing.T) {
 	s := newCallState()
-	a := callSummary{kind: collAllreduce, count: 8}
-	b := callSummary{kind: collBroadcast, count: 4, root: 1}
-	require.EqualValues(t, 1, s.beginCollective(a))
+	a := callSummary{kind: collAllreduce, dt: collectives.Float32, op: Sum, count: 8, root: -1}
+	b := callSummary{kind: collBroadcast, dt: collectives.Int8, count: 4, root: 1}
+	require.EqualValues(t, 1, s.beginRequest(&Request{kind: a.kind, dt: a.dt, op: a.op, count: a.count, root: a.root}))
 	require.Equal(t, a, s.cur)
 	require.Zero(t, s.prev.kind)
-	require.EqualValues(t, 2, s.beginCollective(b))
+	require.EqualValues(t, 2, s.beginRequest(&Request{kind: b.kind, dt: b.dt, count: b.count, root: b.root}))
 	require.EqualValues(t, 2, s.seq)
 	require.Equal(t, b, s.cur)
 	require.Equal(t, a, s.prev)
