@@ -41,7 +41,8 @@ import (
 // s: two slots per rank suffice and no rank waits for reads to end.
 //
 // Waiting spins briefly, then yields, then sleeps on a futex in the board
-// that publishers ring when someone sleeps. A waiting rank watches the
+// that publishers ring when someone sleeps (raw system calls, which the Go
+// scheduler does not see: shm.FutexNap). A waiting rank watches the
 // ranks it waits for: a rank that closed or failed marks its header, a
 // process that died is seen gone (kill(pid, 0)); the communicator's
 // timeout, stall timeout and Abort end the wait as they end any call.

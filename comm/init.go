@@ -29,7 +29,8 @@ import (
 // mpirun set (see package bootstrap), meets the other ranks through the
 // bootstrap store, opens the transports and connects every peer. ctx
 // bounds the whole set-up. A process started without any launcher runs as
-// a single rank.
+// a single rank. A rank of a job returns 8 ms after its set-up ends, asleep
+// meanwhile, so that its first calls do not stall (settleRuntime).
 //
 // Init reads the environment once (OptionsFromEnv): the fields opts
 // leaves zero take the values of the GOCCL_* variables that are set; a
