@@ -118,10 +118,7 @@ type board struct {
 	crowded bool
 	// cma: every rank can read every other's memory with
 	// process_vm_readv (board_direct.go).
-	cma bool
-	// early: cma, and no rank crowded: the copy collectives go direct
-	// from smaller sizes on (directAbove).
-	early   bool
+	cma     bool
 	cross   shm.CrossReader
 	scratch []byte // a direct all-to-all's send buffer, when in place
 	// segs maps the peers' segments this rank read from (by rank and
@@ -345,20 +342,16 @@ func (c *Comm) setupBoard(ctx context.Context) error {
 		return nil
 	}
 	// 5. Can every rank read every other's memory (cross-memory attach)?
-	// Then large calls copy straight between the ranks' buffers, and
-	// smaller ones too if no rank is crowded (directAbove): every rank
-	// must choose alike.
-	ok = []byte{boolByte(b.probeCMA()), boolByte(b.crowded)}
+	// Then large calls copy straight between the ranks' buffers.
+	ok = []byte{boolByte(b.probeCMA())}
 	if all, err = c.rdv.Allgather(ctx, ok); err != nil {
 		b.release()
 		return fmt.Errorf("shared-memory board: agree on cross-memory attach: %w", err)
 	}
-	b.cma, b.early = true, true
+	b.cma = true
 	for _, a := range all {
-		b.cma = b.cma && len(a) == 2 && a[0] == 1
-		b.early = b.early && len(a) == 2 && a[1] == 0
+		b.cma = b.cma && len(a) == 1 && a[0] == 1
 	}
-	b.early = b.early && b.cma
 	b.mail = b.cma && mailSize(c.size) > 0
 	b.sent, b.got, b.seen = make([]uint64, c.size), make([]uint64, c.size), make([]uint64, c.size)
 	c.board = b
@@ -495,7 +488,7 @@ func (c *Comm) executeBoard(r *Request) error {
 	if r.kind == collScatter {
 		L = c.size * len(r.recv)
 	}
-	if L > b.directAbove(r.kind) {
+	if L > boardSlot {
 		return c.executeDirect(r, seq, L, k)
 	}
 	mine := b.data(b.me, seq, L)

@@ -32,32 +32,6 @@ import (
 // through the board as a direct call.
 func (b *board) direct(n int) bool { return b != nil && b.cma && n > boardSlot }
 
-// directAbove is the contribution in bytes above which a board call of
-// kind k goes direct (executeDirect) rather than through the slots:
-// boardSlot, or less for the copy collectives and allreduce where every
-// rank can read every other's memory and none is crowded (board.early).
-// Through the slots a call copies its contribution in and the results
-// out; direct it reads the peers' buffers once, but syncs twice (the
-// peers' buffers, then their reads). Measured with 2 ranks, 3 alternations
-// (bin/osu -m 2K:16K -i 5000, registered buffers), slots against direct:
-// broadcast 8 KiB 2.0-2.1 us against 0.8, allgather 8 KiB 2.7 against
-// 1.3-1.5, all-to-all 16 KiB (8 KiB blocks) 2.7-2.8 against 1.3-1.4 but
-// 8 KiB level (1.3), allreduce 16 KiB 4.5-4.6 against 3.3-3.4 but 8 KiB
-// 2.4-2.5 against 2.8. With 4 ranks on 2 cores the second sync costs a
-// round of scheduling: an all-to-all of 16 KiB took 26-27 us direct
-// against 14-14.5 through the slots, so crowded ranks keep the slots.
-func (b *board) directAbove(k collKind) int {
-	if b.early {
-		switch k {
-		case collBroadcast, collAllgather:
-			return 4 << 10
-		case collAlltoall, collAllreduce:
-			return 8 << 10
-		}
-	}
-	return boardSlot
-}
-
 // probeCMA reports whether this rank can read every other rank's memory:
 // it reads each one's process id in its own mapping of the board.
 func (b *board) probeCMA() bool {

@@ -110,9 +110,7 @@ func TestBoardCollectives(t *testing.T) {
 					}
 				}
 				// Every collective, type and operation the checks know, at
-				// sizes on both sides of the board's limit, and between
-				// it and the smaller limits where uncrowded ranks go
-				// direct (directAbove: 4 and 8 KiB).
+				// sizes on both sides of the board's limit.
 				for _, count := range []int{1, 7, 300, 1500, 3000, slotFloats / n, 2 * slotFloats} {
 					if err := commtest.CheckAll[float32](ctx, c, count, []Op{Sum, Max}); err != nil {
 						return err
