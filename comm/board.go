@@ -118,7 +118,10 @@ type board struct {
 	crowded bool
 	// cma: every rank can read every other's memory with
 	// process_vm_readv (board_direct.go).
-	cma     bool
+	cma bool
+	// early: cma, and no rank crowded: a broadcast of 4-16 KiB may go
+	// direct (broadcastEither).
+	early   bool
 	cross   shm.CrossReader
 	scratch []byte // a direct all-to-all's send buffer, when in place
 	// segs maps the peers' segments this rank read from (by rank and
@@ -342,16 +345,20 @@ func (c *Comm) setupBoard(ctx context.Context) error {
 		return nil
 	}
 	// 5. Can every rank read every other's memory (cross-memory attach)?
-	// Then large calls copy straight between the ranks' buffers.
-	ok = []byte{boolByte(b.probeCMA())}
+	// Then large calls copy straight between the ranks' buffers, and
+	// some smaller ones may too if no rank is crowded (board.early):
+	// every rank must know alike.
+	ok = []byte{boolByte(b.probeCMA()), boolByte(b.crowded)}
 	if all, err = c.rdv.Allgather(ctx, ok); err != nil {
 		b.release()
 		return fmt.Errorf("shared-memory board: agree on cross-memory attach: %w", err)
 	}
-	b.cma = true
+	b.cma, b.early = true, true
 	for _, a := range all {
-		b.cma = b.cma && len(a) == 1 && a[0] == 1
+		b.cma = b.cma && len(a) == 2 && a[0] == 1
+		b.early = b.early && len(a) == 2 && a[1] == 0
 	}
+	b.early = b.early && b.cma
 	b.mail = b.cma && mailSize(c.size) > 0
 	b.sent, b.got, b.seen = make([]uint64, c.size), make([]uint64, c.size), make([]uint64, c.size)
 	c.board = b
@@ -490,6 +497,9 @@ func (c *Comm) executeBoard(r *Request) error {
 	}
 	if L > boardSlot {
 		return c.executeDirect(r, seq, L, k)
+	}
+	if r.kind == collBroadcast && L > boardBcastDirect && b.early && !c.opts.StrictChecks {
+		return c.broadcastEither(r, seq, L, k)
 	}
 	mine := b.data(b.me, seq, L)
 	var contrib []byte // what this rank puts on the board

@@ -402,6 +402,60 @@ func TestBoardDirect(t *testing.T) {
 	}
 }
 
+// TestBoardBroadcastEither: a broadcast of 4-16 KiB goes direct when its
+// root's buffer is registered and through the slot when it is not
+// (broadcastEither), the receivers following the root's choice whatever
+// their own buffers: every mix, moving roots, results exact, and the
+// calls around it unaffected.
+func TestBoardBroadcastEither(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
+			runRanksOn(t, "shm", n, testOptsFast, func(c *Comm) error {
+				ctx := context.Background()
+				me := c.Rank()
+				for round := range 8 {
+					for _, count := range []int{1025, 1500, 4096} { // 4 KiB + 4 B to the slot's 16 KiB
+						root := round % n
+						var buf []float32
+						if (round/n+me)%2 == 0 { // registered on alternate ranks and rounds
+							m, err := Alloc[float32](c, count)
+							if err != nil {
+								return err
+							}
+							defer Free(c, m)
+							buf = m
+						} else {
+							buf = make([]float32, count)
+						}
+						for i := range buf {
+							buf[i] = -1
+							if me == root {
+								buf[i] = float32(root*100_000 + round*1000 + i%997)
+							}
+						}
+						if err := Broadcast(ctx, c, buf, root); err != nil {
+							return err
+						}
+						for _, i := range []int{0, count / 2, count - 1} {
+							if want := float32(root*100_000 + round*1000 + i%997); buf[i] != want {
+								return fmt.Errorf("broadcast of %d from %d, round %d: element %d is %v, want %v", count, root, round, i, buf[i], want)
+							}
+						}
+						x := []float32{float32(me)}
+						if err := Allreduce(ctx, c, x, x, Sum); err != nil {
+							return err
+						}
+						if want := float32(n * (n - 1) / 2); x[0] != want {
+							return fmt.Errorf("allreduce after the broadcast: %v, want %v", x[0], want)
+						}
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
 // TestMailbox: point-to-point calls between ranks of one host go through
 // the board's mailboxes: every size (empty, eager, at the eager limit,
 // past it from plain and from Alloc'd memory), in order, more in flight
