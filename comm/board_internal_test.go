@@ -1,0 +1,38 @@
+package comm
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goccl/goccl/collectives"
+)
+
+// A call's description reads back from the header equal to what its rank
+// wrote, whatever the count: the header keeps the low 32 bits of it, and a
+// description compared field by field with the full count made every call
+// of 2^32 elements or more (a direct call of 4 GiB of int8) a mismatch
+// with itself. The reader's fields are the writer's, the root's sign
+// included.
+func TestBoardCallRoundTrip(t *testing.T) {
+	b := &board{mem: make([]byte, boardSize(2)), n: 2, me: 1}
+	for seq, k := range []boardCall{
+		mkCall(collAllreduce, collectives.Float32, Sum, -1, 7),
+		mkCall(collBroadcast, collectives.Int8, 0, 63, 1<<32+5),
+		mkCall(collReduce, collectives.Float64, Max, 2, 1<<33-1),
+		mkCall(collBarrier, 0, 0, -1, 0),
+	} {
+		b.writeCall(uint64(seq+1), k)
+		got := b.readCall(1, uint64(seq+1))
+		require.Equal(t, k, got, "call %v", k)
+		require.Equal(t, k.kind(), got.kind())
+		require.Equal(t, k.root(), got.root())
+	}
+	k := mkCall(collBroadcast, collectives.Int8, 0, 63, 1<<32+5)
+	require.Equal(t, collBroadcast, k.kind())
+	require.Equal(t, collectives.Int8, k.dt())
+	require.Equal(t, 63, k.root())
+	require.EqualValues(t, 5, k.count(), "the low 32 bits of the count")
+	require.Equal(t, -1, mkCall(collAllreduce, collectives.Float32, Sum, -1, 1).root())
+	require.NotEqual(t, mkCall(collAllreduce, collectives.Float32, Sum, -1, 7), mkCall(collAllreduce, collectives.Float32, Max, -1, 7))
+}
