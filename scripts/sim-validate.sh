@@ -10,12 +10,13 @@
 #   calibration  `collsim calibrate`: 2 ranks on one host (the local link
 #                class) and 2 ranks on two hosts (the net class, per rate):
 #                ring allreduce wall and CPU time per call at 8 B .. 4 MiB
-#                (and on one host recursive doubling at 8 B: the CPU per
+#                (four sizes up to 4 KiB, whose median fixes the latency;
+#                and on one host recursive doubling at 8 B: the CPU per
 #                call apart from the CPU per message),
 #                and the CPU's reduction and copy speeds; 4, 8 and 16 ranks
-#                on one host, ring and recursive doubling at 256 B: what
-#                ranks outnumbering cores cost (CPU per message, core time
-#                lost, latency);
+#                on one host, ring and recursive doubling at 256 B and the
+#                ring at 1 MiB: what ranks outnumbering cores cost (CPU per
+#                message, core time lost, latency, CPU per byte);
 #   measurement  bench/osu allreduce (ring, rabenseifner, recursive-doubling,
 #                tree), bcast (binomial, pipeline, scatter-allgather) and
 #                alltoall (pairwise, bruck), each algorithm forced, on
@@ -27,7 +28,8 @@
 # calibration time and every measured point as the median of its rounds,
 # fits the model's alpha and beta per link class through the simulator from
 # the calibration (CPU costs from the measured CPU time), predicts every
-# measured point and prints the table of predicted vs measured times, the
+# measured point as OSU measures it (each call after the barrier that
+# follows the previous one, each rank timing its own) and prints the table of predicted vs measured times, the
 # share within 25%, where it misses, and how far the rounds agree with one
 # another (the share of single rounds within 25% of the median of the
 # others: about the most any model could match).
@@ -252,7 +254,7 @@ job() {
 }
 
 failed=0
-calib=("$BIN/collsim" calibrate -warm-time "$WARMTIME" -i $((ITERS * 2)) -x "$WARM" -is $((SITERS * 2)) -xs "$SWARM" -sizes 8,64K,1M,4M)
+calib=("$BIN/collsim" calibrate -warm-time "$WARMTIME" -i $((ITERS * 2)) -x "$WARM" -is $((SITERS * 2)) -xs "$SWARM" -sizes 8,64,512,4K,64K,256K,1M,4M)
 for round in $(seq 1 "$ROUNDS"); do
 	R=$OUT
 	((ROUNDS > 1)) && R=$OUT/round-$round
@@ -266,7 +268,8 @@ for round in $(seq 1 "$ROUNDS"); do
 		-is $((SITERS * 2)) -xs "$SWARM" -sizes 8 || failed=1
 	for n in 4 8 16; do
 		say "calibrating the cost of more ranks than cores ($n ranks on one host)"
-		job "$R/calib/oversub-ring-$n.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
+		job "$R/calib/oversub-ring-$n.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -is $((SITERS * 2)) -xs "$SWARM" \
+			-i "$ITERS" -x "$WARM" -sizes 256,1M || failed=1
 		job "$R/calib/oversub-rd-$n.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -algorithm recursive-doubling -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
 	done
 	for rate in $RATES; do

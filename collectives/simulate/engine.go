@@ -50,6 +50,10 @@ type engine struct {
 	ports   []port
 	imm     []int32 // threads whose current task costs nothing: done now
 	immHead int
+	// enterAt is when each rank enters the call (nil: every rank at 0).
+	enterAt []float64
+	// byteScale multiplies every CPU cost per byte (Oversub.ByteCost).
+	byteScale float64
 }
 
 type rstate struct {
@@ -127,6 +131,7 @@ const (
 	evArrive               // a message of link a arrives: sender's chunk b, c bytes
 	evCredit               // a credit of link a arrives at its sender
 	evAck                  // rank a's send chunk b is acknowledged
+	evStart                // rank a enters the call
 )
 
 type event struct {
@@ -147,12 +152,13 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 		return nil, err
 	}
 	n := len(plans)
-	e := &engine{par: par, limit: limit, links: links, ranks: make([]rstate, n), threads: make([]thread, threadsPerRank*n)}
+	e := &engine{par: par, limit: limit, links: links, ranks: make([]rstate, n), threads: make([]thread, threadsPerRank*n), byteScale: 1}
 	poolRanks := m.poolRanks()
 	if m.Cores == 0 {
 		poolRanks = 1
 	} else if poolRanks > m.Cores {
 		e.over = par.oversub(float64(poolRanks) / float64(m.Cores))
+		e.byteScale = max(1, e.over.ByteCost)
 	}
 	e.pools = make([]pool, (n+poolRanks-1)/poolRanks)
 	for i := range e.pools {
@@ -199,15 +205,25 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 	return e, nil
 }
 
+// enter starts rank r's call: its Pre copies and the call's own CPU work
+// first, if any.
+func (e *engine) enter(r int32) {
+	st := &e.ranks[r]
+	if cost := float64(st.plan.pre)*e.par.Copy*e.byteScale + e.par.CallOverhead; cost > 0 {
+		e.addTask(execThread(r), task{kind: tStart, cost: cost})
+	} else {
+		e.start(r)
+	}
+}
+
 // run simulates until every rank is done.
 func (e *engine) run() error {
 	for r := range e.ranks {
-		st := &e.ranks[r]
-		if cost := float64(st.plan.pre)*e.par.Copy + e.par.CallOverhead; cost > 0 {
-			e.addTask(execThread(int32(r)), task{kind: tStart, cost: cost})
-		} else {
-			e.start(int32(r))
+		if e.enterAt != nil && e.enterAt[r] > 0 {
+			e.push(event{t: e.enterAt[r], kind: evStart, a: int32(r)})
+			continue
 		}
+		e.enter(int32(r))
 	}
 	for {
 		for e.immHead < len(e.imm) {
@@ -230,7 +246,7 @@ func (e *engine) run() error {
 			e.taskDone(ev.a)
 		case evArrive:
 			l := &e.links[ev.a]
-			cost := e.par.Links[l.class].Overhead + float64(ev.c)*e.par.Links[l.class].PerByte
+			cost := e.par.Links[l.class].Overhead + float64(ev.c)*e.par.Links[l.class].PerByte*e.byteScale
 			e.addTask(recvThread(l.to), task{kind: tRead, link: ev.a, chunk: ev.b, len: ev.c, cost: cost})
 		case evCredit:
 			l := &e.links[ev.a]
@@ -238,6 +254,8 @@ func (e *engine) run() error {
 			e.tryPost(l.from, l.fromEntry)
 		case evAck:
 			e.finish(ev.a, ev.b)
+		case evStart:
+			e.enter(ev.a)
 		}
 	}
 	for r := range e.ranks {
@@ -277,7 +295,7 @@ func (e *engine) start(r int32) {
 	}
 	for _, c := range rp.copies {
 		if rp.chunks[c].nDeps == 0 {
-			e.addTask(execThread(r), task{kind: tCopy, chunk: c, cost: float64(rp.chunks[c].len) * e.par.Copy})
+			e.addTask(execThread(r), task{kind: tCopy, chunk: c, cost: float64(rp.chunks[c].len) * e.par.Copy * e.byteScale})
 		}
 	}
 }
@@ -297,7 +315,7 @@ func (e *engine) tryPost(r, k int32) {
 		l.credits--
 		st.sendHead[k]++
 		n := st.plan.chunks[c].len
-		e.addTask(sendThread(r), task{kind: tPost, link: en.sendLink, chunk: c, len: n, cost: lc.Overhead + float64(n)*lc.PerByte})
+		e.addTask(sendThread(r), task{kind: tPost, link: en.sendLink, chunk: c, len: n, cost: lc.Overhead + float64(n)*lc.PerByte*e.byteScale})
 	}
 }
 
@@ -319,7 +337,7 @@ func (e *engine) tryConsume(r, k int32) {
 		if ch.kind == collectives.RecvReduce {
 			per = e.par.Gamma
 		}
-		e.addTask(execThread(r), task{kind: tConsume, link: en.recvLk, chunk: c, len: ch.len, cost: float64(ch.len) * per})
+		e.addTask(execThread(r), task{kind: tConsume, link: en.recvLk, chunk: c, len: ch.len, cost: float64(ch.len) * per * e.byteScale})
 	}
 }
 
@@ -337,7 +355,7 @@ func (e *engine) finish(r, c int32) {
 		oc := &rp.chunks[o]
 		switch oc.kind {
 		case collectives.Copy:
-			e.addTask(execThread(r), task{kind: tCopy, chunk: o, cost: float64(oc.len) * e.par.Copy})
+			e.addTask(execThread(r), task{kind: tCopy, chunk: o, cost: float64(oc.len) * e.par.Copy * e.byteScale})
 		case collectives.Send:
 			e.tryPost(r, oc.entry)
 		default:

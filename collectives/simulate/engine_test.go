@@ -44,6 +44,54 @@ func TestOneMessage(t *testing.T) {
 	require.InDelta(t, 19, r.MeanSeconds, 1e-12)
 }
 
+// TestPacedByBarrier: OSU's loop (a call, then a barrier) on 2 ranks, a
+// one-message broadcast, every cost zero but α = 10, sends inline. Alone,
+// the root is done at 0 and the leaf at α. The barrier after it (recursive
+// doubling: an exchange) lets the leaf out when it arrives at α (the
+// root's message is there), the root at 2α (the leaf's reaches it): the
+// next call's root enters α after the leaf, which waits 2α for its
+// message. That repeats: each rank's time from its own entry is 0 and 2α.
+func TestPacedByBarrier(t *testing.T) {
+	par := units(1024, 8, 1<<20)
+	par.Links[collectives.LinkLocal] = Link{Alpha: 10}
+	job := Job{Coll: collectives.CollBroadcast, Algo: "binomial", Bytes: 8}
+	r := run(t, job, Machine{Ranks: 2}, par, Full)
+	require.InDelta(t, 10, r.Seconds, 1e-12)
+	require.InDelta(t, 5, r.MeanSeconds, 1e-12)
+	r, err := Simulate(job, Machine{Ranks: 2}, par, Options{Method: Full, Barrier: "recursive-doubling"})
+	require.NoError(t, err)
+	require.InDelta(t, 20, r.Seconds, 1e-12)
+	require.InDelta(t, 10, r.MeanSeconds, 1e-12)
+	// A symmetric call is left as it was: both ranks leave the barrier
+	// together.
+	ar := Job{Coll: collectives.CollAllreduce, Algo: "recursive-doubling", Bytes: 8}
+	alone := run(t, ar, Machine{Ranks: 2}, par, Full)
+	r, err = Simulate(ar, Machine{Ranks: 2}, par, Options{Method: Full, Barrier: "recursive-doubling"})
+	require.NoError(t, err)
+	require.InDelta(t, alone.MeanSeconds, r.MeanSeconds, 1e-12)
+	_, err = Simulate(job, Machine{Ranks: 2}, par, Options{Barrier: "nope"})
+	require.Error(t, err)
+}
+
+// TestOversubByteCost: where ranks outnumber cores, every CPU cost per
+// byte grows by the factor; a call that costs nothing else takes twice as
+// long at a factor of 2, and the factor is interpolated between levels.
+func TestOversubByteCost(t *testing.T) {
+	par := units(1024, 8, 1<<20)
+	par.Links[collectives.LinkLocal] = Link{PerByte: 1}
+	par.Gamma, par.Copy = 2, 1
+	job := Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: 4096, OutOfPlace: true}
+	m := Machine{Ranks: 4, Cores: 2, PoolRanks: 4}
+	par.Oversubscribed = []Oversub{{RanksPerCore: 2}}
+	base := run(t, job, m, par, Full)
+	par.Oversubscribed = []Oversub{{RanksPerCore: 2, ByteCost: 2}}
+	r := run(t, job, m, par, Full)
+	require.InEpsilon(t, 2*base.MeanSeconds, r.MeanSeconds, 1e-9)
+	par.Oversubscribed = []Oversub{{RanksPerCore: 1.5}, {RanksPerCore: 2.5, ByteCost: 3}}
+	r = run(t, job, m, par, Full)
+	require.InEpsilon(t, 2*base.MeanSeconds, r.MeanSeconds, 1e-9)
+}
+
 func TestChainPipelines(t *testing.T) {
 	// A chain of 3 ranks moving 3 chunks of 8 bytes, β = 1, α = 1: the
 	// last chunk reaches the end after (p-1)(cβ+α) + (k-1)cβ = 18 + 16.

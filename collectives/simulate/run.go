@@ -58,6 +58,16 @@ type Options struct {
 	// Budget is the most events one simulation may take (default 2e7,
 	// about a few seconds); Auto moves on to the next method past it.
 	Budget int
+	// Barrier, if set, paces the calls as OSU's timed loop does (a call,
+	// then a barrier of this algorithm, then the next call): each rank
+	// enters the call when it leaves the barrier after the previous one,
+	// and its time is counted from its own entry, not from a common
+	// start. Where ranks leave a barrier at different times (ranks
+	// sharing cores, a barrier whose root leaves first), a rooted call's
+	// waiting ranks enter before or after its root, which a common start
+	// misses. Full simulations only (a periodic window has no barrier of
+	// its own): the others start every rank at once.
+	Barrier string
 }
 
 func (o Options) budget() int {
@@ -136,6 +146,11 @@ func Simulate(job Job, m Machine, par Params, opt Options) (Result, error) {
 		return Result{}, err
 	}
 	s := &sim{job: job, m: m, par: par, algo: algo, budget: opt.budget()}
+	if opt.Barrier != "" {
+		if s.barrier, err = collectives.LookupAlgo(collectives.CollBarrier, opt.Barrier); err != nil {
+			return Result{}, fmt.Errorf("simulate: %w", err)
+		}
+	}
 	switch opt.Method {
 	case Full:
 		return s.full(job.Bytes)
@@ -161,11 +176,12 @@ func Simulate(job Job, m Machine, par Params, opt Options) (Result, error) {
 }
 
 type sim struct {
-	job    Job
-	m      Machine
-	par    Params
-	algo   *collectives.Algo
-	budget int
+	job     Job
+	m       Machine
+	par     Params
+	algo    *collectives.Algo
+	barrier *collectives.Algo // Options.Barrier, or nil
+	budget  int
 }
 
 // symmetry is the job's symmetry at size bytes.
@@ -261,21 +277,55 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 			plans[r].pre += extra
 		}
 	}
-	m := s.m
-	e, err := newEngine(plans, wd, m, &s.par, s.budget)
+	e, err := s.runPlans(plans, wd, nil)
 	if err != nil {
-		return Result{}, fmt.Errorf("simulate: %s %s on %d ranks: %w", s.job.Coll, s.job.Algo, wd.p, err)
+		return Result{}, err
 	}
-	if err := e.run(); err != nil {
-		if errors.Is(err, errBudget) {
-			return Result{}, err
+	events := e.events
+	var enter []float64
+	if s.barrier != nil && wd.w == wd.p {
+		// OSU's timed loop: each call after a barrier, each rank's time
+		// from its own entry. The barrier's exits (after the previous
+		// call's finishes) are the next call's entries; a few rounds
+		// settle the skew.
+		bplans := make([]*rankPlan, wd.w)
+		for r := range wd.w {
+			if bplans[r], err = compileRank(s.barrier.Schedule(r, wd.p, &collectives.Args{}), s.par.ChunkBytes); err != nil {
+				return Result{}, err
+			}
 		}
-		return Result{}, fmt.Errorf("simulate: %s %s on %d ranks: %w", s.job.Coll, s.job.Algo, wd.p, err)
+		enter = make([]float64, wd.w)
+		for range pacedRounds {
+			finish := make([]float64, wd.w)
+			for r := range e.ranks {
+				finish[r] = e.ranks[r].finish
+			}
+			b, err := s.runPlans(bplans, wd, finish)
+			if err != nil {
+				return Result{}, err
+			}
+			first := math.Inf(1)
+			for r := range b.ranks {
+				enter[r] = b.ranks[r].finish
+				first = min(first, enter[r])
+			}
+			for r := range enter {
+				enter[r] -= first
+			}
+			if e, err = s.runPlans(plans, wd, enter); err != nil {
+				return Result{}, err
+			}
+			events += b.events + e.events
+		}
 	}
-	res := Result{Method: method, Simulated: wd.w, Events: e.events}
+	res := Result{Method: method, Simulated: wd.w, Events: events}
 	for r := range e.ranks {
-		res.Seconds = max(res.Seconds, e.ranks[r].finish)
-		res.MeanSeconds += e.ranks[r].finish
+		t := e.ranks[r].finish
+		if enter != nil {
+			t -= enter[r]
+		}
+		res.Seconds = max(res.Seconds, t)
+		res.MeanSeconds += t
 	}
 	res.MeanSeconds /= float64(len(e.ranks))
 	for _, pt := range e.ports {
@@ -289,6 +339,27 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 	}
 	res.NetBytes *= float64(wd.p) / float64(wd.w)
 	return res, nil
+}
+
+// pacedRounds is how many calls a paced simulation (Options.Barrier)
+// runs after the first, each entered at the previous barrier's exits.
+const pacedRounds = 3
+
+// runPlans runs the engine on plans, rank r entering at enterAt[r] (nil:
+// all at 0).
+func (s *sim) runPlans(plans []*rankPlan, wd *world, enterAt []float64) (*engine, error) {
+	e, err := newEngine(plans, wd, s.m, &s.par, s.budget)
+	if err != nil {
+		return nil, fmt.Errorf("simulate: %s %s on %d ranks: %w", s.job.Coll, s.job.Algo, wd.p, err)
+	}
+	e.enterAt = enterAt
+	if err := e.run(); err != nil {
+		if errors.Is(err, errBudget) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("simulate: %s %s on %d ranks: %w", s.job.Coll, s.job.Algo, wd.p, err)
+	}
+	return e, nil
 }
 
 // extrapolate simulates two smaller sizes n1 < n2 = 2 n1 and extends the

@@ -183,7 +183,6 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 		link, rph = &cfg.Net, 1
 	}
 	*link = simulate.Link{}
-	small := cal.sizes[0]
 	job := func(b int) simulate.Job {
 		return simulate.Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: b, OutOfPlace: true}
 	}
@@ -217,22 +216,34 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 		r, err := simulate.Simulate(job(b), m, cfg.params(), simulate.Options{Method: simulate.Full})
 		return r.MeanSeconds, err
 	}
-	// alpha: the time at the smallest size is linear in it.
-	t0, err := timeAt(small.bytes)
-	if err != nil {
-		return err
+	// alpha: the time at each small size (up to smallSize; the smallest
+	// if none) is linear in it; the median of the alphas that reproduce
+	// each, so that one slow size (a job's first, a preempted one) does
+	// not set it alone.
+	smalls, larges := cal.sizes[:1], cal.sizes[1:]
+	if i := slices.IndexFunc(cal.sizes, func(s calibSize) bool { return s.bytes > smallSize }); i > 1 {
+		smalls, larges = cal.sizes[:i], cal.sizes[i:]
 	}
-	link.Alpha = 10e-6
-	t1, err := timeAt(small.bytes)
-	if err != nil {
-		return err
+	var alphas []float64
+	for _, sz := range smalls {
+		link.Alpha = 0
+		t0, err := timeAt(sz.bytes)
+		if err != nil {
+			return err
+		}
+		link.Alpha = 10e-6
+		t1, err := timeAt(sz.bytes)
+		if err != nil {
+			return err
+		}
+		alphas = append(alphas, max(0, (sz.wall-t0)/((t1-t0)/10e-6)))
 	}
-	link.Alpha = max(0, (small.wall-t0)/((t1-t0)/10e-6))
+	link.Alpha = median(alphas)
 	// beta: the least squared log error over the larger sizes.
 	miss := func(beta float64) (float64, error) {
 		link.Beta = beta
 		sum := 0.0
-		for _, sz := range cal.sizes[1:] {
+		for _, sz := range larges {
 			t, err := timeAt(sz.bytes)
 			if err != nil {
 				return 0, err
@@ -242,6 +253,7 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 		}
 		return sum, nil
 	}
+	var err error
 	if link.Beta, err = minimizeBeta(miss); err != nil {
 		return err
 	}
@@ -357,13 +369,49 @@ func fitOversub(cfg *config, ring, rd *calibration, cores int, log io.Writer) (s
 		}
 		o.Gap, o.Latency = bg, bl
 	}
+	// ByteCost: from the ring's largest size, if it is a large one (the
+	// CPU per byte bound), the factor on the per-byte costs that
+	// reproduces it, by bisection: the time grows with it.
+	large := ring.sizes[len(ring.sizes)-1]
+	if large.bytes >= 64<<10 {
+		lj := jobOf(ring)
+		lj.Bytes = large.bytes
+		at := func(f float64) (float64, error) {
+			o.ByteCost = f
+			one.Oversub = []simulate.Oversub{o}
+			r, err := simulate.Simulate(lj, m, one.params(), simulate.Options{Method: simulate.Full})
+			return r.MeanSeconds, err
+		}
+		lo, hi := 1.0, 8.0
+		t, err := at(lo)
+		if err != nil {
+			return o, err
+		}
+		if t < large.wall {
+			for range 30 {
+				mid := (lo + hi) / 2
+				if t, err = at(mid); err != nil {
+					return o, err
+				}
+				if t < large.wall {
+					lo = mid
+				} else {
+					hi = mid
+				}
+			}
+		}
+		o.ByteCost = lo
+	}
 	if log != nil {
 		fmt.Fprintf(log, "# %d ranks on %d cores: %s %s wall %s, CPU %s", ring.ranks, cores, ring.algo, sizeLabel(small.bytes), seconds(small.wall), seconds(small.cpu))
 		if rd != nil {
 			fmt.Fprintf(log, "; %s %s wall %s", rd.algo, sizeLabel(rd.sizes[0].bytes), seconds(rd.sizes[0].wall))
 		}
-		fmt.Fprintf(log, "; fitted %.2f us more CPU per message end, %.2f us lost per task, %.2f us more latency per message\n",
-			o.Switch*1e6, o.Gap*1e6, o.Latency*1e6)
+		if large.bytes >= 64<<10 {
+			fmt.Fprintf(log, "; %s %s wall %s", ring.algo, sizeLabel(large.bytes), seconds(large.wall))
+		}
+		fmt.Fprintf(log, "; fitted %.2f us more CPU per message end, %.2f us lost per task, %.2f us more latency per message, CPU per byte x%.2f\n",
+			o.Switch*1e6, o.Gap*1e6, o.Latency*1e6, max(1, o.ByteCost))
 	}
 	return o, nil
 }

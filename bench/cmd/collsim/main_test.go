@@ -79,7 +79,7 @@ func truth() config {
 		Gamma:      0.1e-9,
 		Copy:       0.05e-9,
 		ChunkBytes: 512 << 10, Slots: 8, Inline: 4096, Cores: 2,
-		Oversub: []simulate.Oversub{{RanksPerCore: 2, Switch: 8e-6, Gap: 2e-6, Latency: 30e-6}, {RanksPerCore: 4, Switch: 12e-6, Gap: 4e-6, Latency: 60e-6}},
+		Oversub: []simulate.Oversub{{RanksPerCore: 2, Switch: 8e-6, Gap: 2e-6, Latency: 30e-6}, {RanksPerCore: 4, Switch: 12e-6, Gap: 4e-6, Latency: 60e-6, ByteCost: 1.5}},
 	}
 }
 
@@ -99,10 +99,10 @@ func writeCalibrationOf(t *testing.T, path string, cfg config, class collectives
 	if len(sizes) == 0 {
 		sizes = []int{8, 64 << 10, 1 << 20, 4 << 20}
 	}
-	sw := 0.0
+	sw, bc := 0.0, 1.0
 	for _, o := range cfg.Oversub {
 		if o.RanksPerCore == float64(ranks)/2 {
-			sw = o.Switch
+			sw, bc = o.Switch, max(1, o.ByteCost)
 		}
 	}
 	var b bytes.Buffer
@@ -112,7 +112,7 @@ func writeCalibrationOf(t *testing.T, path string, cfg config, class collectives
 		require.NoError(t, err)
 		w, err := rankWork(job, ranks, cfg.ChunkBytes)
 		require.NoError(t, err)
-		cpu := float64(w.events)*(link.Overhead+sw) + w.wire*link.PerByte + w.reduce*cfg.Gamma + w.copy*cfg.Copy + cfg.CallOverhead
+		cpu := float64(w.events)*(link.Overhead+sw) + (w.wire*link.PerByte+w.reduce*cfg.Gamma+w.copy*cfg.Copy)*bc + cfg.CallOverhead
 		for rank := range ranks {
 			rec := calibRecord{Algo: algo, Rank: rank, Ranks: ranks, Bytes: n, Iters: 10, WallS: r.MeanSeconds, CPUS: cpu,
 				Gamma: cfg.Gamma, Copy: cfg.Copy, Chunk: cfg.ChunkBytes, Slots: cfg.Slots, Inline: cfg.Inline}
@@ -133,7 +133,13 @@ func TestFitRecoversTheModel(t *testing.T) {
 	writeCalibration(t, filepath.Join(dir, "local.json"), want, collectives.LinkLocal, 2)
 	writeCalibration(t, filepath.Join(dir, "net.json"), want, collectives.LinkNet, 2)
 	for _, n := range []int{4, 8} {
-		writeCalibration(t, filepath.Join(dir, fmt.Sprintf("oversub-ring-%d.json", n)), want, collectives.LinkLocal, n, 256)
+		// 8 ranks with a large size too: the factor on the CPU's per-byte
+		// costs.
+		sizes := []int{256}
+		if n == 8 {
+			sizes = append(sizes, 1<<20)
+		}
+		writeCalibration(t, filepath.Join(dir, fmt.Sprintf("oversub-ring-%d.json", n)), want, collectives.LinkLocal, n, sizes...)
 		writeCalibrationOf(t, filepath.Join(dir, fmt.Sprintf("oversub-rd-%d.json", n)), want, collectives.LinkLocal, "recursive-doubling", n, 256)
 	}
 	var got config
@@ -186,6 +192,8 @@ func TestFitRecoversTheModel(t *testing.T) {
 	// is, and a little latency stands in for the gap.
 	near(want.Oversub[1].Gap, got.Oversub[1].Gap, "gap")
 	near(want.Oversub[1].Latency, got.Oversub[1].Latency, "latency")
+	near(want.Oversub[1].ByteCost, got.Oversub[1].ByteCost, "CPU per byte factor")
+	require.Zero(t, got.Oversub[0].ByteCost, "no large size calibrated on 4 ranks: no factor")
 }
 
 // writeValidationRound lays out one round of what scripts/sim-validate.sh
@@ -213,7 +221,10 @@ func writeValidationRound(t *testing.T, dir string, cfg config, slow float64) {
 			if c.Info().Blocked {
 				bytes *= 4
 			}
-			r, err := simulate.Simulate(simulate.Job{Coll: c, Algo: tc.algo, Bytes: bytes, OutOfPlace: c.Info().Reducing}, m, cfg.params(), simulate.Options{})
+			par := cfg.params()
+			bar, err := osuBarrier(m, &par)
+			require.NoError(t, err)
+			r, err := simulate.Simulate(simulate.Job{Coll: c, Algo: tc.algo, Bytes: bytes, OutOfPlace: c.Info().Reducing}, m, par, simulate.Options{Barrier: bar})
 			require.NoError(t, err)
 			j, err := json.Marshal(osu.Record{Benchmark: tc.coll, Layout: "osu", Size: size, AvgUs: slow * r.MeanSeconds * 1e6, Ranks: 4})
 			require.NoError(t, err)

@@ -41,6 +41,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	tol := fs.Float64("tolerance", 0.25, "relative error counted as a hit")
 	plotFile := fs.String("plot", "", "write predicted against measured as a PNG")
 	quiet := fs.Bool("q", false, "print the summary only, not every point")
+	paced := fs.Bool("paced", true, "predict as OSU measures: each call after the barrier that follows the previous one, each rank timed from its own entry (false: every rank starts at once)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -145,7 +146,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		if err := os.WriteFile(filepath.Join(dir, "fit-"+rateName+".json"), append(b, '\n'), 0o644); err != nil {
 			return err
 		}
-		pts, err := predictRuns(rounds, filepath.Join("runs", rateName), rateName, cfg, *cores)
+		pts, err := predictRuns(rounds, filepath.Join("runs", rateName), rateName, cfg, *cores, *paced)
 		if err != nil {
 			return err
 		}
@@ -349,8 +350,9 @@ func median(xs []float64) float64 {
 
 // predictRuns predicts every osu output under rel (HxR/COLL-ALGO.json) in
 // the rounds; a point measured in several rounds counts as the median of
-// their times.
-func predictRuns(rounds []string, rel, rateName string, cfg config, cores int) ([]vpoint, error) {
+// their times. paced: each call simulated as OSU's loop makes it, after
+// the barrier that follows the previous one (osuBarrier).
+func predictRuns(rounds []string, rel, rateName string, cfg config, cores int, paced bool) ([]vpoint, error) {
 	files, err := globRounds(rounds, filepath.Join(rel, "*x*", "*.json"))
 	if err != nil {
 		return nil, err
@@ -404,6 +406,13 @@ func predictRuns(rounds []string, rel, rateName string, cfg config, cores int) (
 		}
 		p := h * r
 		m := simulate.Machine{Ranks: p, RanksPerHost: r, Cores: cores, PoolRanks: p}
+		par := cfg.params()
+		var bar string
+		if paced {
+			if bar, err = osuBarrier(m, &par); err != nil {
+				return nil, err
+			}
+		}
 		for _, k := range order {
 			ts := times[k]
 			meas := median(slices.Clone(ts))
@@ -412,7 +421,7 @@ func predictRuns(rounds []string, rel, rateName string, cfg config, cores int) (
 				bytes *= p
 			}
 			job := simulate.Job{Coll: c, Algo: algo, Bytes: bytes, Root: k.root, OutOfPlace: c.Info().Reducing}
-			res, err := simulate.Simulate(job, m, cfg.params(), simulate.Options{})
+			res, err := simulate.Simulate(job, m, par, simulate.Options{Barrier: bar})
 			if err != nil {
 				return nil, fmt.Errorf("%s size %d: %w", f, k.size, err)
 			}
@@ -421,6 +430,20 @@ func predictRuns(rounds []string, rel, rateName string, cfg config, cores int) (
 		}
 	}
 	return out, nil
+}
+
+// osuBarrier is the barrier OSU's timed loop calls after every call on m
+// (simulate.Options.Barrier): the one the job's communicator picks, its
+// ranks told to yield where they outnumber the cores (sim-validate.sh sets
+// GOCCL_YIELD_WHEN_IDLE so), as on a crowded host.
+func osuBarrier(m simulate.Machine, par *simulate.Params) (string, error) {
+	sm := par.SelectorModel()
+	sm.Crowded = m.Cores > 0 && m.Ranks > m.Cores
+	a, _, err := collectives.Select(collectives.CollBarrier, 0, m.Topology(), sm, nil)
+	if err != nil {
+		return "", err
+	}
+	return a.Name, nil
 }
 
 // multiRound reports whether any point was measured in more than one
