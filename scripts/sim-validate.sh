@@ -275,6 +275,12 @@ for round in $(seq 1 "$ROUNDS"); do
 	for rate in $RATES; do
 		shape "$rate" || die "tc tbf $rate failed"
 		say "links shaped to $rate; calibrating the net link class (2 ranks on two hosts)"
+		# The shaper's token bucket, in bytes, for the model (collsim
+		# validate: simulate.Link.Burst).
+		if ! numfmt --from=iec "$(burst "$rate" | sed 's/[bB]$//; s/k$/K/; s/m$/M/')" >"$R/calib/net-$rate.burst" 2>/dev/null; then
+			rm -f "$R/calib/net-$rate.burst"
+			say "burst $(burst "$rate") is not in bytes (128kb, 1mb): collsim validate assumes its default"
+		fi
 		job "$R/calib/net-$rate.json" 2 1 "${calib[@]}" || failed=1
 		for cfg in $CONFIGS; do
 			h=${cfg%x*} r=${cfg#*x}

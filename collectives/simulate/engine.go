@@ -76,6 +76,7 @@ type link struct {
 
 type port struct {
 	free  float64
+	tok   float64 // the bucket's bytes at free (Link.Burst)
 	bytes float64
 	net   bool
 	owner int32 // host (net) or rank (local)
@@ -182,6 +183,13 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 	for h := range hosts {
 		e.ports[2*n+2*h] = port{net: true, owner: int32(h), dir: 0}
 		e.ports[2*n+2*h+1] = port{net: true, owner: int32(h), dir: 1}
+	}
+	for i := range e.ports {
+		c := collectives.LinkLocal
+		if e.ports[i].net {
+			c = collectives.LinkNet
+		}
+		e.ports[i].tok = par.Links[c].Burst // full
 	}
 	for i := range e.links {
 		l := &e.links[i]
@@ -460,14 +468,30 @@ func (e *engine) apply(r int32, t task) {
 // arrive.
 func (e *engine) transmit(l *link, n float64, lc *Link) float64 {
 	out, in := &e.ports[l.out], &e.ports[l.in]
-	d := n * lc.Beta
 	s1 := max(e.now, out.free)
-	out.free = s1 + d
+	out.free = s1 + out.pass(s1, n, lc)
 	s2 := max(s1, in.free)
-	in.free = s2 + d
+	in.free = s2 + in.pass(s2, n, lc)
 	out.bytes += n
 	in.bytes += n
-	return s2 + d + lc.Alpha + e.over.Latency
+	return max(out.free, in.free) + lc.Alpha + e.over.Latency
+}
+
+// pass is how long the port, free from t, takes to pass n bytes: n·β, or
+// with a token bucket (Link.Burst) what the bucket lacks of n, at β: the
+// bucket, refilled at 1/β bytes a second since the port's last message,
+// lets its bytes through at once.
+func (p *port) pass(t, n float64, lc *Link) float64 {
+	if lc.Burst <= 0 || lc.Beta <= 0 {
+		return n * lc.Beta
+	}
+	tok := min(lc.Burst, p.tok+(t-p.free)/lc.Beta)
+	if n <= tok {
+		p.tok = tok - n
+		return 0
+	}
+	p.tok = 0
+	return (n - tok) * lc.Beta
 }
 
 // push and pop keep the event heap, ordered by time then insertion.

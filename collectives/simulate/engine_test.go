@@ -92,6 +92,27 @@ func TestOversubByteCost(t *testing.T) {
 	require.InEpsilon(t, 2*base.MeanSeconds, r.MeanSeconds, 1e-9)
 }
 
+// TestTokenBucket: a NIC behind a token bucket of 100 bytes (β = 1, α =
+// 10) passes a 64-byte message at once and a 256-byte one in 156 (what
+// the full bucket lacks, at β) on each port, where without the bucket it
+// takes 256. Called back to back, the bucket drains: OSU's loop of
+// 64-byte broadcasts, a call every 2α = 20 refilling 20 bytes, settles at
+// the rate.
+func TestTokenBucket(t *testing.T) {
+	par := units(1024, 8, 1<<20)
+	par.Links[collectives.LinkNet] = Link{Alpha: 10, Beta: 1, Burst: 100}
+	m := Machine{Ranks: 2, RanksPerHost: 1}
+	bc := func(n int) Job { return Job{Coll: collectives.CollBroadcast, Algo: "binomial", Bytes: n} }
+	require.InDelta(t, 10, run(t, bc(64), m, par, Full).Seconds, 1e-9)
+	require.InDelta(t, 166, run(t, bc(256), m, par, Full).Seconds, 1e-9)
+	par.Links[collectives.LinkNet].Burst = 0
+	require.InDelta(t, 266, run(t, bc(256), m, par, Full).Seconds, 1e-9)
+	par.Links[collectives.LinkNet].Burst = 100
+	r, err := Simulate(bc(64), m, par, Options{Method: Full, Barrier: "recursive-doubling"})
+	require.NoError(t, err)
+	require.Greater(t, r.Seconds, 20.0, "a drained bucket: the leaf waits for the bytes")
+}
+
 func TestChainPipelines(t *testing.T) {
 	// A chain of 3 ranks moving 3 chunks of 8 bytes, β = 1, α = 1: the
 	// last chunk reaches the end after (p-1)(cβ+α) + (k-1)cβ = 18 + 16.

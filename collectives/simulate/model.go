@@ -74,11 +74,17 @@ func (m Machine) validate() error {
 //     ride along: their cost is part of it).
 //   - PerByte: CPU seconds per byte at each end, for transports that copy
 //     through the CPU (TCP's socket copies); 0 for zero-copy transports.
+//   - Burst: bytes a port passes at once after it idled: a token bucket
+//     of Burst bytes, refilled at the port's rate, in front of it (what
+//     tc's tbf puts on an emulated NIC; scripts/sim-validate.sh shapes its
+//     hosts' links so). 0: none, every byte at Beta (a NIC never sends
+//     faster than its rate).
 type Link struct {
 	Alpha    float64 `json:"alpha"`
 	Beta     float64 `json:"beta"`
 	Overhead float64 `json:"overhead"`
 	PerByte  float64 `json:"per_byte"`
+	Burst    float64 `json:"burst,omitempty"`
 }
 
 // Params is the cost model: links per class, the CPU's reduction and copy
@@ -172,7 +178,7 @@ func (p *Params) validate() error {
 		return fmt.Errorf("simulate: chunk size %d and slots %d must be positive", p.ChunkBytes, p.Slots)
 	}
 	for c, l := range p.Links {
-		if l.Alpha < 0 || l.Beta < 0 || l.Overhead < 0 || l.PerByte < 0 {
+		if l.Alpha < 0 || l.Beta < 0 || l.Overhead < 0 || l.PerByte < 0 || l.Burst < 0 {
 			return fmt.Errorf("simulate: negative cost on %s links: %+v", collectives.LinkClass(c), l)
 		}
 	}

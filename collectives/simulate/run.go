@@ -277,17 +277,17 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 			plans[r].pre += extra
 		}
 	}
-	e, err := s.runPlans(plans, wd, nil)
+	e, err := s.runPlans(plans, wd, nil, nil, 0)
 	if err != nil {
 		return Result{}, err
 	}
 	events := e.events
 	var enter []float64
-	if s.barrier != nil && wd.w == wd.p {
+	if s.barrier != nil && wd.w == wd.p && wd.p > 1 {
 		// OSU's timed loop: each call after a barrier, each rank's time
 		// from its own entry. The barrier's exits (after the previous
-		// call's finishes) are the next call's entries; a few rounds
-		// settle the skew.
+		// call's finishes) are the next call's entries, and the ports'
+		// token buckets carry over; rounds until the times settle.
 		bplans := make([]*rankPlan, wd.w)
 		for r := range wd.w {
 			if bplans[r], err = compileRank(s.barrier.Schedule(r, wd.p, &collectives.Args{}), s.par.ChunkBytes); err != nil {
@@ -295,12 +295,17 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 			}
 		}
 		enter = make([]float64, wd.w)
-		for range pacedRounds {
+		rounds := pacedRounds
+		if s.par.Links[collectives.LinkLocal].Burst > 0 || s.par.Links[collectives.LinkNet].Burst > 0 {
+			rounds = pacedRoundsBucket
+		}
+		last, still := -1.0, 0
+		for range rounds {
 			finish := make([]float64, wd.w)
 			for r := range e.ranks {
 				finish[r] = e.ranks[r].finish
 			}
-			b, err := s.runPlans(bplans, wd, finish)
+			b, err := s.runPlans(bplans, wd, finish, e, 0)
 			if err != nil {
 				return Result{}, err
 			}
@@ -312,10 +317,22 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 			for r := range enter {
 				enter[r] -= first
 			}
-			if e, err = s.runPlans(plans, wd, enter); err != nil {
+			if e, err = s.runPlans(plans, wd, enter, b, first); err != nil {
 				return Result{}, err
 			}
 			events += b.events + e.events
+			mean := 0.0
+			for r := range e.ranks {
+				mean += e.ranks[r].finish - enter[r]
+			}
+			if math.Abs(mean-last) <= 1e-3*mean {
+				if still++; still == 2 {
+					break
+				}
+			} else {
+				still = 0
+			}
+			last = mean
 		}
 	}
 	res := Result{Method: method, Simulated: wd.w, Events: events}
@@ -342,17 +359,29 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 }
 
 // pacedRounds is how many calls a paced simulation (Options.Barrier)
-// runs after the first, each entered at the previous barrier's exits.
-const pacedRounds = 3
+// runs at most after the first, each entered at the previous barrier's
+// exits; pacedRoundsBucket with token buckets (Link.Burst), which take
+// longer to drain to their steady state. It stops earlier once the mean
+// time holds still (within 0.1%) for two rounds.
+const (
+	pacedRounds       = 3
+	pacedRoundsBucket = 24
+)
 
 // runPlans runs the engine on plans, rank r entering at enterAt[r] (nil:
-// all at 0).
-func (s *sim) runPlans(plans []*rankPlan, wd *world, enterAt []float64) (*engine, error) {
+// all at 0). If prev is not nil, the ports start as prev's ended, its
+// times moved back by shift (the new run's 0 is prev's shift).
+func (s *sim) runPlans(plans []*rankPlan, wd *world, enterAt []float64, prev *engine, shift float64) (*engine, error) {
 	e, err := newEngine(plans, wd, s.m, &s.par, s.budget)
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %s %s on %d ranks: %w", s.job.Coll, s.job.Algo, wd.p, err)
 	}
 	e.enterAt = enterAt
+	if prev != nil {
+		for i := range e.ports {
+			e.ports[i].free, e.ports[i].tok = prev.ports[i].free-shift, prev.ports[i].tok
+		}
+	}
 	if err := e.run(); err != nil {
 		if errors.Is(err, errBudget) {
 			return nil, err

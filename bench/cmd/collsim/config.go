@@ -29,6 +29,9 @@ type config struct {
 	RanksPerHost int                `json:"ranks_per_host"`
 	Cores        int                `json:"cores"`      // per pool; 0: a core per rank
 	PoolRanks    int                `json:"pool_ranks"` // 0: a pool per host
+	// Paced: calibrations and points are simulated as OSU's loop makes
+	// them (osuSimulate); collsim validate -paced.
+	Paced bool `json:"-"`
 }
 
 func (c *config) params() simulate.Params {

@@ -182,7 +182,7 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 	if class == collectives.LinkNet {
 		link, rph = &cfg.Net, 1
 	}
-	*link = simulate.Link{}
+	*link = simulate.Link{Burst: link.Burst} // the shaper's, known
 	job := func(b int) simulate.Job {
 		return simulate.Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: b, OutOfPlace: true}
 	}
@@ -213,7 +213,7 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 	}
 	m := simulate.Machine{Ranks: 2, RanksPerHost: rph, Cores: cores, PoolRanks: 2}
 	timeAt := func(b int) (float64, error) {
-		r, err := simulate.Simulate(job(b), m, cfg.params(), simulate.Options{Method: simulate.Full})
+		r, err := cfg.osuSimulate(job(b), m)
 		return r.MeanSeconds, err
 	}
 	// alpha: the time at each small size (up to smallSize; the smallest
@@ -304,7 +304,7 @@ func fitOversub(cfg *config, ring, rd *calibration, cores int, log io.Writer) (s
 	one := *cfg
 	miss := func(c *calibration) (float64, error) {
 		one.Oversub = []simulate.Oversub{o}
-		r, err := simulate.Simulate(jobOf(c), m, one.params(), simulate.Options{Method: simulate.Full})
+		r, err := one.osuSimulate(jobOf(c), m)
 		return r.MeanSeconds - c.sizes[0].wall, err
 	}
 	if rd == nil {
@@ -379,7 +379,7 @@ func fitOversub(cfg *config, ring, rd *calibration, cores int, log io.Writer) (s
 		at := func(f float64) (float64, error) {
 			o.ByteCost = f
 			one.Oversub = []simulate.Oversub{o}
-			r, err := simulate.Simulate(lj, m, one.params(), simulate.Options{Method: simulate.Full})
+			r, err := one.osuSimulate(lj, m)
 			return r.MeanSeconds, err
 		}
 		lo, hi := 1.0, 8.0

@@ -75,10 +75,10 @@ func TestUsageErrors(t *testing.T) {
 func truth() config {
 	return config{
 		Local:      simulate.Link{Alpha: 30e-6, Overhead: 6e-6, PerByte: 0.4e-9},
-		Net:        simulate.Link{Alpha: 70e-6, Beta: 8e-9, Overhead: 9e-6, PerByte: 0.6e-9},
+		Net:        simulate.Link{Alpha: 70e-6, Beta: 8e-9, Overhead: 9e-6, PerByte: 0.6e-9, Burst: 128 << 10},
 		Gamma:      0.1e-9,
 		Copy:       0.05e-9,
-		ChunkBytes: 512 << 10, Slots: 8, Inline: 4096, Cores: 2,
+		ChunkBytes: 512 << 10, Slots: 8, Inline: 4096, Cores: 2, Paced: true,
 		Oversub: []simulate.Oversub{{RanksPerCore: 2, Switch: 8e-6, Gap: 2e-6, Latency: 30e-6}, {RanksPerCore: 4, Switch: 12e-6, Gap: 4e-6, Latency: 60e-6, ByteCost: 1.5}},
 	}
 }
@@ -108,7 +108,7 @@ func writeCalibrationOf(t *testing.T, path string, cfg config, class collectives
 	var b bytes.Buffer
 	for _, n := range sizes {
 		job := simulate.Job{Coll: collectives.CollAllreduce, Algo: algo, Bytes: n, OutOfPlace: true}
-		r, err := simulate.Simulate(job, simulate.Machine{Ranks: ranks, RanksPerHost: rph, Cores: 2, PoolRanks: ranks}, cfg.params(), simulate.Options{})
+		r, err := cfg.osuSimulate(job, simulate.Machine{Ranks: ranks, RanksPerHost: rph, Cores: 2, PoolRanks: ranks})
 		require.NoError(t, err)
 		w, err := rankWork(job, ranks, cfg.ChunkBytes)
 		require.NoError(t, err)
@@ -142,7 +142,10 @@ func TestFitRecoversTheModel(t *testing.T) {
 		writeCalibration(t, filepath.Join(dir, fmt.Sprintf("oversub-ring-%d.json", n)), want, collectives.LinkLocal, n, sizes...)
 		writeCalibrationOf(t, filepath.Join(dir, fmt.Sprintf("oversub-rd-%d.json", n)), want, collectives.LinkLocal, "recursive-doubling", n, 256)
 	}
-	var got config
+	// What the fit is told, not fitted: how the calls are timed (OSU's
+	// loop) and the shaper's bucket.
+	got := config{Paced: true}
+	got.Net.Burst = want.Net.Burst
 	local, err := readCalibration(filepath.Join(dir, "local.json"))
 	require.NoError(t, err)
 	net, err := readCalibration(filepath.Join(dir, "net.json"))
@@ -180,18 +183,19 @@ func TestFitRecoversTheModel(t *testing.T) {
 			ranks := int(2 * o.RanksPerCore)
 			job := simulate.Job{Coll: collectives.CollAllreduce, Algo: algo, Bytes: 256, OutOfPlace: true}
 			m := simulate.Machine{Ranks: ranks, Cores: 2, PoolRanks: ranks}
-			w, err := simulate.Simulate(job, m, want.params(), simulate.Options{})
+			w, err := want.osuSimulate(job, m)
 			require.NoError(t, err)
-			g, err := simulate.Simulate(job, m, got.params(), simulate.Options{})
+			g, err := got.osuSimulate(job, m)
 			require.NoError(t, err)
 			require.InEpsilon(t, w.MeanSeconds, g.MeanSeconds, 0.01, "%s on %d ranks", algo, ranks)
 		}
 	}
-	// ... and where the ring is bound by the cores (8 ranks on 2), gap and
-	// latency are told apart. With 4 ranks on 2 cores neither calibration
-	// is, and a little latency stands in for the gap.
+	// ... and where the ring is bound by the cores (8 ranks on 2), the gap
+	// comes back. The latency does not here: in OSU's loop the ranks leave
+	// each barrier at different times, and at this level both
+	// calibrations are bound by the cores, whatever the latency (they come
+	// out right above with none). With 4 ranks on 2 cores neither is.
 	near(want.Oversub[1].Gap, got.Oversub[1].Gap, "gap")
-	near(want.Oversub[1].Latency, got.Oversub[1].Latency, "latency")
 	near(want.Oversub[1].ByteCost, got.Oversub[1].ByteCost, "CPU per byte factor")
 	require.Zero(t, got.Oversub[0].ByteCost, "no large size calibrated on 4 ranks: no factor")
 }
@@ -221,10 +225,7 @@ func writeValidationRound(t *testing.T, dir string, cfg config, slow float64) {
 			if c.Info().Blocked {
 				bytes *= 4
 			}
-			par := cfg.params()
-			bar, err := osuBarrier(m, &par)
-			require.NoError(t, err)
-			r, err := simulate.Simulate(simulate.Job{Coll: c, Algo: tc.algo, Bytes: bytes, OutOfPlace: c.Info().Reducing}, m, par, simulate.Options{Barrier: bar})
+			r, err := cfg.osuSimulate(simulate.Job{Coll: c, Algo: tc.algo, Bytes: bytes, OutOfPlace: c.Info().Reducing}, m)
 			require.NoError(t, err)
 			j, err := json.Marshal(osu.Record{Benchmark: tc.coll, Layout: "osu", Size: size, AvgUs: slow * r.MeanSeconds * 1e6, Ranks: 4})
 			require.NoError(t, err)
@@ -346,7 +347,8 @@ func TestFitCallOverhead(t *testing.T) {
 		return c
 	}
 	local, rd, net := read("local.json"), read("local-rd.json"), read("net.json")
-	var got config
+	got := config{Paced: true}
+	got.Net.Burst = want.Net.Burst
 	require.NoError(t, fitClassCPU(&got, collectives.LinkLocal, local, local, []*calibration{rd}, 2, nil))
 	require.NoError(t, fitClass(&got, collectives.LinkNet, net, 2, nil))
 	require.InDelta(t, want.CallOverhead, got.CallOverhead, 0.02*want.CallOverhead, "call overhead")
@@ -357,7 +359,7 @@ func TestFitCallOverhead(t *testing.T) {
 
 	// Without it, the per-call CPU is spread over the messages: no call
 	// overhead, and more per message.
-	var without config
+	without := config{Paced: true}
 	require.NoError(t, fitClass(&without, collectives.LinkLocal, local, 2, nil))
 	require.Zero(t, without.CallOverhead)
 	require.Greater(t, without.Local.Overhead, want.Local.Overhead)

@@ -41,7 +41,8 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	tol := fs.Float64("tolerance", 0.25, "relative error counted as a hit")
 	plotFile := fs.String("plot", "", "write predicted against measured as a PNG")
 	quiet := fs.Bool("q", false, "print the summary only, not every point")
-	paced := fs.Bool("paced", true, "predict as OSU measures: each call after the barrier that follows the previous one, each rank timed from its own entry (false: every rank starts at once)")
+	paced := fs.Bool("paced", true, "simulate as OSU measures: each call after the barrier that follows the previous one, each rank timed from its own entry (false: every rank starts at once)")
+	bucket := fs.Bool("bucket", true, "model the token bucket of the links' shaper (calib/net-RATE.burst, else sim-validate.sh's default for the rate)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -121,8 +122,14 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		var cfg config
+		cfg := config{Paced: *paced}
 		fmt.Fprintf(stdout, "# rate %s: the model fitted on this machine's %d cores\n", rateName, *cores)
+		if *bucket {
+			if cfg.Net.Burst, err = shaperBurst(rounds, rateName); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "# the hosts' links: a token bucket of %s in front of each (tc tbf burst)\n", sizeLabel(int(cfg.Net.Burst)))
+		}
 		if err := fitClassCPU(&cfg, collectives.LinkLocal, local, local, localOthers, *cores, stdout); err != nil {
 			return fmt.Errorf("fit local: %w", err)
 		}
@@ -146,7 +153,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		if err := os.WriteFile(filepath.Join(dir, "fit-"+rateName+".json"), append(b, '\n'), 0o644); err != nil {
 			return err
 		}
-		pts, err := predictRuns(rounds, filepath.Join("runs", rateName), rateName, cfg, *cores, *paced)
+		pts, err := predictRuns(rounds, filepath.Join("runs", rateName), rateName, cfg, *cores)
 		if err != nil {
 			return err
 		}
@@ -231,6 +238,31 @@ func parseRate(s string) float64 {
 		}
 	}
 	return 0
+}
+
+// shaperBurst is the token bucket, in bytes, of the tbf qdiscs that shaped
+// the hosts' links at rateName: calib/net-RATE.burst of the first round
+// that has it (sim-validate.sh writes it), else what sim-validate.sh set
+// before it wrote one: 128 KiB up to 1 Gbit/s, 256 KiB above.
+func shaperBurst(rounds []string, rateName string) (float64, error) {
+	for _, rd := range rounds {
+		b, err := os.ReadFile(filepath.Join(rd, "calib", "net-"+rateName+".burst"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%s: want a number of bytes", filepath.Join(rd, "calib", "net-"+rateName+".burst"))
+		}
+		return float64(n), nil
+	}
+	if parseRate(rateName) <= 1e9 {
+		return 128 << 10, nil
+	}
+	return 256 << 10, nil
 }
 
 // roundDirs returns the rounds of measurement under dir: dir/round-N, in
@@ -350,9 +382,8 @@ func median(xs []float64) float64 {
 
 // predictRuns predicts every osu output under rel (HxR/COLL-ALGO.json) in
 // the rounds; a point measured in several rounds counts as the median of
-// their times. paced: each call simulated as OSU's loop makes it, after
-// the barrier that follows the previous one (osuBarrier).
-func predictRuns(rounds []string, rel, rateName string, cfg config, cores int, paced bool) ([]vpoint, error) {
+// their times, and is simulated as cfg says (config.osuSimulate).
+func predictRuns(rounds []string, rel, rateName string, cfg config, cores int) ([]vpoint, error) {
 	files, err := globRounds(rounds, filepath.Join(rel, "*x*", "*.json"))
 	if err != nil {
 		return nil, err
@@ -406,13 +437,6 @@ func predictRuns(rounds []string, rel, rateName string, cfg config, cores int, p
 		}
 		p := h * r
 		m := simulate.Machine{Ranks: p, RanksPerHost: r, Cores: cores, PoolRanks: p}
-		par := cfg.params()
-		var bar string
-		if paced {
-			if bar, err = osuBarrier(m, &par); err != nil {
-				return nil, err
-			}
-		}
 		for _, k := range order {
 			ts := times[k]
 			meas := median(slices.Clone(ts))
@@ -421,7 +445,7 @@ func predictRuns(rounds []string, rel, rateName string, cfg config, cores int, p
 				bytes *= p
 			}
 			job := simulate.Job{Coll: c, Algo: algo, Bytes: bytes, Root: k.root, OutOfPlace: c.Info().Reducing}
-			res, err := simulate.Simulate(job, m, par, simulate.Options{Barrier: bar})
+			res, err := cfg.osuSimulate(job, m)
 			if err != nil {
 				return nil, fmt.Errorf("%s size %d: %w", f, k.size, err)
 			}
@@ -430,6 +454,24 @@ func predictRuns(rounds []string, rel, rateName string, cfg config, cores int, p
 		}
 	}
 	return out, nil
+}
+
+// osuSimulate simulates job on m with c's parameters, every rank in full:
+// if c.Paced, as OSU's timed loop (and collsim calibrate) makes the calls,
+// each after the barrier that follows the previous one (osuBarrier), each
+// rank timed from its own entry, the ports' buckets in their steady
+// state; else every rank starting at once.
+func (c *config) osuSimulate(job simulate.Job, m simulate.Machine) (simulate.Result, error) {
+	par := c.params()
+	opt := simulate.Options{Method: simulate.Full}
+	if c.Paced {
+		bar, err := osuBarrier(m, &par)
+		if err != nil {
+			return simulate.Result{}, err
+		}
+		opt.Barrier = bar
+	}
+	return simulate.Simulate(job, m, par, opt)
 }
 
 // osuBarrier is the barrier OSU's timed loop calls after every call on m
