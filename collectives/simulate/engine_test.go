@@ -71,6 +71,10 @@ func TestPacedByBarrier(t *testing.T) {
 	require.InDelta(t, alone.MeanSeconds, r.MeanSeconds, 1e-12)
 	_, err = Simulate(job, Machine{Ranks: 2}, par, Options{Barrier: "nope"})
 	require.Error(t, err)
+	// The loop's calls and barriers share the budget.
+	one := run(t, job, Machine{Ranks: 2}, par, Full)
+	_, err = Simulate(job, Machine{Ranks: 2}, par, Options{Method: Full, Barrier: "recursive-doubling", Budget: one.Events + 1})
+	require.ErrorIs(t, err, errBudget)
 }
 
 // TestOversubByteCost: where ranks outnumber cores, every CPU cost per

@@ -66,7 +66,8 @@ type Options struct {
 	// sharing cores, a barrier whose root leaves first), a rooted call's
 	// waiting ranks enter before or after its root, which a common start
 	// misses. Full simulations only (a periodic window has no barrier of
-	// its own): the others start every rank at once.
+	// its own): the others start every rank at once. The loop's calls and
+	// barriers share the Budget.
 	Barrier string
 }
 
@@ -277,7 +278,7 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 			plans[r].pre += extra
 		}
 	}
-	e, err := s.runPlans(plans, wd, nil, nil, 0)
+	e, err := s.runPlans(plans, wd, nil, nil, 0, 0)
 	if err != nil {
 		return Result{}, err
 	}
@@ -305,7 +306,7 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 			for r := range e.ranks {
 				finish[r] = e.ranks[r].finish
 			}
-			b, err := s.runPlans(bplans, wd, finish, e, 0)
+			b, err := s.runPlans(bplans, wd, finish, e, 0, events)
 			if err != nil {
 				return Result{}, err
 			}
@@ -317,22 +318,23 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 			for r := range enter {
 				enter[r] -= first
 			}
-			if e, err = s.runPlans(plans, wd, enter, b, first); err != nil {
+			events += b.events
+			if e, err = s.runPlans(plans, wd, enter, b, first, events); err != nil {
 				return Result{}, err
 			}
-			events += b.events + e.events
-			mean := 0.0
+			events += e.events
+			total := 0.0 // the ranks' times, the mean's numerator
 			for r := range e.ranks {
-				mean += e.ranks[r].finish - enter[r]
+				total += e.ranks[r].finish - enter[r]
 			}
-			if math.Abs(mean-last) <= 1e-3*mean {
+			if math.Abs(total-last) <= 1e-3*total {
 				if still++; still == 2 {
 					break
 				}
 			} else {
 				still = 0
 			}
-			last = mean
+			last = total
 		}
 	}
 	res := Result{Method: method, Simulated: wd.w, Events: events}
@@ -369,10 +371,14 @@ const (
 )
 
 // runPlans runs the engine on plans, rank r entering at enterAt[r] (nil:
-// all at 0). If prev is not nil, the ports start as prev's ended, its
-// times moved back by shift (the new run's 0 is prev's shift).
-func (s *sim) runPlans(plans []*rankPlan, wd *world, enterAt []float64, prev *engine, shift float64) (*engine, error) {
-	e, err := newEngine(plans, wd, s.m, &s.par, s.budget)
+// all at 0), within what is left of the budget after used events. If prev
+// is not nil, the ports start as prev's ended, its times moved back by
+// shift (the new run's 0 is prev's shift).
+func (s *sim) runPlans(plans []*rankPlan, wd *world, enterAt []float64, prev *engine, shift float64, used int) (*engine, error) {
+	if used >= s.budget {
+		return nil, errBudget
+	}
+	e, err := newEngine(plans, wd, s.m, &s.par, s.budget-used)
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %s %s on %d ranks: %w", s.job.Coll, s.job.Algo, wd.p, err)
 	}
