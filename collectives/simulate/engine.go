@@ -52,8 +52,6 @@ type engine struct {
 	immHead int
 	// enterAt is when each rank enters the call (nil: every rank at 0).
 	enterAt []float64
-	// byteScale multiplies every CPU cost per byte (Oversub.ByteCost).
-	byteScale float64
 }
 
 type rstate struct {
@@ -153,13 +151,22 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 		return nil, err
 	}
 	n := len(plans)
-	e := &engine{par: par, limit: limit, links: links, ranks: make([]rstate, n), threads: make([]thread, threadsPerRank*n), byteScale: 1}
+	e := &engine{par: par, limit: limit, links: links, ranks: make([]rstate, n), threads: make([]thread, threadsPerRank*n)}
 	poolRanks := m.poolRanks()
 	if m.Cores == 0 {
 		poolRanks = 1
 	} else if poolRanks > m.Cores {
 		e.over = par.oversub(float64(poolRanks) / float64(m.Cores))
-		e.byteScale = max(1, e.over.ByteCost)
+		if f := e.over.ByteCost; f > 1 {
+			// Every CPU cost per byte, once, for the engine's own copy.
+			scaled := *par
+			scaled.Copy *= f
+			scaled.Gamma *= f
+			for c := range scaled.Links {
+				scaled.Links[c].PerByte *= f
+			}
+			e.par = &scaled
+		}
 	}
 	e.pools = make([]pool, (n+poolRanks-1)/poolRanks)
 	for i := range e.pools {
@@ -217,7 +224,7 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 // first, if any.
 func (e *engine) enter(r int32) {
 	st := &e.ranks[r]
-	if cost := float64(st.plan.pre)*e.par.Copy*e.byteScale + e.par.CallOverhead; cost > 0 {
+	if cost := float64(st.plan.pre)*e.par.Copy + e.par.CallOverhead; cost > 0 {
 		e.addTask(execThread(r), task{kind: tStart, cost: cost})
 	} else {
 		e.start(r)
@@ -254,7 +261,7 @@ func (e *engine) run() error {
 			e.taskDone(ev.a)
 		case evArrive:
 			l := &e.links[ev.a]
-			cost := e.par.Links[l.class].Overhead + float64(ev.c)*e.par.Links[l.class].PerByte*e.byteScale
+			cost := e.par.Links[l.class].Overhead + float64(ev.c)*e.par.Links[l.class].PerByte
 			e.addTask(recvThread(l.to), task{kind: tRead, link: ev.a, chunk: ev.b, len: ev.c, cost: cost})
 		case evCredit:
 			l := &e.links[ev.a]
@@ -303,7 +310,7 @@ func (e *engine) start(r int32) {
 	}
 	for _, c := range rp.copies {
 		if rp.chunks[c].nDeps == 0 {
-			e.addTask(execThread(r), task{kind: tCopy, chunk: c, cost: float64(rp.chunks[c].len) * e.par.Copy * e.byteScale})
+			e.addTask(execThread(r), task{kind: tCopy, chunk: c, cost: float64(rp.chunks[c].len) * e.par.Copy})
 		}
 	}
 }
@@ -323,7 +330,7 @@ func (e *engine) tryPost(r, k int32) {
 		l.credits--
 		st.sendHead[k]++
 		n := st.plan.chunks[c].len
-		e.addTask(sendThread(r), task{kind: tPost, link: en.sendLink, chunk: c, len: n, cost: lc.Overhead + float64(n)*lc.PerByte*e.byteScale})
+		e.addTask(sendThread(r), task{kind: tPost, link: en.sendLink, chunk: c, len: n, cost: lc.Overhead + float64(n)*lc.PerByte})
 	}
 }
 
@@ -345,7 +352,7 @@ func (e *engine) tryConsume(r, k int32) {
 		if ch.kind == collectives.RecvReduce {
 			per = e.par.Gamma
 		}
-		e.addTask(execThread(r), task{kind: tConsume, link: en.recvLk, chunk: c, len: ch.len, cost: float64(ch.len) * per * e.byteScale})
+		e.addTask(execThread(r), task{kind: tConsume, link: en.recvLk, chunk: c, len: ch.len, cost: float64(ch.len) * per})
 	}
 }
 
@@ -363,7 +370,7 @@ func (e *engine) finish(r, c int32) {
 		oc := &rp.chunks[o]
 		switch oc.kind {
 		case collectives.Copy:
-			e.addTask(execThread(r), task{kind: tCopy, chunk: o, cost: float64(oc.len) * e.par.Copy * e.byteScale})
+			e.addTask(execThread(r), task{kind: tCopy, chunk: o, cost: float64(oc.len) * e.par.Copy})
 		case collectives.Send:
 			e.tryPost(r, oc.entry)
 		default:
