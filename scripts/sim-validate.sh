@@ -14,9 +14,10 @@
 #                and on one host recursive doubling at 8 B: the CPU per
 #                call apart from the CPU per message),
 #                and the CPU's reduction and copy speeds; 4, 8 and 16 ranks
-#                on one host, ring and recursive doubling at 256 B and the
-#                ring at 1 MiB: what ranks outnumbering cores cost (CPU per
-#                message, core time lost, latency, CPU per byte);
+#                on one host, ring, recursive doubling and tree at 256 B
+#                and the ring at 1 MiB: what ranks outnumbering cores cost
+#                (CPU per message, core time lost, latency, the wake-up of
+#                a rank that waits, CPU per byte);
 #   measurement  bench/osu allreduce (ring, rabenseifner, recursive-doubling,
 #                tree), bcast (binomial, pipeline, scatter-allgather) and
 #                alltoall (pairwise, bruck), each algorithm forced, on
@@ -271,6 +272,9 @@ for round in $(seq 1 "$ROUNDS"); do
 		job "$R/calib/oversub-ring-$n.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -is $((SITERS * 2)) -xs "$SWARM" \
 			-i "$ITERS" -x "$WARM" -sizes 256,1M || failed=1
 		job "$R/calib/oversub-rd-$n.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -algorithm recursive-doubling -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
+		# A chain of dependent steps, most ranks waiting: what a rank with
+		# nothing to do takes to be woken (simulate.Oversub.Wake).
+		job "$R/calib/oversub-tree-$n.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -algorithm tree -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
 	done
 	for rate in $RATES; do
 		shape "$rate" || die "tc tbf $rate failed"

@@ -61,6 +61,7 @@ type rstate struct {
 	recvHead []int32
 	done     int
 	finish   float64
+	wakeAt   float64 // until then the rank is being woken (Oversub.Wake)
 }
 
 type link struct {
@@ -118,9 +119,12 @@ type thread struct {
 }
 
 type pool struct {
-	free int
-	wait []int32
-	head int
+	free  int
+	wait  []int32
+	head  int
+	cores int
+	lo    int32 // its ranks: lo, lo+1, ..., hi-1
+	hi    int32
 }
 
 type evKind uint8
@@ -131,6 +135,7 @@ const (
 	evCredit               // a credit of link a arrives at its sender
 	evAck                  // rank a's send chunk b is acknowledged
 	evStart                // rank a enters the call
+	evRead                 // rank woken: take up link a's message, sender's chunk b, c bytes
 )
 
 type event struct {
@@ -170,7 +175,8 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 	}
 	e.pools = make([]pool, (n+poolRanks-1)/poolRanks)
 	for i := range e.pools {
-		e.pools[i].free = m.Cores
+		e.pools[i].lo, e.pools[i].hi = int32(i*poolRanks), int32(min(n, (i+1)*poolRanks))
+		e.pools[i].free, e.pools[i].cores = m.Cores, m.Cores
 		if m.Cores == 0 {
 			e.pools[i].free = threadsPerRank // a rank's threads run at once
 		}
@@ -260,6 +266,14 @@ func (e *engine) run() error {
 		case evDone:
 			e.taskDone(ev.a)
 		case evArrive:
+			l := &e.links[ev.a]
+			if at := e.wake(l.to); at > e.now {
+				ev.kind, ev.t = evRead, at
+				e.push(ev)
+				break
+			}
+			fallthrough
+		case evRead:
 			l := &e.links[ev.a]
 			cost := e.par.Links[l.class].Overhead + float64(ev.c)*e.par.Links[l.class].PerByte
 			e.addTask(recvThread(l.to), task{kind: tRead, link: ev.a, chunk: ev.b, len: ev.c, cost: cost})
@@ -380,6 +394,41 @@ func (e *engine) finish(r, c int32) {
 	if st.done == len(rp.chunks) {
 		st.finish = e.now
 	}
+}
+
+// wake returns when rank r, which a message reaches now, takes it up:
+// now, unless its cores are crowded (Oversub.Wake) and the rank has
+// nothing to do (or is still being woken for an earlier message). Then
+// it waits Wake for every other rank of its pool that has nothing to do
+// either, per core: those poll in turn for what they wait for.
+func (e *engine) wake(r int32) float64 {
+	st := &e.ranks[r]
+	if st.wakeAt > e.now {
+		return st.wakeAt
+	}
+	w := e.over.Wake
+	if w <= 0 || e.busy(r) {
+		return e.now
+	}
+	p := &e.pools[e.threads[execThread(r)].pool]
+	idle := 0
+	for q := p.lo; q < p.hi; q++ {
+		if q != r && !e.busy(q) && e.ranks[q].wakeAt <= e.now && e.ranks[q].done < len(e.ranks[q].plan.chunks) {
+			idle++
+		}
+	}
+	st.wakeAt = e.now + w*float64(idle)/float64(max(p.cores, 1))
+	return st.wakeAt
+}
+
+// busy reports whether any of rank r's threads has work.
+func (e *engine) busy(r int32) bool {
+	for k := range int32(threadsPerRank) {
+		if e.threads[threadsPerRank*r+k].busy {
+			return true
+		}
+	}
+	return false
 }
 
 // addTask queues t on thread th.

@@ -96,6 +96,28 @@ func TestOversubByteCost(t *testing.T) {
 	require.InEpsilon(t, 2*base.MeanSeconds, r.MeanSeconds, 1e-9)
 }
 
+// TestWake: a chain of 4 ranks on 2 cores (α = 1, everything else free):
+// a message that finds its rank with nothing to do waits Wake = 10 for
+// every other rank still waiting in the call, per core. Rank 1 has ranks
+// 2 and 3 waiting beside it (10·2/2), rank 2 has rank 3 (10·1/2), rank 3
+// nobody: it is done at 1+10+1+5+1 = 18 instead of 3.
+func TestWake(t *testing.T) {
+	par := units(1024, 8, 1<<20)
+	par.Links[collectives.LinkLocal] = Link{Alpha: 1}
+	job := Job{Coll: collectives.CollBroadcast, Algo: "pipeline", Bytes: 8}
+	m := Machine{Ranks: 4, Cores: 2, PoolRanks: 4}
+	par.Oversubscribed = []Oversub{{RanksPerCore: 2}}
+	r := run(t, job, m, par, Full)
+	require.InDelta(t, 3, r.Seconds, 1e-12)
+	par.Oversubscribed = []Oversub{{RanksPerCore: 2, Wake: 10}}
+	r = run(t, job, m, par, Full)
+	require.InDelta(t, 18, r.Seconds, 1e-12)
+	require.InDelta(t, (0+11+17+18)/4.0, r.MeanSeconds, 1e-12)
+	// Every rank with a core of its own: no wake-up.
+	r = run(t, job, Machine{Ranks: 4}, par, Full)
+	require.InDelta(t, 3, r.Seconds, 1e-12)
+}
+
 // TestTokenBucket: a NIC behind a token bucket of 100 bytes (β = 1, α =
 // 10) passes a 64-byte message at once and a 256-byte one in 156 (what
 // the full bucket lacks, at β) on each port, where without the bucket it

@@ -144,12 +144,24 @@ type Params struct {
 //     mid-chunk comes back to cold ones. Measured here (TCP, 8 ranks on
 //     2 cores, ring allreduce of 4 MiB): 13.5 ms where the costs of 2
 //     ranks alone on the cores predict 9.1.
+//   - Wake: seconds a message waits before a rank that has nothing to do
+//     takes it up, for every other rank of its pool that waits in the
+//     call too, per core: the ranks that wait poll their sockets in turn
+//     and yield the core to one another (a turn, a poll and a switch,
+//     took 7.5 us here), so the more of them, the longer the one whose
+//     message came waits for its turn. Where every rank has work (a
+//     ring's steps) that costs little; along a chain of dependent steps
+//     (a tree, a pipelined broadcast, a ring with fewer elements than
+//     ranks) most ranks wait, and each step pays it. Measured here (TCP,
+//     8 ranks on 2 cores, one host, 256 B): the tree allreduce took 714
+//     us, which the other costs put at 352.
 type Oversub struct {
 	RanksPerCore float64 `json:"ranks_per_core"`
 	Switch       float64 `json:"switch"`
 	Gap          float64 `json:"gap"`
 	Latency      float64 `json:"latency"`
 	ByteCost     float64 `json:"byte_cost,omitempty"`
+	Wake         float64 `json:"wake,omitempty"`
 }
 
 // oversub is the costs at k ranks per core.
@@ -167,7 +179,7 @@ func (p *Params) oversub(k float64) Oversub {
 			mix := func(a, b float64) float64 { return a + f*(b-a) }
 			a, b := o[i-1], o[i]
 			return Oversub{RanksPerCore: k, Switch: mix(a.Switch, b.Switch), Gap: mix(a.Gap, b.Gap), Latency: mix(a.Latency, b.Latency),
-				ByteCost: mix(max(1, a.ByteCost), max(1, b.ByteCost))}
+				ByteCost: mix(max(1, a.ByteCost), max(1, b.ByteCost)), Wake: mix(a.Wake, b.Wake)}
 		}
 	}
 	return o[len(o)-1]
@@ -186,7 +198,7 @@ func (p *Params) validate() error {
 		return fmt.Errorf("simulate: negative gamma, copy, inline size or call overhead")
 	}
 	for i, o := range p.Oversubscribed {
-		if o.RanksPerCore <= 1 || o.Switch < 0 || o.Gap < 0 || o.Latency < 0 || o.ByteCost < 0 || (i > 0 && o.RanksPerCore <= p.Oversubscribed[i-1].RanksPerCore) {
+		if o.RanksPerCore <= 1 || o.Switch < 0 || o.Gap < 0 || o.Latency < 0 || o.ByteCost < 0 || o.Wake < 0 || (i > 0 && o.RanksPerCore <= p.Oversubscribed[i-1].RanksPerCore) {
 			return fmt.Errorf("simulate: oversubscription costs %+v: want ranks per core above 1, increasing, and costs not negative", p.Oversubscribed)
 		}
 	}

@@ -279,16 +279,21 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 
 // fitOversub fits the costs of ranks sharing cores (simulate.Oversub)
 // from calibrations of ranks on one host, more than the machine's cores:
-// ring (the ring allreduce) and, if not nil, rd (recursive doubling), at
-// the same rank count. Switch is the ring's CPU time per message end beyond
-// the local class's overhead (fitted on 2 ranks, where every rank has a
-// core); Gap (core time lost per task) and Latency (per message) make the
-// simulator reproduce the two times best (least squared log error): the
-// ring's, which the cores bound more, and recursive doubling's, which
-// waits on its partners more. The local class must be fitted first.
-func fitOversub(cfg *config, ring, rd *calibration, cores int, log io.Writer) (simulate.Oversub, error) {
-	if ring.ranks <= cores || (rd != nil && rd.ranks != ring.ranks) {
-		return simulate.Oversub{}, fmt.Errorf("oversubscribed calibration on %d ranks: want more than the %d cores, the same for both algorithms", ring.ranks, cores)
+// ring (the ring allreduce) and, if not nil, rd (recursive doubling) and
+// tree (the tree allreduce), at the same rank count. Switch is the ring's
+// CPU time per message end beyond the local class's overhead (fitted on 2
+// ranks, where every rank has a core); Gap (core time lost per task) and
+// Latency (per message) make the simulator reproduce the two times best
+// (least squared log error): the ring's, which the cores bound more, and
+// recursive doubling's, which waits on its partners more. Wake (the wait
+// of a rank with nothing to do for its turn on the cores) reproduces the
+// tree's time, a chain of steps that each keep a rank or two busy while
+// the others wait: fitted after Gap and Latency, which are then fitted
+// again with it, and it once more. ByteCost reproduces the
+// ring's largest size. The local class must be fitted first.
+func fitOversub(cfg *config, ring, rd, tree *calibration, cores int, log io.Writer) (simulate.Oversub, error) {
+	if ring.ranks <= cores || (rd != nil && rd.ranks != ring.ranks) || (tree != nil && tree.ranks != ring.ranks) {
+		return simulate.Oversub{}, fmt.Errorf("oversubscribed calibration on %d ranks: want more than the %d cores, the same for every algorithm", ring.ranks, cores)
 	}
 	jobOf := func(c *calibration) simulate.Job {
 		return simulate.Job{Coll: collectives.CollAllreduce, Algo: c.algo, Bytes: c.sizes[0].bytes, OutOfPlace: true}
@@ -302,17 +307,38 @@ func fitOversub(cfg *config, ring, rd *calibration, cores int, log io.Writer) (s
 	o := simulate.Oversub{RanksPerCore: float64(ring.ranks) / float64(cores), Switch: max(0, (small.cpu-rest)/float64(w.events))}
 	m := simulate.Machine{Ranks: ring.ranks, Cores: cores, PoolRanks: ring.ranks}
 	one := *cfg
-	miss := func(c *calibration) (float64, error) {
+	timeOf := func(job simulate.Job) (float64, error) {
 		one.Oversub = []simulate.Oversub{o}
-		r, err := one.osuSimulate(jobOf(c), m)
-		return r.MeanSeconds - c.sizes[0].wall, err
+		r, err := one.osuSimulate(job, m)
+		return r.MeanSeconds, err
 	}
-	if rd == nil {
-		// The ring alone: the gap that reproduces it.
-		if o.Gap, err = solve(func(x float64) (float64, error) { o.Gap = x; return miss(ring) }); err != nil {
-			return o, err
+	miss := func(c *calibration) (float64, error) {
+		t, err := timeOf(jobOf(c))
+		return t - c.sizes[0].wall, err
+	}
+	grid := func(lo, hi float64, n int) []float64 {
+		out := []float64{0}
+		for i := range n + 1 {
+			out = append(out, lo*math.Pow(hi/lo, float64(i)/float64(n)))
 		}
-	} else {
+		return out
+	}
+	around := func(x, step float64) []float64 {
+		if x == 0 {
+			return []float64{0}
+		}
+		var out []float64
+		for i := -4; i <= 4; i++ {
+			out = append(out, x*math.Pow(step, float64(i)/4))
+		}
+		return out
+	}
+	fitGapLatency := func() error {
+		if rd == nil {
+			// The ring alone: the gap that reproduces it.
+			o.Gap, err = solve(func(x float64) (float64, error) { o.Gap = x; return miss(ring) })
+			return err
+		}
 		// Both: the gap and latency with the least squared log error over
 		// the two, on a logarithmic grid (0, then 0.1 us to 100 us of gap,
 		// 1 us to 3 ms of latency), refined once around the best.
@@ -328,13 +354,6 @@ func fitOversub(cfg *config, ring, rd *calibration, cores int, log io.Writer) (s
 				sum += r * r
 			}
 			return sum, nil
-		}
-		grid := func(lo, hi float64, n int) []float64 {
-			out := []float64{0}
-			for i := range n + 1 {
-				out = append(out, lo*math.Pow(hi/lo, float64(i)/float64(n)))
-			}
-			return out
 		}
 		best, bg, bl := math.Inf(1), 0.0, 0.0
 		search := func(gs, ls []float64) error {
@@ -352,68 +371,84 @@ func fitOversub(cfg *config, ring, rd *calibration, cores int, log io.Writer) (s
 			return nil
 		}
 		if err := search(grid(0.1e-6, 100e-6, 15), grid(1e-6, 3e-3, 20)); err != nil {
-			return o, err
-		}
-		around := func(x, step float64) []float64 {
-			if x == 0 {
-				return []float64{0}
-			}
-			var out []float64
-			for i := -4; i <= 4; i++ {
-				out = append(out, x*math.Pow(step, float64(i)/4))
-			}
-			return out
+			return err
 		}
 		if err := search(around(bg, math.Pow(1000, 1.0/15)), around(bl, math.Pow(3000, 1.0/20))); err != nil {
-			return o, err
+			return err
 		}
 		o.Gap, o.Latency = bg, bl
+		return nil
+	}
+	if err := fitGapLatency(); err != nil {
+		return o, err
+	}
+	if tree != nil {
+		// The wake-up that reproduces the tree (its time grows with it),
+		// the gap and latency again with it, and the wake-up once more.
+		fitWake := func() (err error) {
+			o.Wake, err = bisect(func(x float64) (float64, error) { o.Wake = x; return timeOf(jobOf(tree)) }, tree.sizes[0].wall, 0, 2e-3)
+			return err
+		}
+		if err := fitWake(); err != nil {
+			return o, err
+		}
+		if err := fitGapLatency(); err != nil {
+			return o, err
+		}
+		if err := fitWake(); err != nil {
+			return o, err
+		}
 	}
 	// ByteCost: from the ring's largest size, if it is a large one (the
 	// CPU per byte bound), the factor on the per-byte costs that
-	// reproduces it, by bisection: the time grows with it.
+	// reproduces it: the time grows with it.
 	large := ring.sizes[len(ring.sizes)-1]
 	if large.bytes >= 64<<10 {
 		lj := jobOf(ring)
 		lj.Bytes = large.bytes
-		at := func(f float64) (float64, error) {
-			o.ByteCost = f
-			one.Oversub = []simulate.Oversub{o}
-			r, err := one.osuSimulate(lj, m)
-			return r.MeanSeconds, err
-		}
-		lo, hi := 1.0, 8.0
-		t, err := at(lo)
+		f, err := bisect(func(f float64) (float64, error) { o.ByteCost = f; return timeOf(lj) }, large.wall, 1, 8)
 		if err != nil {
 			return o, err
 		}
-		if t < large.wall {
-			for range 30 {
-				mid := (lo + hi) / 2
-				if t, err = at(mid); err != nil {
-					return o, err
-				}
-				if t < large.wall {
-					lo = mid
-				} else {
-					hi = mid
-				}
-			}
-		}
-		o.ByteCost = lo
+		o.ByteCost = f
 	}
 	if log != nil {
 		fmt.Fprintf(log, "# %d ranks on %d cores: %s %s wall %s, CPU %s", ring.ranks, cores, ring.algo, sizeLabel(small.bytes), seconds(small.wall), seconds(small.cpu))
 		if rd != nil {
 			fmt.Fprintf(log, "; %s %s wall %s", rd.algo, sizeLabel(rd.sizes[0].bytes), seconds(rd.sizes[0].wall))
 		}
+		if tree != nil {
+			fmt.Fprintf(log, "; %s %s wall %s", tree.algo, sizeLabel(tree.sizes[0].bytes), seconds(tree.sizes[0].wall))
+		}
 		if large.bytes >= 64<<10 {
 			fmt.Fprintf(log, "; %s %s wall %s", ring.algo, sizeLabel(large.bytes), seconds(large.wall))
 		}
-		fmt.Fprintf(log, "; fitted %.2f us more CPU per message end, %.2f us lost per task, %.2f us more latency per message, CPU per byte x%.2f\n",
-			o.Switch*1e6, o.Gap*1e6, o.Latency*1e6, max(1, o.ByteCost))
+		fmt.Fprintf(log, "; fitted %.2f us more CPU per message end, %.2f us lost per task, %.2f us more latency per message, %.2f us to wake, CPU per byte x%.2f\n",
+			o.Switch*1e6, o.Gap*1e6, o.Latency*1e6, o.Wake*1e6, max(1, o.ByteCost))
 	}
 	return o, nil
+}
+
+// bisect finds x in [lo, hi] where f, growing with x, reaches target: lo
+// if f(lo) is at or above it, else the largest x found below it in 30
+// halvings (hi if f(hi) is still below).
+func bisect(f func(float64) (float64, error), target, lo, hi float64) (float64, error) {
+	t, err := f(lo)
+	if err != nil || t >= target {
+		return lo, err
+	}
+	for range 30 {
+		mid := (lo + hi) / 2
+		if t, err = f(mid); err != nil {
+			return lo, err
+		}
+		if t < target {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
 }
 
 // solve finds x >= 0 where f, growing with x, is zero (0 if f(0) >= 0),

@@ -28,8 +28,9 @@ import (
 //
 // DIR/calib/local.json and DIR/calib/net-RATE.json are `collsim
 // calibrate` outputs (2 ranks on one host; on two hosts), as are the
-// optional DIR/calib/oversub-ring-N.json and oversub-rd-N.json (N ranks on
-// one host, more than the cores: ring and recursive doubling);
+// optional DIR/calib/oversub-ring-N.json, oversub-rd-N.json and
+// oversub-tree-N.json (N ranks on one host, more than the cores: ring,
+// recursive doubling and tree allreduce);
 // DIR/runs/RATE/HxR/COLL-ALGO.json are `osu COLL --algorithm ALGO -o json`
 // outputs of H hosts with R ranks each. When DIR holds rounds of all this
 // (DIR/round-1, round-2, ...), every calibration time and every point is
@@ -75,23 +76,31 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// Optional: more ranks on one host than cores, at several levels
-	// (simulate.Oversub): oversub-ring-N.json and oversub-rd-N.json for N
-	// ranks.
+	// (simulate.Oversub): oversub-ring-N.json, oversub-rd-N.json and
+	// oversub-tree-N.json for N ranks (the tree: runs before 3 December
+	// lack it, and their model has no Oversub.Wake).
 	overFiles, err := globRounds(rounds, filepath.Join("calib", "oversub-ring-*.json"))
 	if err != nil {
 		return err
 	}
-	type overPair struct{ ring, rd *calibration }
+	type overPair struct{ ring, rd, tree *calibration }
 	var overs []overPair
 	for _, f := range overFiles {
 		var pair overPair
 		if pair.ring, err = readCalibrationRounds(rounds, f); err != nil {
 			return err
 		}
-		rdFile := strings.Replace(f, "oversub-ring-", "oversub-rd-", 1)
-		if pair.rd, err = readCalibrationRounds(rounds, rdFile); errors.Is(err, os.ErrNotExist) {
-			pair.rd = nil
-		} else if err != nil {
+		optional := func(algo string) (*calibration, error) {
+			c, err := readCalibrationRounds(rounds, strings.Replace(f, "oversub-ring-", "oversub-"+algo+"-", 1))
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, nil
+			}
+			return c, err
+		}
+		if pair.rd, err = optional("rd"); err != nil {
+			return err
+		}
+		if pair.tree, err = optional("tree"); err != nil {
 			return err
 		}
 		overs = append(overs, pair)
@@ -134,7 +143,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("fit local: %w", err)
 		}
 		for _, c := range overs {
-			o, err := fitOversub(&cfg, c.ring, c.rd, *cores, stdout)
+			o, err := fitOversub(&cfg, c.ring, c.rd, c.tree, *cores, stdout)
 			if err != nil {
 				return fmt.Errorf("fit oversubscription: %w", err)
 			}
