@@ -397,10 +397,11 @@ func (e *engine) finish(r, c int32) {
 }
 
 // wake returns when rank r, which a message reaches now, takes it up:
-// now, unless its cores are crowded (Oversub.Wake) and the rank has
-// nothing to do (or is still being woken for an earlier message). Then
-// it waits Wake for every other rank of its pool that has nothing to do
-// either, per core: those poll in turn for what they wait for.
+// now, unless its cores are crowded (Oversub.Wake), the rank has nothing
+// to do (or is still being woken for an earlier message) and a core of
+// its pool has no work either. Then it waits Wake for every other rank of
+// its pool that has nothing to do, per core: those poll the idle cores in
+// turn. Where every core has work the rank queues for one like any task.
 func (e *engine) wake(r int32) float64 {
 	st := &e.ranks[r]
 	if st.wakeAt > e.now {
@@ -411,6 +412,9 @@ func (e *engine) wake(r int32) float64 {
 		return e.now
 	}
 	p := &e.pools[e.threads[execThread(r)].pool]
+	if p.free == 0 {
+		return e.now
+	}
 	idle := 0
 	for q := p.lo; q < p.hi; q++ {
 		if q != r && !e.busy(q) && e.ranks[q].wakeAt <= e.now && e.ranks[q].done < len(e.ranks[q].plan.chunks) {

@@ -146,11 +146,12 @@ type Params struct {
 //     ranks alone on the cores predict 9.1.
 //   - Wake: seconds a message waits before a rank that has nothing to do
 //     takes it up, for every other rank of its pool that waits in the
-//     call too, per core: the ranks that wait poll their sockets in turn
-//     and yield the core to one another (a turn, a poll and a switch,
-//     took 7.5 us here), so the more of them, the longer the one whose
-//     message came waits for its turn. Where every rank has work (a
-//     ring's steps) that costs little; along a chain of dependent steps
+//     call too, per core, when a core of the pool has no work: the ranks
+//     that wait poll their sockets in turn and yield the idle cores to
+//     one another (a turn, a poll and a switch, took 7.5 us here), so the
+//     more of them, the longer the one whose message came waits for its
+//     turn. Where the cores have work (a ring's steps) the rank queues
+//     for a core like any task; along a chain of dependent steps
 //     (a tree, a pipelined broadcast, a ring with fewer elements than
 //     ranks) most ranks wait, and each step pays it. Measured here (TCP,
 //     8 ranks on 2 cores, one host, 256 B): the tree allreduce took 714

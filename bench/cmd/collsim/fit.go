@@ -288,8 +288,8 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 // recursive doubling's, which waits on its partners more. Wake (the wait
 // of a rank with nothing to do for its turn on the cores) reproduces the
 // tree's time, a chain of steps that each keep a rank or two busy while
-// the others wait: fitted after Gap and Latency, which are then fitted
-// again with it, and it once more. ByteCost reproduces the
+// the others wait: fitted after Gap and Latency, then in turns with them,
+// three times, and once more. ByteCost reproduces the
 // ring's largest size. The local class must be fitted first.
 func fitOversub(cfg *config, ring, rd, tree *calibration, cores int, log io.Writer) (simulate.Oversub, error) {
 	if ring.ranks <= cores || (rd != nil && rd.ranks != ring.ranks) || (tree != nil && tree.ranks != ring.ranks) {
@@ -384,16 +384,19 @@ func fitOversub(cfg *config, ring, rd, tree *calibration, cores int, log io.Writ
 	}
 	if tree != nil {
 		// The wake-up that reproduces the tree (its time grows with it),
-		// the gap and latency again with it, and the wake-up once more.
+		// then the gap and latency with it, three times; the wake-up once
+		// more.
 		fitWake := func() (err error) {
 			o.Wake, err = bisect(func(x float64) (float64, error) { o.Wake = x; return timeOf(jobOf(tree)) }, tree.sizes[0].wall, 0, 2e-3)
 			return err
 		}
-		if err := fitWake(); err != nil {
-			return o, err
-		}
-		if err := fitGapLatency(); err != nil {
-			return o, err
+		for range 3 {
+			if err := fitWake(); err != nil {
+				return o, err
+			}
+			if err := fitGapLatency(); err != nil {
+				return o, err
+			}
 		}
 		if err := fitWake(); err != nil {
 			return o, err
