@@ -155,7 +155,7 @@ type Params struct {
 //     (a tree, a pipelined broadcast, a ring with fewer elements than
 //     ranks) most ranks wait, and each step pays it. Measured here (TCP,
 //     8 ranks on 2 cores, one host, 256 B): the tree allreduce took 714
-//     us, which the other costs put at 352.
+//     us, which the other costs fitted the same morning put at 254.
 type Oversub struct {
 	RanksPerCore float64 `json:"ranks_per_core"`
 	Switch       float64 `json:"switch"`

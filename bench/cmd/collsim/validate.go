@@ -77,8 +77,8 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	// Optional: more ranks on one host than cores, at several levels
 	// (simulate.Oversub): oversub-ring-N.json, oversub-rd-N.json and
-	// oversub-tree-N.json for N ranks (the tree: runs before 3 December
-	// lack it, and their model has no Oversub.Wake).
+	// oversub-tree-N.json for N ranks (the tree: runs before midday on 2
+	// December lack it, and their model has no Oversub.Wake).
 	overFiles, err := globRounds(rounds, filepath.Join("calib", "oversub-ring-*.json"))
 	if err != nil {
 		return err
