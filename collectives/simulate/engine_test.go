@@ -137,6 +137,15 @@ func TestTokenBucket(t *testing.T) {
 	r, err := Simulate(bc(64), m, par, Options{Method: Full, Barrier: "recursive-doubling"})
 	require.NoError(t, err)
 	require.Greater(t, r.Seconds, 20.0, "a drained bucket: the leaf waits for the bytes")
+
+	// A bucket that serves several calls before it runs dry: calls in a
+	// row take the same time until it does, and the paced loop must not
+	// stop there (it did: 20, every call served at once). Dry, the port
+	// passes a call's 64 bytes at its rate, nβ per call.
+	par.Links[collectives.LinkNet].Burst = 256
+	r, err = Simulate(bc(64), m, par, Options{Method: Full, Barrier: "recursive-doubling"})
+	require.NoError(t, err)
+	require.InDelta(t, 64, r.Seconds, 1e-9)
 }
 
 func TestChainPipelines(t *testing.T) {
