@@ -416,15 +416,25 @@ func fitOversub(cfg *config, ring, rd, tree *calibration, cores int, log io.Writ
 		o.ByteCost = f
 	}
 	if log != nil {
-		fmt.Fprintf(log, "# %d ranks on %d cores: %s %s wall %s, CPU %s", ring.ranks, cores, ring.algo, sizeLabel(small.bytes), seconds(small.wall), seconds(small.cpu))
+		// Each calibration's time and the fitted model's.
+		model := func(c *calibration, bytes int) string {
+			j := jobOf(c)
+			j.Bytes = bytes
+			t, err := timeOf(j)
+			if err != nil {
+				return "model: " + err.Error()
+			}
+			return "model " + seconds(t)
+		}
+		fmt.Fprintf(log, "# %d ranks on %d cores: %s %s wall %s (%s), CPU %s", ring.ranks, cores, ring.algo, sizeLabel(small.bytes), seconds(small.wall), model(ring, small.bytes), seconds(small.cpu))
 		if rd != nil {
-			fmt.Fprintf(log, "; %s %s wall %s", rd.algo, sizeLabel(rd.sizes[0].bytes), seconds(rd.sizes[0].wall))
+			fmt.Fprintf(log, "; %s %s wall %s (%s)", rd.algo, sizeLabel(rd.sizes[0].bytes), seconds(rd.sizes[0].wall), model(rd, rd.sizes[0].bytes))
 		}
 		if tree != nil {
-			fmt.Fprintf(log, "; %s %s wall %s", tree.algo, sizeLabel(tree.sizes[0].bytes), seconds(tree.sizes[0].wall))
+			fmt.Fprintf(log, "; %s %s wall %s (%s)", tree.algo, sizeLabel(tree.sizes[0].bytes), seconds(tree.sizes[0].wall), model(tree, tree.sizes[0].bytes))
 		}
 		if large.bytes >= 64<<10 {
-			fmt.Fprintf(log, "; %s %s wall %s", ring.algo, sizeLabel(large.bytes), seconds(large.wall))
+			fmt.Fprintf(log, "; %s %s wall %s (%s)", ring.algo, sizeLabel(large.bytes), seconds(large.wall), model(ring, large.bytes))
 		}
 		fmt.Fprintf(log, "; fitted %.2f us more CPU per message end, %.2f us lost per task, %.2f us more latency per message, %.2f us to wake, CPU per byte x%.2f\n",
 			o.Switch*1e6, o.Gap*1e6, o.Latency*1e6, o.Wake*1e6, max(1, o.ByteCost))
