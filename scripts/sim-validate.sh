@@ -15,7 +15,8 @@
 #                call apart from the CPU per message),
 #                and the CPU's reduction and copy speeds; 4, 8 and 16 ranks
 #                on one host, ring, recursive doubling and tree at 256 B
-#                and the ring at 1 MiB: what ranks outnumbering cores cost
+#                and the ring at N x 32 KiB (its steps' messages at TCP's
+#                inline size) and 1 MiB: what ranks outnumbering cores cost
 #                (CPU per message, core time lost, latency, the wake-up of
 #                a rank that waits, CPU per byte);
 #   measurement  bench/osu allreduce (ring, rabenseifner, recursive-doubling,
@@ -269,8 +270,10 @@ for round in $(seq 1 "$ROUNDS"); do
 		-is $((SITERS * 2)) -xs "$SWARM" -sizes 8 || failed=1
 	for n in 4 8 16; do
 		say "calibrating the cost of more ranks than cores ($n ranks on one host)"
+		# 256 B, the largest size whose steps go inline (n x 32 KiB: the
+		# CPU per byte) and 1 MiB.
 		job "$R/calib/oversub-ring-$n.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -is $((SITERS * 2)) -xs "$SWARM" \
-			-i "$ITERS" -x "$WARM" -sizes 256,1M || failed=1
+			-i "$ITERS" -x "$WARM" -sizes "256,$((n * 32))K,1M" || failed=1
 		job "$R/calib/oversub-rd-$n.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -algorithm recursive-doubling -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
 		# A chain of dependent steps, most ranks waiting: what a rank with
 		# nothing to do takes to be woken (simulate.Oversub.Wake).

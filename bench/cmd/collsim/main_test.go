@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -412,4 +413,48 @@ func TestFitCallOverhead(t *testing.T) {
 	require.NoError(t, fitClass(&without, collectives.LinkLocal, local, 2, nil))
 	require.Zero(t, without.CallOverhead)
 	require.Greater(t, without.Local.Overhead, want.Local.Overhead)
+}
+
+// TestByteCostFromInlineSize: the factor on the CPU's per-byte costs comes
+// from the ring's largest size whose steps go inline; a larger size, whose
+// messages leave a turn of their rank at a time on the crowded cores,
+// slower than the model's costs per byte explain, does not inflate it.
+func TestByteCostFromInlineSize(t *testing.T) {
+	want := truth()
+	want.Inline = 32 << 10
+	dir := t.TempDir()
+	ringFile := filepath.Join(dir, "oversub-ring-8.json")
+	writeCalibration(t, ringFile, want, collectives.LinkLocal, 8, 256, 256<<10, 1<<20)
+	writeCalibrationOf(t, filepath.Join(dir, "oversub-rd-8.json"), want, collectives.LinkLocal, "recursive-doubling", 8, 256)
+	// 1 MiB (128 KiB steps) three times slower than the model.
+	b, err := os.ReadFile(ringFile)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		prefix, js, _ := strings.Cut(line, " ")
+		var rec calibRecord
+		require.NoError(t, json.Unmarshal([]byte(js), &rec))
+		if rec.Bytes == 1<<20 {
+			rec.WallS *= 3
+		}
+		j, err := json.Marshal(rec)
+		require.NoError(t, err)
+		fmt.Fprintf(&out, "%s %s\n", prefix, j)
+	}
+	require.NoError(t, os.WriteFile(ringFile, out.Bytes(), 0o644))
+	ring, err := readCalibration(ringFile)
+	require.NoError(t, err)
+	rd, err := readCalibration(filepath.Join(dir, "oversub-rd-8.json"))
+	require.NoError(t, err)
+
+	got := want
+	got.Oversub = nil
+	o, err := fitOversub(&got, ring, rd, nil, 2, nil)
+	require.NoError(t, err)
+	require.InDelta(t, 1.5, o.ByteCost, 0.1, "from 256 KiB (gap and latency come back within a few percent here)")
+	// Without the inline size the slow 1 MiB sets it.
+	ring.sizes = slices.DeleteFunc(ring.sizes, func(s calibSize) bool { return s.bytes == 256<<10 })
+	o, err = fitOversub(&got, ring, rd, nil, 2, nil)
+	require.NoError(t, err)
+	require.Greater(t, o.ByteCost, 2.5, "from 1 MiB")
 }
