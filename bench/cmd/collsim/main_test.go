@@ -458,3 +458,43 @@ func TestByteCostFromInlineSize(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, o.ByteCost, 2.5, "from 1 MiB")
 }
+
+// TestNetCPUFromLowestSmall: the net class's CPU per message comes from
+// the lowest CPU per call at small sizes of all the rates' calibrations; a
+// faster rate's calibration that ran slow there does not raise it.
+func TestNetCPUFromLowestSmall(t *testing.T) {
+	cfg := truth()
+	dir := t.TempDir()
+	writeValidationRound(t, dir, cfg, 1)
+	fast := cfg
+	fast.Net.Beta /= 10
+	file := filepath.Join(dir, "calib", "net-10gbit.json")
+	writeCalibration(t, file, fast, collectives.LinkNet, 2)
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var slow bytes.Buffer
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		prefix, js, _ := strings.Cut(line, " ")
+		var rec calibRecord
+		require.NoError(t, json.Unmarshal([]byte(js), &rec))
+		if rec.Bytes <= smallSize {
+			rec.CPUS *= 2
+		}
+		j, err := json.Marshal(rec)
+		require.NoError(t, err)
+		fmt.Fprintf(&slow, "%s %s\n", prefix, j)
+	}
+	require.NoError(t, os.WriteFile(file, slow.Bytes(), 0o644))
+	overhead := func(args ...string) float64 {
+		t.Helper()
+		var out, errs bytes.Buffer
+		require.Equal(t, 0, run(append(append([]string{"validate", "-cores", "2", "-q"}, args...), dir), &out, &errs), errs.String())
+		b, err := os.ReadFile(filepath.Join(dir, "fit-1gbit.json"))
+		require.NoError(t, err)
+		var got config
+		require.NoError(t, json.Unmarshal(b, &got))
+		return got.Net.Overhead
+	}
+	require.InEpsilon(t, cfg.Net.Overhead, overhead(), 0.05)
+	require.Greater(t, overhead("-lowest-small-cpu=false"), 1.3*cfg.Net.Overhead)
+}
