@@ -13,7 +13,8 @@
 #                (four sizes up to 4 KiB, whose median fixes the latency;
 #                and on one host recursive doubling at 8 B: the CPU per
 #                call apart from the CPU per message),
-#                and the CPU's reduction and copy speeds; 4, 8 and 16 ranks
+#                and the CPU's reduction and copy speeds; a broadcast on
+#                the same 2 ranks (each end's time, recorded for later); 4, 8 and 16 ranks
 #                on one host, ring, recursive doubling and tree at 256 B
 #                and the ring at N x 32 KiB (its steps' messages at TCP's
 #                inline size) and 1 MiB: what ranks outnumbering cores cost
@@ -268,6 +269,14 @@ for round in $(seq 1 "$ROUNDS"); do
 	# call, told from the CPU per message.
 	job "$R/calib/local-rd.json" 1 2 "$BIN/collsim" calibrate -warm-time "$WARMTIME" -algorithm recursive-doubling \
 		-is $((SITERS * 2)) -xs "$SWARM" -sizes 8 || failed=1
+	# A broadcast from rank 0 on the same 2 ranks: the root's time per
+	# call is what a message costs its sender, the leaf's what it waits
+	# (over TCP the sender's write carries the message into the peer's
+	# socket). Recorded for the model's split of a message's CPU between
+	# its ends; collsim validate does not fit it yet.
+	bcastCalib=("$BIN/collsim" calibrate -coll broadcast -algorithm binomial -warm-time "$WARMTIME" -i $((ITERS * 2)) -x "$WARM" \
+		-is $((SITERS * 2)) -xs "$SWARM" -sizes 8,4K,64K)
+	job "$R/calib/bcast-local.json" 1 2 "${bcastCalib[@]}" || failed=1
 	for n in 4 8 16; do
 		say "calibrating the cost of more ranks than cores ($n ranks on one host)"
 		# 256 B, the largest size whose steps go inline (n x 32 KiB: the
@@ -289,6 +298,7 @@ for round in $(seq 1 "$ROUNDS"); do
 			say "burst $(burst "$rate") is not in bytes (128kb, 1mb): collsim validate assumes its default"
 		fi
 		job "$R/calib/net-$rate.json" 2 1 "${calib[@]}" || failed=1
+		job "$R/calib/bcast-net-$rate.json" 2 1 "${bcastCalib[@]}" || failed=1
 		for cfg in $CONFIGS; do
 			h=${cfg%x*} r=${cfg#*x}
 			dir="$R/runs/$rate/$cfg"

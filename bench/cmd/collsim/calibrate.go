@@ -26,6 +26,7 @@ import (
 // call (getrusage, user and system, all threads), and the CPU's reduction
 // and copy speeds measured in process.
 type calibRecord struct {
+	Coll   string  `json:"collective,omitempty"` // "" (allreduce) or broadcast (root 0)
 	Algo   string  `json:"algorithm"`
 	Rank   int     `json:"rank"`
 	Ranks  int     `json:"ranks"`
@@ -46,8 +47,8 @@ const smallSize = 8 << 10
 
 // calibrateCmd runs as a rank of a goccl job (under gorun): for each size
 // it times iters allreduces (ring, or -algorithm) of float32 sums out of
-// place, as OSU's allreduce benchmark calls them, and prints one JSON line
-// per size.
+// place, as OSU's allreduce benchmark calls them (or, with -coll
+// broadcast, broadcasts from rank 0), and prints one JSON line per size.
 func calibrateCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("collsim calibrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -56,13 +57,17 @@ func calibrateCmd(args []string, stdout, stderr io.Writer) error {
 	warm := fs.Int("x", 5, "warm-up calls per size above 8 KiB")
 	itersSmall := fs.Int("is", 400, "timed calls per size up to 8 KiB")
 	warmSmall := fs.Int("xs", 200, "warm-up calls per size up to 8 KiB")
-	algo := fs.String("algorithm", "ring", "allreduce algorithm")
+	algo := fs.String("algorithm", "ring", "the collective's algorithm")
+	coll := fs.String("coll", "allreduce", "allreduce, or broadcast (from rank 0, in place; the root's time per call is its CPU for a call and the messages it sends, the leaves' what they wait)")
 	warmTime := fs.Duration("warm-time", 300*time.Millisecond, "before the first size, warm-up calls of it for this long on every rank")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return usageError{err}
+	}
+	if *coll != "allreduce" && *coll != "broadcast" {
+		return usageError{fmt.Errorf("-coll %q: want allreduce or broadcast", *coll)}
 	}
 	ns, err := parseInts(*sizes)
 	if err != nil {
@@ -86,6 +91,12 @@ func calibrateCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	opt := comm.WithAlgorithm(*algo)
+	call := func(count int) error {
+		if *coll == "broadcast" {
+			return comm.Broadcast(ctx, c, send[:count], 0, opt)
+		}
+		return comm.Allreduce(ctx, c, send[:count], recv[:count], comm.Sum, opt)
+	}
 	for i, n := range ns {
 		count := n / 4
 		if err := c.Barrier(ctx); err != nil {
@@ -96,9 +107,7 @@ func calibrateCmd(args []string, stdout, stderr io.Writer) error {
 		// first 200 calls, 28-35 us after 2,000), and the first size
 		// fixes the model's alpha: warm up for a time, not a count.
 		if i == 0 && *warmTime > 0 {
-			if err := osu.WarmUpFor(ctx, c, *warmTime, func() error {
-				return comm.Allreduce(ctx, c, send[:count], recv[:count], comm.Sum, opt)
-			}); err != nil {
+			if err := osu.WarmUpFor(ctx, c, *warmTime, func() error { return call(count) }); err != nil {
 				return err
 			}
 		}
@@ -115,7 +124,7 @@ func calibrateCmd(args []string, stdout, stderr io.Writer) error {
 		for i := range nWarm + nIters {
 			c0 := cpuSeconds()
 			t0 := time.Now()
-			if err := comm.Allreduce(ctx, c, send[:count], recv[:count], comm.Sum, opt); err != nil {
+			if err := call(count); err != nil {
 				return err
 			}
 			d := time.Since(t0).Seconds()
@@ -128,7 +137,11 @@ func calibrateCmd(args []string, stdout, stderr io.Writer) error {
 				cpu += dc
 			}
 		}
-		rec := calibRecord{Algo: *algo, Rank: c.Rank(), Ranks: c.Size(), Bytes: count * 4, Iters: nIters,
+		collName := ""
+		if *coll != "allreduce" {
+			collName = *coll
+		}
+		rec := calibRecord{Coll: collName, Algo: *algo, Rank: c.Rank(), Ranks: c.Size(), Bytes: count * 4, Iters: nIters,
 			WallS: wall / float64(nIters), CPUS: cpu / float64(nIters), Gamma: gamma, Copy: copyCost,
 			Chunk: 512 << 10, Slots: 8, Inline: inlineOf(c.PeerTransport((c.Rank() + 1) % c.Size()))}
 		b, err := json.Marshal(rec)

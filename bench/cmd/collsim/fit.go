@@ -74,6 +74,9 @@ func readCalibration(path string) (*calibration, error) {
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("%s: no measurements", path)
 	}
+	if recs[0].Coll != "" && recs[0].Coll != "allreduce" {
+		return nil, fmt.Errorf("%s: a calibration of %s; the fit reads allreduce ones", path, recs[0].Coll)
+	}
 	algo := recs[0].Algo
 	if algo == "" {
 		algo = "ring"
