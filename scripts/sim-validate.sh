@@ -279,8 +279,8 @@ for round in $(seq 1 "$ROUNDS"); do
 	job "$R/calib/bcast-local.json" 1 2 "${bcastCalib[@]}" || failed=1
 	for n in 4 8 16; do
 		say "calibrating the cost of more ranks than cores ($n ranks on one host)"
-		# 256 B, the largest size whose steps go inline (n x 32 KiB: the
-		# CPU per byte) and 1 MiB.
+		# 256 B; n x 32 KiB (the largest size whose steps go inline) and
+		# 1 MiB, which fit the CPU-per-byte factor together.
 		job "$R/calib/oversub-ring-$n.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -is $((SITERS * 2)) -xs "$SWARM" \
 			-i "$ITERS" -x "$WARM" -sizes "256,$((n * 32))K,1M" || failed=1
 		job "$R/calib/oversub-rd-$n.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -algorithm recursive-doubling -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
