@@ -152,12 +152,9 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		cpuNet = &out
 	}
 	var all []vpoint
-	for _, nf := range nets {
+	for i, nf := range nets {
 		rateName := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(nf), "net-"), ".json")
-		cal, err := readCalibrationRounds(rounds, nf)
-		if err != nil {
-			return err
-		}
+		cal := allNets[i]
 		cfg := config{Paced: *paced}
 		fmt.Fprintf(stdout, "# rate %s: the model fitted on this machine's %d cores\n", rateName, *cores)
 		if *bucket {
