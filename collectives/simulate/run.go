@@ -304,6 +304,14 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 		// take their bytes from them take the same time round after round
 		// (2 ranks' 32 KiB all-to-all at 1 Gbit/s with a 128 KiB bucket:
 		// three calls of 47 us, then the rate; measured 183 us).
+		burst := 0.0 // every port's bucket, full
+		for i := range e.ports {
+			if e.ports[i].net {
+				burst += s.par.Links[collectives.LinkNet].Burst
+			} else {
+				burst += s.par.Links[collectives.LinkLocal].Burst
+			}
+		}
 		last, lastTok, still := -1.0, -1.0, 0
 		for range rounds {
 			finish := make([]float64, wd.w)
@@ -331,14 +339,9 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 			for r := range e.ranks {
 				total += e.ranks[r].finish - enter[r]
 			}
-			tok, burst := 0.0, 0.0
+			tok := 0.0
 			for i := range e.ports {
 				tok += e.ports[i].tok
-				if e.ports[i].net {
-					burst += s.par.Links[collectives.LinkNet].Burst
-				} else {
-					burst += s.par.Links[collectives.LinkLocal].Burst
-				}
 			}
 			if math.Abs(total-last) <= 1e-3*total && math.Abs(tok-lastTok) <= 1e-3*burst {
 				if still++; still == 2 {

@@ -61,7 +61,7 @@ func TestTablesJSON(t *testing.T) {
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-ranks", "1"}, {"-ranks", "x"}, {"-coll", "bcast"}, {"-preset", "nope"}, {"-o", "xml"},
-		{"stray"}, {"-nope"}, {"validate"}, {"calibrate", "-sizes", "zero"},
+		{"stray"}, {"-nope"}, {"validate"}, {"calibrate", "-sizes", "zero"}, {"calibrate", "-coll", "gather"},
 	} {
 		var out, errs bytes.Buffer
 		require.Equal(t, 2, run(args, &out, &errs), "%v: %s", args, errs.String())
@@ -455,6 +455,18 @@ func TestByteCostFromLargeSizes(t *testing.T) {
 	require.Less(t, lo+0.5, hi)
 	require.Greater(t, o.ByteCost, lo+0.1)
 	require.Less(t, o.ByteCost, hi-0.1)
+}
+
+// TestCalibrationOfAnotherCollective: the fit reads allreduce
+// calibrations; a broadcast's (collsim calibrate -coll broadcast) is an
+// error naming it, not a ring's times.
+func TestCalibrationOfAnotherCollective(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bcast-local.json")
+	j, err := json.Marshal(calibRecord{Coll: "broadcast", Algo: "binomial", Ranks: 2, Bytes: 8, Iters: 10, WallS: 1e-5})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, fmt.Appendf(nil, "[0] %s\n", j), 0o644))
+	_, err = readCalibration(path)
+	require.ErrorContains(t, err, "a calibration of broadcast")
 }
 
 // TestNetCPUFromLowestSmall: the net class's CPU per message comes from
