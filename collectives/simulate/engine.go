@@ -85,11 +85,13 @@ type port struct {
 type taskKind uint8
 
 const (
-	tStart   taskKind = iota // the rank's Pre copies are done: start
-	tPost                    // post send chunk to link
-	tRead                    // take a message of link off the transport (chunk: the sender's)
-	tConsume                 // consume receive chunk of link
-	tCopy                    // a Copy chunk
+	tStart     taskKind = iota // the rank's Pre copies are done: start
+	tPost                      // post send chunk to link
+	tRead                      // take a message of link off the transport (chunk: the sender's)
+	tConsume                   // consume receive chunk of link
+	tCopy                      // a Copy chunk
+	tCreditOut                 // write a credit of link that cannot ride with data (Params.CreditWrites)
+	tCreditIn                  // read a credit of link written alone
 )
 
 type task struct {
@@ -130,12 +132,13 @@ type pool struct {
 type evKind uint8
 
 const (
-	evDone   evKind = iota // thread a's current task ends
-	evArrive               // a message of link a arrives: sender's chunk b, c bytes
-	evCredit               // a credit of link a arrives at its sender
-	evAck                  // rank a's send chunk b is acknowledged
-	evStart                // rank a enters the call
-	evRead                 // rank woken: take up link a's message, sender's chunk b, c bytes
+	evDone        evKind = iota // thread a's current task ends
+	evArrive                    // a message of link a arrives: sender's chunk b, c bytes
+	evCredit                    // a credit of link a arrives at its sender
+	evAck                       // rank a's send chunk b is acknowledged
+	evStart                     // rank a enters the call
+	evRead                      // rank woken: take up link a's message, sender's chunk b, c bytes
+	evCreditAlone               // a credit of link a written alone arrives at its sender
 )
 
 type event struct {
@@ -281,6 +284,9 @@ func (e *engine) run() error {
 			l := &e.links[ev.a]
 			l.credits++
 			e.tryPost(l.from, l.fromEntry)
+		case evCreditAlone:
+			l := &e.links[ev.a]
+			e.addTask(recvThread(l.from), task{kind: tCreditIn, link: ev.a, cost: e.par.Links[l.class].Overhead})
 		case evAck:
 			e.finish(ev.a, ev.b)
 		case evStart:
@@ -438,7 +444,7 @@ func (e *engine) busy(r int32) bool {
 // addTask queues t on thread th.
 func (e *engine) addTask(th int32, t task) {
 	x := &e.threads[th]
-	if !x.busy && (t.kind == tPost || t.kind == tRead) {
+	if !x.busy && (t.kind == tPost || t.kind == tRead || t.kind == tCreditOut || t.kind == tCreditIn) {
 		// A message's end that finds its side of the transport idle
 		// wakes it: with ranks sharing cores, a process switch
 		// (Oversub.Switch). Posts and arrivals that queue behind one in
@@ -518,10 +524,34 @@ func (e *engine) apply(r int32, t task) {
 	case tConsume:
 		l := &e.links[t.link]
 		e.finish(r, t.chunk)
+		if e.par.CreditWrites && !e.creditRides(r, l, t) {
+			e.addTask(sendThread(r), task{kind: tCreditOut, link: t.link, cost: e.par.Links[l.class].Overhead})
+			break
+		}
 		e.push(event{t: e.now + e.par.Links[l.class].Alpha + e.over.Latency, kind: evCredit, a: t.link})
 	case tCopy:
 		e.finish(r, t.chunk)
+	case tCreditOut:
+		l := &e.links[t.link]
+		e.push(event{t: e.now + e.par.Links[l.class].Alpha + e.over.Latency, kind: evCreditAlone, a: t.link})
+	case tCreditIn:
+		l := &e.links[t.link]
+		l.credits++
+		e.tryPost(l.from, l.fromEntry)
 	}
+}
+
+// creditRides reports whether the credit of receive chunk t.chunk of link l,
+// just consumed by rank r, waits for r's next data to the peer instead of
+// being written alone (collectives' lazyCredit): r sends to that peer in
+// the call, the chunk is the last r expects from it, and it is small.
+func creditRides(rp *rankPlan, entry int32, chunk int32, n int32, inline int) bool {
+	en := &rp.entries[entry]
+	return len(en.sends) > 0 && len(en.recvs) > 0 && en.recvs[len(en.recvs)-1] == chunk && int(n) <= inline
+}
+
+func (e *engine) creditRides(r int32, l *link, t task) bool {
+	return creditRides(e.ranks[r].plan, l.toEntry, t.chunk, t.len, e.par.Inline)
 }
 
 // transmit passes n bytes through l's ports from now and returns when they

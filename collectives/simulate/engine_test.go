@@ -184,6 +184,40 @@ func TestCreditStallsWithOneSlot(t *testing.T) {
 	require.InDelta(t, 1, run(t, job, Machine{Ranks: 2}, par, Full).Seconds, 1e-12)
 }
 
+// TestCreditWrites: a credit that cannot ride with data costs a message's
+// overhead at both ends (Params.CreditWrites). 2 chunks of 8 bytes from
+// rank 0 to rank 1, one slot, α = 10, o = 2, sends inline. Without: chunk
+// 0 is posted by 2, arrives at 12, is read by 14 and consumed then; its
+// credit is back at 24, chunk 1 is posted by 26, arrives at 36, is read by
+// 38. With: the leaf sends nothing to the root, so the credit is written
+// alone (14-16), arrives at 26 and is read (26-28): chunk 1 is read by 42.
+// Recursive doubling's exchange on 2 ranks (one small chunk each way, the
+// credit rides with the data) costs the same either way.
+func TestCreditWrites(t *testing.T) {
+	par := units(8, 1, 1<<20)
+	par.Links[collectives.LinkLocal] = Link{Alpha: 10, Overhead: 2}
+	job := Job{Coll: collectives.CollBroadcast, Algo: "pipeline", Bytes: 16}
+	require.InDelta(t, 38, run(t, job, Machine{Ranks: 2}, par, Full).Seconds, 1e-12)
+	par.CreditWrites = true
+	require.InDelta(t, 42, run(t, job, Machine{Ranks: 2}, par, Full).Seconds, 1e-12)
+
+	// Which credits ride: recursive doubling's on 2 ranks (one small
+	// chunk each way); not the broadcast leaf's, nor a large chunk's.
+	rides := func(coll collectives.Coll, algo string, rank, count int) bool {
+		a, err := collectives.LookupAlgo(coll, algo)
+		require.NoError(t, err)
+		rp, err := compileRank(a.Schedule(rank, 2, &collectives.Args{Count: count, ElemSize: 4}), 1<<20)
+		require.NoError(t, err)
+		en := rp.entries[0]
+		require.NotEmpty(t, en.recvs)
+		last := en.recvs[len(en.recvs)-1]
+		return creditRides(rp, 0, last, rp.chunks[last].len, 32<<10)
+	}
+	require.True(t, rides(collectives.CollAllreduce, "recursive-doubling", 0, 2))
+	require.False(t, rides(collectives.CollAllreduce, "recursive-doubling", 0, 64<<10), "a chunk above the inline size")
+	require.False(t, rides(collectives.CollBroadcast, "binomial", 1, 2), "a leaf sends nothing back")
+}
+
 func TestNICContention(t *testing.T) {
 	// Pairwise all-to-all of 4 blocks of 16 bytes on 4 ranks. Local links
 	// cost nothing; a NIC moves a byte per unit, α = 3.

@@ -116,6 +116,16 @@ type Params struct {
 	// 20, and 4 ranks' all-to-all of 3 concurrent messages each way about
 	// as long as recursive doubling's 2 rounds of one.
 	CallOverhead float64
+	// CreditWrites: a credit that cannot ride with data costs a message's
+	// Overhead at both ends (a write of its own and its read), as the
+	// executor and TCP transport do it (collectives' lazyCredit): the
+	// credit of the last chunk of at most Inline bytes from a peer this
+	// rank also sends to waits for that data and costs nothing of its
+	// own; every other credit is written at once. Recursive doubling and
+	// the pairwise all-to-all exchange with each partner and their
+	// credits ride; a ring, Bruck's rounds and a broadcast's leaves send
+	// them alone. false: credits cost no CPU (before 2 December, evening).
+	CreditWrites bool
 	// Oversubscribed says what ranks sharing cores cost, by ranks per
 	// core, in increasing order of RanksPerCore. A pool with more ranks
 	// than cores takes Switch and Gap interpolated linearly in its ranks

@@ -29,6 +29,9 @@ type config struct {
 	RanksPerHost int                `json:"ranks_per_host"`
 	Cores        int                `json:"cores"`      // per pool; 0: a core per rank
 	PoolRanks    int                `json:"pool_ranks"` // 0: a pool per host
+	// CreditWrites: credits that cannot ride with data cost a message's
+	// CPU at both ends (simulate.Params.CreditWrites).
+	CreditWrites bool `json:"credit_writes,omitempty"`
 	// Paced: calibrations and points are simulated as OSU's loop makes
 	// them (osuSimulate); collsim validate -paced.
 	Paced bool `json:"-"`
@@ -43,6 +46,7 @@ func (c *config) params() simulate.Params {
 		p.Slots = c.Slots
 	}
 	p.Inline, p.Oversubscribed, p.CallOverhead = c.Inline, c.Oversub, c.CallOverhead
+	p.CreditWrites = c.CreditWrites
 	return p
 }
 

@@ -109,7 +109,11 @@ type work struct {
 }
 
 // rankWork counts rank 0's work in job on p ranks from its compiled plan.
-func rankWork(job simulate.Job, p, chunk int) (work, error) {
+// With credits (simulate.Params.CreditWrites), a credit written alone
+// counts as a message at each end: written for a receive chunk, read for a
+// send chunk, unless it rides with data (the last chunk of at most inline
+// bytes between two ranks that send to each other).
+func rankWork(job simulate.Job, p, chunk, inline int, credits bool) (work, error) {
 	a, err := collectives.LookupAlgo(job.Coll, job.Algo)
 	if err != nil {
 		return work{}, err
@@ -146,6 +150,20 @@ func rankWork(job simulate.Job, p, chunk int) (work, error) {
 			}
 		case collectives.Copy:
 			w.copy += float64(c.Len)
+		}
+	}
+	if credits {
+		for q := range p {
+			sends, recvs := pl.Sends(q), pl.Recvs(q)
+			alone := func(own, other []int32) {
+				for k, i := range own {
+					if len(other) == 0 || k != len(own)-1 || pl.Chunk(int(i)).Len > inline {
+						w.events++
+					}
+				}
+			}
+			alone(recvs, sends) // credits this rank writes
+			alone(sends, recvs) // credits it reads
 		}
 	}
 	return w, nil
@@ -198,7 +216,7 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 		for _, sz := range c.sizes {
 			j := job(sz.bytes)
 			j.Algo = c.algo
-			w, err := rankWork(j, 2, cfg.ChunkBytes)
+			w, err := rankWork(j, 2, cfg.ChunkBytes, cfg.Inline, cfg.CreditWrites)
 			if err != nil {
 				return err
 			}
@@ -220,9 +238,10 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 		return r.MeanSeconds, err
 	}
 	// alpha: the time at each small size (up to smallSize; the smallest
-	// if none) is linear in it; the median of the alphas that reproduce
-	// each, so that one slow size (a job's first, a preempted one) does
-	// not set it alone.
+	// if none) is close to linear in it (a secant search from 0 and 10 us:
+	// where a step's CPU queues behind a credit written alone it bends);
+	// the median of the alphas that reproduce each, so that one slow size
+	// (a job's first, a preempted one) does not set it alone.
 	smalls, larges := cal.sizes[:1], cal.sizes[1:]
 	if i := slices.IndexFunc(cal.sizes, func(s calibSize) bool { return s.bytes > smallSize }); i > 1 {
 		smalls, larges = cal.sizes[:i], cal.sizes[i:]
@@ -234,12 +253,28 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 		if err != nil {
 			return err
 		}
-		link.Alpha = 10e-6
+		a0, a1 := 0.0, 10e-6
+		link.Alpha = a1
 		t1, err := timeAt(sz.bytes)
 		if err != nil {
 			return err
 		}
-		alphas = append(alphas, max(0, (sz.wall-t0)/((t1-t0)/10e-6)))
+		for range 8 {
+			if t1 == t0 || math.Abs(t1-sz.wall) <= 1e-3*sz.wall {
+				break
+			}
+			a2 := max(0, a1+(sz.wall-t1)*(a1-a0)/(t1-t0))
+			if a2 == a1 {
+				break
+			}
+			link.Alpha = a2
+			t2, err := timeAt(sz.bytes)
+			if err != nil {
+				return err
+			}
+			a0, t0, a1, t1 = a1, t1, a2, t2
+		}
+		alphas = append(alphas, a1)
 	}
 	link.Alpha = median(alphas)
 	// beta: the least squared log error over the larger sizes.
@@ -268,7 +303,7 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 			if err != nil {
 				return err
 			}
-			w, err := rankWork(job(s.bytes), 2, cfg.ChunkBytes)
+			w, err := rankWork(job(s.bytes), 2, cfg.ChunkBytes, cfg.Inline, cfg.CreditWrites)
 			if err != nil {
 				return err
 			}
@@ -291,8 +326,8 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 // recursive doubling's, which waits on its partners more. Wake (the wait
 // of a rank with nothing to do for its turn on the cores) reproduces the
 // tree's time, a chain of steps that each keep a rank or two busy while
-// the others wait: fitted after Gap and Latency, then in turns with them,
-// three times, and once more. ByteCost reproduces the ring's large sizes
+// the others wait: the wake-up with the least squared log error over the
+// three calibrations, Gap and Latency fitted anew for each. ByteCost reproduces the ring's large sizes
 // (least squared log error). The local class must be fitted first.
 func fitOversub(cfg *config, ring, rd, tree *calibration, cores int, log io.Writer) (simulate.Oversub, error) {
 	if ring.ranks <= cores || (rd != nil && rd.ranks != ring.ranks) || (tree != nil && tree.ranks != ring.ranks) {
@@ -301,7 +336,7 @@ func fitOversub(cfg *config, ring, rd, tree *calibration, cores int, log io.Writ
 	jobOf := func(c *calibration) simulate.Job {
 		return simulate.Job{Coll: collectives.CollAllreduce, Algo: c.algo, Bytes: c.sizes[0].bytes, OutOfPlace: true}
 	}
-	w, err := rankWork(jobOf(ring), ring.ranks, cfg.ChunkBytes)
+	w, err := rankWork(jobOf(ring), ring.ranks, cfg.ChunkBytes, cfg.Inline, cfg.CreditWrites)
 	if err != nil {
 		return simulate.Oversub{}, err
 	}
@@ -344,7 +379,7 @@ func fitOversub(cfg *config, ring, rd, tree *calibration, cores int, log io.Writ
 		}
 		// Both: the gap and latency with the least squared log error over
 		// the two, on a logarithmic grid (0, then 0.1 us to 100 us of gap,
-		// 1 us to 3 ms of latency), refined once around the best.
+		// 1 us to 3 ms of latency), refined twice around the best.
 		logMiss := func(g, l float64) (float64, error) {
 			o.Gap, o.Latency = g, l
 			sum := 0.0
@@ -376,8 +411,12 @@ func fitOversub(cfg *config, ring, rd, tree *calibration, cores int, log io.Writ
 		if err := search(grid(0.1e-6, 100e-6, 15), grid(1e-6, 3e-3, 20)); err != nil {
 			return err
 		}
-		if err := search(around(bg, math.Pow(1000, 1.0/15)), around(bl, math.Pow(3000, 1.0/20))); err != nil {
-			return err
+		gstep, lstep := math.Pow(1000, 1.0/15), math.Pow(3000, 1.0/20)
+		for range 2 {
+			if err := search(around(bg, gstep), around(bl, lstep)); err != nil {
+				return err
+			}
+			gstep, lstep = math.Pow(gstep, 0.25), math.Pow(lstep, 0.25)
 		}
 		o.Gap, o.Latency = bg, bl
 		return nil
@@ -386,22 +425,56 @@ func fitOversub(cfg *config, ring, rd, tree *calibration, cores int, log io.Writ
 		return o, err
 	}
 	if tree != nil {
-		// The wake-up that reproduces the tree (its time grows with it),
-		// then the gap and latency with it, three times; the wake-up once
-		// more.
-		fitWake := func() (err error) {
-			o.Wake, err = bisect(func(x float64) (float64, error) { o.Wake = x; return timeOf(jobOf(tree)) }, tree.sizes[0].wall, 0, 2e-3)
-			return err
-		}
-		for range 3 {
-			if err := fitWake(); err != nil {
-				return o, err
-			}
+		// The wake-up with the least squared log error over the three
+		// calibrations, the gap and latency fitted anew for each: a
+		// logarithmic grid (0, then 1 us to 2 ms), refined twice around
+		// the best. Fitted in turns (the wake-up that reproduces the tree,
+		// then the gap and latency, until 2 December, evening), a tree that
+		// came out slow at no wake-up stayed slow: nothing brought it down.
+		total := func(w float64) (float64, error) {
+			o.Wake = w
 			if err := fitGapLatency(); err != nil {
+				return 0, err
+			}
+			sum := 0.0
+			for _, c := range []*calibration{ring, rd, tree} {
+				if c == nil {
+					continue
+				}
+				d, err := miss(c)
+				if err != nil {
+					return 0, err
+				}
+				r := math.Log((c.sizes[0].wall + d) / c.sizes[0].wall)
+				sum += r * r
+			}
+			return sum, nil
+		}
+		best, bw := math.Inf(1), 0.0
+		try := func(ws []float64) error {
+			for _, w := range ws {
+				m, err := total(w)
+				if err != nil {
+					return err
+				}
+				if m < best {
+					best, bw = m, w
+				}
+			}
+			return nil
+		}
+		step := math.Pow(2000, 1.0/8)
+		if err := try(grid(1e-6, 2e-3, 8)); err != nil {
+			return o, err
+		}
+		for range 2 {
+			if err := try(around(bw, step)); err != nil {
 				return o, err
 			}
+			step = math.Pow(step, 0.25)
 		}
-		if err := fitWake(); err != nil {
+		o.Wake = bw
+		if err := fitGapLatency(); err != nil {
 			return o, err
 		}
 	}
@@ -485,28 +558,6 @@ func fitOversub(cfg *config, ring, rd, tree *calibration, cores int, log io.Writ
 			o.Switch*1e6, o.Gap*1e6, o.Latency*1e6, o.Wake*1e6, max(1, o.ByteCost))
 	}
 	return o, nil
-}
-
-// bisect finds x in [lo, hi] where f, growing with x, reaches target: lo
-// if f(lo) is at or above it, else the largest x found below it in 30
-// halvings (hi if f(hi) is still below).
-func bisect(f func(float64) (float64, error), target, lo, hi float64) (float64, error) {
-	t, err := f(lo)
-	if err != nil || t >= target {
-		return lo, err
-	}
-	for range 30 {
-		mid := (lo + hi) / 2
-		if t, err = f(mid); err != nil {
-			return lo, err
-		}
-		if t < target {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return lo, nil
 }
 
 // solve finds x >= 0 where f, growing with x, is zero (0 if f(0) >= 0),

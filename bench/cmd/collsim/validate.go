@@ -44,6 +44,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	quiet := fs.Bool("q", false, "print the summary only, not every point")
 	paced := fs.Bool("paced", true, "simulate as OSU measures: each call after the barrier that follows the previous one, each rank timed from its own entry (false: every rank starts at once)")
 	lowestSmall := fs.Bool("lowest-small-cpu", true, "the net class's CPU per call up to 8 KiB: the lowest of all the rates' calibrations (false: the fastest rate's)")
+	credits := fs.Bool("credit-writes", true, "a credit that cannot ride with data costs a message's CPU at both ends, as goccl's executor sends it (false: credits cost no CPU)")
 	bucket := fs.Bool("bucket", true, "model the token bucket of the links' shaper (calib/net-RATE.burst, else sim-validate.sh's default for the rate)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -155,7 +156,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	for i, nf := range nets {
 		rateName := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(nf), "net-"), ".json")
 		cal := allNets[i]
-		cfg := config{Paced: *paced}
+		cfg := config{Paced: *paced, CreditWrites: *credits}
 		fmt.Fprintf(stdout, "# rate %s: the model fitted on this machine's %d cores\n", rateName, *cores)
 		if *bucket {
 			if cfg.Net.Burst, err = shaperBurst(rounds, rateName); err != nil {
