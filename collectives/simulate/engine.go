@@ -52,6 +52,11 @@ type engine struct {
 	immHead int
 	// enterAt is when each rank enters the call (nil: every rank at 0).
 	enterAt []float64
+	// ends counts, per rank, the message ends charged a message's
+	// Overhead (posts and reads of data, credits written and read alone;
+	// with Params.Coalesce, one for the messages that share a write or a
+	// read).
+	ends []int32
 }
 
 type rstate struct {
@@ -100,6 +105,13 @@ type task struct {
 	chunk int32
 	len   int32
 	cost  float64
+	// merged: the task shares its write or read with the one before it
+	// on the thread (Params.Coalesce): no Overhead, and it runs on that
+	// task's core right after it.
+	merged bool
+	// ride: the message was written with the one before it (a merged
+	// post or credit): its read can join that message's even if begun.
+	ride bool
 }
 
 // A rank's threads: the executor's, and the transport's sending and
@@ -116,8 +128,11 @@ type thread struct {
 	q    []task
 	head int
 	busy bool // running a task or waiting for a core
-	pool int32
-	rank int32
+	// running: the task at head has its core, since startedAt.
+	running   bool
+	startedAt float64
+	pool      int32
+	rank      int32
 }
 
 type pool struct {
@@ -145,6 +160,7 @@ type event struct {
 	t       float64
 	seq     uint64
 	kind    evKind
+	ride    bool // evArrive, evRead, evCreditAlone: written with the message before it
 	a, b, c int32
 }
 
@@ -159,7 +175,7 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 		return nil, err
 	}
 	n := len(plans)
-	e := &engine{par: par, limit: limit, links: links, ranks: make([]rstate, n), threads: make([]thread, threadsPerRank*n)}
+	e := &engine{par: par, limit: limit, links: links, ranks: make([]rstate, n), threads: make([]thread, threadsPerRank*n), ends: make([]int32, n)}
 	poolRanks := m.poolRanks()
 	if m.Cores == 0 {
 		poolRanks = 1
@@ -279,14 +295,14 @@ func (e *engine) run() error {
 		case evRead:
 			l := &e.links[ev.a]
 			cost := e.par.Links[l.class].Overhead + float64(ev.c)*e.par.Links[l.class].PerByte
-			e.addTask(recvThread(l.to), task{kind: tRead, link: ev.a, chunk: ev.b, len: ev.c, cost: cost})
+			e.addTask(recvThread(l.to), task{kind: tRead, link: ev.a, chunk: ev.b, len: ev.c, cost: cost, ride: ev.ride})
 		case evCredit:
 			l := &e.links[ev.a]
 			l.credits++
 			e.tryPost(l.from, l.fromEntry)
 		case evCreditAlone:
 			l := &e.links[ev.a]
-			e.addTask(recvThread(l.from), task{kind: tCreditIn, link: ev.a, cost: e.par.Links[l.class].Overhead})
+			e.addTask(recvThread(l.from), task{kind: tCreditIn, link: ev.a, cost: e.par.Links[l.class].Overhead, ride: ev.ride})
 		case evAck:
 			e.finish(ev.a, ev.b)
 		case evStart:
@@ -441,10 +457,52 @@ func (e *engine) busy(r int32) bool {
 	return false
 }
 
+// isMessage reports whether a task of kind k puts a message on the
+// transport or takes one off.
+func isMessage(k taskKind) bool {
+	return k == tPost || k == tRead || k == tCreditOut || k == tCreditIn
+}
+
+// peer is the rank at the other end of task t of rank r.
+func (e *engine) peer(r int32, t *task) int32 {
+	if l := &e.links[t.link]; l.from != r {
+		return l.from
+	}
+	return e.links[t.link].to
+}
+
+// joins reports whether message task t, about to be queued on thread x,
+// shares the write or read of the task queued last on x
+// (Params.Coalesce): the transport writes the frames a rank posts to a
+// peer between two polls in one writev, and one read takes the frames
+// that came in together. So t joins a message to or from the same peer
+// that has not begun, or began at this instant (posted in the same
+// step), or, for a message written with the one before it (ride), is
+// still being read.
+func (e *engine) joins(x *thread, t *task) bool {
+	if !e.par.Coalesce || !x.busy || x.head >= len(x.q) {
+		return false
+	}
+	last := len(x.q) - 1
+	u := &x.q[last]
+	if !isMessage(u.kind) || e.peer(x.rank, u) != e.peer(x.rank, t) {
+		return false
+	}
+	return last > x.head || !x.running || x.startedAt == e.now || t.ride
+}
+
 // addTask queues t on thread th.
 func (e *engine) addTask(th int32, t task) {
 	x := &e.threads[th]
-	if !x.busy && (t.kind == tPost || t.kind == tRead || t.kind == tCreditOut || t.kind == tCreditIn) {
+	if isMessage(t.kind) {
+		if e.joins(x, &t) {
+			t.merged = true
+			t.cost = max(0, t.cost-e.par.Links[e.links[t.link].class].Overhead)
+		} else {
+			e.ends[x.rank]++
+		}
+	}
+	if !x.busy && isMessage(t.kind) {
 		// A message's end that finds its side of the transport idle
 		// wakes it: with ranks sharing cores, a process switch
 		// (Oversub.Switch). Posts and arrivals that queue behind one in
@@ -473,6 +531,7 @@ func (e *engine) dispatch(pi int32) {
 		}
 		p.free--
 		x := &e.threads[th]
+		x.running, x.startedAt = true, e.now
 		if cost := x.q[x.head].cost + e.over.Gap; cost > 0 {
 			e.push(event{t: e.now + cost, kind: evDone, a: th})
 		} else {
@@ -490,9 +549,24 @@ func (e *engine) taskDone(th int32) {
 	if x.head == len(x.q) {
 		x.q, x.head = x.q[:0], 0
 	}
-	e.pools[x.pool].free++
+	// A task merged with this one (Params.Coalesce) is the same system
+	// call: it runs next on this core.
+	keep := x.head < len(x.q) && x.q[x.head].merged
+	if !keep {
+		x.running = false
+		e.pools[x.pool].free++
+	}
 	e.apply(x.rank, t)
 	x = &e.threads[th]
+	if keep {
+		x.startedAt = e.now
+		if cost := x.q[x.head].cost; cost > 0 {
+			e.push(event{t: e.now + cost, kind: evDone, a: th})
+		} else {
+			e.imm = append(e.imm, th)
+		}
+		return
+	}
 	p := &e.pools[x.pool]
 	if x.head < len(x.q) {
 		p.wait = append(p.wait, th)
@@ -510,7 +584,7 @@ func (e *engine) apply(r int32, t task) {
 		l := &e.links[t.link]
 		lc := &e.par.Links[l.class]
 		arrive := e.transmit(l, float64(t.len), lc)
-		e.push(event{t: arrive, kind: evArrive, a: t.link, b: t.chunk, c: t.len})
+		e.push(event{t: arrive, kind: evArrive, a: t.link, b: t.chunk, c: t.len, ride: t.merged})
 		if int(t.len) <= e.par.Inline {
 			e.finish(r, t.chunk)
 		}
@@ -533,7 +607,7 @@ func (e *engine) apply(r int32, t task) {
 		e.finish(r, t.chunk)
 	case tCreditOut:
 		l := &e.links[t.link]
-		e.push(event{t: e.now + e.par.Links[l.class].Alpha + e.over.Latency, kind: evCreditAlone, a: t.link})
+		e.push(event{t: e.now + e.par.Links[l.class].Alpha + e.over.Latency, kind: evCreditAlone, a: t.link, ride: t.merged})
 	case tCreditIn:
 		l := &e.links[t.link]
 		l.credits++

@@ -218,6 +218,44 @@ func TestCreditWrites(t *testing.T) {
 	require.False(t, rides(collectives.CollBroadcast, "binomial", 1, 2), "a leaf sends nothing back")
 }
 
+func TestCoalesce(t *testing.T) {
+	// Scatter-allgather broadcast of 16 bytes on 2 ranks: the root sends
+	// the leaf its two 8-byte segments at once (the scatter's and the
+	// allgather's). Alone, each costs its overhead at both ends: posted at
+	// 0-2 and 2-4, read at 12-14 and 14-16. In one write (Coalesce) they
+	// cost one: posted at 0-2, both read at 12-14.
+	par := units(1024, 8, 1024)
+	par.Links[collectives.LinkLocal] = Link{Alpha: 10, Overhead: 2}
+	job := Job{Coll: collectives.CollBroadcast, Algo: "scatter-allgather", Bytes: 16}
+	r := run(t, job, Machine{Ranks: 2}, par, Full)
+	require.InDelta(t, 16, r.Seconds, 1e-12)
+	require.Equal(t, 2, r.Ends, "the root's two writes")
+	par.Coalesce = true
+	r = run(t, job, Machine{Ranks: 2}, par, Full)
+	require.InDelta(t, 14, r.Seconds, 1e-12)
+	require.Equal(t, 1, r.Ends, "the root's one write")
+
+	// The ring allreduce on 2 ranks with credits written alone: the
+	// reduce-scatter step's credit goes back in the write of the
+	// allgather step's data (the same peer, the same step), so rank 0
+	// writes twice and reads twice, not three times each.
+	par.CreditWrites = true
+	job = Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: 8}
+	require.Equal(t, 4, run(t, job, Machine{Ranks: 2}, par, Full).Ends)
+	par.Coalesce = false
+	require.Equal(t, 6, run(t, job, Machine{Ranks: 2}, par, Full).Ends)
+
+	// Messages to different peers never share a write: 4 ranks' pairwise
+	// all-to-all costs the same either way.
+	job = Job{Coll: collectives.CollAlltoall, Algo: "pairwise", Bytes: 4 * 16}
+	par.CreditWrites = false
+	alone := run(t, job, Machine{Ranks: 4}, par, Full)
+	par.Coalesce = true
+	together := run(t, job, Machine{Ranks: 4}, par, Full)
+	require.InDelta(t, alone.Seconds, together.Seconds, 1e-12)
+	require.Equal(t, alone.Ends, together.Ends)
+}
+
 func TestNICContention(t *testing.T) {
 	// Pairwise all-to-all of 4 blocks of 16 bytes on 4 ranks. Local links
 	// cost nothing; a NIC moves a byte per unit, α = 3.

@@ -113,6 +113,12 @@ type Result struct {
 	BusiestBytes float64
 	// NetBytes is the bytes that crossed between hosts, over the job.
 	NetBytes float64
+	// Ends is, for a simulation of every rank (Full), the message ends
+	// rank 0 was charged a message's Overhead for in the (last) call:
+	// data posted and read, credits written and read alone
+	// (Params.CreditWrites); messages that share a write or a read
+	// (Params.Coalesce) count once.
+	Ends int
 }
 
 // args is the schedule arguments of job on p ranks.
@@ -354,6 +360,9 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 		}
 	}
 	res := Result{Method: method, Simulated: wd.w, Events: events}
+	if method == Full && len(e.ends) > 0 {
+		res.Ends = int(e.ends[0])
+	}
 	for r := range e.ranks {
 		t := e.ranks[r].finish
 		if enter != nil {

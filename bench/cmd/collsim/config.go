@@ -32,6 +32,9 @@ type config struct {
 	// CreditWrites: credits that cannot ride with data cost a message's
 	// CPU at both ends (simulate.Params.CreditWrites).
 	CreditWrites bool `json:"credit_writes,omitempty"`
+	// Coalesce: messages to one peer posted in the same step share one
+	// write and one read (simulate.Params.Coalesce).
+	Coalesce bool `json:"coalesce,omitempty"`
 	// Paced: calibrations and points are simulated as OSU's loop makes
 	// them (osuSimulate); collsim validate -paced.
 	Paced bool `json:"-"`
@@ -46,7 +49,7 @@ func (c *config) params() simulate.Params {
 		p.Slots = c.Slots
 	}
 	p.Inline, p.Oversubscribed, p.CallOverhead = c.Inline, c.Oversub, c.CallOverhead
-	p.CreditWrites = c.CreditWrites
+	p.CreditWrites, p.Coalesce = c.CreditWrites, c.Coalesce
 	return p
 }
 

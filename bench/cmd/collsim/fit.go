@@ -108,12 +108,16 @@ type work struct {
 	wire, reduce, copy float64
 }
 
-// rankWork counts rank 0's work in job on p ranks from its compiled plan.
-// With credits (simulate.Params.CreditWrites), a credit written alone
-// counts as a message at each end: written for a receive chunk, read for a
-// send chunk, unless it rides with data (the last chunk of at most inline
-// bytes between two ranks that send to each other).
-func rankWork(job simulate.Job, p, chunk, inline int, credits bool) (work, error) {
+// rankWork counts rank 0's work in job on p ranks (one host) from its
+// compiled plan, with cfg's chunk and inline sizes. With cfg.CreditWrites
+// (simulate.Params.CreditWrites), a credit written alone counts as a
+// message at each end: written for a receive chunk, read for a send
+// chunk, unless it rides with data (the last chunk of at most inline
+// bytes between two ranks that send to each other). With cfg.Coalesce the
+// message ends are those the simulator charges (simulate.Result.Ends):
+// messages to one peer in the same step share a write and a read.
+func rankWork(job simulate.Job, p int, cfg *config) (work, error) {
+	chunk, inline, credits := cfg.ChunkBytes, cfg.Inline, cfg.CreditWrites
 	a, err := collectives.LookupAlgo(job.Coll, job.Algo)
 	if err != nil {
 		return work{}, err
@@ -166,6 +170,21 @@ func rankWork(job simulate.Job, p, chunk, inline int, credits bool) (work, error
 			alone(sends, recvs) // credits it reads
 		}
 	}
+	if cfg.Coalesce {
+		// The shares depend on what happens at once, not on the costs:
+		// nominal ones, every rank with a core.
+		par := simulate.DefaultParams(simulate.Link{Alpha: 10e-6, Overhead: 1e-6}, simulate.Link{Alpha: 10e-6, Overhead: 1e-6}, 0, 0)
+		par.ChunkBytes, par.Inline = chunk, inline
+		if cfg.Slots > 0 {
+			par.Slots = cfg.Slots
+		}
+		par.CreditWrites, par.Coalesce = credits, true
+		r, err := simulate.Simulate(job, simulate.Machine{Ranks: p, RanksPerHost: p}, par, simulate.Options{Method: simulate.Full})
+		if err != nil {
+			return work{}, err
+		}
+		w.events = r.Ends
+	}
 	return w, nil
 }
 
@@ -216,7 +235,7 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 		for _, sz := range c.sizes {
 			j := job(sz.bytes)
 			j.Algo = c.algo
-			w, err := rankWork(j, 2, cfg.ChunkBytes, cfg.Inline, cfg.CreditWrites)
+			w, err := rankWork(j, 2, cfg)
 			if err != nil {
 				return err
 			}
@@ -303,7 +322,7 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 			if err != nil {
 				return err
 			}
-			w, err := rankWork(job(s.bytes), 2, cfg.ChunkBytes, cfg.Inline, cfg.CreditWrites)
+			w, err := rankWork(job(s.bytes), 2, cfg)
 			if err != nil {
 				return err
 			}
@@ -336,7 +355,7 @@ func fitOversub(cfg *config, ring, rd, tree *calibration, cores int, log io.Writ
 	jobOf := func(c *calibration) simulate.Job {
 		return simulate.Job{Coll: collectives.CollAllreduce, Algo: c.algo, Bytes: c.sizes[0].bytes, OutOfPlace: true}
 	}
-	w, err := rankWork(jobOf(ring), ring.ranks, cfg.ChunkBytes, cfg.Inline, cfg.CreditWrites)
+	w, err := rankWork(jobOf(ring), ring.ranks, cfg)
 	if err != nil {
 		return simulate.Oversub{}, err
 	}

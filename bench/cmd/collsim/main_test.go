@@ -112,7 +112,7 @@ func writeCalibrationOf(t *testing.T, path string, cfg config, class collectives
 		job := simulate.Job{Coll: collectives.CollAllreduce, Algo: algo, Bytes: n, OutOfPlace: true}
 		r, err := cfg.osuSimulate(job, simulate.Machine{Ranks: ranks, RanksPerHost: rph, Cores: 2, PoolRanks: ranks})
 		require.NoError(t, err)
-		w, err := rankWork(job, ranks, cfg.ChunkBytes, cfg.Inline, cfg.CreditWrites)
+		w, err := rankWork(job, ranks, &cfg)
 		require.NoError(t, err)
 		cpu := float64(w.events)*(link.Overhead+sw) + (w.wire*link.PerByte+w.reduce*cfg.Gamma+w.copy*cfg.Copy)*bc + cfg.CallOverhead
 		for rank := range ranks {
@@ -515,19 +515,26 @@ func TestNetCPUFromLowestSmall(t *testing.T) {
 // TestRankWorkCredits: credits written alone count as messages at both
 // ends. 2 ranks, 8 B: the ring sends 2 chunks each way, and the credit of
 // the first goes alone (the second rides with the next data to the peer):
-// 4 messages, 6 with credits. Recursive doubling's one chunk each way
-// rides: 2 either way.
+// 4 messages, 6 with credits; with coalescing that credit shares the
+// write and the read of the second chunk: 4 again. Recursive doubling's
+// one chunk each way rides: 2 in every case.
 func TestRankWorkCredits(t *testing.T) {
 	for _, c := range []struct {
-		algo          string
-		without, with int
-	}{{"ring", 4, 6}, {"recursive-doubling", 2, 2}} {
+		algo                    string
+		without, with, together int
+	}{{"ring", 4, 6, 4}, {"recursive-doubling", 2, 2, 2}} {
 		job := simulate.Job{Coll: collectives.CollAllreduce, Algo: c.algo, Bytes: 8}
-		w, err := rankWork(job, 2, 512<<10, 32<<10, false)
+		cfg := config{ChunkBytes: 512 << 10, Inline: 32 << 10}
+		w, err := rankWork(job, 2, &cfg)
 		require.NoError(t, err)
 		require.Equal(t, c.without, w.events, c.algo)
-		w, err = rankWork(job, 2, 512<<10, 32<<10, true)
+		cfg.CreditWrites = true
+		w, err = rankWork(job, 2, &cfg)
 		require.NoError(t, err)
 		require.Equal(t, c.with, w.events, c.algo)
+		cfg.Coalesce = true
+		w, err = rankWork(job, 2, &cfg)
+		require.NoError(t, err)
+		require.Equal(t, c.together, w.events, c.algo)
 	}
 }
