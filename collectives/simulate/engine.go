@@ -110,8 +110,9 @@ type task struct {
 	// task's core right after it.
 	merged bool
 	// ride: the message was written with the one before it (a merged
-	// post or credit): its read can join that message's even if begun.
+	// post): its read can join that message's even if begun.
 	ride bool
+	at   float64 // when it was queued
 }
 
 // A rank's threads: the executor's, and the transport's sending and
@@ -160,7 +161,7 @@ type event struct {
 	t       float64
 	seq     uint64
 	kind    evKind
-	ride    bool // evArrive, evRead, evCreditAlone: written with the message before it
+	ride    bool // evArrive, evRead: written with the message before it
 	a, b, c int32
 }
 
@@ -302,7 +303,7 @@ func (e *engine) run() error {
 			e.tryPost(l.from, l.fromEntry)
 		case evCreditAlone:
 			l := &e.links[ev.a]
-			e.addTask(recvThread(l.from), task{kind: tCreditIn, link: ev.a, cost: e.par.Links[l.class].Overhead, ride: ev.ride})
+			e.addTask(recvThread(l.from), task{kind: tCreditIn, link: ev.a, cost: e.par.Links[l.class].Overhead})
 		case evAck:
 			e.finish(ev.a, ev.b)
 		case evStart:
@@ -471,22 +472,28 @@ func (e *engine) peer(r int32, t *task) int32 {
 	return e.links[t.link].to
 }
 
-// joins reports whether message task t, about to be queued on thread x,
-// shares the write or read of the task queued last on x
-// (Params.Coalesce): the transport writes the frames a rank posts to a
-// peer between two polls in one writev, and one read takes the frames
-// that came in together. So t joins a message to or from the same peer
-// that has not begun, or began at this instant (posted in the same
-// step), or, for a message written with the one before it (ride), is
-// still being read.
+// joins reports whether data task t (a post or a read), about to be
+// queued on thread x, shares the write or read of the task queued last on
+// x (Params.Coalesce). The transport writes the frames a rank posts to a
+// peer between two polls in one writev: a post joins a post to the same
+// peer queued at this instant (in the same step; a post that waits for a
+// core while the rank goes on is not waiting for a poll: the executor
+// writes before it consumes more). One read takes the frames that came in
+// together: a read joins a read from the same peer that has not begun, or
+// began at this instant, or, for a message written with the one before it
+// (ride), is still going on. Credits neither join nor are joined (see
+// Params.Coalesce).
 func (e *engine) joins(x *thread, t *task) bool {
-	if !e.par.Coalesce || !x.busy || x.head >= len(x.q) {
+	if !e.par.Coalesce || !x.busy || x.head >= len(x.q) || (t.kind != tPost && t.kind != tRead) {
 		return false
 	}
 	last := len(x.q) - 1
 	u := &x.q[last]
-	if !isMessage(u.kind) || e.peer(x.rank, u) != e.peer(x.rank, t) {
+	if u.kind != t.kind || e.peer(x.rank, u) != e.peer(x.rank, t) {
 		return false
+	}
+	if t.kind == tPost {
+		return u.at == e.now
 	}
 	return last > x.head || !x.running || x.startedAt == e.now || t.ride
 }
@@ -494,6 +501,7 @@ func (e *engine) joins(x *thread, t *task) bool {
 // addTask queues t on thread th.
 func (e *engine) addTask(th int32, t task) {
 	x := &e.threads[th]
+	t.at = e.now
 	if isMessage(t.kind) {
 		if e.joins(x, &t) {
 			t.merged = true
@@ -607,7 +615,7 @@ func (e *engine) apply(r int32, t task) {
 		e.finish(r, t.chunk)
 	case tCreditOut:
 		l := &e.links[t.link]
-		e.push(event{t: e.now + e.par.Links[l.class].Alpha + e.over.Latency, kind: evCreditAlone, a: t.link, ride: t.merged})
+		e.push(event{t: e.now + e.par.Links[l.class].Alpha + e.over.Latency, kind: evCreditAlone, a: t.link})
 	case tCreditIn:
 		l := &e.links[t.link]
 		l.credits++

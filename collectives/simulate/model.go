@@ -126,14 +126,19 @@ type Params struct {
 	// credits ride; a ring, Bruck's rounds and a broadcast's leaves send
 	// them alone. false: credits cost no CPU (before 2 December, evening).
 	CreditWrites bool
-	// Coalesce: messages a rank puts on the transport to one peer in the
-	// same step (posted between two polls: a chunk's data and the credit
-	// its consumption returns, a scatter's and an allgather's segments
-	// to one rank) leave in one write and cost one Overhead at each end,
-	// as the TCP transport writes them (one writev of the frames a caller
-	// posted between two polls; one read takes the frames that came in
-	// together). Later messages of the write cost their bytes only.
-	// false: every message costs its Overhead.
+	// Coalesce: data messages a rank puts on the transport to one peer
+	// in the same step (posted between two polls: a scatter's and an
+	// allgather's segments to one rank, a step's chunks) leave in one
+	// write and cost one Overhead at each end, as the TCP transport
+	// writes them (one writev of the frames a caller posted between two
+	// polls; one read takes the frames that came in together). Later
+	// messages of the write cost their bytes only. Credits are charged
+	// as CreditWrites says even where they share a write with data (the
+	// transport does that too): the CPU per message that collsim's fit
+	// takes from the 2-rank ring's CPU time, which counts the ranks'
+	// polling, then doubles, twice what crowded ranks that do not poll
+	// spend (tried on 3 December; see collsim's README). false: every
+	// message costs its Overhead.
 	Coalesce bool
 	// Oversubscribed says what ranks sharing cores cost, by ranks per
 	// core, in increasing order of RanksPerCore. A pool with more ranks

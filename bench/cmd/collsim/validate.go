@@ -45,7 +45,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	paced := fs.Bool("paced", true, "simulate as OSU measures: each call after the barrier that follows the previous one, each rank timed from its own entry (false: every rank starts at once)")
 	lowestSmall := fs.Bool("lowest-small-cpu", true, "the net class's CPU per call up to 8 KiB: the lowest of all the rates' calibrations (false: the fastest rate's)")
 	credits := fs.Bool("credit-writes", true, "a credit that cannot ride with data costs a message's CPU at both ends, as goccl's executor sends it (false: credits cost no CPU)")
-	coalesce := fs.Bool("coalesce", false, "messages to one peer posted in the same step share one write and one read, as goccl's TCP transport writes them (simulate.Params.Coalesce; tried on 3 December: 74.5% of the two runs against 77.8% without, the CPU per message fitted from 2 ranks then too high for crowded cores)")
+	coalesce := fs.Bool("coalesce", true, "data messages to one peer posted in the same step share one write and one read, as goccl's TCP transport writes them (simulate.Params.Coalesce; false: each costs a message's CPU)")
 	bucket := fs.Bool("bucket", true, "model the token bucket of the links' shaper (calib/net-RATE.burst, else sim-validate.sh's default for the rate)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
