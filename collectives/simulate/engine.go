@@ -54,8 +54,8 @@ type engine struct {
 	enterAt []float64
 	// ends counts, per rank, the message ends charged a message's
 	// Overhead (posts and reads of data, credits written and read alone;
-	// with Params.Coalesce, one for the messages that share a write or a
-	// read).
+	// with Params.Coalesce, one for the data messages that share a write
+	// or a read).
 	ends []int32
 }
 

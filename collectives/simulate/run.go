@@ -116,7 +116,7 @@ type Result struct {
 	// Ends is, for a simulation of every rank (Full), the message ends
 	// rank 0 was charged a message's Overhead for in the (last) call:
 	// data posted and read, credits written and read alone
-	// (Params.CreditWrites); messages that share a write or a read
+	// (Params.CreditWrites); data messages that share a write or a read
 	// (Params.Coalesce) count once.
 	Ends int
 }

@@ -32,8 +32,8 @@ type config struct {
 	// CreditWrites: credits that cannot ride with data cost a message's
 	// CPU at both ends (simulate.Params.CreditWrites).
 	CreditWrites bool `json:"credit_writes,omitempty"`
-	// Coalesce: messages to one peer posted in the same step share one
-	// write and one read (simulate.Params.Coalesce).
+	// Coalesce: data messages to one peer posted in the same step share
+	// one write and one read (simulate.Params.Coalesce).
 	Coalesce bool `json:"coalesce,omitempty"`
 	// Paced: calibrations and points are simulated as OSU's loop makes
 	// them (osuSimulate); collsim validate -paced.

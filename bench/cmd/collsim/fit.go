@@ -115,7 +115,7 @@ type work struct {
 // chunk, unless it rides with data (the last chunk of at most inline
 // bytes between two ranks that send to each other). With cfg.Coalesce the
 // message ends are those the simulator charges (simulate.Result.Ends):
-// messages to one peer in the same step share a write and a read.
+// data messages to one peer in the same step share a write and a read.
 func rankWork(job simulate.Job, p int, cfg *config) (work, error) {
 	chunk, inline, credits := cfg.ChunkBytes, cfg.Inline, cfg.CreditWrites
 	a, err := collectives.LookupAlgo(job.Coll, job.Algo)
