@@ -100,6 +100,28 @@ func TestRunProcsFailureStopsTheOthers(t *testing.T) {
 	}
 }
 
+// A process that fails while the next is being started is the cause, not
+// the start that its failure canceled (CI, 3 December: "start sh: context
+// canceled" under -race on a busy machine). The hook holds the third
+// start until the second process has failed.
+func TestRunProcsFailureBeforeTheNextStart(t *testing.T) {
+	needShell(t)
+	beforeStart = func(ctx context.Context, i int) {
+		if i == 2 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+				t.Error("the failure of rank 1 did not stop the run")
+			}
+		}
+	}
+	defer func() { beforeStart = nil }()
+	_, err := runProcs(context.Background(), []proc{sh(`sleep 30`), sh(`echo "gloo: connect: refused" >&2; exit 3`), sh(`sleep 30`)})
+	if err == nil || !strings.Contains(err.Error(), "rank 1 (sh): exit status 3:\n    gloo: connect: refused") {
+		t.Errorf("err %v", err)
+	}
+}
+
 // A deadline kills the whole process group, grandchildren included (mpirun's
 // ranks, gorun's ranks).
 func TestRunProcsDeadlineKillsGroup(t *testing.T) {

@@ -47,6 +47,10 @@ func PeerProgram(p *Peer, bin string, c *Config) Program {
 // fails, or ctx is done, the others' groups are stopped (so that nothing is
 // left waiting for a peer that is gone) and the error names the process
 // and ends with the tail of its standard error.
+// beforeStart, if set (tests), runs before each process is started, with
+// the context that stops them all.
+var beforeStart func(ctx context.Context, i int)
+
 func runProcs(parent context.Context, procs []proc) ([]byte, error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
@@ -58,7 +62,16 @@ func runProcs(parent context.Context, procs []proc) ([]byte, error) {
 		mu      sync.Mutex
 		first   = -1 // the process that failed first: the cause
 	)
+	name := func(i int) string {
+		if len(procs) > 1 {
+			return fmt.Sprintf("rank %d (%s)", i, procs[i].argv[0])
+		}
+		return strings.Join(procs[i].argv, " ")
+	}
 	for i, p := range procs {
+		if beforeStart != nil {
+			beforeStart(ctx, i)
+		}
 		cmd := exec.CommandContext(ctx, p.argv[0], p.argv[1:]...)
 		cmd.Env = append(os.Environ(), p.env...)
 		// Its own process group, so that stopping it reaches what it
@@ -75,6 +88,14 @@ func runProcs(parent context.Context, procs []proc) ([]byte, error) {
 		if err := cmd.Start(); err != nil {
 			cancel()
 			wg.Wait()
+			if err := parent.Err(); err != nil {
+				return nil, err
+			}
+			if first >= 0 {
+				// A process started before failed while this one was
+				// starting (its context canceled): that is the cause.
+				return nil, fmt.Errorf("%s: %v%s", name(first), errs[first], stderrs[first].tail())
+			}
 			return nil, fmt.Errorf("start %s: %w", p.argv[0], err)
 		}
 		wg.Add(1)
@@ -94,12 +115,6 @@ func runProcs(parent context.Context, procs []proc) ([]byte, error) {
 		}()
 	}
 	wg.Wait()
-	name := func(i int) string {
-		if len(procs) > 1 {
-			return fmt.Sprintf("rank %d (%s)", i, procs[i].argv[0])
-		}
-		return strings.Join(procs[i].argv, " ")
-	}
 	// The others were stopped because of the first failure, or because
 	// parent is done.
 	if err := parent.Err(); err != nil {
