@@ -156,7 +156,7 @@ func rankWork(job simulate.Job, p int, cfg *config) (work, error) {
 			w.copy += float64(c.Len)
 		}
 	}
-	if credits {
+	if credits && !cfg.Coalesce { // with Coalesce the simulator counts them below
 		for q := range p {
 			sends, recvs := pl.Sends(q), pl.Recvs(q)
 			alone := func(own, other []int32) {
