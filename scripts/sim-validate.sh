@@ -19,7 +19,10 @@
 #                and the ring at N x 32 KiB (its steps' messages at TCP's
 #                inline size) and 1 MiB: what ranks outnumbering cores cost
 #                (CPU per message, core time lost, latency, the wake-up of
-#                a rank that waits, CPU per byte);
+#                a rank that waits, CPU per byte); per rate, 2 and 4 hosts
+#                of 3 ranks (1.5 x the cores each), recursive doubling and
+#                tree at 256 B: what crowded cores add to a message between
+#                hosts;
 #   measurement  bench/osu allreduce (ring, rabenseifner, recursive-doubling,
 #                tree), bcast (binomial, pipeline, scatter-allgather) and
 #                alltoall (pairwise, bruck), each algorithm forced, on
@@ -299,6 +302,24 @@ for round in $(seq 1 "$ROUNDS"); do
 		fi
 		job "$R/calib/net-$rate.json" 2 1 "${calib[@]}" || failed=1
 		job "$R/calib/bcast-net-$rate.json" 2 1 "${bcastCalib[@]}" || failed=1
+		# Ranks on two and four hosts that outnumber the cores (2 x 3 and
+		# 4 x 3 on 2 cores; no layout the measurement below runs): what crowded cores add to a
+		# message between hosts, whose way through the kernel (veth pairs,
+		# bridge, shapers) the one-host calibrations do not take
+		# (simulate.Oversub.NetLatency).
+		cr=$(((3 * CORES + 1) / 2))
+		say "calibrating crowded hosts at $rate (2 and 4 hosts x $cr ranks on $CORES cores)"
+		# Recursive doubling and the tree, whose ranks wait on messages
+		# between hosts (the ring's have work: the one-host calibrations
+		# above price it). 5x the calls of the rest: 200 calls of 256 B
+		# on these 6 ranks ran at 84 to 217 us from one round to the next
+		# (3 December).
+		for h in 2 4; do
+			for algo in recursive-doubling tree; do
+				job "$R/calib/crowd-$rate-$algo-${h}x$cr.json" "$h" "$cr" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -algorithm "$algo" \
+					-is $((SITERS * 10)) -xs "$SWARM" -sizes 256 || failed=1
+			done
+		done
 		for cfg in $CONFIGS; do
 			h=${cfg%x*} r=${cfg#*x}
 			dir="$R/runs/$rate/$cfg"

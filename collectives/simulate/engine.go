@@ -600,7 +600,7 @@ func (e *engine) apply(r int32, t task) {
 		l := &e.links[t.link]
 		l.arrived++
 		if int(t.len) > e.par.Inline {
-			e.push(event{t: e.now + e.par.Links[l.class].Alpha + e.over.Latency, kind: evAck, a: l.from, b: t.chunk})
+			e.push(event{t: e.after(e.now, l.class), kind: evAck, a: l.from, b: t.chunk})
 		}
 		e.tryConsume(l.to, l.toEntry)
 	case tConsume:
@@ -610,12 +610,12 @@ func (e *engine) apply(r int32, t task) {
 			e.addTask(sendThread(r), task{kind: tCreditOut, link: t.link, cost: e.par.Links[l.class].Overhead})
 			break
 		}
-		e.push(event{t: e.now + e.par.Links[l.class].Alpha + e.over.Latency, kind: evCredit, a: t.link})
+		e.push(event{t: e.after(e.now, l.class), kind: evCredit, a: t.link})
 	case tCopy:
 		e.finish(r, t.chunk)
 	case tCreditOut:
 		l := &e.links[t.link]
-		e.push(event{t: e.now + e.par.Links[l.class].Alpha + e.over.Latency, kind: evCreditAlone, a: t.link})
+		e.push(event{t: e.after(e.now, l.class), kind: evCreditAlone, a: t.link})
 	case tCreditIn:
 		l := &e.links[t.link]
 		l.credits++
@@ -646,7 +646,20 @@ func (e *engine) transmit(l *link, n float64, lc *Link) float64 {
 	in.free = s2 + in.pass(s2, n, lc)
 	out.bytes += n
 	in.bytes += n
-	return max(out.free, in.free) + lc.Alpha + e.over.Latency
+	return e.after(max(out.free, in.free), l.class)
+}
+
+// after is when a message that leaves at t on a link of class c arrives,
+// besides its bytes: the link's Alpha and what crowded cores add to it
+// (Oversub.Latency, and between hosts Oversub.NetLatency), added in that
+// order (a sum grouped otherwise rounds differently, and the order of
+// events at equal times with it).
+func (e *engine) after(t float64, c collectives.LinkClass) float64 {
+	t = t + e.par.Links[c].Alpha + e.over.Latency
+	if c == collectives.LinkNet {
+		t += e.over.NetLatency
+	}
+	return t
 }
 
 // pass is how long the port, free from t, takes to pass n bytes: n·β, or

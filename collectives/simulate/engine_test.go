@@ -324,6 +324,28 @@ func TestSwitchOnlyWhenOversubscribed(t *testing.T) {
 	require.InDelta(t, 2, run(t, job, Machine{Ranks: 2}, par, Full).Seconds, 1e-12)
 }
 
+// TestNetLatency: what crowded cores add to a message between hosts
+// (Oversub.NetLatency) adds to its way on top of Latency, and nothing to a
+// message within a host, interpolated between the levels like the rest.
+func TestNetLatency(t *testing.T) {
+	par := units(1024, 8, 1<<20)
+	par.Links[collectives.LinkLocal] = Link{Overhead: 1, Alpha: 3}
+	par.Links[collectives.LinkNet] = Link{Overhead: 1, Alpha: 7}
+	par.Oversubscribed = []Oversub{{RanksPerCore: 2, Latency: 10, NetLatency: 100}, {RanksPerCore: 4, Latency: 10, NetLatency: 300}}
+	job := Job{Coll: collectives.CollBroadcast, Algo: "pipeline", Bytes: 8}
+	// One host: o, α, Latency, o.
+	require.InDelta(t, 1+3+10+1, run(t, job, Machine{Ranks: 2, Cores: 1, PoolRanks: 2}, par, Full).Seconds, 1e-12)
+	// Two hosts: o, α, Latency and NetLatency, o.
+	require.InDelta(t, 1+7+10+100+1, run(t, job, Machine{Ranks: 2, RanksPerHost: 1, Cores: 1, PoolRanks: 2}, par, Full).Seconds, 1e-12)
+	// 3 ranks per core: halfway.
+	require.InDelta(t, 1+7+10+200+1, run(t, job, Machine{Ranks: 2, RanksPerHost: 1, Cores: 1, PoolRanks: 3}, par, Full).Seconds, 1e-12)
+	// A core per rank: none of it.
+	require.InDelta(t, 1+7+1, run(t, job, Machine{Ranks: 2, RanksPerHost: 1}, par, Full).Seconds, 1e-12)
+	par.Oversubscribed[1].NetLatency = -1
+	_, err := Simulate(job, Machine{Ranks: 2}, par, Options{Method: Full})
+	require.Error(t, err)
+}
+
 // TestCallOverhead: every rank spends the call's CPU on its executor
 // before its first message, so with a core per rank it adds exactly that
 // to every rank's time.

@@ -762,3 +762,108 @@ func minimizeBeta(miss func(float64) (float64, error)) (float64, error) {
 	}
 	return best, nil
 }
+
+// crowdCal is a calibration of ranks on several hosts (hosts of equal
+// size) that outnumber the cores.
+type crowdCal struct {
+	*calibration
+	hosts int
+}
+
+// fitNetLatency fits what crowded cores add to a message between hosts
+// (simulate.Oversub.NetLatency) from calibrations of ranks on several
+// hosts that outnumber the cores (sim-validate.sh: 2 and 4 hosts of 3
+// ranks on 2 cores; recursive doubling and the tree allreduce at 256 B):
+// the seconds per rank per core with the least squared log error over them
+// through the simulator, every other cost in cfg already fitted, on a
+// logarithmic grid (0, then 0.1 us to 100 us), refined twice around the
+// best. Every level of cfg.Oversub then adds that times its ranks per
+// core: the work that waits behind the ranks grows with them. It returns
+// the factor.
+func fitNetLatency(cfg *config, cals []crowdCal, cores int, log io.Writer) (float64, error) {
+	if len(cals) == 0 || len(cfg.Oversub) == 0 {
+		return 0, nil
+	}
+	base := slices.Clone(cfg.Oversub)
+	set := func(k float64) {
+		for i := range cfg.Oversub {
+			cfg.Oversub[i].NetLatency = k * base[i].RanksPerCore
+		}
+	}
+	for _, c := range cals {
+		if c.hosts < 2 || c.ranks%c.hosts != 0 || c.ranks <= cores {
+			return 0, fmt.Errorf("crowded calibration of %s on %d ranks, %d hosts: want as many ranks on every host, more than the %d cores", c.algo, c.ranks, c.hosts, cores)
+		}
+	}
+	machine := func(c crowdCal) simulate.Machine {
+		return simulate.Machine{Ranks: c.ranks, RanksPerHost: c.ranks / c.hosts, Cores: cores, PoolRanks: c.ranks}
+	}
+	timeOf := func(c crowdCal) (float64, error) {
+		r, err := cfg.osuSimulate(simulate.Job{Coll: collectives.CollAllreduce, Algo: c.algo, Bytes: c.sizes[0].bytes, OutOfPlace: true}, machine(c))
+		return r.MeanSeconds, err
+	}
+	logMiss := func(k float64) (float64, error) {
+		set(k)
+		sum := 0.0
+		for _, c := range cals {
+			t, err := timeOf(c)
+			if err != nil {
+				return 0, err
+			}
+			d := math.Log(t / c.sizes[0].wall)
+			sum += d * d
+		}
+		return sum, nil
+	}
+	best, bk := math.Inf(1), 0.0
+	try := func(ks []float64) error {
+		for _, k := range ks {
+			v, err := logMiss(k)
+			if err != nil {
+				return err
+			}
+			if v < best {
+				best, bk = v, k
+			}
+		}
+		return nil
+	}
+	grid := []float64{0}
+	for i := range 21 {
+		grid = append(grid, 0.1e-6*math.Pow(1000, float64(i)/20))
+	}
+	if err := try(grid); err != nil {
+		return 0, err
+	}
+	step := math.Pow(1000, 1.0/20)
+	for range 2 {
+		if bk == 0 {
+			break
+		}
+		var ks []float64
+		for i := -4; i <= 4; i++ {
+			ks = append(ks, bk*math.Pow(step, float64(i)/4))
+		}
+		if err := try(ks); err != nil {
+			return 0, err
+		}
+		step = math.Pow(step, 0.25)
+	}
+	set(bk)
+	if log != nil {
+		fmt.Fprintf(log, "# crowded hosts on %d cores:", cores)
+		for i, c := range cals {
+			t, err := timeOf(c)
+			if err != nil {
+				return 0, err
+			}
+			sep := ";"
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(log, "%s %dx%d %s %s wall %s (model %s)", sep, c.hosts, c.ranks/c.hosts, c.algo, sizeLabel(c.sizes[0].bytes), seconds(c.sizes[0].wall), seconds(t))
+		}
+		fmt.Fprintf(log, "; fitted %.2f us more latency per message between hosts per rank per core\n", bk*1e6)
+	}
+	return bk, nil
+}

@@ -30,7 +30,8 @@ import (
 // calibrate` outputs (2 ranks on one host; on two hosts), as are the
 // optional DIR/calib/oversub-ring-N.json, oversub-rd-N.json and
 // oversub-tree-N.json (N ranks on one host, more than the cores: ring,
-// recursive doubling and tree allreduce);
+// recursive doubling and tree allreduce) and crowd-RATE-ALGO-HxR.json (H
+// hosts of R ranks, more than the cores, links at RATE);
 // DIR/runs/RATE/HxR/COLL-ALGO.json are `osu COLL --algorithm ALGO -o json`
 // outputs of H hosts with R ranks each. When DIR holds rounds of all this
 // (DIR/round-1, round-2, ...), every calibration time and every point is
@@ -47,6 +48,8 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	credits := fs.Bool("credit-writes", true, "a credit that cannot ride with data costs a message's CPU at both ends, as goccl's executor sends it (false: credits cost no CPU)")
 	coalesce := fs.Bool("coalesce", true, "data messages to one peer posted in the same step share one write and one read, as goccl's TCP transport writes them (simulate.Params.Coalesce; false: each costs a message's CPU)")
 	bucket := fs.Bool("bucket", true, "model the token bucket of the links' shaper (calib/net-RATE.burst, else sim-validate.sh's default for the rate)")
+	netLat := fs.Float64("net-latency", -1, "microseconds per rank per core that crowded cores add to a message between hosts (simulate.Oversub.NetLatency); negative: fitted from calib/crowd-RATE-ALGO-HxR.json, 0 without them")
+	reuse := fs.Bool("reuse-fit", false, "predict with the model in DIR/fit-RATE.json, which an earlier validate of DIR fitted, instead of fitting it again (minutes)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -153,6 +156,33 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		cpuNet = &out
 	}
+	// Optional: ranks on several hosts that outnumber the cores, per rate
+	// (crowd-RATE-ALGO-HxR.json; runs before 3 December, midday, lack
+	// them, and their model has no Oversub.NetLatency).
+	crowd := map[string][]crowdCal{}
+	crowdFiles, err := globRounds(rounds, filepath.Join("calib", "crowd-*.json"))
+	if err != nil {
+		return err
+	}
+	for _, f := range crowdFiles {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "crowd-"), ".json")
+		parts := strings.Split(name, "-")
+		var h, r int
+		if len(parts) < 3 {
+			return fmt.Errorf("validate: %s: want crowd-RATE-ALGO-HxR.json", f)
+		}
+		if _, err := fmt.Sscanf(parts[len(parts)-1], "%dx%d", &h, &r); err != nil || h < 2 || r < 1 {
+			return fmt.Errorf("validate: %s: want crowd-RATE-ALGO-HxR.json", f)
+		}
+		c, err := readCalibrationRounds(rounds, f)
+		if err != nil {
+			return err
+		}
+		if c.ranks != h*r {
+			return fmt.Errorf("validate: %s: %d ranks, not %dx%d", f, c.ranks, h, r)
+		}
+		crowd[parts[0]] = append(crowd[parts[0]], crowdCal{c, h})
+	}
 	var all []vpoint
 	for i, nf := range nets {
 		rateName := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(nf), "net-"), ".json")
@@ -164,6 +194,32 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			fmt.Fprintf(stdout, "# the hosts' links: a token bucket of %s in front of each (tc tbf burst)\n", sizeLabel(int(cfg.Net.Burst)))
+		}
+		if *reuse {
+			b, err := os.ReadFile(filepath.Join(dir, "fit-"+rateName+".json"))
+			if err != nil {
+				return err
+			}
+			if err := json.Unmarshal(b, &cfg); err != nil {
+				return fmt.Errorf("%s: %w", filepath.Join(dir, "fit-"+rateName+".json"), err)
+			}
+			cfg.Paced, cfg.CreditWrites, cfg.Coalesce = *paced, *credits, *coalesce
+			if *netLat >= 0 {
+				for i := range cfg.Oversub {
+					cfg.Oversub[i].NetLatency = *netLat * 1e-6 * cfg.Oversub[i].RanksPerCore
+				}
+			} else if len(crowd[rateName]) > 0 {
+				if _, err := fitNetLatency(&cfg, crowd[rateName], *cores, stdout); err != nil {
+					return fmt.Errorf("fit crowded net %s: %w", rateName, err)
+				}
+			}
+			fmt.Fprintf(stdout, "# the model of %s\n", filepath.Join(dir, "fit-"+rateName+".json"))
+			pts, err := predictRuns(rounds, filepath.Join("runs", rateName), rateName, cfg, *cores)
+			if err != nil {
+				return err
+			}
+			all = append(all, pts...)
+			continue
 		}
 		if err := fitClassCPU(&cfg, collectives.LinkLocal, local, local, localOthers, *cores, stdout); err != nil {
 			return fmt.Errorf("fit local: %w", err)
@@ -181,6 +237,15 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		if err := fitClassCPU(&cfg, collectives.LinkNet, cal, cpuCal, nil, *cores, stdout); err != nil {
 			return fmt.Errorf("fit net %s: %w", rateName, err)
+		}
+		if *netLat >= 0 {
+			for i := range cfg.Oversub {
+				cfg.Oversub[i].NetLatency = *netLat * 1e-6 * cfg.Oversub[i].RanksPerCore
+			}
+		} else if len(crowd[rateName]) > 0 {
+			if _, err := fitNetLatency(&cfg, crowd[rateName], *cores, stdout); err != nil {
+				return fmt.Errorf("fit crowded net %s: %w", rateName, err)
+			}
 		}
 		cfg.Cores = *cores
 		cfg.Note = fmt.Sprintf("fitted by collsim validate on %s (TCP between network namespaces, links shaped to %s)", dir, rateName)
