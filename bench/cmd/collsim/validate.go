@@ -48,7 +48,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	credits := fs.Bool("credit-writes", true, "a credit that cannot ride with data costs a message's CPU at both ends, as goccl's executor sends it (false: credits cost no CPU)")
 	coalesce := fs.Bool("coalesce", true, "data messages to one peer posted in the same step share one write and one read, as goccl's TCP transport writes them (simulate.Params.Coalesce; false: each costs a message's CPU)")
 	bucket := fs.Bool("bucket", true, "model the token bucket of the links' shaper (calib/net-RATE.burst, else sim-validate.sh's default for the rate)")
-	netLat := fs.Float64("net-latency", 0, "microseconds per rank per core that crowded cores add to a message between hosts (simulate.Oversub.NetLatency); negative: fitted from calib/crowd-RATE-ALGO-HxR.json (0 without them); 0 by default: fitted, it gained on three quick runs and lost on two full ones (3 December)")
+	netLat := fs.Float64("net-latency", 0, "microseconds per rank per core that crowded cores add to a message between hosts (simulate.Oversub.NetLatency); negative: fitted from calib/crowd-RATE-ALGO-HxR.json (0 without them); 0 by default: fitted, it gained on one quick run of three and lost on both full ones (3 December)")
 	reuse := fs.Bool("reuse-fit", false, "predict with the model in DIR/fit-RATE.json, which an earlier validate of DIR fitted, instead of fitting it again (minutes)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
