@@ -306,7 +306,8 @@ for round in $(seq 1 "$ROUNDS"); do
 		# 4 x 3 on 2 cores; no layout the measurement below runs): what crowded cores add to a
 		# message between hosts, whose way through the kernel (veth pairs,
 		# bridge, shapers) the one-host calibrations do not take
-		# (simulate.Oversub.NetLatency).
+		# (simulate.Oversub.NetLatency; `collsim validate -net-latency -1`
+		# fits it from these, off by default: collsim README, 3 December).
 		cr=$(((3 * CORES + 1) / 2))
 		say "calibrating crowded hosts at $rate (2 and 4 hosts x $cr ranks on $CORES cores)"
 		# Recursive doubling and the tree, whose ranks wait on messages
