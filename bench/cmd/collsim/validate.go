@@ -183,6 +183,20 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		crowd[parts[0]] = append(crowd[parts[0]], crowdCal{c, h})
 	}
+	// setNetLatency sets what crowded cores add to a message between
+	// hosts: -net-latency's, or fitted from the crowded calibrations.
+	setNetLatency := func(cfg *config, rateName string) error {
+		if *netLat >= 0 {
+			for i := range cfg.Oversub {
+				cfg.Oversub[i].NetLatency = *netLat * 1e-6 * cfg.Oversub[i].RanksPerCore
+			}
+		} else if len(crowd[rateName]) > 0 {
+			if _, err := fitNetLatency(cfg, crowd[rateName], *cores, stdout); err != nil {
+				return fmt.Errorf("fit crowded net %s: %w", rateName, err)
+			}
+		}
+		return nil
+	}
 	var all []vpoint
 	for i, nf := range nets {
 		rateName := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(nf), "net-"), ".json")
@@ -204,14 +218,8 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 				return fmt.Errorf("%s: %w", filepath.Join(dir, "fit-"+rateName+".json"), err)
 			}
 			cfg.Paced, cfg.CreditWrites, cfg.Coalesce = *paced, *credits, *coalesce
-			if *netLat >= 0 {
-				for i := range cfg.Oversub {
-					cfg.Oversub[i].NetLatency = *netLat * 1e-6 * cfg.Oversub[i].RanksPerCore
-				}
-			} else if len(crowd[rateName]) > 0 {
-				if _, err := fitNetLatency(&cfg, crowd[rateName], *cores, stdout); err != nil {
-					return fmt.Errorf("fit crowded net %s: %w", rateName, err)
-				}
+			if err := setNetLatency(&cfg, rateName); err != nil {
+				return err
 			}
 			fmt.Fprintf(stdout, "# the model of %s\n", filepath.Join(dir, "fit-"+rateName+".json"))
 			pts, err := predictRuns(rounds, filepath.Join("runs", rateName), rateName, cfg, *cores)
@@ -238,14 +246,8 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		if err := fitClassCPU(&cfg, collectives.LinkNet, cal, cpuCal, nil, *cores, stdout); err != nil {
 			return fmt.Errorf("fit net %s: %w", rateName, err)
 		}
-		if *netLat >= 0 {
-			for i := range cfg.Oversub {
-				cfg.Oversub[i].NetLatency = *netLat * 1e-6 * cfg.Oversub[i].RanksPerCore
-			}
-		} else if len(crowd[rateName]) > 0 {
-			if _, err := fitNetLatency(&cfg, crowd[rateName], *cores, stdout); err != nil {
-				return fmt.Errorf("fit crowded net %s: %w", rateName, err)
-			}
+		if err := setNetLatency(&cfg, rateName); err != nil {
+			return err
 		}
 		cfg.Cores = *cores
 		cfg.Note = fmt.Sprintf("fitted by collsim validate on %s (TCP between network namespaces, links shaped to %s)", dir, rateName)
