@@ -469,28 +469,9 @@ func fitOversub(cfg *config, ring, rd, tree *calibration, cores int, log io.Writ
 			}
 			return sum, nil
 		}
-		best, bw := math.Inf(1), 0.0
-		try := func(ws []float64) error {
-			for _, w := range ws {
-				m, err := total(w)
-				if err != nil {
-					return err
-				}
-				if m < best {
-					best, bw = m, w
-				}
-			}
-			return nil
-		}
-		step := math.Pow(2000, 1.0/8)
-		if err := try(grid(1e-6, 2e-3, 8)); err != nil {
+		bw, err := searchLog(total, grid(1e-6, 2e-3, 8), math.Pow(2000, 1.0/8))
+		if err != nil {
 			return o, err
-		}
-		for range 2 {
-			if err := try(around(bw, step)); err != nil {
-				return o, err
-			}
-			step = math.Pow(step, 0.25)
 		}
 		o.Wake = bw
 		if err := fitGapLatency(); err != nil {
@@ -815,39 +796,13 @@ func fitNetLatency(cfg *config, cals []crowdCal, cores int, log io.Writer) (floa
 		}
 		return sum, nil
 	}
-	best, bk := math.Inf(1), 0.0
-	try := func(ks []float64) error {
-		for _, k := range ks {
-			v, err := logMiss(k)
-			if err != nil {
-				return err
-			}
-			if v < best {
-				best, bk = v, k
-			}
-		}
-		return nil
-	}
 	grid := []float64{0}
 	for i := range 21 {
 		grid = append(grid, 0.1e-6*math.Pow(1000, float64(i)/20))
 	}
-	if err := try(grid); err != nil {
+	bk, err := searchLog(logMiss, grid, math.Pow(1000, 1.0/20))
+	if err != nil {
 		return 0, err
-	}
-	step := math.Pow(1000, 1.0/20)
-	for range 2 {
-		if bk == 0 {
-			break
-		}
-		var ks []float64
-		for i := -4; i <= 4; i++ {
-			ks = append(ks, bk*math.Pow(step, float64(i)/4))
-		}
-		if err := try(ks); err != nil {
-			return 0, err
-		}
-		step = math.Pow(step, 0.25)
 	}
 	set(bk)
 	if log != nil {
@@ -866,4 +821,40 @@ func fitNetLatency(cfg *config, cals []crowdCal, cores int, log io.Writer) (floa
 		fmt.Fprintf(log, "; fitted %.2f us more latency per message between hosts per rank per core\n", bk*1e6)
 	}
 	return bk, nil
+}
+
+// searchLog returns the x >= 0 with the least f(x) on grid (0 and a
+// logarithmic grid of the given step), refined twice around the best (8
+// steps of a quarter of the step, then of a quarter of that).
+func searchLog(f func(float64) (float64, error), grid []float64, step float64) (float64, error) {
+	best, bx := math.Inf(1), 0.0
+	try := func(xs []float64) error {
+		for _, x := range xs {
+			v, err := f(x)
+			if err != nil {
+				return err
+			}
+			if v < best {
+				best, bx = v, x
+			}
+		}
+		return nil
+	}
+	if err := try(grid); err != nil {
+		return 0, err
+	}
+	for range 2 {
+		if bx == 0 {
+			break
+		}
+		var xs []float64
+		for i := -4; i <= 4; i++ {
+			xs = append(xs, bx*math.Pow(step, float64(i)/4))
+		}
+		if err := try(xs); err != nil {
+			return 0, err
+		}
+		step = math.Pow(step, 0.25)
+	}
+	return bx, nil
 }
