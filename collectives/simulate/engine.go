@@ -165,6 +165,19 @@ type event struct {
 	a, b, c int32
 }
 
+// scaledPerByte is class c's CPU cost per byte at Oversub.ByteCost f: the
+// part a local link costs (the copies into and out of the socket) times
+// f, and what a link of c costs beyond that (between hosts, the kernel's
+// way through veth pairs, a bridge and shapers) as it is.
+func scaledPerByte(p *Params, c collectives.LinkClass, f float64) float64 {
+	pb := p.Links[c].PerByte
+	if c == collectives.LinkLocal {
+		return pb * f
+	}
+	copies := min(pb, p.Links[collectives.LinkLocal].PerByte)
+	return copies*f + (pb - copies)
+}
+
 // errBudget is returned when a simulation would exceed its event budget.
 var errBudget = errors.New("event budget exceeded")
 
@@ -183,12 +196,12 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 	} else if poolRanks > m.Cores {
 		e.over = par.oversub(float64(poolRanks) / float64(m.Cores))
 		if f := e.over.ByteCost; f > 1 {
-			// Every CPU cost per byte, once, for the engine's own copy.
+			// The CPU costs per byte, once, for the engine's own copy.
 			scaled := *par
 			scaled.Copy *= f
 			scaled.Gamma *= f
 			for c := range scaled.Links {
-				scaled.Links[c].PerByte *= f
+				scaled.Links[c].PerByte = scaledPerByte(par, collectives.LinkClass(c), f)
 			}
 			e.par = &scaled
 		}

@@ -96,6 +96,31 @@ func TestOversubByteCost(t *testing.T) {
 	require.InEpsilon(t, 2*base.MeanSeconds, r.MeanSeconds, 1e-9)
 }
 
+// TestOversubByteCostBetweenHosts: between hosts, ByteCost grows the part
+// of a link's CPU per byte that a local link costs too (the transport's
+// copies), not the rest (the kernel's way between hosts): at a factor of
+// 2, a net PerByte of 3 over a local one of 1 costs what a net PerByte of
+// 4 costs without it; a local link takes the factor on all of its own,
+// and a net link cheaper than the local one on all of its own.
+func TestOversubByteCostBetweenHosts(t *testing.T) {
+	par := units(1<<20, 8, 1<<20)
+	par.Links[collectives.LinkLocal] = Link{PerByte: 1}
+	par.Links[collectives.LinkNet] = Link{PerByte: 3}
+	job := Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: 4096, OutOfPlace: true}
+	twoHosts := Machine{Ranks: 4, RanksPerHost: 2, Cores: 2, PoolRanks: 4}
+	par.Oversubscribed = []Oversub{{RanksPerCore: 2, ByteCost: 2}}
+	r := run(t, job, twoHosts, par, Full)
+	want := par
+	want.Links[collectives.LinkLocal].PerByte = 2
+	want.Links[collectives.LinkNet].PerByte = 4
+	want.Oversubscribed = []Oversub{{RanksPerCore: 2}}
+	require.InEpsilon(t, run(t, job, twoHosts, want, Full).MeanSeconds, r.MeanSeconds, 1e-9)
+	// A net link cheaper per byte than the local one: all of it copies.
+	par.Links[collectives.LinkNet] = Link{PerByte: 0.5}
+	want.Links[collectives.LinkNet].PerByte = 1
+	require.InEpsilon(t, run(t, job, twoHosts, want, Full).MeanSeconds, run(t, job, twoHosts, par, Full).MeanSeconds, 1e-9)
+}
+
 // TestWake: a chain of 4 ranks on 2 cores (α = 1, everything else free):
 // a message that finds its rank with nothing to do waits Wake = 10 for
 // every other rank still waiting in the call, per core. Rank 1 has ranks

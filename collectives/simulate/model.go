@@ -171,12 +171,18 @@ type Params struct {
 //     binomial broadcasts and all-to-alls up to 8 KiB took 1.4x the time
 //     the one-host costs predict, whose messages stay on loopback; the
 //     ring, whose ranks all have work, as predicted.
-//   - ByteCost: the factor on every CPU cost per byte (reductions,
-//     copies, the transport's copies; 0 or 1: none): more ranks' buffers
-//     and staging than cores share the caches, and a rank switched out
-//     mid-chunk comes back to cold ones. Measured here (TCP, 8 ranks on
-//     2 cores, ring allreduce of 4 MiB): 13.5 ms where the costs of 2
-//     ranks alone on the cores predict 9.1.
+//   - ByteCost: the factor on the CPU costs per byte of copies
+//     (reductions, copies, the transport's copies; 0 or 1: none): more
+//     ranks' buffers and staging than cores share the caches, and a rank
+//     switched out mid-chunk comes back to cold ones. Measured here (TCP,
+//     8 ranks on 2 cores, ring allreduce of 4 MiB): 13.5 ms where the
+//     costs of 2 ranks alone on the cores predict 9.1. A link between
+//     hosts has it on the local link's PerByte (the transport's copies)
+//     and not on what it costs per byte beyond that (the kernel's way
+//     between hosts: in the validation's network namespaces, 3.4 times
+//     loopback's cost per byte): fitted on one host, the factor on all
+//     of it put 16 ranks on 4 hosts at 10 Gbit/s (ring allreduce, 1-4
+//     MiB) at 1.7-1.9 times the measured time (3 December).
 //   - Wake: seconds a message waits before a rank that has nothing to do
 //     takes it up, for every other rank of its pool that waits in the
 //     call too, per core, when a core of the pool has no work: the ranks
