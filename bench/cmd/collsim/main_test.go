@@ -614,3 +614,37 @@ func TestRankWorkCredits(t *testing.T) {
 		require.Equal(t, c.together, w.events, c.algo)
 	}
 }
+
+// TestCalibrationRepeats: repeats of a calibration's small sizes in jobs
+// of their own (calib/again/NAME-K.json) join those sizes' median, and
+// leave the others as the full calibration has them; a repeat of another
+// algorithm or job size is refused.
+func TestCalibrationRepeats(t *testing.T) {
+	fast, slow := truth(), truth()
+	slow.Net.Alpha *= 3
+	dir := t.TempDir()
+	round := filepath.Join(dir, "round-1")
+	writeCalibration(t, filepath.Join(round, "calib", "net-1gbit.json"), fast, collectives.LinkNet, 2)
+	rel := filepath.Join("calib", "net-1gbit.json")
+	alone, err := readCalibrationRounds([]string{round}, rel)
+	require.NoError(t, err)
+	for _, k := range []string{"2", "3"} {
+		writeCalibration(t, filepath.Join(round, "calib", "again", "net-1gbit-"+k+".json"), slow, collectives.LinkNet, 2, 8)
+	}
+	slowAlone, err := readCalibration(filepath.Join(round, "calib", "again", "net-1gbit-2.json"))
+	require.NoError(t, err)
+	got, err := readCalibrationRounds([]string{round}, rel)
+	require.NoError(t, err)
+	require.Len(t, got.sizes, len(alone.sizes))
+	for i, s := range got.sizes {
+		if s.bytes == 8 {
+			require.Equal(t, slowAlone.sizes[0].wall, s.wall, "8 B: the median of one fast job and two slow ones")
+			require.Greater(t, s.wall, 2*alone.sizes[i].wall)
+		} else {
+			require.Equal(t, alone.sizes[i].wall, s.wall, "%d B: the full calibration's", s.bytes)
+		}
+	}
+	writeCalibrationOf(t, filepath.Join(round, "calib", "again", "net-1gbit-4.json"), slow, collectives.LinkNet, "tree", 2, 8)
+	_, err = readCalibrationRounds([]string{round}, rel)
+	require.ErrorContains(t, err, "net-1gbit-4.json: tree on 2 ranks")
+}

@@ -428,7 +428,12 @@ func globRounds(rounds []string, pattern string) ([]string, error) {
 // readCalibrationRounds reads the calibration rel from every round that
 // has it and takes, size by size, the median of the rounds' wall and CPU
 // times (and of the CPU's speeds): one slow minute on a shared machine
-// then moves no parameter. os.ErrNotExist when no round has it.
+// then moves no parameter. Repeats of some of its sizes in jobs of their
+// own (again/NAME-K.json beside rel, NAME without .json) join the median
+// of those sizes: here a whole job runs slow or fast (2 ranks on two
+// hosts, ring, 8 B-4 KiB: 22-30 us in one job, 35-48 in the next), so
+// more jobs, not more calls, steady the latency that every small
+// prediction rests on. os.ErrNotExist when no round has rel.
 func readCalibrationRounds(rounds []string, rel string) (*calibration, error) {
 	var cals []*calibration
 	for _, r := range rounds {
@@ -443,6 +448,23 @@ func readCalibrationRounds(rounds []string, rel string) (*calibration, error) {
 	}
 	if len(cals) == 0 {
 		return nil, fmt.Errorf("validate: %s in no round: %w", rel, os.ErrNotExist)
+	}
+	for _, r := range rounds {
+		again, err := filepath.Glob(filepath.Join(r, filepath.Dir(rel), "again", strings.TrimSuffix(filepath.Base(rel), ".json")+"-*.json"))
+		if err != nil {
+			return nil, err
+		}
+		sort.Strings(again)
+		for _, f := range again {
+			c, err := readCalibration(f)
+			if err != nil {
+				return nil, err
+			}
+			if c.algo != cals[0].algo || c.ranks != cals[0].ranks {
+				return nil, fmt.Errorf("validate: %s: %s on %d ranks, where %s has %s on %d", f, c.algo, c.ranks, rel, cals[0].algo, cals[0].ranks)
+			}
+			cals = append(cals, c)
+		}
 	}
 	if len(cals) == 1 {
 		return cals[0], nil
