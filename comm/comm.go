@@ -141,7 +141,7 @@ func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id
 	}
 	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, fabric: fabric{devs: devs},
 		callQueue: newCallQueue(), callState: newCallState(), debug: debugOn(opts.Logger), selection: newSelection(algoForced)}
-	c.startLife(c.opts.Timeout)
+	c.startLife(c.opts.Timeout, c.watchdogTick)
 	c.caller.onEnd = c.abandoned
 	c.startStall(min(time.Second, c.opts.StallTimeout/2), c.stallTick)
 	c.renewPoke()
@@ -280,6 +280,7 @@ var ErrAborted = errors.New("communicator aborted")
 const closeWait = 2 * time.Second
 
 func (c *Comm) teardown() error {
+	c.stopClocks()
 	c.stopResponder()
 	errs := []error{c.closeLinks()}
 	c.mu.Lock()

@@ -14,9 +14,9 @@ import (
 // collective outlives Options.Timeout, by the stall timer, when a
 // caller's context ends during its collective, by a failed board wait,
 // and by Close (ErrClosed); the first cause stays. Any goroutine may read
-// it or cancel it. watchdog is armed and stopped by whichever goroutine
-// runs a request (one at a time, see callQueue) and fires on a timer
-// goroutine. aborted is set by Abort under the communicator's mu and read
+// it or cancel it. watchdog is armed by whichever goroutine runs a
+// request (one at a time, see callQueue) when it is not pending, and
+// fires on a timer goroutine (Comm.watchdogTick). aborted is set by Abort under the communicator's mu and read
 // by Close and the failure reports. failRoot (atomic) is the rank a
 // failure was blamed on, noRoot before: the running call writes it when
 // it fails, the responder goroutine reads it (answer.go).
@@ -24,20 +24,25 @@ type lifetime struct {
 	life       context.Context
 	lifeCancel context.CancelCauseFunc
 	watchdog   *time.Timer
-	aborted    atomic.Bool
-	failRoot   atomic.Int64
-	caller     callerWatch
+	// dogArmed: the watchdog is pending (see Comm.armClocks).
+	dogArmed atomic.Bool
+	aborted  atomic.Bool
+	failRoot atomic.Int64
+	caller   callerWatch
 }
 
-// startLife starts the communicator's life; the watchdog, armed with
-// watchdog.Reset, ends it with a *timeoutError naming timeout. The
-// watchdog starts disarmed.
-func (l *lifetime) startLife(timeout time.Duration) {
+// startLife starts the communicator's life and its watchdog, which
+// starts disarmed. Armed with watchdog.Reset, it calls tick (a
+// communicator's: Comm.watchdogTick, which looks at the call running
+// then); with tick nil it ends the life with a *timeoutError naming
+// timeout.
+func (l *lifetime) startLife(timeout time.Duration, tick func()) {
 	l.life, l.lifeCancel = context.WithCancelCause(context.Background())
 	l.failRoot.Store(noRoot)
-	l.watchdog = time.AfterFunc(time.Hour, func() {
-		l.lifeCancel(&timeoutError{d: timeout})
-	})
+	if tick == nil {
+		tick = func() { l.lifeCancel(&timeoutError{d: timeout}) }
+	}
+	l.watchdog = time.AfterFunc(time.Hour, tick)
 	l.watchdog.Stop()
 }
 

@@ -15,7 +15,7 @@ import (
 // Close does not replace it.
 func TestLifetimeWatchdogFirstCauseWins(t *testing.T) {
 	var l lifetime
-	l.startLife(42 * time.Millisecond)
+	l.startLife(42*time.Millisecond, nil)
 	defer l.lifeCancel(nil)
 	_, failed := l.failedRoot()
 	require.False(t, failed)
@@ -41,7 +41,7 @@ func TestLifetimeWatchdogFirstCauseWins(t *testing.T) {
 // A cancel ends the life with its cause, the watchdog disarmed.
 func TestLifetimeCancelCause(t *testing.T) {
 	var l lifetime
-	l.startLife(time.Millisecond)
+	l.startLife(time.Millisecond, nil)
 	cause := errors.New("peer vanished")
 	l.lifeCancel(cause)
 	require.ErrorIs(t, context.Cause(l.life), cause)
@@ -51,7 +51,7 @@ func TestLifetimeCancelCause(t *testing.T) {
 // without a conclusion), and nothing before a failure.
 func TestLifetimeFailedRoot(t *testing.T) {
 	var l lifetime
-	l.startLife(time.Second)
+	l.startLife(time.Second, nil)
 	defer l.lifeCancel(nil)
 	for _, root := range []int{3, 0, -1} {
 		l.failRoot.Store(int64(root))

@@ -291,13 +291,24 @@ func (c *Comm) run(r *Request) {
 			}
 		}
 	}
-	if timed {
-		c.watchdog.Reset(c.opts.Timeout)
-		c.armStall()
-	}
 	// callNo and seqNow have one writer, whichever goroutine runs
 	// requests: a release store publishes them (no locked instruction).
-	storeRelease(&c.callNo, c.callNo.Load()+1)
+	// A timed call's start and number are set before callNo says it runs,
+	// and its clocks armed after (see armClocks).
+	n := c.callNo.Load() + 1
+	if timed {
+		now := mono()
+		storeRelease(&c.started, uint64(now))
+		c.lastProgress.Store(now)
+		if c.stallElapsed.Load() != 0 {
+			c.stallElapsed.Store(0)
+		}
+		storeRelease(&c.timedNo, n)
+	}
+	storeRelease(&c.callNo, n)
+	if timed {
+		c.armClocks()
+	}
 	if r.refused != nil {
 		r.err = c.refuse(r)
 	} else {
@@ -306,10 +317,6 @@ func (c *Comm) run(r *Request) {
 	storeRelease(&c.callNo, c.callNo.Load()+1)
 	if watched {
 		c.caller.unwatch()
-	}
-	if timed {
-		c.stallDog.Stop()
-		c.watchdog.Stop()
 	}
 	if r.err != nil {
 		c.mu.Lock()

@@ -87,10 +87,19 @@ var clockBase = time.Now()
 
 func mono() int64 { return int64(time.Since(clockBase)) }
 
-// stallTick runs when the stall timer fires: if completions arrived within
+// stallTick runs when the stall timer fires: with no timed call running
+// the clock stops (the next call arms it); if completions arrived within
 // the last step it waits for the rest of a step from the last one, else
 // the run has been stalled for as long as it saw none.
 func (c *Comm) stallTick() {
+	c.stallArmed.Store(false)
+	if !c.timedRunning() {
+		c.stallElapsed.Store(0)
+		return
+	}
+	if !c.stallArmed.CompareAndSwap(false, true) {
+		return // the call that runs now armed it
+	}
 	idle := time.Duration(mono() - c.lastProgress.Load())
 	if idle < c.stallStep {
 		c.stallElapsed.Store(0)
@@ -109,6 +118,7 @@ func (c *Comm) stallTick() {
 		return
 	}
 	if left <= 0 {
+		c.stallArmed.Store(false)
 		c.lifeCancel(&stallError{d: c.opts.StallTimeout})
 		return
 	}
@@ -117,6 +127,43 @@ func (c *Comm) stallTick() {
 	if steps := int64(idle / c.stallStep); steps&(steps-1) == 0 {
 		c.poke.Load().cancel(errPoke)
 	}
+}
+
+// watchdogTick runs when the watchdog fires: with no timed call running
+// it stops (the next call arms it); else it ends the communicator's life
+// if the call has run for Options.Timeout, or waits for the rest.
+func (c *Comm) watchdogTick() {
+	c.dogArmed.Store(false)
+	if !c.timedRunning() || !c.dogArmed.CompareAndSwap(false, true) {
+		return
+	}
+	left := c.opts.Timeout - time.Duration(mono()-int64(c.started.Load()))
+	if left <= 0 {
+		c.dogArmed.Store(false)
+		c.lifeCancel(&timeoutError{d: c.opts.Timeout})
+		return
+	}
+	c.watchdog.Reset(left)
+}
+
+// armClocks arms the watchdog and the stall clock for the timed call
+// that started (timedNo, started, lastProgress set, then callNo), each
+// unless it is pending: then it fires when it was set to and looks at
+// this call (watchdogTick, stallTick).
+func (c *Comm) armClocks() {
+	if !c.dogArmed.Load() && c.dogArmed.CompareAndSwap(false, true) {
+		c.watchdog.Reset(c.opts.Timeout)
+	}
+	if !c.stallArmed.Load() && c.stallArmed.CompareAndSwap(false, true) {
+		c.stallDog.Reset(c.stallStep)
+	}
+}
+
+// stopClocks stops both clocks (Close: a pending one would keep the
+// communicator reachable until it fired).
+func (c *Comm) stopClocks() {
+	c.watchdog.Stop()
+	c.stallDog.Stop()
 }
 
 // lookWait bounds one look-around of a stalled run.

@@ -44,7 +44,7 @@ type cq struct {
 	parked   atomic.Int32            // Waits asleep on notify
 	activity atomic.Uint64           // Poll and Wait calls so far
 
-	busyUntil atomic.Int64 // unix nanoseconds: callers count as active until then (see active)
+	busyUntil atomic.Int64 // monoNow(): callers count as active until then (see active)
 
 	park parker // the Wait asleep in poll(2)
 
@@ -175,7 +175,7 @@ func (q *cq) Poll(out []transport.Completion) int {
 
 // left is called when a caller leaves Poll or Wait.
 func (q *cq) left() {
-	q.busyUntil.Store(time.Now().Add(coalesceWindow).UnixNano())
+	q.busyUntil.Store(monoNow() + int64(coalesceWindow))
 	q.idle()
 }
 
@@ -196,7 +196,7 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 		// moved for the spin budget.
 		q.spinners.Add(1)
 		spinning.Add(1)
-		quiet := time.Now()
+		quiet := monoNow()
 		for i := 0; ; i++ {
 			moved := q.drive()
 			if n := q.take(out); n > 0 {
@@ -217,14 +217,14 @@ func (q *cq) Wait(ctx context.Context, out []transport.Completion) (int, error) 
 				default:
 				}
 			}
-			now := time.Now()
+			now := monoNow()
 			crowd := crowded(procs)
 			if moved {
 				quiet = now
-			} else if now.Sub(quiet) >= spin.budgetFor(crowd) {
+			} else if time.Duration(now-quiet) >= spin.budgetFor(crowd) {
 				break
 			}
-			spin.pause(now.Sub(quiet), crowd)
+			spin.pause(time.Duration(now-quiet), crowd)
 		}
 		q.spinners.Add(-1)
 		spinning.Add(-1)
@@ -369,6 +369,13 @@ func (q *cq) handOff() {
 	}
 }
 
+// clockBase and monoNow are a monotonic clock in nanoseconds: one clock
+// read, where time.Now reads two (~35 ns against ~60 here, a few times
+// per call on the small-message path).
+var clockBase = time.Now()
+
+func monoNow() int64 { return int64(time.Since(clockBase)) }
+
 // coalesceWindow is how long after a Poll or Wait returned its caller
 // counts as active: posts it makes meanwhile leave with its next poll.
 const coalesceWindow = 20 * time.Microsecond
@@ -376,7 +383,7 @@ const coalesceWindow = 20 * time.Microsecond
 // active reports whether a caller is polling the queue or returned from a
 // poll within coalesceWindow.
 func (q *cq) active() bool {
-	return q.spinners.Load() > 0 || time.Now().UnixNano() < q.busyUntil.Load()
+	return q.spinners.Load() > 0 || monoNow() < q.busyUntil.Load()
 }
 
 // idle is called when a caller leaves Poll or Wait: unless callers keep

@@ -1,0 +1,37 @@
+package comm_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/goccl/goccl/comm"
+)
+
+// BenchmarkCallOverhead is the software path of a blocking call that has
+// no peer to wait for (one rank over TCP): the request, the clocks, the
+// plan's lookup and the executor, no system call. Small calls between
+// processes pay it on top of the kernel's time (compare with osu).
+func BenchmarkCallOverhead(b *testing.B) {
+	c := benchRanks(b, "tcp", 1)[0]
+	buf, err := Alloc[float32](c, 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.Run("allreduce", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("broadcast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := Broadcast(ctx, c, buf, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
