@@ -14,13 +14,18 @@ import "slices"
 // Other goroutines never touch it: the responder reads stallWatch.seqNow,
 // which the run publishes.
 type callState struct {
-	seq     uint32      // collectives started (point-to-point calls excluded)
-	cur     callSummary // this collective (number seq), for failure reports
-	prev    callSummary // the one before
-	plans   map[planKey]planEntry
-	scratch [numScratch]scratchBuf
-	wide    []byte        // registered float32 buffer of half-type reductions
-	selfq   []selfMessage // messages this rank sent itself, oldest first
+	seq   uint32      // collectives started (point-to-point calls excluded)
+	cur   callSummary // this collective (number seq), for failure reports
+	prev  callSummary // the one before
+	plans map[planKey]planEntry
+	// The last plan looked up, in front of the map: a loop of the same
+	// call finds it without hashing the key (BenchmarkCallOverhead).
+	lastKey  planKey
+	lastPlan planEntry
+	lastOK   bool
+	scratch  [numScratch]scratchBuf
+	wide     []byte        // registered float32 buffer of half-type reductions
+	selfq    []selfMessage // messages this rank sent itself, oldest first
 }
 
 // maxPlans bounds the plan cache: past it, it starts over.
@@ -45,7 +50,13 @@ func (s *callState) beginRequest(r *Request) uint32 {
 
 // cachedPlan returns the plan compiled for k, if cached.
 func (s *callState) cachedPlan(k planKey) (planEntry, bool) {
+	if s.lastOK && k == s.lastKey {
+		return s.lastPlan, true
+	}
 	e, ok := s.plans[k]
+	if ok {
+		s.lastKey, s.lastPlan, s.lastOK = k, e, true
+	}
 	return e, ok
 }
 
@@ -55,6 +66,7 @@ func (s *callState) rememberPlan(k planKey, e planEntry) {
 		clear(s.plans)
 	}
 	s.plans[k] = e
+	s.lastKey, s.lastPlan, s.lastOK = k, e, true
 }
 
 // sendSelf keeps a copy of a message this rank sends itself.

@@ -15,12 +15,16 @@ import "github.com/goccl/goccl/collectives"
 // belong to whichever goroutine runs a request (one at a time, see
 // callQueue): the worker, or a blocking call running inline.
 type selection struct {
-	algoForced  map[collKind]string
-	choices     map[choiceKey]string
-	prices      []collectives.Price
-	alpha, beta float64
-	gamma       float64
-	linkCost    [collectives.NumLinkClasses]collectives.LinkCost
+	algoForced map[collKind]string
+	choices    map[choiceKey]string
+	// The last choice looked up, in front of the map (see callState's
+	// lastKey).
+	lastChoiceKey choiceKey
+	lastChoice    string
+	prices        []collectives.Price
+	alpha, beta   float64
+	gamma         float64
+	linkCost      [collectives.NumLinkClasses]collectives.LinkCost
 	// algoBeta: β measured per algorithm at New (collectives.Model.AlgoBeta).
 	algoBeta map[collKind]map[string]float64
 	// crowded: every rank on one host, more of them than its processors,
@@ -56,7 +60,14 @@ func (s *selection) forcedFor(k collKind, own string) string {
 
 // cachedChoice returns the cost model's choice for k on nbytes, if made.
 func (s *selection) cachedChoice(k collKind, nbytes int) (string, bool) {
-	name, ok := s.choices[choiceKey{k, nbytes}]
+	key := choiceKey{k, nbytes}
+	if s.lastChoice != "" && key == s.lastChoiceKey {
+		return s.lastChoice, true
+	}
+	name, ok := s.choices[key]
+	if ok {
+		s.lastChoiceKey, s.lastChoice = key, name
+	}
 	return name, ok
 }
 
@@ -66,10 +77,14 @@ func (s *selection) rememberChoice(k collKind, nbytes int, name string) {
 		clear(s.choices)
 	}
 	s.choices[choiceKey{k, nbytes}] = name
+	s.lastChoiceKey, s.lastChoice = choiceKey{k, nbytes}, name
 }
 
 // forgetChoices drops the cached choices (priced with another model).
-func (s *selection) forgetChoices() { clear(s.choices) }
+func (s *selection) forgetChoices() {
+	clear(s.choices)
+	s.lastChoice = ""
+}
 
 // priceAll prices k's algorithms on nbytes with model m and returns the
 // cheapest, and the prices (the selector's scratch, valid until the next
