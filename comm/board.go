@@ -435,6 +435,13 @@ func (b *board) mark(state uint32) {
 	}
 }
 
+// reportedRoot is the rank that rank p's failure report on the board
+// blames, if it blames another rank.
+func (b *board) reportedRoot(p int) (int, bool) {
+	root := int(b.u32(b.hdr(p)+bRoot).Load()) - 1
+	return root, root >= 0 && root < b.n && root != p
+}
+
 // markRoot is mark for a failure whose root (the rank that failed first,
 // as this rank found) is root: the ranks that see the mark blame root.
 func (b *board) markRoot(state uint32, root int) {
@@ -834,7 +841,7 @@ func (c *Comm) peerGone(p int, k boardCall) error {
 	case boardClosed:
 		return c.boardBlame(k, p, fmt.Errorf("rank %d closed the communicator after %d collectives on the board, before this call", p, b.seqOf(p).Load()))
 	case boardFailed:
-		if root := int(b.u32(b.hdr(p)+bRoot).Load()) - 1; root >= 0 && root != p {
+		if root, ok := b.reportedRoot(p); ok {
 			return c.boardBlame(k, root, fmt.Errorf("rank %d failed (reported by rank %d)", root, p))
 		}
 		return c.boardBlame(k, p, fmt.Errorf("rank %d failed or aborted", p))
@@ -853,9 +860,22 @@ func (c *Comm) peerGone(p int, k boardCall) error {
 // (it died, and its memory with it), or something else went wrong here.
 func (c *Comm) readFail(k boardCall, p int, err error) error {
 	if errors.Is(err, unix.ESRCH) {
-		return c.boardBlame(k, p, fmt.Errorf("rank %d failed: its process is gone (reading its buffer)", p))
+		root, cause := c.goneBlame(p)
+		return c.boardBlame(k, root, cause)
 	}
 	return c.boardFail(k, fmt.Errorf("reading rank %d's buffer: %w", p, err))
+}
+
+// goneBlame is whom to blame, and why, when rank p's process is gone: p,
+// unless p had failed first for another rank's failure and said so on the
+// board (a survivor that exits on its error: the others may find it gone
+// before they find the rank that died; 4 ranks under gorun, rank 3 killed,
+// rank 0 blamed rank 1 once in TestKillOneRank).
+func (c *Comm) goneBlame(p int) (int, error) {
+	if root, ok := c.board.reportedRoot(p); ok && c.board.stateOf(p).Load() == boardFailed {
+		return root, fmt.Errorf("rank %d failed (reported by rank %d, whose process is gone since)", root, p)
+	}
+	return p, fmt.Errorf("rank %d failed: its process is gone (reading its buffer)", p)
 }
 
 // timesUp fails a board wait that the communicator's life, timeout or

@@ -36,3 +36,21 @@ func TestBoardCallRoundTrip(t *testing.T) {
 	require.Equal(t, -1, mkCall(collAllreduce, collectives.Float32, Sum, -1, 1).root())
 	require.NotEqual(t, mkCall(collAllreduce, collectives.Float32, Sum, -1, 7), mkCall(collAllreduce, collectives.Float32, Max, -1, 7))
 }
+
+// A rank whose process is gone while this one copies from its memory is
+// blamed, unless it had failed first for another rank's failure and said
+// so on the board: a survivor that exits on its error may be found gone
+// before the rank that died (4 ranks under gorun, rank 3 killed: rank 0
+// blamed rank 1 once in TestKillOneRank, examples/allreduce).
+func TestGoneBlameFollowsTheReport(t *testing.T) {
+	mem := make([]byte, boardSize(4))
+	c := &Comm{board: &board{mem: mem, n: 4, me: 0}}
+	root, err := c.goneBlame(1)
+	require.Equal(t, 1, root)
+	require.ErrorContains(t, err, "rank 1 failed: its process is gone")
+
+	(&board{mem: mem, n: 4, me: 1}).markRoot(boardFailed, 3)
+	root, err = c.goneBlame(1)
+	require.Equal(t, 3, root)
+	require.ErrorContains(t, err, "rank 3 failed (reported by rank 1")
+}
