@@ -154,9 +154,7 @@ func (c *Comm) armClocks() {
 	if !c.dogArmed.Load() && c.dogArmed.CompareAndSwap(false, true) {
 		c.watchdog.Reset(c.opts.Timeout)
 	}
-	if !c.stallArmed.Load() && c.stallArmed.CompareAndSwap(false, true) {
-		c.stallDog.Reset(c.stallStep)
-	}
+	c.armStallClock()
 }
 
 // stopClocks stops both clocks (Close: a pending one would keep the

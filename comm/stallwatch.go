@@ -86,6 +86,11 @@ func (s *stallWatch) callCtx() context.Context { return s.poke.Load().ctx }
 func (s *stallWatch) armStall() {
 	s.lastProgress.Store(mono())
 	s.stallElapsed.Store(0)
+	s.armStallClock()
+}
+
+// armStallClock arms the stall clock unless it is pending.
+func (s *stallWatch) armStallClock() {
 	if !s.stallArmed.Load() && s.stallArmed.CompareAndSwap(false, true) {
 		s.stallDog.Reset(s.stallStep)
 	}
