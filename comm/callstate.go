@@ -18,14 +18,14 @@ type callState struct {
 	cur   callSummary // this collective (number seq), for failure reports
 	prev  callSummary // the one before
 	plans map[planKey]planEntry
-	// The last plan looked up, in front of the map: a loop of the same
-	// call finds it without hashing the key (BenchmarkCallOverhead).
-	lastKey  planKey
-	lastPlan planEntry
-	lastOK   bool
-	scratch  [numScratch]scratchBuf
-	wide     []byte        // registered float32 buffer of half-type reductions
-	selfq    []selfMessage // messages this rank sent itself, oldest first
+	// The last two plans looked up, most recent first, in front of the
+	// map: a loop of the same call, or of two that alternate (OSU's call
+	// and barrier, a step's allreduce and broadcast), finds them without
+	// hashing the key (BenchmarkCallOverhead).
+	recent  [2]recentPlan
+	scratch [numScratch]scratchBuf
+	wide    []byte        // registered float32 buffer of half-type reductions
+	selfq   []selfMessage // messages this rank sent itself, oldest first
 }
 
 // maxPlans bounds the plan cache: past it, it starts over.
@@ -48,16 +48,34 @@ func (s *callState) beginRequest(r *Request) uint32 {
 	return s.seq
 }
 
+// recentPlan is an entry of callState.recent.
+type recentPlan struct {
+	key planKey
+	e   planEntry
+	ok  bool
+}
+
 // cachedPlan returns the plan compiled for k, if cached.
 func (s *callState) cachedPlan(k planKey) (planEntry, bool) {
-	if s.lastOK && k == s.lastKey {
-		return s.lastPlan, true
+	if r := &s.recent[0]; r.ok && k == r.key {
+		return r.e, true
+	}
+	if r := s.recent[1]; r.ok && k == r.key {
+		s.recent[1] = s.recent[0]
+		s.recent[0] = r
+		return r.e, true
 	}
 	e, ok := s.plans[k]
 	if ok {
-		s.lastKey, s.lastPlan, s.lastOK = k, e, true
+		s.noteRecent(k, e)
 	}
 	return e, ok
+}
+
+// noteRecent puts k's plan in front of the recent ones.
+func (s *callState) noteRecent(k planKey, e planEntry) {
+	s.recent[1] = s.recent[0]
+	s.recent[0] = recentPlan{key: k, e: e, ok: true}
 }
 
 // rememberPlan caches the plan compiled for k.
@@ -66,7 +84,7 @@ func (s *callState) rememberPlan(k planKey, e planEntry) {
 		clear(s.plans)
 	}
 	s.plans[k] = e
-	s.lastKey, s.lastPlan, s.lastOK = k, e, true
+	s.noteRecent(k, e)
 }
 
 // sendSelf keeps a copy of a message this rank sends itself.

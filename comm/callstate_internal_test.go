@@ -38,6 +38,28 @@ func TestCallStatePlanCache(t *testing.T) {
 	_, ok = s.cachedPlan(other)
 	require.False(t, ok, "another algorithm")
 
+	// The last two looked up come without the map, whichever came last
+	// (a call and the barrier after it); a third pushes out the older.
+	s.rememberPlan(other, planEntry{scratch: 32})
+	clear(s.plans)
+	for range 3 {
+		e, ok = s.cachedPlan(k)
+		require.True(t, ok)
+		require.Equal(t, 64, e.scratch)
+		e, ok = s.cachedPlan(other)
+		require.True(t, ok)
+		require.Equal(t, 32, e.scratch)
+	}
+	third := k
+	third.count = 16
+	s.rememberPlan(third, planEntry{scratch: 16})
+	clear(s.plans)
+	_, ok = s.cachedPlan(k)
+	require.False(t, ok, "pushed out by two newer plans")
+	e, ok = s.cachedPlan(other)
+	require.True(t, ok)
+	require.Equal(t, 32, e.scratch)
+
 	s = newCallState()
 	for n := range maxPlans {
 		k.count = n

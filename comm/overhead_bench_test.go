@@ -34,4 +34,17 @@ func BenchmarkCallOverhead(b *testing.B) {
 			}
 		}
 	})
+	// OSU's loop: the timed call, then a barrier (per iteration: two
+	// calls whose plans and choices alternate).
+	b.Run("broadcast+barrier", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := Broadcast(ctx, c, buf, 0); err != nil {
+				b.Fatal(err)
+			}
+			if err := c.Barrier(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

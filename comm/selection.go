@@ -17,14 +17,13 @@ import "github.com/goccl/goccl/collectives"
 type selection struct {
 	algoForced map[collKind]string
 	choices    map[choiceKey]string
-	// The last choice looked up, in front of the map (see callState's
-	// lastKey).
-	lastChoiceKey choiceKey
-	lastChoice    string
-	prices        []collectives.Price
-	alpha, beta   float64
-	gamma         float64
-	linkCost      [collectives.NumLinkClasses]collectives.LinkCost
+	// The last two choices looked up, most recent first, in front of the
+	// map (see callState's recent); an empty name is no entry.
+	recent      [2]recentChoice
+	prices      []collectives.Price
+	alpha, beta float64
+	gamma       float64
+	linkCost    [collectives.NumLinkClasses]collectives.LinkCost
 	// algoBeta: β measured per algorithm at New (collectives.Model.AlgoBeta).
 	algoBeta map[collKind]map[string]float64
 	// crowded: every rank on one host, more of them than its processors,
@@ -38,6 +37,12 @@ type selection struct {
 type choiceKey struct {
 	kind   collKind
 	nbytes int
+}
+
+// recentChoice is an entry of selection.recent.
+type recentChoice struct {
+	key  choiceKey
+	name string
 }
 
 // maxChoices bounds the cache of choices: past it, it starts over.
@@ -61,14 +66,25 @@ func (s *selection) forcedFor(k collKind, own string) string {
 // cachedChoice returns the cost model's choice for k on nbytes, if made.
 func (s *selection) cachedChoice(k collKind, nbytes int) (string, bool) {
 	key := choiceKey{k, nbytes}
-	if s.lastChoice != "" && key == s.lastChoiceKey {
-		return s.lastChoice, true
+	if r := &s.recent[0]; r.name != "" && key == r.key {
+		return r.name, true
+	}
+	if r := s.recent[1]; r.name != "" && key == r.key {
+		s.recent[1] = s.recent[0]
+		s.recent[0] = r
+		return r.name, true
 	}
 	name, ok := s.choices[key]
 	if ok {
-		s.lastChoiceKey, s.lastChoice = key, name
+		s.noteRecent(key, name)
 	}
 	return name, ok
+}
+
+// noteRecent puts key's choice in front of the recent ones.
+func (s *selection) noteRecent(key choiceKey, name string) {
+	s.recent[1] = s.recent[0]
+	s.recent[0] = recentChoice{key, name}
 }
 
 // rememberChoice caches the cost model's choice for k on nbytes.
@@ -77,13 +93,13 @@ func (s *selection) rememberChoice(k collKind, nbytes int, name string) {
 		clear(s.choices)
 	}
 	s.choices[choiceKey{k, nbytes}] = name
-	s.lastChoiceKey, s.lastChoice = choiceKey{k, nbytes}, name
+	s.noteRecent(choiceKey{k, nbytes}, name)
 }
 
 // forgetChoices drops the cached choices (priced with another model).
 func (s *selection) forgetChoices() {
 	clear(s.choices)
-	s.lastChoice = ""
+	s.recent = [2]recentChoice{}
 }
 
 // priceAll prices k's algorithms on nbytes with model m and returns the

@@ -36,9 +36,24 @@ func TestSelectionChoiceCache(t *testing.T) {
 	_, ok = s.cachedChoice(collBroadcast, 8)
 	require.False(t, ok, "another collective")
 
+	// The last two looked up come without the map, in either order.
+	s.rememberChoice(collBroadcast, 8, "binomial")
+	clear(s.choices)
+	for range 3 {
+		name, ok = s.cachedChoice(collAllreduce, 8)
+		require.True(t, ok)
+		require.Equal(t, "ring", name)
+		name, ok = s.cachedChoice(collBroadcast, 8)
+		require.True(t, ok)
+		require.Equal(t, "binomial", name)
+	}
+	s.rememberChoice(collAllreduce, 8, "ring")
+
 	s.forgetChoices()
 	_, ok = s.cachedChoice(collAllreduce, 8)
 	require.False(t, ok, "forgotten")
+	_, ok = s.cachedChoice(collBroadcast, 8)
+	require.False(t, ok, "forgotten, the recent ones too")
 
 	for n := range maxChoices {
 		s.rememberChoice(collAllreduce, n, "ring")
