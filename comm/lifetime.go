@@ -17,9 +17,10 @@ import (
 // it or cancel it. watchdog is armed by whichever goroutine runs a
 // request (one at a time, see callQueue) when it is not pending, and
 // fires on a timer goroutine (Comm.watchdogTick). aborted is set by Abort
-// under the communicator's mu and read by Close and the failure reports. failRoot (atomic) is the rank a
-// failure was blamed on, noRoot before: the running call writes it when
-// it fails, the responder goroutine reads it (answer.go).
+// under the communicator's mu and read by Close and the failure reports.
+// failRoot (atomic) is the rank a failure was blamed on, noRoot before:
+// the running call writes it when it fails, the responder goroutine reads
+// it (answer.go).
 type lifetime struct {
 	life       context.Context
 	lifeCancel context.CancelCauseFunc
