@@ -2,6 +2,7 @@ package comm
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -53,4 +54,41 @@ func TestGoneBlameFollowsTheReport(t *testing.T) {
 	root, err = c.goneBlame(1)
 	require.Equal(t, 3, root)
 	require.ErrorContains(t, err, "rank 3 failed (reported by rank 1")
+}
+
+// The ranks bound to one processor are each other's mates; unbound ranks
+// (-1) have none, and are nobody's.
+func TestBoardMatesOf(t *testing.T) {
+	cpus := []int{0, 1, 0, 1, -1, -1}
+	require.Equal(t, []int{2}, matesOf(0, cpus))
+	require.Equal(t, []int{1}, matesOf(3, cpus))
+	require.Empty(t, matesOf(4, cpus), "unbound")
+	require.Empty(t, matesOf(0, []int{0, 1}), "a processor each")
+	require.Equal(t, []int{0, 1, 3}, matesOf(2, []int{5, 5, 5, 5}))
+}
+
+// A crowded rank in a call where every rank waits for all keeps its
+// processor while every mate has reached the word it waits for, for at
+// most boardSpin; it yields as soon as a mate has not (that mate needs the
+// processor), always in rooted calls and barriers, and always without
+// mates.
+func TestBoardHold(t *testing.T) {
+	b := &board{mem: make([]byte, boardSize(4)), n: 4, me: 0, crowded: true, mates: []int{2}}
+	const seq = 7
+	k := mkCall(collAlltoall, collectives.Float32, 0, -1, 4)
+	require.False(t, b.hold(k, bSeq, seq, 0), "mate 2 has not published")
+	b.wordOf(2, bSeq).Store(seq)
+	require.True(t, b.hold(k, bSeq, seq, 0), "mate 2 published, ranks 1 and 3 are elsewhere")
+	require.False(t, b.hold(k, bSeq, seq, boardSpin), "held long enough")
+	require.False(t, b.hold(k, bDone, seq, 0), "mate 2 has not raised bDone")
+	b.wordOf(2, bDone).Store(seq)
+	require.True(t, b.hold(k, bDone, seq, time.Microsecond))
+	for _, kind := range []collKind{collAllreduce, collAllgather, collReduceScatter} {
+		require.True(t, b.hold(mkCall(kind, collectives.Float32, Sum, -1, 4), bSeq, seq, 0), "%v", kind)
+	}
+	for _, kind := range []collKind{collBroadcast, collReduce, collGather, collScatter, collBarrier} {
+		require.False(t, b.hold(mkCall(kind, collectives.Float32, Sum, 1, 4), bSeq, seq, 0), "%v", kind)
+	}
+	b.mates = nil
+	require.False(t, b.hold(k, bSeq, seq, 0), "no mates: yield")
 }
