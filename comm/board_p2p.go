@@ -180,6 +180,7 @@ func (b *board) ring() {
 func (c *Comm) mailWait(r *Request, k boardCall, p int, w *atomic.Uint64, v uint64, what string) error {
 	b := c.board
 	var start, lastLook time.Time
+	defer boardWaiters.leave(&start)
 	for i := 0; ; i++ {
 		if w.Load() >= v {
 			return nil
@@ -190,6 +191,7 @@ func (c *Comm) mailWait(r *Request, k boardCall, p int, w *atomic.Uint64, v uint
 		now := time.Now()
 		if start.IsZero() {
 			start, lastLook = now, now
+			boardWaiters.Add(1)
 		}
 		if now.Sub(lastLook) >= boardLook {
 			lastLook = now
