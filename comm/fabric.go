@@ -193,6 +193,15 @@ func (c *Comm) route() error {
 		if err != nil {
 			return err
 		}
+		local := 0
+		for _, h := range c.hosts {
+			if h == c.hosts[c.rank] {
+				local++
+			}
+		}
+		if c.opts.crowded(local) {
+			d.Spin = 0 // the ranks of this host outnumber its cores: yield at once
+		}
 		c.dev = d
 	case usesShm:
 		c.dev = c.devs.shm
