@@ -157,14 +157,19 @@ func (c *Comm) exchangeHosts(ctx context.Context) error {
 	// run), after the linear one 25.6-25.8; recursive doubling's
 	// allreduce 74-79 either way.
 	c.selection.crowded = c.opts.YieldWhenIdle == "1" || (c.nHosts <= 1 && c.opts.crowded(c.size))
-	local := 0
+	c.passedAfter = passedAfter(c.stallStep, c.localRanks(), onlineCPUs())
+	return nil
+}
+
+// localRanks is the number of ranks on this rank's host, itself included.
+func (c *Comm) localRanks() int {
+	n := 0
 	for _, h := range c.hosts {
 		if h == c.hosts[c.rank] {
-			local++
+			n++
 		}
 	}
-	c.passedAfter = passedAfter(c.stallStep, local, onlineCPUs())
-	return nil
+	return n
 }
 
 // route chooses the transport of every peer and the device the links use:
@@ -193,13 +198,7 @@ func (c *Comm) route() error {
 		if err != nil {
 			return err
 		}
-		local := 0
-		for _, h := range c.hosts {
-			if h == c.hosts[c.rank] {
-				local++
-			}
-		}
-		if c.opts.crowded(local) {
+		if c.opts.crowded(c.localRanks()) {
 			d.Spin = 0 // the ranks of this host outnumber its cores: yield at once
 		}
 		c.dev = d

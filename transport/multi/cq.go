@@ -15,10 +15,11 @@ import (
 // all. Wait first polls them itself (a bounded spin, then polls between
 // yields of the processor, as the members' own waits do); only when
 // nothing comes does it park: a goroutine per member then waits in that
-// member's Wait, and the first completion wakes the caller. Such a waiter owns its member until it has taken a completion
-// (or the queue closes): meanwhile nobody polls that member directly and
-// what it took is returned before anything polled later, so a member's
-// completions keep their order. The caller does not wait for the other
+// member's Wait, and the first completion wakes the caller. Such a waiter
+// owns its member until it has taken a completion (or the queue closes):
+// meanwhile nobody polls that member directly and what it took is
+// returned before anything polled later, so a member's completions keep
+// their order. The caller does not wait for the other
 // waiters to end: a member whose wait sleeps on its own terms (a futex)
 // never delays a completion of another.
 //
