@@ -35,4 +35,23 @@ func BenchmarkBoardOverhead(b *testing.B) {
 			}
 		}
 	})
+	buf := make([]byte, 8)
+	b.Run("send", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if err := Send(ctx, c, buf, 1, 1); err != nil {
+				b.Fatal(err)
+			}
+			BoardMailTaken(c, 1)
+		}
+	})
+	b.Run("recv", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			BoardMailAhead(c, 1, 1, len(buf))
+			if err := Recv(ctx, c, buf, 1, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

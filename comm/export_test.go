@@ -1,6 +1,11 @@
 package comm
 
-import "github.com/goccl/goccl/collectives"
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/goccl/goccl/collectives"
+)
 
 // StagingBytes is the staging memory c holds now (its links' slots).
 func StagingBytes(c *Comm) int64 { return c.stagingBytes.Load() }
@@ -21,6 +26,24 @@ func CostModel(c *Comm) (alpha, beta, gamma, localAlpha, localBeta float64) {
 // RabenseifnerBeta is the β fitted at New to Rabenseifner's allreduce (0
 // where it was not measured).
 func RabenseifnerBeta(c *Comm) float64 { return c.algoBeta[collAllreduce]["rabenseifner"] }
+
+// BoardMailTaken makes rank d look as if it had taken every message c
+// sent it through the board's mailbox.
+func BoardMailTaken(c *Comm, d int) {
+	b := c.board
+	b.u64(b.box(b.me, d)).Store(b.sent[d])
+}
+
+// BoardMailAhead makes rank s look as if it had sent c its next message
+// through the board's mailbox: n bytes of zeros with tag.
+func BoardMailAhead(c *Comm, s, tag, n int) {
+	b := c.board
+	i := b.got[s]
+	e := b.entry(s, b.me, i)
+	*u32at(e, mTag), *u32at(e, mLen), *u32at(e, mLarge) = uint32(tag), uint32(n), 0
+	clear(e[mData : mData+n])
+	(*atomic.Uint64)(unsafe.Pointer(&e[mSeq])).Store(i + 1)
+}
 
 // BoardPeerAhead makes rank p of c's shared-memory board look as if it had
 // published c's next board call already: an allreduce of count elements of
