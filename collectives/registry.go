@@ -88,6 +88,10 @@ func (c Coll) Info() CollInfo {
 	return collTable[c]
 }
 
+// IsP2P is c.Info().P2P without copying the description: the calls'
+// hot path asks it several times per call.
+func (c Coll) IsP2P() bool { return c < numColls && collTable[c].P2P }
+
 func (c Coll) String() string {
 	if n := c.Info().Name; n != "" {
 		return n

@@ -1027,7 +1027,7 @@ func (c *Comm) boardBlameAs(state uint32, k boardCall, root int, cause error) er
 	c.board.markRoot(state, root)
 	c.failRoot.Store(int64(root))
 	var err error
-	if k.kind().Info().P2P {
+	if k.kind().IsP2P() {
 		err = fmt.Errorf("comm: %s (shm-mailbox): rank %d: %w", k, c.rank, cause)
 	} else {
 		err = fmt.Errorf("comm: %s #%d (shm-board): rank %d: %w", k, c.seq, c.rank, cause)

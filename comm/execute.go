@@ -105,14 +105,14 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 	if halfReduction(r) {
 		return c.executeHalf(ctx, r)
 	}
-	if r.kind.Info().P2P && (r.args.peer == c.rank || r.args.src == c.rank) {
+	if r.kind.IsP2P() && (r.args.peer == c.rank || r.args.src == c.rank) {
 		return c.executeSelf(ctx, r)
 	}
 	onBoard := c.boardTakes(r)
-	if r.kind.Info().P2P && onBoard {
+	if r.kind.IsP2P() && onBoard {
 		return c.executeMail(r)
 	}
-	if !r.kind.Info().P2P {
+	if !r.kind.IsP2P() {
 		storeRelease32(&c.seqNow, c.beginRequest(r))
 	}
 	if onBoard {
@@ -131,7 +131,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		call := &c.call
 		*call = collectives.Call{Plan: p, Bufs: bufs, Type: r.dt, Op: r.op, Seq: c.seq,
 			Coll: r.kind.String(), Count: r.count, Root: r.root}
-		if r.kind.Info().P2P {
+		if r.kind.IsP2P() {
 			call.Seq, call.P2P, call.CollSeq = uint32(r.args.tag), true, c.seq
 		}
 		call.VarCount = r.kind == collAlltoallv
@@ -203,7 +203,7 @@ func (c *Comm) prepare(r *Request, x *callBufs) (*collectives.Plan, error) {
 	if err != nil || c.size == 1 {
 		return p, err // one rank: only the schedule's local copies
 	}
-	if p.NumChunks() == 0 && r.count == 0 && !r.kind.Info().P2P && r.kind != collAlltoallv {
+	if p.NumChunks() == 0 && r.count == 0 && !r.kind.IsP2P() && r.kind != collAlltoallv {
 		// Nothing to move, but the other ranks must still learn that
 		// this rank is in the call, and with which arguments (one rank
 		// may pass an empty buffer where the others pass data): a

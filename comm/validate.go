@@ -67,11 +67,11 @@ func (c *Comm) refuse(r *Request) error {
 		return err
 	}
 	seq := c.seq
-	if !r.kind.Info().P2P {
+	if !r.kind.IsP2P() {
 		seq++ // the number the others give the call
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), notifyWait)
-	c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeBadArgs, Rank: c.rank, Seq: uint16(collectives.Epoch(seq, r.kind.Info().P2P))})
+	c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeBadArgs, Rank: c.rank, Seq: uint16(collectives.Epoch(seq, r.kind.IsP2P()))})
 	cancel()
 	c.breakLinks()
 	if kv := kvOf(c.rdv); kv != nil {
