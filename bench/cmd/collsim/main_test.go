@@ -414,6 +414,15 @@ func TestValidateRounds(t *testing.T) {
 	// Each point's spread: the slow round, 4 times the median.
 	require.Regexp(t, `(?m)^\s+1gbit\s+2x2\s+allreduce\s+ring\s+1M\s+\S+\s+\S+\s+1.00\s+[34]\d\d%$`, s)
 
+	// The fastest round of each time (-stat min): the same model and hits.
+	var fastest bytes.Buffer
+	require.Equal(t, 0, run([]string{"validate", "-cores", "2", "-stat", "min", dir}, &fastest, &errs), errs.String())
+	require.Contains(t, fastest.String(), "every point is the min of its rounds")
+	require.Regexp(t, `(?m)^all\s+9\s+9\s+100%`, fastest.String())
+	errs.Reset()
+	require.Equal(t, 2, run([]string{"validate", "-stat", "mean", dir}, &fastest, &errs))
+	require.Contains(t, errs.String(), `-stat "mean": want median or min`)
+
 	// Without the slow round's calibration the fit is the same.
 	require.NoError(t, os.RemoveAll(filepath.Join(dir, "round-2", "calib")))
 	var again bytes.Buffer
@@ -616,7 +625,8 @@ func TestRankWorkCredits(t *testing.T) {
 }
 
 // TestCalibrationRepeats: repeats of a calibration's small sizes in jobs
-// of their own (calib/again/NAME-K.json) join those sizes' median, and
+// of their own (calib/again/NAME-K.json) join those sizes' median (or
+// minimum), and
 // leave the others as the full calibration has them; a repeat of another
 // algorithm or job size is refused.
 func TestCalibrationRepeats(t *testing.T) {
@@ -626,14 +636,14 @@ func TestCalibrationRepeats(t *testing.T) {
 	round := filepath.Join(dir, "round-1")
 	writeCalibration(t, filepath.Join(round, "calib", "net-1gbit.json"), fast, collectives.LinkNet, 2)
 	rel := filepath.Join("calib", "net-1gbit.json")
-	alone, err := readCalibrationRounds([]string{round}, rel)
+	alone, err := readCalibrationRounds([]string{round}, median, rel)
 	require.NoError(t, err)
 	for _, k := range []string{"2", "3"} {
 		writeCalibration(t, filepath.Join(round, "calib", "again", "net-1gbit-"+k+".json"), slow, collectives.LinkNet, 2, 8)
 	}
 	slowAlone, err := readCalibration(filepath.Join(round, "calib", "again", "net-1gbit-2.json"))
 	require.NoError(t, err)
-	got, err := readCalibrationRounds([]string{round}, rel)
+	got, err := readCalibrationRounds([]string{round}, median, rel)
 	require.NoError(t, err)
 	require.Len(t, got.sizes, len(alone.sizes))
 	for i, s := range got.sizes {
@@ -644,7 +654,11 @@ func TestCalibrationRepeats(t *testing.T) {
 			require.Equal(t, alone.sizes[i].wall, s.wall, "%d B: the full calibration's", s.bytes)
 		}
 	}
+	// validate -stat min: the fastest of the three jobs, the full one.
+	fastest, err := readCalibrationRounds([]string{round}, roundStats["min"], rel)
+	require.NoError(t, err)
+	require.Equal(t, alone.sizes, fastest.sizes)
 	writeCalibrationOf(t, filepath.Join(round, "calib", "again", "net-1gbit-4.json"), slow, collectives.LinkNet, "tree", 2, 8)
-	_, err = readCalibrationRounds([]string{round}, rel)
+	_, err = readCalibrationRounds([]string{round}, median, rel)
 	require.ErrorContains(t, err, "net-1gbit-4.json: tree on 2 ranks")
 }

@@ -35,7 +35,8 @@ import (
 // DIR/runs/RATE/HxR/COLL-ALGO.json are `osu COLL --algorithm ALGO -o json`
 // outputs of H hosts with R ranks each. When DIR holds rounds of all this
 // (DIR/round-1, round-2, ...), every calibration time and every point is
-// the median of its rounds, and the summary says how far the rounds agree.
+// the median of its rounds (-stat min: the fastest), and the summary says
+// how far the rounds agree.
 func validateCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("collsim validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -49,6 +50,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	coalesce := fs.Bool("coalesce", true, "data messages to one peer posted in the same step share one write and one read, as goccl's TCP transport writes them (simulate.Params.Coalesce; false: each costs a message's CPU)")
 	bucket := fs.Bool("bucket", true, "model the token bucket of the links' shaper (calib/net-RATE.burst, else sim-validate.sh's default for the rate)")
 	netLat := fs.Float64("net-latency", 0, "microseconds per rank per core that crowded cores add to a message between hosts (simulate.Oversub.NetLatency); negative: fitted from calib/crowd-RATE-ALGO-HxR.json (0 without them); 0 by default: fitted, it gained on one quick run of three and lost on both full ones (3 December)")
+	statName := fs.String("stat", "median", "how a time measured in several rounds counts, calibrations and points alike: median, or min (the fastest round: a shared machine's other work only adds time)")
 	reuse := fs.Bool("reuse-fit", false, "predict with the model in DIR/fit-RATE.json, which an earlier validate of DIR fitted, instead of fitting it again (minutes)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -59,16 +61,20 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() != 1 {
 		return usageError{errors.New("validate: want one directory")}
 	}
+	stat, ok := roundStats[*statName]
+	if !ok {
+		return usageError{fmt.Errorf("validate: -stat %q: want median or min", *statName)}
+	}
 	dir := fs.Arg(0)
 	rounds, err := roundDirs(dir)
 	if err != nil {
 		return err
 	}
 	if len(rounds) > 1 {
-		fmt.Fprintf(stdout, "# %d rounds of measurement (%s .. %s): every calibration time and every point is the median of its rounds\n",
-			len(rounds), filepath.Base(rounds[0]), filepath.Base(rounds[len(rounds)-1]))
+		fmt.Fprintf(stdout, "# %d rounds of measurement (%s .. %s): every calibration time and every point is the %s of its rounds\n",
+			len(rounds), filepath.Base(rounds[0]), filepath.Base(rounds[len(rounds)-1]), *statName)
 	}
-	local, err := readCalibrationRounds(rounds, filepath.Join("calib", "local.json"))
+	local, err := readCalibrationRounds(rounds, stat, filepath.Join("calib", "local.json"))
 	if err != nil {
 		return err
 	}
@@ -76,7 +82,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	// message each way per call where the ring has two), which tells the
 	// CPU per call from the CPU per message (simulate.Params.CallOverhead).
 	var localOthers []*calibration
-	if rd, err := readCalibrationRounds(rounds, filepath.Join("calib", "local-rd.json")); err == nil {
+	if rd, err := readCalibrationRounds(rounds, stat, filepath.Join("calib", "local-rd.json")); err == nil {
 		localOthers = append(localOthers, rd)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -93,11 +99,11 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	var overs []overPair
 	for _, f := range overFiles {
 		var pair overPair
-		if pair.ring, err = readCalibrationRounds(rounds, f); err != nil {
+		if pair.ring, err = readCalibrationRounds(rounds, stat, f); err != nil {
 			return err
 		}
 		optional := func(algo string) (*calibration, error) {
-			c, err := readCalibrationRounds(rounds, strings.Replace(f, "oversub-ring-", "oversub-"+algo+"-", 1))
+			c, err := readCalibrationRounds(rounds, stat, strings.Replace(f, "oversub-ring-", "oversub-"+algo+"-", 1))
 			if errors.Is(err, os.ErrNotExist) {
 				return nil, nil
 			}
@@ -130,7 +136,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	fastest := 0.0
 	for _, nf := range nets {
 		rateName := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(nf), "net-"), ".json")
-		c, err := readCalibrationRounds(rounds, nf)
+		c, err := readCalibrationRounds(rounds, stat, nf)
 		if err != nil {
 			return err
 		}
@@ -174,7 +180,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		if _, err := fmt.Sscanf(parts[len(parts)-1], "%dx%d", &h, &r); err != nil || h < 2 || r < 1 {
 			return fmt.Errorf("validate: %s: want crowd-RATE-ALGO-HxR.json", f)
 		}
-		c, err := readCalibrationRounds(rounds, f)
+		c, err := readCalibrationRounds(rounds, stat, f)
 		if err != nil {
 			return err
 		}
@@ -222,7 +228,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			fmt.Fprintf(stdout, "# the model of %s\n", filepath.Join(dir, "fit-"+rateName+".json"))
-			pts, err := predictRuns(rounds, filepath.Join("runs", rateName), rateName, cfg, *cores)
+			pts, err := predictRuns(rounds, stat, filepath.Join("runs", rateName), rateName, cfg, *cores)
 			if err != nil {
 				return err
 			}
@@ -255,7 +261,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		if err := os.WriteFile(filepath.Join(dir, "fit-"+rateName+".json"), append(b, '\n'), 0o644); err != nil {
 			return err
 		}
-		pts, err := predictRuns(rounds, filepath.Join("runs", rateName), rateName, cfg, *cores)
+		pts, err := predictRuns(rounds, stat, filepath.Join("runs", rateName), rateName, cfg, *cores)
 		if err != nil {
 			return err
 		}
@@ -426,15 +432,15 @@ func globRounds(rounds []string, pattern string) ([]string, error) {
 }
 
 // readCalibrationRounds reads the calibration rel from every round that
-// has it and takes, size by size, the median of the rounds' wall and CPU
-// times (and of the CPU's speeds): one slow minute on a shared machine
-// then moves no parameter. Repeats of some of its sizes in jobs of their
+// has it and takes, size by size, stat (the median, or the minimum) of
+// the rounds' wall and CPU times, and the median of the CPU's speeds: one
+// slow minute on a shared machine then moves no parameter. Repeats of some of its sizes in jobs of their
 // own (again/NAME-K.json beside rel, NAME without .json) join the median
 // of those sizes: here a whole job runs slow or fast (2 ranks on two
 // hosts, ring, 8 B-4 KiB: 22-30 us in one job, 35-48 in the next), so
 // more jobs, not more calls, steady the latency that every small
 // prediction rests on. os.ErrNotExist when no round has rel.
-func readCalibrationRounds(rounds []string, rel string) (*calibration, error) {
+func readCalibrationRounds(rounds []string, stat func([]float64) float64, rel string) (*calibration, error) {
 	var cals []*calibration
 	for _, r := range rounds {
 		c, err := readCalibration(filepath.Join(r, rel))
@@ -485,9 +491,16 @@ func readCalibrationRounds(rounds []string, rel string) (*calibration, error) {
 				}
 			}
 		}
-		out.sizes[i].wall, out.sizes[i].cpu = median(walls), median(cpus)
+		out.sizes[i].wall, out.sizes[i].cpu = stat(walls), stat(cpus)
 	}
 	return &out, nil
+}
+
+// roundStats are validate -stat's ways to count a time measured in
+// several rounds.
+var roundStats = map[string]func([]float64) float64{
+	"median": median,
+	"min":    func(xs []float64) float64 { return slices.Min(xs) },
 }
 
 // median of xs (the mean of the middle two when their number is even);
@@ -505,9 +518,9 @@ func median(xs []float64) float64 {
 }
 
 // predictRuns predicts every osu output under rel (HxR/COLL-ALGO.json) in
-// the rounds; a point measured in several rounds counts as the median of
-// their times, and is simulated as cfg says (config.osuSimulate).
-func predictRuns(rounds []string, rel, rateName string, cfg config, cores int) ([]vpoint, error) {
+// the rounds; a point measured in several rounds counts as stat of their
+// times, and is simulated as cfg says (config.osuSimulate).
+func predictRuns(rounds []string, stat func([]float64) float64, rel, rateName string, cfg config, cores int) ([]vpoint, error) {
 	files, err := globRounds(rounds, filepath.Join(rel, "*x*", "*.json"))
 	if err != nil {
 		return nil, err
@@ -563,7 +576,7 @@ func predictRuns(rounds []string, rel, rateName string, cfg config, cores int) (
 		m := simulate.Machine{Ranks: p, RanksPerHost: r, Cores: cores, PoolRanks: p}
 		for _, k := range order {
 			ts := times[k]
-			meas := median(slices.Clone(ts))
+			meas := stat(slices.Clone(ts))
 			bytes := k.size
 			if c.Info().Blocked {
 				bytes *= p
