@@ -49,7 +49,7 @@ func applyOpts(r *Request, opts []CallOption) *Request {
 // recv on every rank. send and recv have the same length; send may be recv
 // (or nil) for in place.
 func Allreduce[T Number](ctx context.Context, c *Comm, send, recv []T, op Op, opts ...CallOption) error {
-	return c.allreduce(applyOpts(newBlocking(ctx), opts), asBytes(orRecv(send, recv)), asBytes(recv), TypeOf[T](), op).wait()
+	return c.allreduce(applyOpts(c.newBlocking(ctx), opts), asBytes(orRecv(send, recv)), asBytes(recv), TypeOf[T](), op).wait()
 }
 
 // AllreduceAsync starts an Allreduce.
@@ -59,7 +59,7 @@ func AllreduceAsync[T Number](c *Comm, send, recv []T, op Op, opts ...CallOption
 
 // Broadcast copies root's buf into buf on every other rank.
 func Broadcast[T Number](ctx context.Context, c *Comm, buf []T, root int, opts ...CallOption) error {
-	return c.broadcast(applyOpts(newBlocking(ctx), opts), asBytes(buf), TypeOf[T](), root).wait()
+	return c.broadcast(applyOpts(c.newBlocking(ctx), opts), asBytes(buf), TypeOf[T](), root).wait()
 }
 
 // BroadcastAsync starts a Broadcast.
@@ -71,7 +71,7 @@ func BroadcastAsync[T Number](c *Comm, buf []T, root int, opts ...CallOption) *R
 // used on root only (other ranks may pass nil); on root send may be recv
 // (in place). Otherwise send is never modified.
 func Reduce[T Number](ctx context.Context, c *Comm, send, recv []T, op Op, root int, opts ...CallOption) error {
-	return c.reduce(applyOpts(newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), op, root).wait()
+	return c.reduce(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), op, root).wait()
 }
 
 // ReduceAsync starts a Reduce.
@@ -83,7 +83,7 @@ func ReduceAsync[T Number](c *Comm, send, recv []T, op Op, root int, opts ...Cal
 // j's block at recv[j*len(send):]. len(recv) is Size()*len(send). send may
 // be this rank's own block of recv (in place).
 func Allgather[T Number](ctx context.Context, c *Comm, send, recv []T, opts ...CallOption) error {
-	return c.allgather(applyOpts(newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T]()).wait()
+	return c.allgather(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T]()).wait()
 }
 
 // AllgatherAsync starts an Allgather.
@@ -98,7 +98,7 @@ func AllgatherAsync[T Number](c *Comm, send, recv []T, opts ...CallOption) *Requ
 // block of recv (in place). Elements of recv outside the blocks are left
 // untouched.
 func Allgatherv[T Number](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, opts ...CallOption) error {
-	return c.allgatherv(applyOpts(newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), counts, displs).wait()
+	return c.allgatherv(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), counts, displs).wait()
 }
 
 // AllgathervAsync starts an Allgatherv.
@@ -112,7 +112,7 @@ func AllgathervAsync[T Number](c *Comm, send, recv []T, counts, displs []int, op
 // place: that block is overwritten with the result); otherwise send is
 // never modified.
 func ReduceScatter[T Number](ctx context.Context, c *Comm, send, recv []T, op Op, opts ...CallOption) error {
-	return c.reduceScatter(applyOpts(newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), op).wait()
+	return c.reduceScatter(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), op).wait()
 }
 
 // ReduceScatterAsync starts a ReduceScatter.
@@ -125,7 +125,7 @@ func ReduceScatterAsync[T Number](c *Comm, send, recv []T, op Op, opts ...CallOp
 // same length. send may be recv (in place: the data sent is read before
 // any is received); they may not overlap otherwise.
 func Alltoall[T Number](ctx context.Context, c *Comm, send, recv []T, opts ...CallOption) error {
-	return c.alltoall(applyOpts(newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T]()).wait()
+	return c.alltoall(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T]()).wait()
 }
 
 // AlltoallAsync starts an Alltoall.
@@ -141,7 +141,7 @@ func AlltoallAsync[T Number](c *Comm, send, recv []T, opts ...CallOption) *Reque
 // place, as Alltoall); elements of recv outside the blocks are left
 // untouched.
 func Alltoallv[T Number](ctx context.Context, c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int, opts ...CallOption) error {
-	return c.alltoallv(applyOpts(newBlocking(ctx), opts), asBytes(send), sendCounts, sendDispls, asBytes(recv), recvCounts, recvDispls, TypeOf[T]()).wait()
+	return c.alltoallv(applyOpts(c.newBlocking(ctx), opts), asBytes(send), sendCounts, sendDispls, asBytes(recv), recvCounts, recvDispls, TypeOf[T]()).wait()
 }
 
 // AlltoallvAsync starts an Alltoallv.
@@ -154,7 +154,7 @@ func AlltoallvAsync[T Number](c *Comm, send []T, sendCounts, sendDispls []int, r
 // unused (may be nil) elsewhere. On root send may be root's own block of
 // recv (in place).
 func Gather[T Number](ctx context.Context, c *Comm, send, recv []T, root int, opts ...CallOption) error {
-	return c.gather(applyOpts(newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), root).wait()
+	return c.gather(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), root).wait()
 }
 
 // GatherAsync starts a Gather.
@@ -166,7 +166,7 @@ func GatherAsync[T Number](c *Comm, send, recv []T, root int, opts ...CallOption
 // elements) to rank j's recv. send is unused (may be nil) except on root,
 // where recv may be root's own block of send (in place).
 func Scatter[T Number](ctx context.Context, c *Comm, send, recv []T, root int, opts ...CallOption) error {
-	return c.scatter(applyOpts(newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), root).wait()
+	return c.scatter(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), root).wait()
 }
 
 // ScatterAsync starts a Scatter.
@@ -176,7 +176,7 @@ func ScatterAsync[T Number](c *Comm, send, recv []T, root int, opts ...CallOptio
 
 // Barrier returns once every rank has entered it.
 func (c *Comm) Barrier(ctx context.Context, opts ...CallOption) error {
-	return c.barrier(applyOpts(newBlocking(ctx), opts)).wait()
+	return c.barrier(applyOpts(c.newBlocking(ctx), opts)).wait()
 }
 
 // BarrierAsync starts a Barrier.
@@ -196,7 +196,7 @@ func (c *Comm) BarrierAsync(opts ...CallOption) *Request {
 // A rank may send to itself: the message is copied and kept until this
 // rank's matching Recv (later in call order), as MPI buffers it.
 func Send[T Number](ctx context.Context, c *Comm, buf []T, peer, tag int, opts ...CallOption) error {
-	return c.p2p(applyOpts(newBlocking(ctx), opts), collSend, asBytes(buf), TypeOf[T](), peer, tag).wait()
+	return c.p2p(applyOpts(c.newBlocking(ctx), opts), collSend, asBytes(buf), TypeOf[T](), peer, tag).wait()
 }
 
 // SendAsync starts a Send.
@@ -209,7 +209,7 @@ func SendAsync[T Number](c *Comm, buf []T, peer, tag int, opts ...CallOption) *R
 // itself and has not received yet; if there is none it fails at once
 // (no later Send could ever match it: calls run in order).
 func Recv[T Number](ctx context.Context, c *Comm, buf []T, peer, tag int, opts ...CallOption) error {
-	return c.p2p(applyOpts(newBlocking(ctx), opts), collRecv, asBytes(buf), TypeOf[T](), peer, tag).wait()
+	return c.p2p(applyOpts(c.newBlocking(ctx), opts), collRecv, asBytes(buf), TypeOf[T](), peer, tag).wait()
 }
 
 // RecvAsync starts a Recv.
@@ -231,7 +231,7 @@ func orRecv[T Number](send, recv []T) []T {
 // wait on itself. Matched by the peers' SendRecv, Send or Recv calls with
 // the same tag; send and recv must not overlap.
 func SendRecv[T Number](ctx context.Context, c *Comm, send []T, dst int, recv []T, src, tag int, opts ...CallOption) error {
-	return c.sendRecv(applyOpts(newBlocking(ctx), opts), asBytes(send), dst, asBytes(recv), src, TypeOf[T](), tag).wait()
+	return c.sendRecv(applyOpts(c.newBlocking(ctx), opts), asBytes(send), dst, asBytes(recv), src, TypeOf[T](), tag).wait()
 }
 
 // SendRecvAsync starts a SendRecv.

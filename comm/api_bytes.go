@@ -10,7 +10,7 @@ import "context"
 
 // AllreduceBytes is Allreduce on bytes; send may be nil or recv (in place).
 func (c *Comm) AllreduceBytes(ctx context.Context, send, recv []byte, dt DataType, op Op, opts ...CallOption) error {
-	return c.allreduce(applyOpts(newBlocking(ctx), opts), orRecv(send, recv), recv, dt, op).wait()
+	return c.allreduce(applyOpts(c.newBlocking(ctx), opts), orRecv(send, recv), recv, dt, op).wait()
 }
 
 // AllreduceBytesAsync starts an AllreduceBytes.
@@ -20,7 +20,7 @@ func (c *Comm) AllreduceBytesAsync(send, recv []byte, dt DataType, op Op, opts .
 
 // BroadcastBytes is Broadcast on bytes.
 func (c *Comm) BroadcastBytes(ctx context.Context, buf []byte, dt DataType, root int, opts ...CallOption) error {
-	return c.broadcast(applyOpts(newBlocking(ctx), opts), buf, dt, root).wait()
+	return c.broadcast(applyOpts(c.newBlocking(ctx), opts), buf, dt, root).wait()
 }
 
 // BroadcastBytesAsync starts a BroadcastBytes.
@@ -30,7 +30,7 @@ func (c *Comm) BroadcastBytesAsync(buf []byte, dt DataType, root int, opts ...Ca
 
 // ReduceBytes is Reduce on bytes.
 func (c *Comm) ReduceBytes(ctx context.Context, send, recv []byte, dt DataType, op Op, root int, opts ...CallOption) error {
-	return c.reduce(applyOpts(newBlocking(ctx), opts), send, recv, dt, op, root).wait()
+	return c.reduce(applyOpts(c.newBlocking(ctx), opts), send, recv, dt, op, root).wait()
 }
 
 // ReduceBytesAsync starts a ReduceBytes.
@@ -40,7 +40,7 @@ func (c *Comm) ReduceBytesAsync(send, recv []byte, dt DataType, op Op, root int,
 
 // AllgatherBytes is Allgather on bytes.
 func (c *Comm) AllgatherBytes(ctx context.Context, send, recv []byte, dt DataType, opts ...CallOption) error {
-	return c.allgather(applyOpts(newBlocking(ctx), opts), send, recv, dt).wait()
+	return c.allgather(applyOpts(c.newBlocking(ctx), opts), send, recv, dt).wait()
 }
 
 // AllgatherBytesAsync starts an AllgatherBytes.
@@ -50,7 +50,7 @@ func (c *Comm) AllgatherBytesAsync(send, recv []byte, dt DataType, opts ...CallO
 
 // AllgathervBytes is Allgatherv on bytes (counts and displs in elements).
 func (c *Comm) AllgathervBytes(ctx context.Context, send, recv []byte, dt DataType, counts, displs []int, opts ...CallOption) error {
-	return c.allgatherv(applyOpts(newBlocking(ctx), opts), send, recv, dt, counts, displs).wait()
+	return c.allgatherv(applyOpts(c.newBlocking(ctx), opts), send, recv, dt, counts, displs).wait()
 }
 
 // AllgathervBytesAsync starts an AllgathervBytes.
@@ -60,7 +60,7 @@ func (c *Comm) AllgathervBytesAsync(send, recv []byte, dt DataType, counts, disp
 
 // ReduceScatterBytes is ReduceScatter on bytes.
 func (c *Comm) ReduceScatterBytes(ctx context.Context, send, recv []byte, dt DataType, op Op, opts ...CallOption) error {
-	return c.reduceScatter(applyOpts(newBlocking(ctx), opts), send, recv, dt, op).wait()
+	return c.reduceScatter(applyOpts(c.newBlocking(ctx), opts), send, recv, dt, op).wait()
 }
 
 // ReduceScatterBytesAsync starts a ReduceScatterBytes.
@@ -70,7 +70,7 @@ func (c *Comm) ReduceScatterBytesAsync(send, recv []byte, dt DataType, op Op, op
 
 // AlltoallBytes is Alltoall on bytes.
 func (c *Comm) AlltoallBytes(ctx context.Context, send, recv []byte, dt DataType, opts ...CallOption) error {
-	return c.alltoall(applyOpts(newBlocking(ctx), opts), send, recv, dt).wait()
+	return c.alltoall(applyOpts(c.newBlocking(ctx), opts), send, recv, dt).wait()
 }
 
 // AlltoallBytesAsync starts an AlltoallBytes.
@@ -81,7 +81,7 @@ func (c *Comm) AlltoallBytesAsync(send, recv []byte, dt DataType, opts ...CallOp
 // AlltoallvBytes is Alltoallv on bytes (counts and displacements in
 // elements).
 func (c *Comm) AlltoallvBytes(ctx context.Context, send []byte, sendCounts, sendDispls []int, recv []byte, recvCounts, recvDispls []int, dt DataType, opts ...CallOption) error {
-	return c.alltoallv(applyOpts(newBlocking(ctx), opts), send, sendCounts, sendDispls, recv, recvCounts, recvDispls, dt).wait()
+	return c.alltoallv(applyOpts(c.newBlocking(ctx), opts), send, sendCounts, sendDispls, recv, recvCounts, recvDispls, dt).wait()
 }
 
 // AlltoallvBytesAsync starts an AlltoallvBytes.
@@ -91,7 +91,7 @@ func (c *Comm) AlltoallvBytesAsync(send []byte, sendCounts, sendDispls []int, re
 
 // GatherBytes is Gather on bytes.
 func (c *Comm) GatherBytes(ctx context.Context, send, recv []byte, dt DataType, root int, opts ...CallOption) error {
-	return c.gather(applyOpts(newBlocking(ctx), opts), send, recv, dt, root).wait()
+	return c.gather(applyOpts(c.newBlocking(ctx), opts), send, recv, dt, root).wait()
 }
 
 // GatherBytesAsync starts a GatherBytes.
@@ -101,7 +101,7 @@ func (c *Comm) GatherBytesAsync(send, recv []byte, dt DataType, root int, opts .
 
 // ScatterBytes is Scatter on bytes.
 func (c *Comm) ScatterBytes(ctx context.Context, send, recv []byte, dt DataType, root int, opts ...CallOption) error {
-	return c.scatter(applyOpts(newBlocking(ctx), opts), send, recv, dt, root).wait()
+	return c.scatter(applyOpts(c.newBlocking(ctx), opts), send, recv, dt, root).wait()
 }
 
 // ScatterBytesAsync starts a ScatterBytes.
@@ -111,7 +111,7 @@ func (c *Comm) ScatterBytesAsync(send, recv []byte, dt DataType, root int, opts 
 
 // SendBytes is Send on bytes.
 func (c *Comm) SendBytes(ctx context.Context, buf []byte, dt DataType, peer, tag int, opts ...CallOption) error {
-	return c.p2p(applyOpts(newBlocking(ctx), opts), collSend, buf, dt, peer, tag).wait()
+	return c.p2p(applyOpts(c.newBlocking(ctx), opts), collSend, buf, dt, peer, tag).wait()
 }
 
 // SendBytesAsync starts a SendBytes.
@@ -121,7 +121,7 @@ func (c *Comm) SendBytesAsync(buf []byte, dt DataType, peer, tag int, opts ...Ca
 
 // RecvBytes is Recv on bytes.
 func (c *Comm) RecvBytes(ctx context.Context, buf []byte, dt DataType, peer, tag int, opts ...CallOption) error {
-	return c.p2p(applyOpts(newBlocking(ctx), opts), collRecv, buf, dt, peer, tag).wait()
+	return c.p2p(applyOpts(c.newBlocking(ctx), opts), collRecv, buf, dt, peer, tag).wait()
 }
 
 // RecvBytesAsync starts a RecvBytes.
@@ -131,7 +131,7 @@ func (c *Comm) RecvBytesAsync(buf []byte, dt DataType, peer, tag int, opts ...Ca
 
 // SendRecvBytes is SendRecv on bytes.
 func (c *Comm) SendRecvBytes(ctx context.Context, send []byte, dst int, recv []byte, src int, dt DataType, tag int, opts ...CallOption) error {
-	return c.sendRecv(applyOpts(newBlocking(ctx), opts), send, dst, recv, src, dt, tag).wait()
+	return c.sendRecv(applyOpts(c.newBlocking(ctx), opts), send, dst, recv, src, dt, tag).wait()
 }
 
 // SendRecvBytesAsync starts a SendRecvBytes.

@@ -41,6 +41,9 @@ type callQueue struct {
 	wg           sync.WaitGroup
 	pending      atomic.Int64
 	gate         atomic.Uint32
+	// own is the request of the blocking call that holds the inline claim
+	// (newBlocking): no pool round trip on the calls that run inline.
+	own Request
 }
 
 // inlineRun is pending's flag for a blocking call running inline.

@@ -109,3 +109,49 @@ func TestAbortWithFullQueue(t *testing.T) {
 		return nil
 	})
 }
+
+// TestBlockingCallsFromGoroutines: several goroutines of each rank make
+// blocking calls on one communicator at once (one of them at a time
+// holds the communicator's own request and runs inline, the others queue
+// pooled requests), mixed with asynchronous ones. The calls are alike, so
+// whichever pair up across the ranks, every result is exact.
+func TestBlockingCallsFromGoroutines(t *testing.T) {
+	const goroutines, calls = 4, 300
+	runBounded(t, 2, 2*time.Minute, func(c *Comm) error {
+		errs := make(chan error, goroutines)
+		for g := range goroutines {
+			go func() {
+				buf := make([]int64, 3)
+				for i := range calls {
+					for j := range buf {
+						buf[j] = int64(c.Rank() + 1)
+					}
+					var err error
+					if g == 0 && i%3 == 0 {
+						err = AllreduceAsync(c, buf, buf, Sum).Wait(context.Background())
+					} else {
+						err = Allreduce(context.Background(), c, buf, buf, Sum)
+					}
+					if err != nil {
+						errs <- fmt.Errorf("goroutine %d call %d: %w", g, i, err)
+						return
+					}
+					for j, v := range buf {
+						if v != 3 {
+							errs <- fmt.Errorf("goroutine %d call %d: element %d = %d, want 3", g, i, j, v)
+							return
+						}
+					}
+				}
+				errs <- nil
+			}()
+		}
+		var first error
+		for range goroutines {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	})
+}

@@ -36,14 +36,26 @@ type Request struct {
 	// inlined: a blocking call that ran on its caller's goroutine (see
 	// submit); it is done when run returns, with no signal to wait for.
 	inlined bool
+	// owned: the communicator's own request (Comm.own), handed out with
+	// the communicator claimed for an inline run (newBlocking).
+	owned bool
 }
 
 var requestPool = sync.Pool{New: func() any {
 	return &Request{done: make(chan struct{}, 1), pooled: true}
 }}
 
-// newBlocking returns a pooled request for a blocking call.
-func newBlocking(ctx context.Context) *Request {
+// newBlocking returns the request of a blocking call. When nothing is
+// queued or running it claims the communicator for an inline run (see
+// submit) at once and returns the communicator's own request, which the
+// claim keeps for this call until wait releases both; otherwise a pooled
+// one. c may be nil (the call then fails in submitOrReject's checks).
+func (c *Comm) newBlocking(ctx context.Context) *Request {
+	if c != nil && c.beginInline() {
+		r := &c.own
+		r.c, r.ctx, r.pooled, r.owned = c, ctx, true, true
+		return r
+	}
 	r := requestPool.Get().(*Request)
 	r.ctx = ctx
 	return r
@@ -52,8 +64,15 @@ func newBlocking(ctx context.Context) *Request {
 // wait is Wait for the blocking calls: the request's own context bounds the
 // collective, so it always finishes; wait never returns while the
 // communicator still uses the buffers. A pooled request goes back to the
-// pool.
+// pool; the communicator's own request is cleared and the communicator's
+// inline claim released.
 func (r *Request) wait() error {
+	if r.owned {
+		c, err := r.c, r.err
+		*r = Request{}
+		c.endInline()
+		return err
+	}
 	if !r.inlined {
 		<-r.done
 	}
@@ -173,6 +192,11 @@ func (c *Comm) usableLocked(op string) error {
 // callQueue).
 func (c *Comm) submit(r *Request) *Request {
 	r.c = c
+	if r.owned { // claimed by newBlocking; wait releases the claim
+		r.inlined = true
+		c.run(r)
+		return r
+	}
 	if r.pooled && !r.persistent && c.beginInline() {
 		r.inlined = true
 		c.run(r)
