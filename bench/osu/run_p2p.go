@@ -77,6 +77,9 @@ func (p *p2pRun[T]) measure(count, iters, skip int) (total time.Duration, wrong 
 				return 0, 0, err
 			}
 		}
+		if iters <= 0 {
+			return 0, 0, nil
+		}
 		return wtime() - t0, 0, nil
 	}
 	for i := range iters + skip {
