@@ -419,6 +419,12 @@ func TestValidateRounds(t *testing.T) {
 	require.Equal(t, 0, run([]string{"validate", "-cores", "2", "-stat", "min", dir}, &fastest, &errs), errs.String())
 	require.Contains(t, fastest.String(), "every point is the min of its rounds")
 	require.Regexp(t, `(?m)^all\s+9\s+9\s+100%`, fastest.String())
+	// Its model is kept beside the median's, and -reuse-fit finds it.
+	require.FileExists(t, filepath.Join(dir, "fit-min-1gbit.json"))
+	require.FileExists(t, filepath.Join(dir, "fit-1gbit.json"))
+	fastest.Reset()
+	require.Equal(t, 0, run([]string{"validate", "-cores", "2", "-stat", "min", "-reuse-fit", dir}, &fastest, &errs), errs.String())
+	require.Contains(t, fastest.String(), "fit-min-1gbit.json")
 	errs.Reset()
 	require.Equal(t, 2, run([]string{"validate", "-stat", "mean", dir}, &fastest, &errs))
 	require.Contains(t, errs.String(), `-stat "mean": want median or min`)

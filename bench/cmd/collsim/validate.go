@@ -51,7 +51,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	bucket := fs.Bool("bucket", true, "model the token bucket of the links' shaper (calib/net-RATE.burst, else sim-validate.sh's default for the rate)")
 	netLat := fs.Float64("net-latency", 0, "microseconds per rank per core that crowded cores add to a message between hosts (simulate.Oversub.NetLatency); negative: fitted from calib/crowd-RATE-ALGO-HxR.json (0 without them); 0 by default: fitted, it gained on one quick run of three and lost on both full ones (3 December)")
 	statName := fs.String("stat", "median", "how a time measured in several rounds counts, calibrations and points alike: median, or min (the fastest round: a shared machine's other work only adds time)")
-	reuse := fs.Bool("reuse-fit", false, "predict with the model in DIR/fit-RATE.json, which an earlier validate of DIR fitted, instead of fitting it again (minutes)")
+	reuse := fs.Bool("reuse-fit", false, "predict with the model in DIR/fit-RATE.json (-stat min: fit-min-RATE.json), which an earlier validate of DIR fitted, instead of fitting it again (minutes)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -64,6 +64,12 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	stat, ok := roundStats[*statName]
 	if !ok {
 		return usageError{fmt.Errorf("validate: -stat %q: want median or min", *statName)}
+	}
+	// A model fitted on the fastest rounds is kept apart from the
+	// median's, so that -reuse-fit finds the one its -stat fitted.
+	fitPrefix := "fit-"
+	if *statName != "median" {
+		fitPrefix = "fit-" + *statName + "-"
 	}
 	dir := fs.Arg(0)
 	rounds, err := roundDirs(dir)
@@ -216,18 +222,18 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "# the hosts' links: a token bucket of %s in front of each (tc tbf burst)\n", sizeLabel(int(cfg.Net.Burst)))
 		}
 		if *reuse {
-			b, err := os.ReadFile(filepath.Join(dir, "fit-"+rateName+".json"))
+			b, err := os.ReadFile(filepath.Join(dir, fitPrefix+rateName+".json"))
 			if err != nil {
 				return err
 			}
 			if err := json.Unmarshal(b, &cfg); err != nil {
-				return fmt.Errorf("%s: %w", filepath.Join(dir, "fit-"+rateName+".json"), err)
+				return fmt.Errorf("%s: %w", filepath.Join(dir, fitPrefix+rateName+".json"), err)
 			}
 			cfg.Paced, cfg.CreditWrites, cfg.Coalesce = *paced, *credits, *coalesce
 			if err := setNetLatency(&cfg, rateName); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "# the model of %s\n", filepath.Join(dir, "fit-"+rateName+".json"))
+			fmt.Fprintf(stdout, "# the model of %s\n", filepath.Join(dir, fitPrefix+rateName+".json"))
 			pts, err := predictRuns(rounds, stat, filepath.Join("runs", rateName), rateName, cfg, *cores)
 			if err != nil {
 				return err
@@ -258,7 +264,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		cfg.Cores = *cores
 		cfg.Note = fmt.Sprintf("fitted by collsim validate on %s (TCP between network namespaces, links shaped to %s)", dir, rateName)
 		b, _ := json.MarshalIndent(cfg, "", "  ")
-		if err := os.WriteFile(filepath.Join(dir, "fit-"+rateName+".json"), append(b, '\n'), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, fitPrefix+rateName+".json"), append(b, '\n'), 0o644); err != nil {
 			return err
 		}
 		pts, err := predictRuns(rounds, stat, filepath.Join("runs", rateName), rateName, cfg, *cores)
