@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,6 +83,57 @@ func TestUnderGorun(t *testing.T) {
 			}
 			t.Logf("%s", bytes.TrimSpace(out))
 		})
+	}
+}
+
+// TestREADMEMainJob runs the README's first command as a newcomer does
+// (no GOCCL_TRANSPORT) and checks that every line the README says it
+// prints is among the lines it prints, "..." standing for anything: the
+// README showed TCP after the default became shared memory on one host.
+func TestREADMEMainJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds binaries and starts processes; skipped with -short")
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const intro = "The first command prints"
+	text := string(readme)
+	i := strings.Index(text, intro)
+	if i < 0 {
+		t.Fatalf("README.md has no %q", intro)
+	}
+	block := text[i:]
+	start := strings.Index(block, "```\n")
+	end := strings.Index(block[start+4:], "```")
+	if start < 0 || end < 0 {
+		t.Fatalf("no output block after %q in README.md", intro)
+	}
+	quoted := strings.Split(strings.TrimSpace(block[start+4:start+4+end]), "\n")
+	cmdLine := "bin/gorun -n 4 bin/allreduce -count 16777216"
+	if !strings.Contains(text, cmdLine) {
+		t.Fatalf("README.md no longer runs %q", cmdLine)
+	}
+	dir := buildBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "gorun"), "-n", "4", filepath.Join(dir, "allreduce"), "-count", "16777216")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOCCL_TRANSPORT=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gorun: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for _, q := range quoted {
+		re := regexp.MustCompile("^" + strings.ReplaceAll(regexp.QuoteMeta(q), regexp.QuoteMeta("..."), ".*") + "$")
+		if !slices.ContainsFunc(lines, re.MatchString) {
+			t.Errorf("README.md says the main job prints\n\t%s\nbut it printed:\n%s", q, out)
+		}
 	}
 }
 
