@@ -883,7 +883,11 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 	case idData:
 		// An inline send finished at post time; its acknowledgement (this
 		// run's or an earlier one's) only confirms it.
-		if idx := idChunk(comp.ID); idEpoch(comp.ID) == e.epoch && !e.released[idx] {
+		// The epoch is 8 bits: an acknowledgement held back for a
+		// multiple of 256 runs matches it, and may name a chunk this
+		// run's plan does not have (it crashed a rank in a validation
+		// run, 3 December): such a one is stale too.
+		if idx := idChunk(comp.ID); idEpoch(comp.ID) == e.epoch && idx >= 0 && int(idx) < len(e.released) && !e.released[idx] {
 			e.Links[peer].unplaced--
 			e.finish(p, idx)
 		} else {
