@@ -71,6 +71,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	if *statName != "median" {
 		fitPrefix = "fit-" + *statName + "-"
 	}
+	fitFile := func(rateName string) string { return filepath.Join(fs.Arg(0), fitPrefix+rateName+".json") }
 	dir := fs.Arg(0)
 	rounds, err := roundDirs(dir)
 	if err != nil {
@@ -222,18 +223,18 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "# the hosts' links: a token bucket of %s in front of each (tc tbf burst)\n", sizeLabel(int(cfg.Net.Burst)))
 		}
 		if *reuse {
-			b, err := os.ReadFile(filepath.Join(dir, fitPrefix+rateName+".json"))
+			b, err := os.ReadFile(fitFile(rateName))
 			if err != nil {
 				return err
 			}
 			if err := json.Unmarshal(b, &cfg); err != nil {
-				return fmt.Errorf("%s: %w", filepath.Join(dir, fitPrefix+rateName+".json"), err)
+				return fmt.Errorf("%s: %w", fitFile(rateName), err)
 			}
 			cfg.Paced, cfg.CreditWrites, cfg.Coalesce = *paced, *credits, *coalesce
 			if err := setNetLatency(&cfg, rateName); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "# the model of %s\n", filepath.Join(dir, fitPrefix+rateName+".json"))
+			fmt.Fprintf(stdout, "# the model of %s\n", fitFile(rateName))
 			pts, err := predictRuns(rounds, stat, filepath.Join("runs", rateName), rateName, cfg, *cores)
 			if err != nil {
 				return err
@@ -264,7 +265,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		cfg.Cores = *cores
 		cfg.Note = fmt.Sprintf("fitted by collsim validate on %s (TCP between network namespaces, links shaped to %s)", dir, rateName)
 		b, _ := json.MarshalIndent(cfg, "", "  ")
-		if err := os.WriteFile(filepath.Join(dir, fitPrefix+rateName+".json"), append(b, '\n'), 0o644); err != nil {
+		if err := os.WriteFile(fitFile(rateName), append(b, '\n'), 0o644); err != nil {
 			return err
 		}
 		pts, err := predictRuns(rounds, stat, filepath.Join("runs", rateName), rateName, cfg, *cores)
@@ -440,9 +441,9 @@ func globRounds(rounds []string, pattern string) ([]string, error) {
 // readCalibrationRounds reads the calibration rel from every round that
 // has it and takes, size by size, stat (the median, or the minimum) of
 // the rounds' wall and CPU times, and the median of the CPU's speeds: one
-// slow minute on a shared machine then moves no parameter. Repeats of some of its sizes in jobs of their
-// own (again/NAME-K.json beside rel, NAME without .json) join the median
-// of those sizes: here a whole job runs slow or fast (2 ranks on two
+// slow minute on a shared machine then moves no parameter. Repeats of
+// some of its sizes in jobs of their own (again/NAME-K.json beside rel,
+// NAME without .json) join stat of those sizes: here a whole job runs slow or fast (2 ranks on two
 // hosts, ring, 8 B-4 KiB: 22-30 us in one job, 35-48 in the next), so
 // more jobs, not more calls, steady the latency that every small
 // prediction rests on. os.ErrNotExist when no round has rel.
