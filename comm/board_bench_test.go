@@ -2,6 +2,7 @@ package comm_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	. "github.com/goccl/goccl/comm"
@@ -16,16 +17,22 @@ func BenchmarkBoardOverhead(b *testing.B) {
 	comms := benchRanks(b, "shm", 2)
 	c := comms[0]
 	ctx := context.Background()
-	send, recv := make([]float32, 2), make([]float32, 2)
-	b.Run("allreduce", func(b *testing.B) {
-		b.ReportAllocs()
-		for range b.N {
-			BoardPeerAhead(c, 1, false, TypeFloat32, Sum, len(send))
-			if err := Allreduce(ctx, c, send, recv, Sum); err != nil {
-				b.Fatal(err)
-			}
+	for _, n := range []int{2, 64, 256} { // 8 B in a line, 256 B in 5, 1 KiB in a slot
+		send, recv := make([]float32, n), make([]float32, n)
+		name := "allreduce"
+		if n != 2 {
+			name = fmt.Sprintf("allreduce-%dB", 4*n)
 		}
-	})
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				BoardPeerAhead(c, 1, false, TypeFloat32, Sum, len(send))
+				if err := Allreduce(ctx, c, send, recv, Sum); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 	b.Run("barrier", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {

@@ -129,7 +129,8 @@ func (c *Comm) broadcastEither(r *Request, seq uint64, L int, k boardCall) error
 			return c.executeDirect(r, seq, L, k)
 		}
 		b.setBuf(seq, 0, nil) // no address: read the slot
-		b.publishWith(seq, k, b.data(b.me, seq, L), r.send[:L])
+		copy(b.slot(b.me, seq), r.send[:L])
+		b.publish(seq, k)
 		b.owe(seq, k, c.seq)
 		return nil
 	}
@@ -140,7 +141,7 @@ func (c *Comm) broadcastEither(r *Request, seq uint64, L int, k boardCall) error
 	}
 	b.owe(seq, k, c.seq)
 	if *(*uint64)(unsafe.Pointer(&b.mem[b.hdr(r.root)+bAddr+int(seq&1)*8])) == 0 {
-		copy(r.recv[:L], b.data(r.root, seq, L))
+		copy(r.recv[:L], b.slot(r.root, seq))
 		return nil
 	}
 	if err := b.copyFrom(r.root, seq, 0, 0, r.recv[:L]); err != nil {
@@ -191,7 +192,7 @@ func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 		case r.kind != collGather:
 			done = bSeq
 		}
-		if err := c.boardWaitWord(r, seq, k, only, c.seq, done); err != nil {
+		if err := c.boardWaitWord(r, seq, k, only, c.seq, done, 1); err != nil {
 			return err
 		}
 		if done == bDone { // nothing to read here

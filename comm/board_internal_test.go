@@ -23,7 +23,7 @@ func TestBoardCallRoundTrip(t *testing.T) {
 		mkCall(collReduce, collectives.Float64, Max, 2, 1<<33-1),
 		mkCall(collBarrier, 0, 0, -1, 0),
 	} {
-		b.writeCall(uint64(seq+1), k)
+		b.writeLines(1, uint64(seq+1), k, nil)
 		got := b.readCall(1, uint64(seq+1))
 		require.Equal(t, k, got, "call %v", k)
 		require.Equal(t, k.kind(), got.kind())
@@ -36,6 +36,47 @@ func TestBoardCallRoundTrip(t *testing.T) {
 	require.EqualValues(t, 5, k.count(), "the low 32 bits of the count")
 	require.Equal(t, -1, mkCall(collAllreduce, collectives.Float32, Sum, -1, 1).root())
 	require.NotEqual(t, mkCall(collAllreduce, collectives.Float32, Sum, -1, 7), mkCall(collAllreduce, collectives.Float32, Max, -1, 7))
+}
+
+// A contribution of any length up to llCap reads back from its rank's
+// lines whole and from any offset, the lines say it is there exactly when
+// the call's are written, and the other parity's call stays readable
+// while this one is.
+func TestBoardLinesRoundTrip(t *testing.T) {
+	b := &board{mem: make([]byte, boardSize(3)), n: 3, me: 2}
+	src := make([]byte, llCap)
+	for i := range src {
+		src[i] = byte(i*7 + 1)
+	}
+	k0 := mkCall(collAllgather, collectives.Int8, 0, -1, 5)
+	b.writeLines(1, 4, k0, src[:5])
+	for L := 0; L <= llCap; L++ {
+		seq := uint64(5 + 2*L) // odd: the other parity than call 4's
+		k := mkCall(collAllgather, collectives.Int8, 0, -1, L)
+		lines := llLinesFor(L)
+		require.False(t, b.ready(1, seq, lines), "L=%d: not written yet", L)
+		b.writeLines(1, seq, k, src[:L])
+		require.True(t, b.ready(1, seq, lines), "L=%d", L)
+		require.False(t, b.ready(1, seq+2, lines), "L=%d: the next call of the parity", L)
+		require.Equal(t, k, b.readCall(1, seq))
+		require.Equal(t, seq, b.published(1))
+		for _, off := range []int{0, 1, llHead - 1, llHead, llHead + llBody - 1, llHead + llBody, L / 2, L} {
+			if off > L {
+				continue
+			}
+			dst := make([]byte, L-off)
+			b.take(1, seq, true, off, dst)
+			require.Equal(t, src[off:L], dst, "L=%d off=%d", L, off)
+		}
+		dst := make([]byte, 5)
+		b.take(1, 4, true, 0, dst)
+		require.Equal(t, src[:5], dst, "L=%d: call 4's bytes", L)
+	}
+	require.Equal(t, 1, llLinesFor(0))
+	require.Equal(t, 1, llLinesFor(llHead))
+	require.Equal(t, 2, llLinesFor(llHead+1))
+	require.Equal(t, llLines, llLinesFor(llCap))
+	require.Equal(t, 1, llLinesFor(llCap+1), "in the slot")
 }
 
 // A rank whose process is gone while this one copies from its memory is
@@ -77,11 +118,11 @@ func TestBoardHold(t *testing.T) {
 	const seq = 7
 	k := mkCall(collAlltoall, collectives.Float32, 0, -1, 4)
 	require.False(t, b.hold(k, bSeq, seq, 0), "mate 2 has not published")
-	b.wordOf(2, bSeq).Store(seq)
+	b.word(2, bSeq, seq).Store(seq)
 	require.True(t, b.hold(k, bSeq, seq, 0), "mate 2 published, ranks 1 and 3 are elsewhere")
 	require.False(t, b.hold(k, bSeq, seq, boardSpin), "held long enough")
 	require.False(t, b.hold(k, bDone, seq, 0), "mate 2 has not raised bDone")
-	b.wordOf(2, bDone).Store(seq)
+	b.word(2, bDone, seq).Store(seq)
 	require.True(t, b.hold(k, bDone, seq, time.Microsecond))
 	for _, kind := range []collKind{collAllreduce, collAllgather, collReduceScatter} {
 		require.True(t, b.hold(mkCall(kind, collectives.Float32, Sum, -1, 4), bSeq, seq, 0), "%v", kind)

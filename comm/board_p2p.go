@@ -53,7 +53,7 @@ func mailSize(n int) int {
 // box is the offset of the mailbox from rank s to rank d; the count of
 // messages taken is its first word.
 func (b *board) box(s, d int) int {
-	return boardLine + b.n*boardLine + b.n*2*boardSlot + (s*b.n+d)*mailBox
+	return b.slots() + b.n*2*boardSlot + (s*b.n+d)*mailBox
 }
 
 func (b *board) entry(s, d int, i uint64) []byte {
@@ -165,14 +165,6 @@ func (b *board) copyLarge(s int, e []byte, dst []byte) error {
 		}
 	}
 	return b.read(s, *u64at(e, mAddr), dst)
-}
-
-// ring wakes the ranks asleep on the board's bell, if any.
-func (b *board) ring() {
-	if b.u32(gSleepers).Load() > 0 {
-		b.u32(gBell).Add(1)
-		shm.FutexWakeAll(b.u32(gBell))
-	}
 }
 
 // mailWait waits until *w >= v, written by rank p, with boardWait's

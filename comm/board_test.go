@@ -181,6 +181,33 @@ func TestBoardMismatch(t *testing.T) {
 	}
 }
 
+// TestBoardMismatchInLines: a broadcast receiver that expects more
+// bytes than its root sent (in more of the root's lines than the root
+// filled) fails with a mismatch at once, not by timeout, when it finds the
+// root's first line published; the root finds it in its next call.
+func TestBoardMismatchInLines(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	errs := commtest.Run(ctx, "shm", 2, testOptsFast, func(c *Comm) error {
+		buf := make([]float32, 32+32*c.Rank()) // 128 B from the root, 256 B expected
+		if err := Broadcast(ctx, c, buf, 0); err != nil {
+			return err
+		}
+		return c.Barrier(ctx)
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "mismatch") {
+			t.Errorf("rank %d: %v, want a collective mismatch", r, err)
+		} else {
+			t.Logf("rank %d: %v", r, err)
+		}
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the mismatch took %v to report", d)
+	}
+}
+
 // TestBoardMismatchInBarrier: with more ranks than processors the board's
 // barrier is rank 0's gather and release; when rank 0 finds that another
 // rank called something else, the ranks waiting on it fail at once with a

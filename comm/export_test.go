@@ -56,12 +56,11 @@ func BoardPeerAhead(c *Comm, p int, barrier bool, dt DataType, op Op, count int)
 	if barrier {
 		k = mkCall(collBarrier, 0, 0, -1, 0)
 	}
-	me := b.me
-	b.me = p
-	b.writeCall(seq, k)
-	b.me = me
-	if !barrier {
-		clear(b.data(p, seq, count*dt.Size()))
+	var contrib []byte
+	if L := count * dt.Size(); !barrier && lined(collAllreduce, L) {
+		contrib = make([]byte, llCap)[:L]
+	} else if !barrier {
+		clear(b.slot(p, seq)[:L])
 	}
-	b.u64(b.hdr(p) + bSeq).Store(seq)
+	b.writeLines(p, seq, k, contrib)
 }
