@@ -492,7 +492,9 @@ func TestMailbox(t *testing.T) {
 	runRanksOn(t, "shm", 2, testOptsFast, func(c *Comm) error {
 		ctx := context.Background()
 		me, peer := c.Rank(), 1-c.Rank()
-		for _, n := range []int{0, 2, 1024, 1025, 300_000} {
+		// Floats: in the first line (to 4), in lines (5 to 32: to the
+		// second line's end, past it, to the last), past the lines.
+		for _, n := range []int{0, 2, 4, 5, 18, 19, 32, 33, 1024, 1025, 300_000} {
 			for _, alloc := range []bool{false, true} {
 				buf := make([]float32, n)
 				if alloc {
@@ -517,8 +519,8 @@ func TestMailbox(t *testing.T) {
 					return fmt.Errorf("message of %d floats ran %q, want shm-mailbox", n, got)
 				}
 				if me == 1 {
-					for _, i := range []int{0, n / 2, n - 1} {
-						if n > 0 && buf[i] != float32(i) {
+					for i := range buf {
+						if buf[i] != float32(i) {
 							return fmt.Errorf("message of %d floats: element %d is %v", n, i, buf[i])
 						}
 					}
@@ -573,6 +575,28 @@ func TestMailbox(t *testing.T) {
 		t.Logf("rank 1: %v", err)
 		return nil
 	})
+}
+
+// TestMailboxSizeMismatchInLines: a receive that expects more bytes than
+// were sent, in more lines than the sender filled, fails with a mismatch
+// naming both sizes at once, not by timeout.
+func TestMailboxSizeMismatchInLines(t *testing.T) {
+	start := time.Now()
+	runRanksOn(t, "shm", 2, testOptsFast, func(c *Comm) error {
+		ctx := context.Background()
+		if c.Rank() == 0 {
+			return Send(ctx, c, make([]float32, 5), 1, 4) // 20 B: 2 lines
+		}
+		err := Recv(ctx, c, make([]float32, 30), 0, 4) // 120 B: 3 lines
+		if err == nil || !strings.Contains(err.Error(), "mismatch") || !strings.Contains(err.Error(), "sent 20 bytes") {
+			return fmt.Errorf("a receive of more bytes than sent: %v, want a mismatch naming 20 bytes", err)
+		}
+		t.Logf("rank 1: %v", err)
+		return nil
+	})
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the mismatch took %v to report", d)
+	}
 }
 
 // TestCrowdedBarrierAcrossHosts: ranks on two hosts take the linear

@@ -42,6 +42,9 @@ func BoardMailAhead(c *Comm, s, tag, n int) {
 	e := b.entry(s, b.me, i)
 	*u32at(e, mTag), *u32at(e, mLen), *u32at(e, mLarge) = uint32(tag), uint32(n), 0
 	clear(e[mData : mData+n])
+	for j := 1; j < mailLinesFor(n); j++ {
+		(*atomic.Uint64)(unsafe.Pointer(&e[j*llLine+llFlag])).Store(i + 1)
+	}
 	(*atomic.Uint64)(unsafe.Pointer(&e[mSeq])).Store(i + 1)
 }
 
