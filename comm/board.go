@@ -839,12 +839,20 @@ func (b *board) ring() {
 func (c *Comm) boardReduce(dst []byte, off int, seq uint64, lined bool, r *Request) error {
 	b := c.board
 	end := off + len(dst)
-	if !lined {
-		if err := collectives.ReduceTo(r.dt, r.op, dst, b.slot(0, seq)[off:end], b.slot(1, seq)[off:end]); err != nil {
+	if !lined || end <= llHead {
+		// In one piece each: the slots, or the first lines.
+		at := func(p int) []byte {
+			if !lined {
+				return b.slot(p, seq)[off:end]
+			}
+			base := b.lines(p, seq) + llData
+			return b.mem[base+off : base+end]
+		}
+		if err := collectives.ReduceTo(r.dt, r.op, dst, at(0), at(1)); err != nil {
 			return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 		}
 		for p := 2; p < b.n; p++ {
-			if err := collectives.ReduceTo(r.dt, r.op, dst, dst, b.slot(p, seq)[off:end]); err != nil {
+			if err := collectives.ReduceTo(r.dt, r.op, dst, dst, at(p)); err != nil {
 				return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
 			}
 		}
