@@ -224,6 +224,7 @@ func (c *Comm) mailWaitLines(r *Request, k boardCall, p int, e []byte, lines int
 	return c.mailWaitOn(r, k, p, (*atomic.Uint64)(unsafe.Pointer(&e[mSeq])), e, lines, v, what)
 }
 
+// mailWaitOn is mailWait, and with lines > 1 mailWaitLines on entry e.
 func (c *Comm) mailWaitOn(r *Request, k boardCall, p int, w *atomic.Uint64, e []byte, lines int, v uint64, what string) error {
 	b := c.board
 	var start, lastLook time.Time

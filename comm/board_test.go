@@ -181,6 +181,22 @@ func TestBoardMismatch(t *testing.T) {
 	}
 }
 
+// requireFastMismatch fails t unless every rank's error is a collective
+// mismatch, reported within 10 s of start (not by a timeout).
+func requireFastMismatch(t *testing.T, errs []error, start time.Time) {
+	t.Helper()
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "mismatch") {
+			t.Errorf("rank %d: %v, want a collective mismatch", r, err)
+		} else {
+			t.Logf("rank %d: %v", r, err)
+		}
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the mismatch took %v to report", d)
+	}
+}
+
 // TestBoardMismatchInLines: a broadcast receiver that expects more
 // bytes than its root sent (in more of the root's lines than the root
 // filled) fails with a mismatch at once, not by timeout, when it finds the
@@ -196,16 +212,7 @@ func TestBoardMismatchInLines(t *testing.T) {
 		}
 		return c.Barrier(ctx)
 	})
-	for r, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), "mismatch") {
-			t.Errorf("rank %d: %v, want a collective mismatch", r, err)
-		} else {
-			t.Logf("rank %d: %v", r, err)
-		}
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("the mismatch took %v to report", d)
-	}
+	requireFastMismatch(t, errs, start)
 }
 
 // TestBoardMismatchInBarrier: with more ranks than processors the board's
@@ -226,16 +233,7 @@ func TestBoardMismatchInBarrier(t *testing.T) {
 		}
 		return c.Barrier(ctx)
 	})
-	for r, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), "mismatch") {
-			t.Errorf("rank %d: %v, want a collective mismatch", r, err)
-		} else {
-			t.Logf("rank %d: %v", r, err)
-		}
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("the mismatch took %v to report", d)
-	}
+	requireFastMismatch(t, errs, start)
 }
 
 // TestCrowdedBarrierIsLinear: on a crowded host (here forced with
