@@ -112,8 +112,8 @@ const (
 	gSleepers = 64 // uint32: ranks asleep on the bell
 )
 
-// llLinesFor is how many lines a contribution of L bytes fills: 1 if it
-// goes in a slot.
+// llLinesFor is how many lines a contribution of L bytes fills when it
+// goes in the lines (see lined); 1 above llCap, where it cannot.
 func llLinesFor(L int) int {
 	if L <= llHead || L > llCap {
 		return 1
@@ -889,8 +889,9 @@ func (c *Comm) boardWaitOn(r *Request, seq uint64, k boardCall, only int, num ui
 // boardWaitWord is boardWaitOn for the word at offset word of the ranks'
 // headers: bSeq, or bDone (a rank raises it to seq after it published
 // seq, so its call seq can be checked then too). With bSeq and lines > 1,
-// it waits until the ranks that contribute to the call (k's root in a
-// broadcast or scatter, every rank otherwise) have filled that many lines.
+// it waits until the ranks it waits for have filled that many lines
+// (executeBoard asks for lines only of ranks that all contribute: a
+// broadcast's or scatter's root alone, every rank of a reduce or gather).
 func (c *Comm) boardWaitWord(r *Request, seq uint64, k boardCall, only int, num uint32, word, lines int) error {
 	b := c.board
 	lo, hi := 0, b.n
@@ -900,7 +901,6 @@ func (c *Comm) boardWaitWord(r *Request, seq uint64, k boardCall, only int, num 
 	var start, lastLook, lastArrival time.Time
 	defer boardWaiters.leave(&start)
 	arrived := 0
-	rooted := k.kind() == collBroadcast || k.kind() == collScatter
 	for i := 0; ; i++ {
 		missing, got := -1, 0
 		for p := lo; p < hi; p++ {
@@ -909,17 +909,13 @@ func (c *Comm) boardWaitWord(r *Request, seq uint64, k boardCall, only int, num 
 				continue
 			}
 			if word == bSeq {
-				ln := lines
-				if rooted && p != k.root() {
-					ln = 1 // contributes nothing
-				}
-				if b.ready(p, seq, ln) {
+				if b.ready(p, seq, lines) {
 					got++
 					continue
 				}
 				// Published, but not these lines: a rank that made
 				// another call may never fill them.
-				if ln > 1 && b.word(p, bSeq, seq).Load() >= seq {
+				if lines > 1 && b.word(p, bSeq, seq).Load() >= seq {
 					if pk := b.readCall(p, seq); pk != k {
 						return c.boardMismatch(k, p, pk, num)
 					}
