@@ -138,6 +138,7 @@ func TestWake(t *testing.T) {
 	r = run(t, job, m, par, Full)
 	require.InDelta(t, 18, r.Seconds, 1e-12)
 	require.InDelta(t, (0+11+17+18)/4.0, r.MeanSeconds, 1e-12)
+	require.InDeltaSlice(t, []float64{0, 11, 17, 18}, r.RankSeconds, 1e-12, "each rank's own time")
 	// Every rank with a core of its own: no wake-up.
 	r = run(t, job, Machine{Ranks: 4}, par, Full)
 	require.InDelta(t, 3, r.Seconds, 1e-12)

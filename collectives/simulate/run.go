@@ -113,6 +113,11 @@ type Result struct {
 	BusiestBytes float64
 	// NetBytes is the bytes that crossed between hosts, over the job.
 	NetBytes float64
+	// RankSeconds is, for a simulation of every rank (Full), each rank's
+	// time, entry to finish, in the (last) call: MeanSeconds is their
+	// mean. A broadcast's root and leaves take different times, which the
+	// mean alone does not tell apart.
+	RankSeconds []float64
 	// Ends is, for a simulation of every rank (Full), the message ends
 	// rank 0 was charged a message's Overhead for in the (last) call:
 	// data posted and read, credits written and read alone
@@ -363,6 +368,9 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 	if method == Full && len(e.ends) > 0 {
 		res.Ends = int(e.ends[0])
 	}
+	if method == Full {
+		res.RankSeconds = make([]float64, len(e.ranks))
+	}
 	for r := range e.ranks {
 		t := e.ranks[r].finish
 		if enter != nil {
@@ -370,6 +378,9 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 		}
 		res.Seconds = max(res.Seconds, t)
 		res.MeanSeconds += t
+		if res.RankSeconds != nil {
+			res.RankSeconds[r] = t
+		}
 	}
 	res.MeanSeconds /= float64(len(e.ranks))
 	for _, pt := range e.ports {

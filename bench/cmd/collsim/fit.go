@@ -31,23 +31,33 @@ import (
 //     place.
 
 // calibSize is one size of a calibration: wall and CPU per call, averaged
-// over the ranks.
+// over the ranks, and each rank's wall time (rankWall[r]; a broadcast's
+// root and leaf differ).
 type calibSize struct {
 	bytes     int
 	wall, cpu float64
+	rankWall  []float64
 }
 
 type calibration struct {
-	algo          string // the allreduce algorithm measured
+	coll          string // "allreduce" or "broadcast" (from rank 0)
+	algo          string // the algorithm measured
 	sizes         []calibSize
 	gamma, copy   float64
 	chunk, slots  int
 	inline, ranks int
 }
 
-// readCalibration reads the JSON lines of one `collsim calibrate` run (as
-// gorun tags them: "[r] {...}").
+// readCalibration reads the JSON lines of one `collsim calibrate` run of
+// the allreduce (as gorun tags them: "[r] {...}").
 func readCalibration(path string) (*calibration, error) {
+	return readCalibrationOf(path, "allreduce")
+}
+
+// readCalibrationOf reads a calibration of coll (allreduce, or broadcast:
+// `collsim calibrate -coll broadcast`); one of another collective is an
+// error naming it.
+func readCalibrationOf(path, coll string) (*calibration, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -74,14 +84,18 @@ func readCalibration(path string) (*calibration, error) {
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("%s: no measurements", path)
 	}
-	if recs[0].Coll != "" && recs[0].Coll != "allreduce" {
-		return nil, fmt.Errorf("%s: a calibration of %s; the fit reads allreduce ones", path, recs[0].Coll)
+	got := recs[0].Coll
+	if got == "" {
+		got = "allreduce"
+	}
+	if got != coll {
+		return nil, fmt.Errorf("%s: a calibration of %s; the fit reads %s ones here", path, got, coll)
 	}
 	algo := recs[0].Algo
 	if algo == "" {
 		algo = "ring"
 	}
-	c := &calibration{algo: algo, chunk: recs[0].Chunk, slots: recs[0].Slots, inline: recs[0].Inline, ranks: recs[0].Ranks}
+	c := &calibration{coll: coll, algo: algo, chunk: recs[0].Chunk, slots: recs[0].Slots, inline: recs[0].Inline, ranks: recs[0].Ranks}
 	by := map[int][]calibRecord{}
 	for _, r := range recs {
 		if r.Rank == 0 {
@@ -90,10 +104,14 @@ func readCalibration(path string) (*calibration, error) {
 		by[r.Bytes] = append(by[r.Bytes], r)
 	}
 	for b, rs := range by {
-		s := calibSize{bytes: b}
+		s := calibSize{bytes: b, rankWall: make([]float64, c.ranks)}
 		for _, r := range rs {
 			s.wall += r.WallS / float64(len(rs))
 			s.cpu += r.CPUS / float64(len(rs))
+			if r.Rank < 0 || r.Rank >= c.ranks {
+				return nil, fmt.Errorf("%s: rank %d of %d", path, r.Rank, c.ranks)
+			}
+			s.rankWall[r.Rank] = r.WallS
 		}
 		c.sizes = append(c.sizes, s)
 	}
@@ -256,15 +274,58 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 		r, err := cfg.osuSimulate(job(b), m)
 		return r.MeanSeconds, err
 	}
+	if err := fitAlphaBeta(link, cal, timeAt); err != nil {
+		return err
+	}
+	if log != nil {
+		fmt.Fprintf(log, "# %s link: fitted alpha %.2f us, port %s, overhead %.2f us/message, CPU %.3f ns/B per end, %.2f us per call; from:\n",
+			class, link.Alpha*1e6, rate(link.Beta), link.Overhead*1e6, link.PerByte*1e9, cfg.CallOverhead*1e6)
+		for _, s := range cal.sizes {
+			pred, err := timeAt(s.bytes)
+			if err != nil {
+				return err
+			}
+			w, err := rankWork(job(s.bytes), 2, cfg)
+			if err != nil {
+				return err
+			}
+			cpu := cpuRest(w) + float64(w.events)*link.Overhead + w.wire*link.PerByte + cfg.CallOverhead
+			fmt.Fprintf(log, "#   %8s: wall %10s (model %10s), CPU %10s (model %10s)\n",
+				sizeLabel(s.bytes), seconds(s.wall), seconds(pred), seconds(s.cpu), seconds(cpu))
+		}
+	}
+	return nil
+}
+
+// fitAlphaBeta fits link's alpha and beta (its port) so that timeAt, the
+// simulated time of the calibrated call at a size, reproduces cal: alpha
+// from the small sizes, beta from the larger ones.
+func fitAlphaBeta(link *simulate.Link, cal *calibration, timeAt func(int) (float64, error)) error {
+	link.Beta = 0
+	if err := fitAlpha(link, cal, timeAt); err != nil {
+		return err
+	}
+	return fitBeta(link, cal, timeAt)
+}
+
+// smallsLarges splits cal's sizes at smallSize (the smallest alone if
+// none is larger).
+func smallsLarges(cal *calibration) (smalls, larges []calibSize) {
+	smalls, larges = cal.sizes[:1], cal.sizes[1:]
+	if i := slices.IndexFunc(cal.sizes, func(s calibSize) bool { return s.bytes > smallSize }); i > 1 {
+		smalls, larges = cal.sizes[:i], cal.sizes[i:]
+	}
+	return smalls, larges
+}
+
+// fitAlpha is fitAlphaBeta's alpha, with link's beta as it is.
+func fitAlpha(link *simulate.Link, cal *calibration, timeAt func(int) (float64, error)) error {
 	// alpha: the time at each small size (up to smallSize; the smallest
 	// if none) is close to linear in it (a secant search from 0 and 10 us:
 	// where a step's CPU queues behind a credit written alone it bends);
 	// the median of the alphas that reproduce each, so that one slow size
 	// (a job's first, a preempted one) does not set it alone.
-	smalls, larges := cal.sizes[:1], cal.sizes[1:]
-	if i := slices.IndexFunc(cal.sizes, func(s calibSize) bool { return s.bytes > smallSize }); i > 1 {
-		smalls, larges = cal.sizes[:i], cal.sizes[i:]
-	}
+	smalls, _ := smallsLarges(cal)
 	var alphas []float64
 	for _, sz := range smalls {
 		link.Alpha = 0
@@ -296,7 +357,13 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 		alphas = append(alphas, a1)
 	}
 	link.Alpha = median(alphas)
-	// beta: the least squared log error over the larger sizes.
+	return nil
+}
+
+// fitBeta is fitAlphaBeta's beta: the least squared log error over the
+// larger sizes, alpha as it is.
+func fitBeta(link *simulate.Link, cal *calibration, timeAt func(int) (float64, error)) error {
+	_, larges := smallsLarges(cal)
 	miss := func(beta float64) (float64, error) {
 		link.Beta = beta
 		sum := 0.0
@@ -314,21 +381,168 @@ func fitClassCPU(cfg *config, class collectives.LinkClass, cal, cpuCal *calibrat
 	if link.Beta, err = minimizeBeta(miss); err != nil {
 		return err
 	}
+	return nil
+}
+
+// fitWallSplit fits class's CPU per message end (Link.Overhead) and, for
+// the local class, the CPU per call (cfg.CallOverhead) from wall times,
+// after fitClassCPU: the calibration's ranks poll while they wait, so
+// their CPU time per call is their wall time and more (2 ranks on one
+// host, 8 B: recursive doubling 13 us of wall time, 15 of CPU), and the
+// least-squares split of it charges the waiting to the call (9.7 us per
+// call, 2.5 per message end on 4 December), which every call then pays.
+// What tells the two apart is a call whose rank does not wait: the root
+// of a broadcast from rank 0 on 2 ranks (bcast, `collsim calibrate -coll
+// broadcast`) takes a call's CPU and one message's, where its leaf waits
+// for the latency and a message at each end and recursive doubling (rd,
+// optional) takes a call and a message each way. For each candidate split
+// alpha and beta are fitted again to the ring (fitAlphaBeta); the split
+// kept is the one whose simulated root, leaf, recursive doubling and
+// small ring calls (OSU's way, each rank's own time) are closest to the
+// measured ones (least squared log error). The CPU per byte stays the
+// CPU fit's.
+func fitWallSplit(cfg *config, class collectives.LinkClass, cal, rd, bcast *calibration, cores int, log io.Writer) error {
+	if bcast.ranks != 2 || bcast.coll != "broadcast" {
+		return fmt.Errorf("wall split: want a broadcast calibration on 2 ranks, have %s on %d", bcast.coll, bcast.ranks)
+	}
+	link, rph := &cfg.Local, 2
+	if class == collectives.LinkNet {
+		link, rph = &cfg.Net, 1
+	}
+	m := simulate.Machine{Ranks: 2, RanksPerHost: rph, Cores: cores, PoolRanks: 2}
+	type target struct {
+		job  simulate.Job
+		rank int // -1: the mean over ranks
+		meas float64
+	}
+	var targets []target
+	ring := func(b int) simulate.Job {
+		return simulate.Job{Coll: collectives.CollAllreduce, Algo: cal.algo, Bytes: b, OutOfPlace: true}
+	}
+	for _, sz := range cal.sizes {
+		if sz.bytes <= smallSize {
+			targets = append(targets, target{ring(sz.bytes), -1, sz.wall})
+		}
+	}
+	if rd != nil {
+		for _, sz := range rd.sizes {
+			targets = append(targets, target{simulate.Job{Coll: collectives.CollAllreduce, Algo: rd.algo, Bytes: sz.bytes, OutOfPlace: true}, -1, sz.wall})
+		}
+	}
+	for _, sz := range bcast.sizes {
+		if sz.bytes > smallSize || len(sz.rankWall) != 2 {
+			continue
+		}
+		job := simulate.Job{Coll: collectives.CollBroadcast, Algo: bcast.algo, Bytes: sz.bytes}
+		targets = append(targets, target{job, 0, sz.rankWall[0]}, target{job, 1, sz.rankWall[1]})
+	}
+	timeAt := func(b int) (float64, error) {
+		r, err := cfg.osuSimulate(ring(b), m)
+		return r.MeanSeconds, err
+	}
+	// In the search alpha is fitted as fitAlphaBeta fits it (beta 0), the
+	// targets simulated with the CPU fit's beta: a beta fit per candidate
+	// would cost a hundred simulations of the large sizes.
+	beta := link.Beta
+	miss := func() (float64, error) {
+		link.Beta = 0
+		err := fitAlpha(link, cal, timeAt)
+		link.Beta = beta
+		if err != nil {
+			return 0, err
+		}
+		sum := 0.0
+		for _, tg := range targets {
+			if tg.meas <= 0 {
+				continue
+			}
+			r, err := cfg.osuSimulate(tg.job, m)
+			if err != nil {
+				return 0, err
+			}
+			t := r.MeanSeconds
+			if tg.rank >= 0 {
+				t = r.RankSeconds[tg.rank]
+			}
+			d := math.Log(max(t, 1e-9) / tg.meas)
+			sum += d * d
+		}
+		return sum, nil
+	}
+	fitCall := class == collectives.LinkLocal
+	best := struct{ call, o, miss float64 }{cfg.CallOverhead, link.Overhead, math.Inf(1)}
+	try := func(call, o float64) error {
+		if call < 0 || o < 0 {
+			return nil
+		}
+		if fitCall {
+			cfg.CallOverhead = call
+		}
+		link.Overhead = o
+		v, err := miss()
+		if err != nil {
+			return err
+		}
+		if v < best.miss {
+			best.call, best.o, best.miss = call, o, v
+		}
+		return nil
+	}
+	// A coarse grid over what a call and a message can cost here (up to
+	// the slowest small call), then finer ones around the best point.
+	span := 0.0
+	for _, tg := range targets {
+		span = max(span, tg.meas)
+	}
+	calls := []float64{cfg.CallOverhead}
+	step := span / 24
+	if fitCall {
+		calls = calls[:0]
+		for c := 0.0; c <= span; c += step {
+			calls = append(calls, c)
+		}
+	}
+	for _, c := range calls {
+		for o := 0.0; o <= span/2; o += step / 2 {
+			if err := try(c, o); err != nil {
+				return err
+			}
+		}
+	}
+	for range 3 {
+		step /= 4
+		c0, o0 := best.call, best.o
+		for i := -4; i <= 4; i++ {
+			if !fitCall && i != 0 {
+				continue
+			}
+			for j := -4; j <= 4; j++ {
+				if err := try(c0+float64(i)*step, o0+float64(j)*step/2); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if fitCall {
+		cfg.CallOverhead = best.call
+	}
+	link.Overhead = best.o
+	if err := fitAlphaBeta(link, cal, timeAt); err != nil {
+		return err
+	}
 	if log != nil {
-		fmt.Fprintf(log, "# %s link: fitted alpha %.2f us, port %s, overhead %.2f us/message, CPU %.3f ns/B per end, %.2f us per call; from:\n",
-			class, link.Alpha*1e6, rate(link.Beta), link.Overhead*1e6, link.PerByte*1e9, cfg.CallOverhead*1e6)
-		for _, s := range cal.sizes {
-			pred, err := timeAt(s.bytes)
+		fmt.Fprintf(log, "# %s link, split from wall times (broadcast root and leaf%s): alpha %.2f us, port %s, overhead %.2f us/message, %.2f us per call\n",
+			class, map[bool]string{true: ", recursive doubling", false: ""}[rd != nil], link.Alpha*1e6, rate(link.Beta), link.Overhead*1e6, cfg.CallOverhead*1e6)
+		for _, tg := range targets {
+			r, err := cfg.osuSimulate(tg.job, m)
 			if err != nil {
 				return err
 			}
-			w, err := rankWork(job(s.bytes), 2, cfg)
-			if err != nil {
-				return err
+			t, who := r.MeanSeconds, "mean"
+			if tg.rank >= 0 {
+				t, who = r.RankSeconds[tg.rank], fmt.Sprintf("rank %d", tg.rank)
 			}
-			cpu := cpuRest(w) + float64(w.events)*link.Overhead + w.wire*link.PerByte + cfg.CallOverhead
-			fmt.Fprintf(log, "#   %8s: wall %10s (model %10s), CPU %10s (model %10s)\n",
-				sizeLabel(s.bytes), seconds(s.wall), seconds(pred), seconds(s.cpu), seconds(cpu))
+			fmt.Fprintf(log, "#   %s %s %8s %-6s: wall %10s (model %10s)\n", tg.job.Coll, tg.job.Algo, sizeLabel(tg.job.Bytes), who, seconds(tg.meas), seconds(t))
 		}
 	}
 	return nil

@@ -668,3 +668,85 @@ func TestCalibrationRepeats(t *testing.T) {
 	_, err = readCalibrationRounds([]string{round}, median, rel)
 	require.ErrorContains(t, err, "net-1gbit-4.json: tree on 2 ranks")
 }
+
+// writeWallCalibration writes a `collsim calibrate` output of coll (algo)
+// on 2 ranks of class as cfg's model times it, each rank its own wall time
+// (OSU's way), and as CPU time that wall time and poll more: the ranks of
+// a real calibration poll while they wait.
+func writeWallCalibration(t *testing.T, path string, cfg config, coll collectives.Coll, algo string, class collectives.LinkClass, poll float64, sizes ...int) {
+	t.Helper()
+	rph := 2
+	if class == collectives.LinkNet {
+		rph = 1
+	}
+	name := ""
+	if coll != collectives.CollAllreduce {
+		name = coll.String()
+	}
+	var b bytes.Buffer
+	for _, n := range sizes {
+		job := simulate.Job{Coll: coll, Algo: algo, Bytes: n, OutOfPlace: coll.Info().Reducing}
+		r, err := cfg.osuSimulate(job, simulate.Machine{Ranks: 2, RanksPerHost: rph, Cores: 2, PoolRanks: 2})
+		require.NoError(t, err)
+		for rank := range 2 {
+			rec := calibRecord{Coll: name, Algo: algo, Rank: rank, Ranks: 2, Bytes: n, Iters: 10, WallS: r.RankSeconds[rank], CPUS: r.RankSeconds[rank] + poll,
+				Gamma: cfg.Gamma, Copy: cfg.Copy, Chunk: cfg.ChunkBytes, Slots: cfg.Slots, Inline: cfg.Inline}
+			j, err := json.Marshal(rec)
+			require.NoError(t, err)
+			fmt.Fprintf(&b, "[%d] %s\n", rank, j)
+		}
+	}
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
+}
+
+// TestFitWallSplit: on a machine that is the model (3 us of CPU per call,
+// 5 per local message end, 7 per net one, local alpha 2 us), whose
+// calibrations' CPU times are their ranks' wall times and 2 us more (they
+// poll while they wait), the split of the CPU time charges the waiting to
+// the call; the split from wall times, a broadcast's root and leaf apart,
+// finds the costs again, and the model then times the one-message calls
+// it was not fitted on.
+func TestFitWallSplit(t *testing.T) {
+	truthCfg := truth()
+	truthCfg.Local = simulate.Link{Alpha: 2e-6, Overhead: 5e-6, PerByte: 0.4e-9}
+	truthCfg.Net = simulate.Link{Alpha: 20e-6, Beta: 0.1e-9, Overhead: 7e-6, PerByte: 0.6e-9}
+	truthCfg.CallOverhead = 3e-6
+	truthCfg.Oversub = nil
+	dir := t.TempDir()
+	file := func(n string) string { return filepath.Join(dir, n) }
+	ar, bc := collectives.CollAllreduce, collectives.CollBroadcast
+	writeWallCalibration(t, file("local.json"), truthCfg, ar, "ring", collectives.LinkLocal, 2e-6, 8, 64, 512, 4096, 64<<10, 1<<20)
+	writeWallCalibration(t, file("local-rd.json"), truthCfg, ar, "recursive-doubling", collectives.LinkLocal, 2e-6, 8)
+	writeWallCalibration(t, file("bcast-local.json"), truthCfg, bc, "binomial", collectives.LinkLocal, 2e-6, 8, 4096, 64<<10)
+	writeWallCalibration(t, file("net.json"), truthCfg, ar, "ring", collectives.LinkNet, 2e-6, 8, 64, 512, 4096, 64<<10, 1<<20)
+	writeWallCalibration(t, file("bcast-net.json"), truthCfg, bc, "binomial", collectives.LinkNet, 2e-6, 8, 4096, 64<<10)
+	read := func(n, coll string) *calibration {
+		c, err := readCalibrationOf(file(n), coll)
+		require.NoError(t, err)
+		return c
+	}
+	local, rd, net := read("local.json", "allreduce"), read("local-rd.json", "allreduce"), read("net.json", "allreduce")
+
+	cfg := config{Paced: true, CreditWrites: true, Coalesce: true, Inline: truthCfg.Inline}
+	require.NoError(t, fitClassCPU(&cfg, collectives.LinkLocal, local, local, []*calibration{rd}, 2, nil))
+	require.NoError(t, fitClassCPU(&cfg, collectives.LinkNet, net, net, nil, 2, nil))
+	require.Greater(t, cfg.CallOverhead, 4e-6, "the CPU times' split charges the polling to the call")
+
+	require.NoError(t, fitWallSplit(&cfg, collectives.LinkLocal, local, rd, read("bcast-local.json", "broadcast"), 2, nil))
+	require.NoError(t, fitWallSplit(&cfg, collectives.LinkNet, net, nil, read("bcast-net.json", "broadcast"), 2, nil))
+	require.InDelta(t, 3e-6, cfg.CallOverhead, 0.3e-6, "CPU per call")
+	require.InDelta(t, 5e-6, cfg.Local.Overhead, 0.3e-6, "CPU per local message end")
+	require.InDelta(t, 2e-6, cfg.Local.Alpha, 0.5e-6, "local alpha")
+	require.InDelta(t, 7e-6, cfg.Net.Overhead, 0.3e-6, "CPU per net message end")
+	require.InEpsilon(t, 20e-6, cfg.Net.Alpha, 0.05, "net alpha")
+
+	// The all-to-all on 2 ranks of two hosts, one message each way.
+	job := simulate.Job{Coll: collectives.CollAlltoall, Algo: "pairwise", Bytes: 16}
+	m := simulate.Machine{Ranks: 2, RanksPerHost: 1, Cores: 2, PoolRanks: 2}
+	want, err := truthCfg.osuSimulate(job, m)
+	require.NoError(t, err)
+	got, err := cfg.osuSimulate(job, m)
+	require.NoError(t, err)
+	require.InEpsilon(t, want.MeanSeconds, got.MeanSeconds, 0.05)
+}

@@ -51,7 +51,8 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	bucket := fs.Bool("bucket", true, "model the token bucket of the links' shaper (calib/net-RATE.burst, else sim-validate.sh's default for the rate)")
 	netLat := fs.Float64("net-latency", 0, "microseconds per rank per core that crowded cores add to a message between hosts (simulate.Oversub.NetLatency); negative: fitted from calib/crowd-RATE-ALGO-HxR.json (0 without them); 0 by default: fitted, it gained on one quick run of three and lost on both full ones (3 December)")
 	statName := fs.String("stat", "median", "how a time measured in several rounds counts, calibrations and points alike: median, or min (the fastest round: a shared machine's other work only adds time)")
-	reuse := fs.Bool("reuse-fit", false, "predict with the model in DIR/fit-RATE.json (-stat min: fit-min-RATE.json), which an earlier validate of DIR fitted, instead of fitting it again (minutes)")
+	wallSplit := fs.Bool("wall-split", false, "split each class's CPU between a call and a message from wall times, a broadcast's root and leaf apart (calib/bcast-local.json, bcast-net-RATE.json; fitWallSplit), not from the calibrations' CPU times, which count their ranks' polling")
+	reuse := fs.Bool("reuse-fit", false, "predict with the model in DIR/fit-RATE.json (-stat min: fit-min-RATE.json), which an earlier validate of DIR fitted, instead of fitting it again (minutes); -wall-split: fit-wall-RATE.json")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -69,7 +70,10 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	// median's, so that -reuse-fit finds the one its -stat fitted.
 	fitPrefix := "fit-"
 	if *statName != "median" {
-		fitPrefix = "fit-" + *statName + "-"
+		fitPrefix += *statName + "-"
+	}
+	if *wallSplit {
+		fitPrefix += "wall-"
 	}
 	fitFile := func(rateName string) string { return filepath.Join(fs.Arg(0), fitPrefix+rateName+".json") }
 	dir := fs.Arg(0)
@@ -210,6 +214,22 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
+	// splitFromWalls is fitWallSplit with the broadcast calibration
+	// calib/NAME of the rounds; without one the CPU fit's split stays.
+	splitFromWalls := func(cfg *config, class collectives.LinkClass, cal, rd *calibration, name string) error {
+		bc, err := readCalibrationRoundsOf(rounds, stat, filepath.Join("calib", name), "broadcast")
+		if errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(stdout, "# no calib/%s: the %s class's CPU split stays the CPU times'\n", name, class)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fitWallSplit(cfg, class, cal, rd, bc, *cores, stdout); err != nil {
+			return fmt.Errorf("fit %s from wall times: %w", class, err)
+		}
+		return nil
+	}
 	var all []vpoint
 	for i, nf := range nets {
 		rateName := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(nf), "net-"), ".json")
@@ -245,6 +265,15 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		if err := fitClassCPU(&cfg, collectives.LinkLocal, local, local, localOthers, *cores, stdout); err != nil {
 			return fmt.Errorf("fit local: %w", err)
 		}
+		if *wallSplit {
+			var rd *calibration
+			if len(localOthers) > 0 {
+				rd = localOthers[0]
+			}
+			if err := splitFromWalls(&cfg, collectives.LinkLocal, local, rd, "bcast-local.json"); err != nil {
+				return err
+			}
+		}
 		for _, c := range overs {
 			o, err := fitOversub(&cfg, c.ring, c.rd, c.tree, *cores, stdout)
 			if err != nil {
@@ -258,6 +287,11 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		if err := fitClassCPU(&cfg, collectives.LinkNet, cal, cpuCal, nil, *cores, stdout); err != nil {
 			return fmt.Errorf("fit net %s: %w", rateName, err)
+		}
+		if *wallSplit {
+			if err := splitFromWalls(&cfg, collectives.LinkNet, cal, nil, "bcast-net-"+rateName+".json"); err != nil {
+				return err
+			}
 		}
 		if err := setNetLatency(&cfg, rateName); err != nil {
 			return err
@@ -448,9 +482,16 @@ func globRounds(rounds []string, pattern string) ([]string, error) {
 // more jobs, not more calls, steady the latency that every small
 // prediction rests on. os.ErrNotExist when no round has rel.
 func readCalibrationRounds(rounds []string, stat func([]float64) float64, rel string) (*calibration, error) {
+	return readCalibrationRoundsOf(rounds, stat, rel, "allreduce")
+}
+
+// readCalibrationRoundsOf is readCalibrationRounds for a calibration of
+// coll (readCalibrationOf); each rank's wall time, too, is stat of the
+// rounds'.
+func readCalibrationRoundsOf(rounds []string, stat func([]float64) float64, rel, coll string) (*calibration, error) {
 	var cals []*calibration
 	for _, r := range rounds {
-		c, err := readCalibration(filepath.Join(r, rel))
+		c, err := readCalibrationOf(filepath.Join(r, rel), coll)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -469,7 +510,7 @@ func readCalibrationRounds(rounds []string, stat func([]float64) float64, rel st
 		}
 		sort.Strings(again)
 		for _, f := range again {
-			c, err := readCalibration(f)
+			c, err := readCalibrationOf(f, coll)
 			if err != nil {
 				return nil, err
 			}
@@ -491,14 +532,22 @@ func readCalibrationRounds(rounds []string, stat func([]float64) float64, rel st
 	out.gamma, out.copy = median(gammas), median(copies)
 	for i := range out.sizes {
 		var walls, cpus []float64
+		ranks := make([][]float64, len(out.sizes[i].rankWall))
 		for _, c := range cals {
 			for _, s := range c.sizes {
 				if s.bytes == out.sizes[i].bytes {
 					walls, cpus = append(walls, s.wall), append(cpus, s.cpu)
+					for r := range min(len(ranks), len(s.rankWall)) {
+						ranks[r] = append(ranks[r], s.rankWall[r])
+					}
 				}
 			}
 		}
 		out.sizes[i].wall, out.sizes[i].cpu = stat(walls), stat(cpus)
+		out.sizes[i].rankWall = make([]float64, len(ranks))
+		for r, ws := range ranks {
+			out.sizes[i].rankWall[r] = stat(ws)
+		}
 	}
 	return &out, nil
 }
