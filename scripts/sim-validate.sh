@@ -15,7 +15,8 @@
 #                and on one host recursive doubling at 8 B: the CPU per
 #                call apart from the CPU per message),
 #                and the CPU's reduction and copy speeds; a broadcast on
-#                the same 2 ranks (each end's time, recorded for later); 4, 8 and 16 ranks
+#                the same 2 ranks (the root's and the leaf's times, which split
+#                the CPU between a call and a message); 4, 8 and 16 ranks
 #                on one host, ring, recursive doubling and tree at 256 B
 #                and the ring at N x 32 KiB (its steps' messages at TCP's
 #                inline size) and 1 MiB: what ranks outnumbering cores cost
@@ -291,8 +292,8 @@ for round in $(seq 1 "$ROUNDS"); do
 	# A broadcast from rank 0 on the same 2 ranks: the root's time per
 	# call is what a message costs its sender, the leaf's what it waits
 	# (over TCP the sender's write carries the message into the peer's
-	# socket). Recorded for the model's split of a message's CPU between
-	# its ends; collsim validate does not fit it yet.
+	# socket). collsim validate splits the CPU between a call and a
+	# message from these wall times (-wall-split, the default).
 	bcastCalib=("$BIN/collsim" calibrate -coll broadcast -algorithm binomial -warm-time "$WARMTIME" -i $((ITERS * 2)) -x "$WARM" \
 		-is $((SITERS * 2)) -xs "$SWARM" -sizes 8,4K,64K)
 	job "$R/calib/bcast-local.json" 1 2 "${bcastCalib[@]}" || failed=1

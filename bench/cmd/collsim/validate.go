@@ -51,8 +51,8 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	bucket := fs.Bool("bucket", true, "model the token bucket of the links' shaper (calib/net-RATE.burst, else sim-validate.sh's default for the rate)")
 	netLat := fs.Float64("net-latency", 0, "microseconds per rank per core that crowded cores add to a message between hosts (simulate.Oversub.NetLatency); negative: fitted from calib/crowd-RATE-ALGO-HxR.json (0 without them); 0 by default: fitted, it gained on one quick run of three and lost on both full ones (3 December)")
 	statName := fs.String("stat", "median", "how a time measured in several rounds counts, calibrations and points alike: median, or min (the fastest round: a shared machine's other work only adds time)")
-	wallSplit := fs.Bool("wall-split", false, "split each class's CPU between a call and a message from wall times, a broadcast's root and leaf apart (calib/bcast-local.json, bcast-net-RATE.json; fitWallSplit), not from the calibrations' CPU times, which count their ranks' polling")
-	reuse := fs.Bool("reuse-fit", false, "predict with the model in DIR/fit-RATE.json (-stat min: fit-min-RATE.json), which an earlier validate of DIR fitted, instead of fitting it again (minutes); -wall-split: fit-wall-RATE.json")
+	wallSplit := fs.Bool("wall-split", true, "split each class's CPU between a call and a message from wall times, a broadcast's root and leaf apart (calib/bcast-local.json, bcast-net-RATE.json; fitWallSplit), not from the calibrations' CPU times, which count their ranks' polling (false: the CPU times' split, as before 4 December; it scored 2-3 points less on both full runs that compared them)")
+	reuse := fs.Bool("reuse-fit", false, "predict with the model in DIR/fit-RATE.json (-stat min: fit-min-RATE.json), which an earlier validate of DIR fitted, instead of fitting it again (minutes); -wall-split=false: fit-cpu-split-RATE.json")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -72,8 +72,8 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	if *statName != "median" {
 		fitPrefix += *statName + "-"
 	}
-	if *wallSplit {
-		fitPrefix += "wall-"
+	if !*wallSplit {
+		fitPrefix += "cpu-split-"
 	}
 	fitFile := func(rateName string) string { return filepath.Join(fs.Arg(0), fitPrefix+rateName+".json") }
 	dir := fs.Arg(0)
