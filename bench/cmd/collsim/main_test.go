@@ -122,15 +122,21 @@ func writeCalibrationHosts(t *testing.T, path string, cfg config, link simulate.
 		require.NoError(t, err)
 		cpu := float64(w.events)*(link.Overhead+sw) + (w.wire*link.PerByte+w.reduce*cfg.Gamma+w.copy*cfg.Copy)*bc + cfg.CallOverhead
 		for rank := range ranks {
-			rec := calibRecord{Algo: algo, Rank: rank, Ranks: ranks, Bytes: n, Iters: 10, WallS: r.MeanSeconds, CPUS: cpu,
-				Gamma: cfg.Gamma, Copy: cfg.Copy, Chunk: cfg.ChunkBytes, Slots: cfg.Slots, Inline: cfg.Inline}
-			j, err := json.Marshal(rec)
-			require.NoError(t, err)
-			fmt.Fprintf(&b, "[%d] %s\n", rank, j)
+			appendCalibRecord(t, &b, cfg, calibRecord{Algo: algo, Rank: rank, Ranks: ranks, Bytes: n, WallS: r.MeanSeconds, CPUS: cpu})
 		}
 	}
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 	require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
+}
+
+// appendCalibRecord appends rec to b as gorun tags a rank's line, with
+// cfg's CPU speeds and executor settings and 10 calls.
+func appendCalibRecord(t *testing.T, b *bytes.Buffer, cfg config, rec calibRecord) {
+	rec.Iters, rec.Gamma, rec.Copy = 10, cfg.Gamma, cfg.Copy
+	rec.Chunk, rec.Slots, rec.Inline = cfg.ChunkBytes, cfg.Slots, cfg.Inline
+	j, err := json.Marshal(rec)
+	require.NoError(t, err)
+	fmt.Fprintf(b, "[%d] %s\n", rec.Rank, j)
 }
 
 // TestFitRecoversTheModel checks the fit against a machine that is the
@@ -689,11 +695,7 @@ func writeWallCalibration(t *testing.T, path string, cfg config, coll collective
 		r, err := cfg.osuSimulate(job, simulate.Machine{Ranks: 2, RanksPerHost: rph, Cores: 2, PoolRanks: 2})
 		require.NoError(t, err)
 		for rank := range 2 {
-			rec := calibRecord{Coll: name, Algo: algo, Rank: rank, Ranks: 2, Bytes: n, Iters: 10, WallS: r.RankSeconds[rank], CPUS: r.RankSeconds[rank] + poll,
-				Gamma: cfg.Gamma, Copy: cfg.Copy, Chunk: cfg.ChunkBytes, Slots: cfg.Slots, Inline: cfg.Inline}
-			j, err := json.Marshal(rec)
-			require.NoError(t, err)
-			fmt.Fprintf(&b, "[%d] %s\n", rank, j)
+			appendCalibRecord(t, &b, cfg, calibRecord{Coll: name, Algo: algo, Rank: rank, Ranks: 2, Bytes: n, WallS: r.RankSeconds[rank], CPUS: r.RankSeconds[rank] + poll})
 		}
 	}
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
