@@ -23,7 +23,10 @@ import (
 //   - overhead (CPU per message at each end) and per_byte (CPU per byte at
 //     each end): the least-squares fit of the CPU time per call at every
 //     size, after the reductions and copies, to the chunks the rank sends
-//     and receives and their bytes;
+//     and receives and their bytes; then (collsim validate -wall-split,
+//     the default) overhead and the CPU per call again from wall times,
+//     a broadcast's root and leaf apart (fitWallSplit): the calibration's
+//     ranks poll, so their CPU time counts their waiting;
 //   - alpha so that the simulator reproduces the measured time at the
 //     smallest size; beta (the port) so that it reproduces the larger
 //     sizes best (least squared log error; 0 if the CPU alone explains
