@@ -3,6 +3,7 @@ package simulate
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/goccl/goccl/collectives"
 )
@@ -50,6 +51,7 @@ type engine struct {
 	ports   []port
 	imm     []int32 // threads whose current task costs nothing: done now
 	immHead int
+	tpr     int32 // threads per rank: threadsPerRank, or 1 (Params.OneThread)
 	// enterAt is when each rank enters the call (nil: every rank at 0).
 	enterAt []float64
 	// ends counts, per rank, the message ends charged a message's
@@ -97,6 +99,7 @@ const (
 	tCopy                      // a Copy chunk
 	tCreditOut                 // write a credit of link that cannot ride with data (Params.CreditWrites)
 	tCreditIn                  // read a credit of link written alone
+	tTail                      // the rest of a write after its message left (Link.WriteTail)
 )
 
 type task struct {
@@ -119,11 +122,12 @@ type task struct {
 // receiving sides (TCP's writer and reader goroutines and the kernel's
 // work for them; an RDMA adapter's queues cost them nothing but the
 // overheads).
+// With Params.OneThread the three are one thread.
 const threadsPerRank = 3
 
-func execThread(r int32) int32 { return threadsPerRank * r }
-func sendThread(r int32) int32 { return threadsPerRank*r + 1 }
-func recvThread(r int32) int32 { return threadsPerRank*r + 2 }
+func (e *engine) execThread(r int32) int32 { return e.tpr * r }
+func (e *engine) sendThread(r int32) int32 { return e.tpr*r + min(1, e.tpr-1) }
+func (e *engine) recvThread(r int32) int32 { return e.tpr*r + min(2, e.tpr-1) }
 
 type thread struct {
 	q    []task
@@ -132,8 +136,11 @@ type thread struct {
 	// running: the task at head has its core, since startedAt.
 	running   bool
 	startedAt float64
-	pool      int32
-	rank      int32
+	// tail: the Link.WriteTail taken off the write now running (or the
+	// first of the writes merged with it), owed after the last of them.
+	tail float64
+	pool int32
+	rank int32
 }
 
 type pool struct {
@@ -189,7 +196,11 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 		return nil, err
 	}
 	n := len(plans)
-	e := &engine{par: par, limit: limit, links: links, ranks: make([]rstate, n), threads: make([]thread, threadsPerRank*n), ends: make([]int32, n)}
+	tpr := int32(threadsPerRank)
+	if par.OneThread {
+		tpr = 1
+	}
+	e := &engine{par: par, limit: limit, links: links, ranks: make([]rstate, n), threads: make([]thread, int(tpr)*n), ends: make([]int32, n), tpr: tpr}
 	poolRanks := m.poolRanks()
 	if m.Cores == 0 {
 		poolRanks = 1
@@ -211,12 +222,12 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 		e.pools[i].lo, e.pools[i].hi = int32(i*poolRanks), int32(min(n, (i+1)*poolRanks))
 		e.pools[i].free, e.pools[i].cores = m.Cores, m.Cores
 		if m.Cores == 0 {
-			e.pools[i].free = threadsPerRank // a rank's threads run at once
+			e.pools[i].free = int(tpr) // a rank's threads run at once
 		}
 	}
 	for r := range n {
-		for k := range threadsPerRank {
-			e.threads[threadsPerRank*r+k] = thread{pool: int32(r / poolRanks), rank: int32(r)}
+		for k := range int(tpr) {
+			e.threads[int(tpr)*r+k] = thread{pool: int32(r / poolRanks), rank: int32(r)}
 		}
 	}
 	// Ports: per rank a local pair, per host a NIC pair.
@@ -264,7 +275,7 @@ func newEngine(plans []*rankPlan, wd *world, m Machine, par *Params, limit int) 
 func (e *engine) enter(r int32) {
 	st := &e.ranks[r]
 	if cost := float64(st.plan.pre)*e.par.Copy + e.par.CallOverhead; cost > 0 {
-		e.addTask(execThread(r), task{kind: tStart, cost: cost})
+		e.addTask(e.execThread(r), task{kind: tStart, cost: cost})
 	} else {
 		e.start(r)
 	}
@@ -309,14 +320,14 @@ func (e *engine) run() error {
 		case evRead:
 			l := &e.links[ev.a]
 			cost := e.par.Links[l.class].Overhead + float64(ev.c)*e.par.Links[l.class].PerByte
-			e.addTask(recvThread(l.to), task{kind: tRead, link: ev.a, chunk: ev.b, len: ev.c, cost: cost, ride: ev.ride})
+			e.addTask(e.recvThread(l.to), task{kind: tRead, link: ev.a, chunk: ev.b, len: ev.c, cost: cost, ride: ev.ride})
 		case evCredit:
 			l := &e.links[ev.a]
 			l.credits++
 			e.tryPost(l.from, l.fromEntry)
 		case evCreditAlone:
 			l := &e.links[ev.a]
-			e.addTask(recvThread(l.from), task{kind: tCreditIn, link: ev.a, cost: e.par.Links[l.class].Overhead})
+			e.addTask(e.recvThread(l.from), task{kind: tCreditIn, link: ev.a, cost: e.par.Links[l.class].Overhead})
 		case evAck:
 			e.finish(ev.a, ev.b)
 		case evStart:
@@ -360,7 +371,7 @@ func (e *engine) start(r int32) {
 	}
 	for _, c := range rp.copies {
 		if rp.chunks[c].nDeps == 0 {
-			e.addTask(execThread(r), task{kind: tCopy, chunk: c, cost: float64(rp.chunks[c].len) * e.par.Copy})
+			e.addTask(e.execThread(r), task{kind: tCopy, chunk: c, cost: float64(rp.chunks[c].len) * e.par.Copy})
 		}
 	}
 }
@@ -380,7 +391,7 @@ func (e *engine) tryPost(r, k int32) {
 		l.credits--
 		st.sendHead[k]++
 		n := st.plan.chunks[c].len
-		e.addTask(sendThread(r), task{kind: tPost, link: en.sendLink, chunk: c, len: n, cost: lc.Overhead + float64(n)*lc.PerByte})
+		e.addTask(e.sendThread(r), task{kind: tPost, link: en.sendLink, chunk: c, len: n, cost: lc.Overhead + float64(n)*lc.PerByte})
 	}
 }
 
@@ -402,7 +413,7 @@ func (e *engine) tryConsume(r, k int32) {
 		if ch.kind == collectives.RecvReduce {
 			per = e.par.Gamma
 		}
-		e.addTask(execThread(r), task{kind: tConsume, link: en.recvLk, chunk: c, len: ch.len, cost: float64(ch.len) * per})
+		e.addTask(e.execThread(r), task{kind: tConsume, link: en.recvLk, chunk: c, len: ch.len, cost: float64(ch.len) * per})
 	}
 }
 
@@ -420,7 +431,7 @@ func (e *engine) finish(r, c int32) {
 		oc := &rp.chunks[o]
 		switch oc.kind {
 		case collectives.Copy:
-			e.addTask(execThread(r), task{kind: tCopy, chunk: o, cost: float64(oc.len) * e.par.Copy})
+			e.addTask(e.execThread(r), task{kind: tCopy, chunk: o, cost: float64(oc.len) * e.par.Copy})
 		case collectives.Send:
 			e.tryPost(r, oc.entry)
 		default:
@@ -447,7 +458,7 @@ func (e *engine) wake(r int32) float64 {
 	if w <= 0 || e.busy(r) {
 		return e.now
 	}
-	p := &e.pools[e.threads[execThread(r)].pool]
+	p := &e.pools[e.threads[e.execThread(r)].pool]
 	if p.free == 0 {
 		return e.now
 	}
@@ -463,8 +474,8 @@ func (e *engine) wake(r int32) float64 {
 
 // busy reports whether any of rank r's threads has work.
 func (e *engine) busy(r int32) bool {
-	for k := range int32(threadsPerRank) {
-		if e.threads[threadsPerRank*r+k].busy {
+	for k := range e.tpr {
+		if e.threads[e.tpr*r+k].busy {
 			return true
 		}
 	}
@@ -553,7 +564,7 @@ func (e *engine) dispatch(pi int32) {
 		p.free--
 		x := &e.threads[th]
 		x.running, x.startedAt = true, e.now
-		if cost := x.q[x.head].cost + e.over.Gap; cost > 0 {
+		if cost := e.startCost(x) + e.over.Gap; cost > 0 {
 			e.push(event{t: e.now + cost, kind: evDone, a: th})
 		} else {
 			e.imm = append(e.imm, th)
@@ -573,6 +584,12 @@ func (e *engine) taskDone(th int32) {
 	// A task merged with this one (Params.Coalesce) is the same system
 	// call: it runs next on this core.
 	keep := x.head < len(x.q) && x.q[x.head].merged
+	if !keep && x.tail > 0 && (t.kind == tPost || t.kind == tCreditOut) {
+		// The write's message has left; its system call goes on.
+		x.q = slices.Insert(x.q, x.head, task{kind: tTail, cost: x.tail, merged: true, at: e.now})
+		x.tail = 0
+		keep = true
+	}
 	if !keep {
 		x.running = false
 		e.pools[x.pool].free++
@@ -581,7 +598,7 @@ func (e *engine) taskDone(th int32) {
 	x = &e.threads[th]
 	if keep {
 		x.startedAt = e.now
-		if cost := x.q[x.head].cost; cost > 0 {
+		if cost := e.startCost(x); cost > 0 {
 			e.push(event{t: e.now + cost, kind: evDone, a: th})
 		} else {
 			e.imm = append(e.imm, th)
@@ -595,6 +612,19 @@ func (e *engine) taskDone(th int32) {
 		x.busy = false
 	}
 	e.dispatch(x.pool)
+}
+
+// startCost is the time the task at thread x's head runs before it takes
+// effect: its cost, less the Link.WriteTail of a write that is not merged
+// with the one before it, which x then owes after the last write merged
+// with this one.
+func (e *engine) startCost(x *thread) float64 {
+	t := &x.q[x.head]
+	if (t.kind != tPost && t.kind != tCreditOut) || t.merged {
+		return t.cost
+	}
+	x.tail = min(t.cost, e.par.Links[e.links[t.link].class].WriteTail)
+	return t.cost - x.tail
 }
 
 func (e *engine) apply(r int32, t task) {
@@ -620,7 +650,7 @@ func (e *engine) apply(r int32, t task) {
 		l := &e.links[t.link]
 		e.finish(r, t.chunk)
 		if e.par.CreditWrites && !e.creditRides(r, l, t) {
-			e.addTask(sendThread(r), task{kind: tCreditOut, link: t.link, cost: e.par.Links[l.class].Overhead})
+			e.addTask(e.sendThread(r), task{kind: tCreditOut, link: t.link, cost: e.par.Links[l.class].Overhead})
 			break
 		}
 		e.push(event{t: e.after(e.now, l.class), kind: evCredit, a: t.link})

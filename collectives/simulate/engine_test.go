@@ -406,3 +406,44 @@ func TestSwitchOnWakeUp(t *testing.T) {
 	after := run(t, job, m, par, Full)
 	require.InDelta(t, before.Seconds+3*5, after.Seconds, 1e-12)
 }
+
+// TestWriteTail: a write's message leaves Link.WriteTail before the
+// write's overhead ends, and the sender's thread stays busy for the rest.
+// Broadcast of 8 bytes on 2 ranks, α = 10, o = 2 of which 1.5 after the
+// message left, sends inline: the message leaves at 0.5, arrives at 10.5
+// and is read by 12.5 (without the tail: 14). Scatter-allgather's two
+// segments to the leaf, written apart: the first leaves at 0.5, the
+// second is written 2-4 and leaves at 2.5; read 10.5-12.5 and 12.5-14.5.
+// In one write (Coalesce) both leave at 0.5 and are read by 12.5.
+func TestWriteTail(t *testing.T) {
+	par := units(1024, 8, 1<<20)
+	par.Links[collectives.LinkLocal] = Link{Alpha: 10, Overhead: 2, WriteTail: 1.5}
+	bc := Job{Coll: collectives.CollBroadcast, Algo: "binomial", Bytes: 8}
+	r := run(t, bc, Machine{Ranks: 2}, par, Full)
+	require.InDelta(t, 12.5, r.Seconds, 1e-12)
+	sag := Job{Coll: collectives.CollBroadcast, Algo: "scatter-allgather", Bytes: 16}
+	require.InDelta(t, 14.5, run(t, sag, Machine{Ranks: 2}, par, Full).Seconds, 1e-12)
+	par.Coalesce = true
+	require.InDelta(t, 12.5, run(t, sag, Machine{Ranks: 2}, par, Full).Seconds, 1e-12)
+	// A tail longer than the write is the whole write.
+	par.Links[collectives.LinkLocal].WriteTail = 5
+	require.InDelta(t, 12, run(t, bc, Machine{Ranks: 2}, par, Full).Seconds, 1e-12)
+	par.Links[collectives.LinkLocal].WriteTail = -1
+	_, err := Simulate(bc, Machine{Ranks: 2}, par, Options{Method: Full})
+	require.Error(t, err)
+}
+
+// TestOneThread: with Params.OneThread a rank reads only when its writes
+// are done. Pairwise all-to-all of 8 bytes per peer on 3 ranks, α = 0,
+// o = 2: every rank writes its two messages at 0-2 and 2-4; the first
+// message for it arrives at 2. With a thread per side it is read at 2-4
+// and the second at 4-6; with one thread the reads wait for the second
+// write (4-6, 6-8).
+func TestOneThread(t *testing.T) {
+	par := units(1024, 8, 1<<20)
+	par.Links[collectives.LinkLocal] = Link{Overhead: 2}
+	job := Job{Coll: collectives.CollAlltoall, Algo: "pairwise", Bytes: 24}
+	require.InDelta(t, 6, run(t, job, Machine{Ranks: 3}, par, Full).Seconds, 1e-12)
+	par.OneThread = true
+	require.InDelta(t, 8, run(t, job, Machine{Ranks: 3}, par, Full).Seconds, 1e-12)
+}

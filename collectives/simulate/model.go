@@ -85,6 +85,14 @@ type Link struct {
 	Overhead float64 `json:"overhead"`
 	PerByte  float64 `json:"per_byte"`
 	Burst    float64 `json:"burst,omitempty"`
+	// WriteTail is the part of a write's Overhead (a post's, or a
+	// credit's written alone) spent after its message is readable at the
+	// other end: the kernel delivers a TCP segment over loopback or a veth
+	// pair within the sender's system call, and a polling receiver reads
+	// it while the sender returns. The sender's thread is busy for all of
+	// Overhead; its message leaves WriteTail before that (at most
+	// Overhead; 0: when the write returns).
+	WriteTail float64 `json:"write_tail,omitempty"`
 }
 
 // Params is the cost model: links per class, the CPU's reduction and copy
@@ -140,6 +148,14 @@ type Params struct {
 	// spend (tried on 3 December; see collsim's README). false: every
 	// message costs its Overhead.
 	Coalesce bool
+	// OneThread: a rank's executor and both sides of its transport run
+	// on one thread, each task after the one before, as goccl's TCP
+	// transport drives them: the caller waiting for the call writes its
+	// posts and polls its sockets itself, and does one at a time (false:
+	// the executor, the sending side and the receiving side are threads
+	// of their own, which a rank's posts and reads can overlap on
+	// another core).
+	OneThread bool
 	// Oversubscribed says what ranks sharing cores cost, by ranks per
 	// core, in increasing order of RanksPerCore. A pool with more ranks
 	// than cores takes Switch and Gap interpolated linearly in its ranks
@@ -231,7 +247,7 @@ func (p *Params) validate() error {
 		return fmt.Errorf("simulate: chunk size %d and slots %d must be positive", p.ChunkBytes, p.Slots)
 	}
 	for c, l := range p.Links {
-		if l.Alpha < 0 || l.Beta < 0 || l.Overhead < 0 || l.PerByte < 0 || l.Burst < 0 {
+		if l.Alpha < 0 || l.Beta < 0 || l.Overhead < 0 || l.PerByte < 0 || l.Burst < 0 || l.WriteTail < 0 {
 			return fmt.Errorf("simulate: negative cost on %s links: %+v", collectives.LinkClass(c), l)
 		}
 	}

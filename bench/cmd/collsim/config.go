@@ -35,6 +35,9 @@ type config struct {
 	// Coalesce: data messages to one peer posted in the same step share
 	// one write and one read (simulate.Params.Coalesce).
 	Coalesce bool `json:"coalesce,omitempty"`
+	// OneThread: a rank's executor and transport are one thread
+	// (simulate.Params.OneThread).
+	OneThread bool `json:"one_thread,omitempty"`
 	// Paced: calibrations and points are simulated as OSU's loop makes
 	// them (osuSimulate); collsim validate -paced.
 	Paced bool `json:"-"`
@@ -49,7 +52,7 @@ func (c *config) params() simulate.Params {
 		p.Slots = c.Slots
 	}
 	p.Inline, p.Oversubscribed, p.CallOverhead = c.Inline, c.Oversub, c.CallOverhead
-	p.CreditWrites, p.Coalesce = c.CreditWrites, c.Coalesce
+	p.CreditWrites, p.Coalesce, p.OneThread = c.CreditWrites, c.Coalesce, c.OneThread
 	return p
 }
 
@@ -110,8 +113,11 @@ func (c *config) describe() string {
 		fmt.Fprintf(&b, "# %s\n", c.Note)
 	}
 	link := func(name string, l simulate.Link) {
-		fmt.Fprintf(&b, "# %s: alpha %.2f us, port %s, overhead %.2f us/message, CPU %.3f ns/B per end\n",
-			name, l.Alpha*1e6, rate(l.Beta), l.Overhead*1e6, l.PerByte*1e9)
+		fmt.Fprintf(&b, "# %s: alpha %.2f us, port %s, overhead %.2f us/message", name, l.Alpha*1e6, rate(l.Beta), l.Overhead*1e6)
+		if l.WriteTail > 0 {
+			fmt.Fprintf(&b, " (a write's last %.2f after its message left)", l.WriteTail*1e6)
+		}
+		fmt.Fprintf(&b, ", CPU %.3f ns/B per end\n", l.PerByte*1e9)
 	}
 	link("local", c.Local)
 	link("net  ", c.Net)

@@ -199,7 +199,7 @@ func rankWork(job simulate.Job, p int, cfg *config) (work, error) {
 		if cfg.Slots > 0 {
 			par.Slots = cfg.Slots
 		}
-		par.CreditWrites, par.Coalesce = credits, true
+		par.CreditWrites, par.Coalesce, par.OneThread = credits, true, cfg.OneThread
 		r, err := simulate.Simulate(job, simulate.Machine{Ranks: p, RanksPerHost: p}, par, simulate.Options{Method: simulate.Full})
 		if err != nil {
 			return work{}, err
@@ -404,7 +404,7 @@ func fitBeta(link *simulate.Link, cal *calibration, timeAt func(int) (float64, e
 // small ring calls (OSU's way, each rank's own time) are closest to the
 // measured ones (least squared log error). The CPU per byte stays the
 // CPU fit's.
-func fitWallSplit(cfg *config, class collectives.LinkClass, cal, rd, bcast *calibration, cores int, log io.Writer) error {
+func fitWallSplit(cfg *config, class collectives.LinkClass, cal, rd, bcast *calibration, cores int, fitTail bool, log io.Writer) error {
 	if bcast.ranks != 2 || bcast.coll != "broadcast" {
 		return fmt.Errorf("wall split: want a broadcast calibration on 2 ranks, have %s on %d", bcast.coll, bcast.ranks)
 	}
@@ -473,23 +473,29 @@ func fitWallSplit(cfg *config, class collectives.LinkClass, cal, rd, bcast *cali
 		return sum, nil
 	}
 	fitCall := class == collectives.LinkLocal
-	best := struct{ call, o, miss float64 }{cfg.CallOverhead, link.Overhead, math.Inf(1)}
-	try := func(call, o float64) error {
-		if call < 0 || o < 0 {
+	best := struct{ call, o, tail, miss float64 }{cfg.CallOverhead, link.Overhead, 0, math.Inf(1)}
+	// tail: the share of a write's overhead after its message left
+	// (simulate.Link.WriteTail), with -write-tail.
+	try := func(call, o, tail float64) error {
+		if call < 0 || o < 0 || tail < 0 || tail > 1 {
 			return nil
 		}
 		if fitCall {
 			cfg.CallOverhead = call
 		}
-		link.Overhead = o
+		link.Overhead, link.WriteTail = o, tail*o
 		v, err := miss()
 		if err != nil {
 			return err
 		}
 		if v < best.miss {
-			best.call, best.o, best.miss = call, o, v
+			best.call, best.o, best.tail, best.miss = call, o, tail, v
 		}
 		return nil
+	}
+	tails := []float64{0}
+	if fitTail {
+		tails = []float64{0, 0.25, 0.5, 0.75, 1}
 	}
 	// A coarse grid over what a call and a message can cost here (up to
 	// the slowest small call), then finer ones around the best point.
@@ -505,23 +511,32 @@ func fitWallSplit(cfg *config, class collectives.LinkClass, cal, rd, bcast *cali
 			calls = append(calls, c)
 		}
 	}
-	for _, c := range calls {
-		for o := 0.0; o <= span/2; o += step / 2 {
-			if err := try(c, o); err != nil {
-				return err
+	for _, f := range tails {
+		for _, c := range calls {
+			for o := 0.0; o <= span/2; o += step / 2 {
+				if err := try(c, o, f); err != nil {
+					return err
+				}
 			}
 		}
 	}
+	fstep := 0.25
 	for range 3 {
 		step /= 4
-		c0, o0 := best.call, best.o
-		for i := -4; i <= 4; i++ {
-			if !fitCall && i != 0 {
+		fstep /= 2
+		c0, o0, f0 := best.call, best.o, best.tail
+		for k := -1; k <= 1; k++ {
+			if !fitTail && k != 0 {
 				continue
 			}
-			for j := -4; j <= 4; j++ {
-				if err := try(c0+float64(i)*step, o0+float64(j)*step/2); err != nil {
-					return err
+			for i := -4; i <= 4; i++ {
+				if !fitCall && i != 0 {
+					continue
+				}
+				for j := -4; j <= 4; j++ {
+					if err := try(c0+float64(i)*step, o0+float64(j)*step/2, f0+float64(k)*fstep); err != nil {
+						return err
+					}
 				}
 			}
 		}
@@ -529,13 +544,13 @@ func fitWallSplit(cfg *config, class collectives.LinkClass, cal, rd, bcast *cali
 	if fitCall {
 		cfg.CallOverhead = best.call
 	}
-	link.Overhead = best.o
+	link.Overhead, link.WriteTail = best.o, best.tail*best.o
 	if err := fitAlphaBeta(link, cal, timeAt); err != nil {
 		return err
 	}
 	if log != nil {
-		fmt.Fprintf(log, "# %s link, split from wall times (broadcast root and leaf%s): alpha %.2f us, port %s, overhead %.2f us/message, %.2f us per call\n",
-			class, map[bool]string{true: ", recursive doubling", false: ""}[rd != nil], link.Alpha*1e6, rate(link.Beta), link.Overhead*1e6, cfg.CallOverhead*1e6)
+		fmt.Fprintf(log, "# %s link, split from wall times (broadcast root and leaf%s): alpha %.2f us, port %s, overhead %.2f us/message (%.2f of it after the message left), %.2f us per call\n",
+			class, map[bool]string{true: ", recursive doubling", false: ""}[rd != nil], link.Alpha*1e6, rate(link.Beta), link.Overhead*1e6, link.WriteTail*1e6, cfg.CallOverhead*1e6)
 		for _, tg := range targets {
 			r, err := cfg.osuSimulate(tg.job, m)
 			if err != nil {

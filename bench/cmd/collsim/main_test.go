@@ -735,8 +735,8 @@ func TestFitWallSplit(t *testing.T) {
 	require.NoError(t, fitClassCPU(&cfg, collectives.LinkNet, net, net, nil, 2, nil))
 	require.Greater(t, cfg.CallOverhead, 4e-6, "the CPU times' split charges the polling to the call")
 
-	require.NoError(t, fitWallSplit(&cfg, collectives.LinkLocal, local, rd, read("bcast-local.json", "broadcast"), 2, nil))
-	require.NoError(t, fitWallSplit(&cfg, collectives.LinkNet, net, nil, read("bcast-net.json", "broadcast"), 2, nil))
+	require.NoError(t, fitWallSplit(&cfg, collectives.LinkLocal, local, rd, read("bcast-local.json", "broadcast"), 2, false, nil))
+	require.NoError(t, fitWallSplit(&cfg, collectives.LinkNet, net, nil, read("bcast-net.json", "broadcast"), 2, false, nil))
 	require.InDelta(t, 3e-6, cfg.CallOverhead, 0.3e-6, "CPU per call")
 	require.InDelta(t, 5e-6, cfg.Local.Overhead, 0.3e-6, "CPU per local message end")
 	require.InDelta(t, 2e-6, cfg.Local.Alpha, 0.5e-6, "local alpha")
