@@ -24,7 +24,10 @@ import (
 //     (putting each posted message on the wire: Overhead + bytes x PerByte)
 //     and a receiving thread (taking each arrived message off the
 //     transport, the same). The executor decides at once what to post; a
-//     thread runs one task at a time, in order.
+//     thread runs one task at a time, in order. With Params.OneThread the
+//     three are one thread (the waiting caller drives TCP's transport);
+//     a write's message leaves Link.WriteTail before its thread is done
+//     with it.
 //   - cores: the threads of a CPU pool share its cores; a thread with work
 //     waits for a free core, and gives it up after each task (round robin,
 //     close to the kernel's fair sharing at the grain of one chunk).
@@ -121,8 +124,7 @@ type task struct {
 // A rank's threads: the executor's, and the transport's sending and
 // receiving sides (TCP's writer and reader goroutines and the kernel's
 // work for them; an RDMA adapter's queues cost them nothing but the
-// overheads).
-// With Params.OneThread the three are one thread.
+// overheads). With Params.OneThread the three are one thread.
 const threadsPerRank = 3
 
 func (e *engine) execThread(r int32) int32 { return e.tpr * r }
