@@ -402,8 +402,12 @@ func fitBeta(link *simulate.Link, cal *calibration, timeAt func(int) (float64, e
 // alpha and beta are fitted again to the ring (fitAlphaBeta); the split
 // kept is the one whose simulated root, leaf, recursive doubling and
 // small ring calls (OSU's way, each rank's own time) are closest to the
-// measured ones (least squared log error). The CPU per byte stays the
-// CPU fit's.
+// measured ones (least squared log error). With fitTail the grid also
+// runs over the share of a write's overhead spent after its message left
+// (simulate.Link.WriteTail, 0 to 1): it finds the CPU per message end, but
+// trades the call's cost, the tail and alpha against one another, which
+// take the calibrated calls the same time (TestFitWallSplitTail). The CPU
+// per byte stays the CPU fit's.
 func fitWallSplit(cfg *config, class collectives.LinkClass, cal, rd, bcast *calibration, cores int, fitTail bool, log io.Writer) error {
 	if bcast.ranks != 2 || bcast.coll != "broadcast" {
 		return fmt.Errorf("wall split: want a broadcast calibration on 2 ranks, have %s on %d", bcast.coll, bcast.ranks)
