@@ -803,3 +803,50 @@ func TestFitWallSplitTail(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateReuseKeepsFitSettings: -reuse-fit predicts with the
+// executor's settings the model was fitted under (its one_thread,
+// credit_writes, coalesce), not the flags' defaults; a flag set on the
+// command line replaces the fit's, and the report says so.
+func TestValidateReuseKeepsFitSettings(t *testing.T) {
+	cfg := truth()
+	dir := t.TempDir()
+	writeValidationRound(t, dir, cfg, 1)
+	var out, errs bytes.Buffer
+	require.Equal(t, 0, run([]string{"validate", "-cores", "2", dir}, &out, &errs), errs.String())
+	fitPath := filepath.Join(dir, "fit-1gbit.json")
+	b, err := os.ReadFile(fitPath)
+	require.NoError(t, err)
+	var fit config
+	require.NoError(t, json.Unmarshal(b, &fit))
+	require.True(t, fit.OneThread, "the default fit is made on one thread")
+	// The predicted times of every point, as the report lists them.
+	points := func(args ...string) string {
+		t.Helper()
+		var o, e bytes.Buffer
+		require.Equal(t, 0, run(append(append([]string{"validate", "-cores", "2", "-reuse-fit"}, args...), dir), &o, &e), e.String())
+		var rows []string
+		for _, l := range strings.Split(o.String(), "\n") {
+			if strings.HasPrefix(l, "  1gbit") {
+				rows = append(rows, l)
+			}
+		}
+		require.NotEmpty(t, rows)
+		return strings.Join(rows, "\n")
+	}
+	oneThread := points()
+	threeThreads := points("-one-thread=false")
+	require.NotEqual(t, oneThread, threeThreads, "the setting must change some prediction for this test to tell")
+
+	// The same model fitted without one thread: reused as it is, it
+	// predicts on three threads although -one-thread defaults to true.
+	fit.OneThread = false
+	b, err = json.Marshal(fit)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(fitPath, b, 0o644))
+	require.Equal(t, threeThreads, points())
+	require.Equal(t, oneThread, points("-one-thread"))
+	out.Reset()
+	require.Equal(t, 0, run([]string{"validate", "-cores", "2", "-reuse-fit", "-one-thread", "-write-tail=false", dir}, &out, &errs), errs.String())
+	require.Contains(t, out.String(), "fit-1gbit.json (-one-thread=true -write-tail=false in place of the fit's)")
+}

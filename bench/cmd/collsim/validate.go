@@ -249,14 +249,19 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return err
 			}
+			// Settings a fit leaves out (omitempty) are off in it.
+			cfg.CreditWrites, cfg.Coalesce, cfg.OneThread = false, false, false
 			if err := json.Unmarshal(b, &cfg); err != nil {
 				return fmt.Errorf("%s: %w", fitFile(rateName), err)
 			}
-			cfg.Paced, cfg.CreditWrites, cfg.Coalesce, cfg.OneThread = *paced, *credits, *coalesce, *oneThread
+			// The executor's settings are the fit's (each was fitted
+			// under them), unless the command line sets one.
+			cfg.Paced = *paced
+			overridden := reuseOverrides(fs, &cfg, *credits, *coalesce, *oneThread, *writeTail)
 			if err := setNetLatency(&cfg, rateName); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "# the model of %s\n", fitFile(rateName))
+			fmt.Fprintf(stdout, "# the model of %s%s\n", fitFile(rateName), overridden)
 			pts, err := predictRuns(rounds, stat, filepath.Join("runs", rateName), rateName, cfg, *cores)
 			if err != nil {
 				return err
@@ -789,4 +794,37 @@ func sizeBand(n int) string {
 		return "8K..256K"
 	}
 	return ">= 512K"
+}
+
+// reuseOverrides applies to a model read back for -reuse-fit the
+// executor's settings the command line sets explicitly (-credit-writes,
+// -coalesce, -one-thread, -write-tail=false), and says which, for the
+// report's line naming the model; the settings it does not set stay the
+// fit's, under which its costs were fitted (before, the flags' defaults
+// replaced them, so a fit made with -one-thread=false was predicted on
+// one thread).
+func reuseOverrides(fs *flag.FlagSet, cfg *config, credits, coalesce, oneThread, writeTail bool) string {
+	var names []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "credit-writes":
+			cfg.CreditWrites = credits
+		case "coalesce":
+			cfg.Coalesce = coalesce
+		case "one-thread":
+			cfg.OneThread = oneThread
+		case "write-tail":
+			if writeTail {
+				return // a fit without a tail has none to keep
+			}
+			cfg.Local.WriteTail, cfg.Net.WriteTail = 0, 0
+		default:
+			return
+		}
+		names = append(names, "-"+f.Name+"="+f.Value.String())
+	})
+	if len(names) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(names, " ") + " in place of the fit's)"
 }
