@@ -702,6 +702,19 @@ func writeWallCalibration(t *testing.T, path string, cfg config, coll collective
 	require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
 }
 
+// writeLocalWallCalibrations writes into dir the local class's
+// calibrations that the wall split reads (the ring, recursive doubling,
+// the broadcast's root and leaf) of a machine that is cfg, whose ranks
+// poll 2 us more than they work.
+func writeLocalWallCalibrations(t *testing.T, dir string, cfg config) {
+	t.Helper()
+	ar, bc := collectives.CollAllreduce, collectives.CollBroadcast
+	file := func(n string) string { return filepath.Join(dir, n) }
+	writeWallCalibration(t, file("local.json"), cfg, ar, "ring", collectives.LinkLocal, 2e-6, 8, 64, 512, 4096, 64<<10, 1<<20)
+	writeWallCalibration(t, file("local-rd.json"), cfg, ar, "recursive-doubling", collectives.LinkLocal, 2e-6, 8)
+	writeWallCalibration(t, file("bcast-local.json"), cfg, bc, "binomial", collectives.LinkLocal, 2e-6, 8, 4096, 64<<10)
+}
+
 // TestFitWallSplit: on a machine that is the model (3 us of CPU per call,
 // 5 per local message end, 7 per net one, local alpha 2 us), whose
 // calibrations' CPU times are their ranks' wall times and 2 us more (they
@@ -718,9 +731,7 @@ func TestFitWallSplit(t *testing.T) {
 	dir := t.TempDir()
 	file := func(n string) string { return filepath.Join(dir, n) }
 	ar, bc := collectives.CollAllreduce, collectives.CollBroadcast
-	writeWallCalibration(t, file("local.json"), truthCfg, ar, "ring", collectives.LinkLocal, 2e-6, 8, 64, 512, 4096, 64<<10, 1<<20)
-	writeWallCalibration(t, file("local-rd.json"), truthCfg, ar, "recursive-doubling", collectives.LinkLocal, 2e-6, 8)
-	writeWallCalibration(t, file("bcast-local.json"), truthCfg, bc, "binomial", collectives.LinkLocal, 2e-6, 8, 4096, 64<<10)
+	writeLocalWallCalibrations(t, dir, truthCfg)
 	writeWallCalibration(t, file("net.json"), truthCfg, ar, "ring", collectives.LinkNet, 2e-6, 8, 64, 512, 4096, 64<<10, 1<<20)
 	writeWallCalibration(t, file("bcast-net.json"), truthCfg, bc, "binomial", collectives.LinkNet, 2e-6, 8, 4096, 64<<10)
 	read := func(n, coll string) *calibration {
@@ -771,10 +782,7 @@ func TestFitWallSplitTail(t *testing.T) {
 	truthCfg.OneThread = true
 	dir := t.TempDir()
 	file := func(n string) string { return filepath.Join(dir, n) }
-	ar, bc := collectives.CollAllreduce, collectives.CollBroadcast
-	writeWallCalibration(t, file("local.json"), truthCfg, ar, "ring", collectives.LinkLocal, 2e-6, 8, 64, 512, 4096, 64<<10, 1<<20)
-	writeWallCalibration(t, file("local-rd.json"), truthCfg, ar, "recursive-doubling", collectives.LinkLocal, 2e-6, 8)
-	writeWallCalibration(t, file("bcast-local.json"), truthCfg, bc, "binomial", collectives.LinkLocal, 2e-6, 8, 4096, 64<<10)
+	writeLocalWallCalibrations(t, dir, truthCfg)
 	read := func(n, coll string) *calibration {
 		c, err := readCalibrationOf(file(n), coll)
 		require.NoError(t, err)
