@@ -21,7 +21,9 @@
 #                and the ring at N x 32 KiB (its steps' messages at TCP's
 #                inline size) and 1 MiB: what ranks outnumbering cores cost
 #                (CPU per message, core time lost, latency, the wake-up of
-#                a rank that waits, CPU per byte); per rate, 2 and 4 hosts
+#                a rank that waits, CPU per byte), taken again after each
+#                rate's measurements (calib/again/: a crowded job runs
+#                20-25% faster or slower than the next); per rate, 2 and 4 hosts
 #                of 3 ranks (1.5 x the cores each), recursive doubling and
 #                tree at 256 B: what crowded cores add to a message between
 #                hosts;
@@ -276,6 +278,30 @@ again() {
 			-sizes 8,64,512,4K || failed=1
 	done
 }
+# oversub PREFIX SUFFIX: what ranks outnumbering the cores cost, 4, 8 and
+# 16 ranks on one host, into PREFIXoversub-ALGO-NSUFFIX.json. 256 B; n x 32
+# KiB (the largest size whose steps go inline) and 1 MiB, which fit the
+# CPU-per-byte factor together. Taken at the start of a round and again
+# after each rate's measurements (into calib/again/, whose median
+# collsim validate takes with the first's): one job of these runs 20-25%
+# faster or slower than the next (8 ranks, 256 B recursive doubling:
+# 247-367 us over 8 jobs in a row, 4 December), and on one run all three
+# rounds' 8-rank jobs ran 25-35% faster than the next run's while the
+# points they price did not (the levels fitted on them scored 8 ranks on 2
+# hosts at 48% within 25%, at 87% with the next run's).
+oversub() {
+	local pre=$1 suf=$2 n
+	for n in 4 8 16; do
+		say "calibrating the cost of more ranks than cores ($n ranks on one host)${suf:+, again}"
+		job "${pre}oversub-ring-$n$suf.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -is $((SITERS * 2)) -xs "$SWARM" \
+			-i "$ITERS" -x "$WARM" -sizes "256,$((n * 32))K,1M" || failed=1
+		job "${pre}oversub-rd-$n$suf.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -algorithm recursive-doubling -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
+		# A chain of dependent steps, most ranks waiting: what a rank with
+		# nothing to do takes to be woken (simulate.Oversub.Wake).
+		job "${pre}oversub-tree-$n$suf.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -algorithm tree -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
+	done
+}
+
 calib=("$BIN/collsim" calibrate -warm-time "$WARMTIME" -i $((ITERS * 2)) -x "$WARM" -is $((SITERS * 2)) -xs "$SWARM" -sizes 8,64,512,4K,64K,256K,1M,4M)
 for round in $(seq 1 "$ROUNDS"); do
 	R=$OUT
@@ -297,17 +323,8 @@ for round in $(seq 1 "$ROUNDS"); do
 	bcastCalib=("$BIN/collsim" calibrate -coll broadcast -algorithm binomial -warm-time "$WARMTIME" -i $((ITERS * 2)) -x "$WARM" \
 		-is $((SITERS * 2)) -xs "$SWARM" -sizes 8,4K,64K)
 	job "$R/calib/bcast-local.json" 1 2 "${bcastCalib[@]}" || failed=1
-	for n in 4 8 16; do
-		say "calibrating the cost of more ranks than cores ($n ranks on one host)"
-		# 256 B; n x 32 KiB (the largest size whose steps go inline) and
-		# 1 MiB, which fit the CPU-per-byte factor together.
-		job "$R/calib/oversub-ring-$n.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -is $((SITERS * 2)) -xs "$SWARM" \
-			-i "$ITERS" -x "$WARM" -sizes "256,$((n * 32))K,1M" || failed=1
-		job "$R/calib/oversub-rd-$n.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -algorithm recursive-doubling -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
-		# A chain of dependent steps, most ranks waiting: what a rank with
-		# nothing to do takes to be woken (simulate.Oversub.Wake).
-		job "$R/calib/oversub-tree-$n.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -algorithm tree -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
-	done
+	oversub "$R/calib/" ""
+	rep=2
 	for rate in $RATES; do
 		shape "$rate" || die "tc tbf $rate failed"
 		say "links shaped to $rate; calibrating the net link class (2 ranks on two hosts)"
@@ -357,6 +374,9 @@ for round in $(seq 1 "$ROUNDS"); do
 					cat "$dir/$coll-$algo.small" "$dir/$coll-$algo.large" >"$dir/$coll-$algo.json" || failed=1
 			done
 		done
+		mkdir -p "$R/calib/again" || die "cannot create $R/calib/again"
+		oversub "$R/calib/again/" "-$rep"
+		rep=$((rep + 1))
 	done
 done
 ns_down

@@ -268,6 +268,88 @@ func TestFitWake(t *testing.T) {
 	require.Positive(t, w, "a wake-up")
 }
 
+// TestFitOversubJoint: on a machine whose crowded levels take the joint
+// fit's form (latency and wake-up in proportion to the other ranks on a
+// core, one gap), where the 8-rank level's calibrations ran 25% fast (as
+// a shared machine's fast spell took the 8-rank level's on 4 December),
+// fitting 4, 8 and 16 ranks on 2 cores together reproduces the other
+// levels' ring, recursive doubling and tree within 10% and prices the
+// fast level within 20% of the truth, where the level's own fit
+// reproduces its calibrations (TestFitWake) and takes the fast times
+// whole.
+func TestFitOversubJoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a joint fit of 9 simulated calibrations takes 15 s (minutes with -race)")
+	}
+	want := truth()
+	want.Oversub = nil
+	for _, k := range []float64{2, 4, 8} {
+		want.Oversub = append(want.Oversub, simulate.Oversub{RanksPerCore: k, Switch: 1e-6, Gap: 0.5e-6, Latency: 12e-6 * (k - 1), Wake: 4e-6 * (k - 1)})
+	}
+	dir := t.TempDir()
+	writeCalibration(t, filepath.Join(dir, "local.json"), want, collectives.LinkLocal, 2)
+	read := func(name string) *calibration {
+		c, err := readCalibration(filepath.Join(dir, name))
+		require.NoError(t, err)
+		return c
+	}
+	// scaled is c with its times x f.
+	scaled := func(c *calibration, f float64) *calibration {
+		out := *c
+		out.sizes = slices.Clone(c.sizes)
+		for i := range out.sizes {
+			out.sizes[i].wall *= f
+			out.sizes[i].rankWall = slices.Clone(c.sizes[i].rankWall)
+			for r := range out.sizes[i].rankWall {
+				out.sizes[i].rankWall[r] *= f
+			}
+		}
+		return &out
+	}
+	algos := []string{"ring", "recursive-doubling", "tree"}
+	var cals []overCal
+	for _, n := range []int{4, 8, 16} {
+		var c [3]*calibration
+		for i, algo := range algos {
+			name := fmt.Sprintf("%s-%d.json", algo, n)
+			writeCalibrationOf(t, filepath.Join(dir, name), want, collectives.LinkLocal, algo, n, 256)
+			c[i] = read(name)
+			if n == 8 {
+				c[i] = scaled(c[i], 0.75)
+			}
+		}
+		cals = append(cals, overCal{ring: c[0], rd: c[1], tree: c[2]})
+	}
+	got := config{Paced: true, CreditWrites: true, Coalesce: true}
+	require.NoError(t, fitClass(&got, collectives.LinkLocal, read("local.json"), 2, nil))
+	levels, err := fitOversubJoint(&got, cals, 2, nil)
+	require.NoError(t, err)
+	require.Len(t, levels, 3)
+	got.Oversub = levels
+	for i, o := range levels {
+		k := o.RanksPerCore - 1
+		require.InDelta(t, levels[0].Latency/(levels[0].RanksPerCore-1), o.Latency/k, 1e-12, "level %d: latency per other rank", i)
+		require.InDelta(t, levels[0].Wake/(levels[0].RanksPerCore-1), o.Wake/k, 1e-12, "level %d: wake-up per other rank", i)
+		require.Equal(t, levels[0].Gap, o.Gap, "level %d: one gap", i)
+	}
+	timeOf := func(cfg config, n int, algo string) float64 {
+		r, err := cfg.osuSimulate(simulate.Job{Coll: collectives.CollAllreduce, Algo: algo, Bytes: 256, OutOfPlace: true}, simulate.Machine{Ranks: n, Cores: 2, PoolRanks: n})
+		require.NoError(t, err)
+		return r.MeanSeconds
+	}
+	for _, n := range []int{4, 8, 16} {
+		for _, algo := range algos {
+			r := timeOf(got, n, algo) / timeOf(want, n, algo)
+			t.Logf("%s on %d ranks: %.2f of the truth", algo, n, r)
+			if n == 8 {
+				require.Less(t, math.Abs(r-1), 0.2, "%s on 8 ranks, calibrated 25%% fast: %.2f of the truth", algo, r)
+			} else {
+				require.Less(t, math.Abs(r-1), 0.1, "%s on %d ranks: %.2f of the truth", algo, n, r)
+			}
+		}
+	}
+}
+
 // TestFitNetLatency: on a machine whose crowded cores add a latency per
 // rank per core to every message between hosts, the fit of the factor
 // from 2 hosts of 3 ranks (recursive doubling, tree at 256 B) gets
@@ -857,4 +939,51 @@ func TestValidateReuseKeepsFitSettings(t *testing.T) {
 	out.Reset()
 	require.Equal(t, 0, run([]string{"validate", "-cores", "2", "-reuse-fit", "-one-thread", "-write-tail=false", dir}, &out, &errs), errs.String())
 	require.Contains(t, out.String(), "fit-1gbit.json (-one-thread=true -write-tail=false in place of the fit's)")
+}
+
+// TestValidateReuseRefitsLevels: -reuse-fit with -oversub-fit on the
+// command line fits the levels of ranks sharing cores again from the
+// calibrations, the rest of the model the fit's: a fit whose levels were
+// spoilt predicts as the fresh fit did once they are fitted again.
+func TestValidateReuseRefitsLevels(t *testing.T) {
+	dir := t.TempDir()
+	writeValidationRound(t, dir, truth(), 1)
+	var out, errs bytes.Buffer
+	require.Equal(t, 0, run([]string{"validate", "-cores", "2", dir}, &out, &errs), errs.String())
+	points := func(args ...string) (string, string) {
+		t.Helper()
+		var o, e bytes.Buffer
+		require.Equal(t, 0, run(append(append([]string{"validate", "-cores", "2", "-reuse-fit"}, args...), dir), &o, &e), e.String())
+		var rows []string
+		for _, l := range strings.Split(o.String(), "\n") {
+			if strings.HasPrefix(l, "  1gbit") {
+				rows = append(rows, l)
+			}
+		}
+		require.NotEmpty(t, rows)
+		return strings.Join(rows, "\n"), o.String()
+	}
+	fresh, _ := points()
+	fitPath := filepath.Join(dir, "fit-1gbit.json")
+	b, err := os.ReadFile(fitPath)
+	require.NoError(t, err)
+	var fit config
+	require.NoError(t, json.Unmarshal(b, &fit))
+	require.NotEmpty(t, fit.Oversub, "the fit has levels")
+	for i := range fit.Oversub {
+		fit.Oversub[i].Latency += 1e-3
+	}
+	b, err = json.Marshal(fit)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(fitPath, b, 0o644))
+	spoilt, _ := points()
+	require.NotEqual(t, fresh, spoilt, "the levels must change some prediction for this test to tell")
+	again, report := points("-oversub-fit", "levels")
+	require.Equal(t, fresh, again)
+	require.Contains(t, report, "(the levels of ranks sharing cores fitted again: -oversub-fit=levels)")
+	require.Contains(t, report, "ranks on 2 cores: ring")
+
+	code := run([]string{"validate", "-oversub-fit", "both", dir}, &out, &errs)
+	require.Equal(t, 2, code)
+	require.Contains(t, errs.String(), `-oversub-fit "both": want levels or joint`)
 }

@@ -54,6 +54,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	netLat := fs.Float64("net-latency", 0, "microseconds per rank per core that crowded cores add to a message between hosts (simulate.Oversub.NetLatency); negative: fitted from calib/crowd-RATE-ALGO-HxR.json (0 without them); 0 by default: fitted, it gained on one quick run of three and lost on both full ones (3 December)")
 	statName := fs.String("stat", "median", "how a time measured in several rounds counts, calibrations and points alike: median, or min (the fastest round: a shared machine's other work only adds time)")
 	wallSplit := fs.Bool("wall-split", true, "split each class's CPU between a call and a message from wall times, a broadcast's root and leaf apart (calib/bcast-local.json, bcast-net-RATE.json; fitWallSplit), not from the calibrations' CPU times, which count their ranks' polling (false: the CPU times' split, as before 4 December; it scored 2-3 points less on both full runs that compared them)")
+	overFit := fs.String("oversub-fit", "levels", "how the levels of ranks sharing cores are fitted: levels (each from its own calibrations: ring, recursive doubling and tree at 256 B) or joint (every level's at once, latency and wake-up in proportion to the other ranks on a core, one gap: fitOversubJoint); with -reuse-fit, given on the command line, the levels are fitted again")
 	reuse := fs.Bool("reuse-fit", false, "predict with the model in DIR/fit-RATE.json (-stat min: fit-min-RATE.json), which an earlier validate of DIR fitted, instead of fitting it again (minutes); -wall-split=false: fit-cpu-split-RATE.json")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -63,6 +64,9 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() != 1 {
 		return usageError{errors.New("validate: want one directory")}
+	}
+	if *overFit != "levels" && *overFit != "joint" {
+		return usageError{fmt.Errorf("validate: -oversub-fit %q: want levels or joint", *overFit)}
 	}
 	stat, ok := roundStats[*statName]
 	if !ok {
@@ -108,10 +112,9 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	type overPair struct{ ring, rd, tree *calibration }
-	var overs []overPair
+	var overs []overCal
 	for _, f := range overFiles {
-		var pair overPair
+		var pair overCal
 		if pair.ring, err = readCalibrationRounds(rounds, stat, f); err != nil {
 			return err
 		}
@@ -130,7 +133,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		overs = append(overs, pair)
 	}
-	slices.SortFunc(overs, func(a, b overPair) int { return a.ring.ranks - b.ring.ranks })
+	slices.SortFunc(overs, func(a, b overCal) int { return a.ring.ranks - b.ring.ranks })
 	nets, err := globRounds(rounds, filepath.Join("calib", "net-*.json"))
 	if err != nil || len(nets) == 0 {
 		return fmt.Errorf("validate: no %s", filepath.Join(dir, "calib", "net-RATE.json"))
@@ -232,6 +235,38 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
+	// fitLevels fits the levels of ranks sharing cores (-oversub-fit)
+	// on the local class of cfg, with the CPU's reduction and copy speeds
+	// of the local calibration (a fitted model keeps the net one's), once:
+	// every rate's model has the same (the calibrations are on one host).
+	var fittedLevels []simulate.Oversub
+	levelsFitted := false
+	fitLevels := func(cfg *config) error {
+		if levelsFitted {
+			cfg.Oversub = slices.Clone(fittedLevels)
+			return nil
+		}
+		one := *cfg
+		one.Oversub, one.Gamma, one.Copy = nil, local.gamma, local.copy
+		if *overFit == "joint" {
+			levels, err := fitOversubJoint(&one, overs, *cores, stdout)
+			if err != nil {
+				return fmt.Errorf("fit oversubscription: %w", err)
+			}
+			one.Oversub = levels
+		} else {
+			for _, c := range overs {
+				o, err := fitOversub(&one, c.ring, c.rd, c.tree, *cores, stdout)
+				if err != nil {
+					return fmt.Errorf("fit oversubscription: %w", err)
+				}
+				one.Oversub = append(one.Oversub, o)
+			}
+		}
+		fittedLevels, levelsFitted = one.Oversub, true
+		cfg.Oversub = slices.Clone(fittedLevels)
+		return nil
+	}
 	var all []vpoint
 	for i, nf := range nets {
 		rateName := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(nf), "net-"), ".json")
@@ -258,6 +293,14 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 			// under them), unless the command line sets one.
 			cfg.Paced = *paced
 			overridden := reuseOverrides(fs, &cfg, *credits, *coalesce, *oneThread, *writeTail)
+			if flagSet(fs, "oversub-fit") {
+				// The levels again from the calibrations, the
+				// rest of the model (which they build on) the fit's.
+				if err := fitLevels(&cfg); err != nil {
+					return err
+				}
+				overridden += fmt.Sprintf(" (the levels of ranks sharing cores fitted again: -oversub-fit=%s)", *overFit)
+			}
 			if err := setNetLatency(&cfg, rateName); err != nil {
 				return err
 			}
@@ -281,12 +324,8 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 		}
-		for _, c := range overs {
-			o, err := fitOversub(&cfg, c.ring, c.rd, c.tree, *cores, stdout)
-			if err != nil {
-				return fmt.Errorf("fit oversubscription: %w", err)
-			}
-			cfg.Oversub = append(cfg.Oversub, o)
+		if err := fitLevels(&cfg); err != nil {
+			return err
 		}
 		cpuCal := cal
 		if cpuNet != nil {
@@ -803,6 +842,17 @@ func sizeBand(n int) string {
 // fit's, under which its costs were fitted (before, the flags' defaults
 // replaced them, so a fit made with -one-thread=false was predicted on
 // one thread).
+// flagSet says whether the command line set flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// overCal is one level's calibrations of ranks sharing cores: N ranks on
+// one host, the ring, and recursive doubling and the tree if calibrated.
+type overCal struct{ ring, rd, tree *calibration }
+
 func reuseOverrides(fs *flag.FlagSet, cfg *config, credits, coalesce, oneThread, writeTail bool) string {
 	var names []string
 	fs.Visit(func(f *flag.Flag) {
