@@ -904,25 +904,11 @@ func TestValidateReuseKeepsFitSettings(t *testing.T) {
 	writeValidationRound(t, dir, cfg, 1)
 	var out, errs bytes.Buffer
 	require.Equal(t, 0, run([]string{"validate", "-cores", "2", dir}, &out, &errs), errs.String())
-	fitPath := filepath.Join(dir, "fit-1gbit.json")
-	b, err := os.ReadFile(fitPath)
-	require.NoError(t, err)
-	var fit config
-	require.NoError(t, json.Unmarshal(b, &fit))
-	require.True(t, fit.OneThread, "the default fit is made on one thread")
-	// The predicted times of every point, as the report lists them.
+	editFit(t, dir, func(fit *config) { require.True(t, fit.OneThread, "the default fit is made on one thread") })
 	points := func(args ...string) string {
 		t.Helper()
-		var o, e bytes.Buffer
-		require.Equal(t, 0, run(append(append([]string{"validate", "-cores", "2", "-reuse-fit"}, args...), dir), &o, &e), e.String())
-		var rows []string
-		for _, l := range strings.Split(o.String(), "\n") {
-			if strings.HasPrefix(l, "  1gbit") {
-				rows = append(rows, l)
-			}
-		}
-		require.NotEmpty(t, rows)
-		return strings.Join(rows, "\n")
+		rows, _ := reusePoints(t, dir, args...)
+		return rows
 	}
 	oneThread := points()
 	threeThreads := points("-one-thread=false")
@@ -930,10 +916,7 @@ func TestValidateReuseKeepsFitSettings(t *testing.T) {
 
 	// The same model fitted without one thread: reused as it is, it
 	// predicts on three threads although -one-thread defaults to true.
-	fit.OneThread = false
-	b, err = json.Marshal(fit)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(fitPath, b, 0o644))
+	editFit(t, dir, func(fit *config) { fit.OneThread = false })
 	require.Equal(t, threeThreads, points())
 	require.Equal(t, oneThread, points("-one-thread"))
 	out.Reset()
@@ -952,30 +935,15 @@ func TestValidateReuseRefitsLevels(t *testing.T) {
 	require.Equal(t, 0, run([]string{"validate", "-cores", "2", dir}, &out, &errs), errs.String())
 	points := func(args ...string) (string, string) {
 		t.Helper()
-		var o, e bytes.Buffer
-		require.Equal(t, 0, run(append(append([]string{"validate", "-cores", "2", "-reuse-fit"}, args...), dir), &o, &e), e.String())
-		var rows []string
-		for _, l := range strings.Split(o.String(), "\n") {
-			if strings.HasPrefix(l, "  1gbit") {
-				rows = append(rows, l)
-			}
-		}
-		require.NotEmpty(t, rows)
-		return strings.Join(rows, "\n"), o.String()
+		return reusePoints(t, dir, args...)
 	}
 	fresh, _ := points()
-	fitPath := filepath.Join(dir, "fit-1gbit.json")
-	b, err := os.ReadFile(fitPath)
-	require.NoError(t, err)
-	var fit config
-	require.NoError(t, json.Unmarshal(b, &fit))
-	require.NotEmpty(t, fit.Oversub, "the fit has levels")
-	for i := range fit.Oversub {
-		fit.Oversub[i].Latency += 1e-3
-	}
-	b, err = json.Marshal(fit)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(fitPath, b, 0o644))
+	editFit(t, dir, func(fit *config) {
+		require.NotEmpty(t, fit.Oversub, "the fit has levels")
+		for i := range fit.Oversub {
+			fit.Oversub[i].Latency += 1e-3
+		}
+	})
 	spoilt, _ := points()
 	require.NotEqual(t, fresh, spoilt, "the levels must change some prediction for this test to tell")
 	again, report := points("-oversub-fit", "levels")
@@ -986,4 +954,36 @@ func TestValidateReuseRefitsLevels(t *testing.T) {
 	code := run([]string{"validate", "-oversub-fit", "both", dir}, &out, &errs)
 	require.Equal(t, 2, code)
 	require.Contains(t, errs.String(), `-oversub-fit "both": want levels or joint`)
+}
+
+// reusePoints runs collsim validate -reuse-fit (and args) on dir and
+// returns the predicted times of every point, as the report lists them,
+// and the whole report.
+func reusePoints(t *testing.T, dir string, args ...string) (rows, report string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	require.Equal(t, 0, run(append(append([]string{"validate", "-cores", "2", "-reuse-fit"}, args...), dir), &o, &e), e.String())
+	var lines []string
+	for _, l := range strings.Split(o.String(), "\n") {
+		if strings.HasPrefix(l, "  1gbit") {
+			lines = append(lines, l)
+		}
+	}
+	require.NotEmpty(t, lines)
+	return strings.Join(lines, "\n"), o.String()
+}
+
+// editFit reads dir's fit-1gbit.json, lets edit look at or change it,
+// and writes it back.
+func editFit(t *testing.T, dir string, edit func(*config)) {
+	t.Helper()
+	path := filepath.Join(dir, "fit-1gbit.json")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var fit config
+	require.NoError(t, json.Unmarshal(b, &fit))
+	edit(&fit)
+	b, err = json.Marshal(fit)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o644))
 }
