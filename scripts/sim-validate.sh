@@ -299,6 +299,9 @@ oversub() {
 		# A chain of dependent steps, most ranks waiting: what a rank with
 		# nothing to do takes to be woken (simulate.Oversub.Wake).
 		job "${pre}oversub-tree-$n$suf.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -algorithm tree -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
+		# Each rank's messages to and from peers that do not wait on it,
+		# as no allreduce sends them.
+		job "${pre}oversub-a2a-$n$suf.json" 1 "$n" "$BIN/collsim" calibrate -warm-time "$WARMTIME" -coll alltoall -algorithm pairwise -is $((SITERS * 2)) -xs "$SWARM" -sizes 256 || failed=1
 	done
 }
 

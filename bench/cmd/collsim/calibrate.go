@@ -26,7 +26,7 @@ import (
 // call (getrusage, user and system, all threads), and the CPU's reduction
 // and copy speeds measured in process.
 type calibRecord struct {
-	Coll   string  `json:"collective,omitempty"` // "" (allreduce) or broadcast (root 0)
+	Coll   string  `json:"collective,omitempty"` // "" (allreduce), broadcast (root 0) or alltoall
 	Algo   string  `json:"algorithm"`
 	Rank   int     `json:"rank"`
 	Ranks  int     `json:"ranks"`
@@ -48,7 +48,9 @@ const smallSize = 8 << 10
 // calibrateCmd runs as a rank of a goccl job (under gorun): for each size
 // it times iters allreduces (ring, or -algorithm) of float32 sums out of
 // place, as OSU's allreduce benchmark calls them (or, with -coll
-// broadcast, broadcasts from rank 0), and prints one JSON line per size.
+// broadcast, broadcasts from rank 0; with -coll alltoall, all-to-alls of
+// a block of the size per rank, whose -algorithm must be one of
+// all-to-all's), and prints one JSON line per size.
 func calibrateCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("collsim calibrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -58,7 +60,7 @@ func calibrateCmd(args []string, stdout, stderr io.Writer) error {
 	itersSmall := fs.Int("is", 400, "timed calls per size up to 8 KiB")
 	warmSmall := fs.Int("xs", 200, "warm-up calls per size up to 8 KiB")
 	algo := fs.String("algorithm", "ring", "the collective's algorithm")
-	coll := fs.String("coll", "allreduce", "allreduce, or broadcast (from rank 0, in place; the root's time per call is its CPU for a call and the messages it sends, the leaves' what they wait)")
+	coll := fs.String("coll", "allreduce", "allreduce, broadcast (from rank 0, in place; the root's time per call is its CPU for a call and the messages it sends, the leaves' what they wait), or alltoall (each size a block per peer, as OSU's)")
 	warmTime := fs.Duration("warm-time", 300*time.Millisecond, "before the first size, warm-up calls of it for this long on every rank")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -66,8 +68,8 @@ func calibrateCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		return usageError{err}
 	}
-	if *coll != "allreduce" && *coll != "broadcast" {
-		return usageError{fmt.Errorf("-coll %q: want allreduce or broadcast", *coll)}
+	if *coll != "allreduce" && *coll != "broadcast" && *coll != "alltoall" {
+		return usageError{fmt.Errorf("-coll %q: want allreduce, broadcast or alltoall", *coll)}
 	}
 	ns, err := parseInts(*sizes)
 	if err != nil {
@@ -82,6 +84,11 @@ func calibrateCmd(args []string, stdout, stderr io.Writer) error {
 	defer c.Close()
 	gamma, copyCost := cpuSpeeds()
 	biggest := slices.Max(ns)
+	blocks := 1 // an all-to-all's buffers hold a block per rank
+	if *coll == "alltoall" {
+		blocks = c.Size()
+	}
+	biggest *= blocks
 	send, err := comm.Alloc[float32](c, biggest/4)
 	if err != nil {
 		return err
@@ -92,8 +99,11 @@ func calibrateCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	opt := comm.WithAlgorithm(*algo)
 	call := func(count int) error {
-		if *coll == "broadcast" {
+		switch *coll {
+		case "broadcast":
 			return comm.Broadcast(ctx, c, send[:count], 0, opt)
+		case "alltoall":
+			return comm.Alltoall(ctx, c, send[:count*blocks], recv[:count*blocks], opt)
 		}
 		return comm.Allreduce(ctx, c, send[:count], recv[:count], comm.Sum, opt)
 	}

@@ -575,21 +575,24 @@ func fitWallSplit(cfg *config, class collectives.LinkClass, cal, rd, bcast *cali
 // count, rd and tree optional) and the costs so far, which the simulator
 // prices its calibrations with alone (no other level to interpolate).
 type overLevel struct {
-	ring, rd, tree *calibration
-	o              simulate.Oversub
-	one            config
-	m              simulate.Machine
+	ring, rd, tree, a2a *calibration
+	o                   simulate.Oversub
+	one                 config
+	m                   simulate.Machine
 }
 
 // newOverLevel checks a level's calibrations and fits its Switch: the
 // ring's CPU time per message end at its smallest size beyond the local
 // class's overhead (fitted on 2 ranks, where every rank has a core). The
 // local class must be fitted first.
-func newOverLevel(cfg *config, ring, rd, tree *calibration, cores int) (*overLevel, error) {
-	if ring.ranks <= cores || (rd != nil && rd.ranks != ring.ranks) || (tree != nil && tree.ranks != ring.ranks) {
-		return nil, fmt.Errorf("oversubscribed calibration on %d ranks: want more than the %d cores, the same for every algorithm", ring.ranks, cores)
+func newOverLevel(cfg *config, c overCal, cores int) (*overLevel, error) {
+	ring := c.ring
+	for _, o := range []*calibration{c.rd, c.tree, c.a2a} {
+		if ring.ranks <= cores || (o != nil && o.ranks != ring.ranks) {
+			return nil, fmt.Errorf("oversubscribed calibration on %d ranks: want more than the %d cores, the same for every algorithm", ring.ranks, cores)
+		}
 	}
-	l := &overLevel{ring: ring, rd: rd, tree: tree, one: *cfg, m: simulate.Machine{Ranks: ring.ranks, Cores: cores, PoolRanks: ring.ranks}}
+	l := &overLevel{ring: ring, rd: c.rd, tree: c.tree, a2a: c.a2a, one: *cfg, m: simulate.Machine{Ranks: ring.ranks, Cores: cores, PoolRanks: ring.ranks}}
 	w, err := rankWork(l.job(ring, ring.sizes[0].bytes), ring.ranks, cfg)
 	if err != nil {
 		return nil, err
@@ -600,8 +603,12 @@ func newOverLevel(cfg *config, ring, rd, tree *calibration, cores int) (*overLev
 	return l, nil
 }
 
-// job is calibration c's allreduce at bytes.
+// job is calibration c's call at bytes: its allreduce, or its
+// all-to-all of a block of bytes per rank.
 func (l *overLevel) job(c *calibration, bytes int) simulate.Job {
+	if c.coll == "alltoall" {
+		return simulate.Job{Coll: collectives.CollAlltoall, Algo: c.algo, Bytes: bytes * c.ranks}
+	}
 	return simulate.Job{Coll: collectives.CollAllreduce, Algo: c.algo, Bytes: bytes, OutOfPlace: true}
 }
 
@@ -614,11 +621,11 @@ func (l *overLevel) time(c *calibration, bytes int) (float64, error) {
 }
 
 // smalls are the level's calibrations at their smallest size (256 B in
-// sim-validate.sh's): the ring, then recursive doubling and the tree
-// where calibrated.
+// sim-validate.sh's): the ring, then recursive doubling, the tree and
+// the all-to-all where calibrated.
 func (l *overLevel) smalls() []*calibration {
 	out := []*calibration{l.ring}
-	for _, c := range []*calibration{l.rd, l.tree} {
+	for _, c := range []*calibration{l.rd, l.tree, l.a2a} {
 		if c != nil {
 			out = append(out, c)
 		}
@@ -721,9 +728,13 @@ func (l *overLevel) report(log io.Writer) {
 	}
 	small := l.ring.sizes[0]
 	fmt.Fprintf(log, "# %d ranks on %d cores: %s %s wall %s (%s), CPU %s", l.ring.ranks, l.m.Cores, l.ring.algo, sizeLabel(small.bytes), seconds(small.wall), model(l.ring, small.bytes), seconds(small.cpu))
-	for _, c := range []*calibration{l.rd, l.tree} {
+	for _, c := range []*calibration{l.rd, l.tree, l.a2a} {
 		if c != nil {
-			fmt.Fprintf(log, "; %s %s wall %s (%s)", c.algo, sizeLabel(c.sizes[0].bytes), seconds(c.sizes[0].wall), model(c, c.sizes[0].bytes))
+			name := c.algo
+			if c.coll != "allreduce" {
+				name = c.coll + " " + c.algo
+			}
+			fmt.Fprintf(log, "; %s %s wall %s (%s)", name, sizeLabel(c.sizes[0].bytes), seconds(c.sizes[0].wall), model(c, c.sizes[0].bytes))
 		}
 	}
 	for _, sz := range l.bigs() {
@@ -756,21 +767,26 @@ func around(x, step float64) []float64 {
 }
 
 // fitOversub fits the costs of ranks sharing cores (simulate.Oversub)
-// from calibrations of ranks on one host, more than the machine's cores:
-// ring (the ring allreduce) and, if not nil, rd (recursive doubling) and
-// tree (the tree allreduce), at the same rank count. Switch: newOverLevel.
+// from calibrations of ranks on one host, more than the machine's cores,
+// cal: ring (the ring allreduce) and, if not nil, rd (recursive
+// doubling), tree (the tree allreduce) and a2a (the pairwise all-to-all),
+// at the same rank count. Switch: newOverLevel.
 // Gap (core time lost per task) and Latency (per message) make the
 // simulator reproduce the two times best (least squared log error): the
 // ring's, which the cores bound more, and recursive doubling's, which
 // waits on its partners more. Wake (the wait of a rank with nothing to do
 // for its turn on the cores) reproduces the tree's time, a chain of steps
 // that each keep a rank or two busy while the others wait: the wake-up
-// with the least squared log error over the three calibrations, Gap and
-// Latency fitted anew for each. ByteCost: overLevel.fitByteCost. The
+// with the least squared log error over the three calibrations (four
+// with the all-to-all: each rank's messages go to and come from peers
+// that are not waiting on it, the shape of a pairwise or Bruck all-to-all
+// and of no allreduce), Gap and Latency fitted anew for each. ByteCost:
+// overLevel.fitByteCost. The
 // local class must be fitted first. fitOversubJoint fits several levels
 // at once.
-func fitOversub(cfg *config, ring, rd, tree *calibration, cores int, log io.Writer) (simulate.Oversub, error) {
-	l, err := newOverLevel(cfg, ring, rd, tree, cores)
+func fitOversub(cfg *config, cal overCal, cores int, log io.Writer) (simulate.Oversub, error) {
+	ring, rd, tree := cal.ring, cal.rd, cal.tree
+	l, err := newOverLevel(cfg, cal, cores)
 	if err != nil {
 		return simulate.Oversub{}, err
 	}
@@ -880,7 +896,7 @@ func fitOversub(cfg *config, ring, rd, tree *calibration, cores int, log io.Writ
 func fitOversubJoint(cfg *config, cals []overCal, cores int, log io.Writer) ([]simulate.Oversub, error) {
 	var levels []*overLevel
 	for _, c := range cals {
-		l, err := newOverLevel(cfg, c.ring, c.rd, c.tree, cores)
+		l, err := newOverLevel(cfg, c, cores)
 		if err != nil {
 			return nil, err
 		}

@@ -170,7 +170,7 @@ func TestFitRecoversTheModel(t *testing.T) {
 		require.NoError(t, err)
 		rd, err := readCalibration(filepath.Join(dir, fmt.Sprintf("oversub-rd-%d.json", n)))
 		require.NoError(t, err)
-		o, err := fitOversub(&got, ring, rd, nil, 2, nil)
+		o, err := fitOversub(&got, overCal{ring: ring, rd: rd}, 2, nil)
 		require.NoError(t, err)
 		got.Oversub = append(got.Oversub, o)
 	}
@@ -252,7 +252,7 @@ func TestFitWake(t *testing.T) {
 	fit := func(tree *calibration) config {
 		got := config{Paced: true, CreditWrites: true, Coalesce: true}
 		require.NoError(t, fitClass(&got, collectives.LinkLocal, local, 2, nil))
-		o, err := fitOversub(&got, ring, rd, tree, 2, nil)
+		o, err := fitOversub(&got, overCal{ring: ring, rd: rd, tree: tree}, 2, nil)
 		require.NoError(t, err)
 		got.Oversub = []simulate.Oversub{o}
 		return got
@@ -492,7 +492,9 @@ func TestValidateRounds(t *testing.T) {
 		writeValidationRound(t, filepath.Join(dir, fmt.Sprintf("round-%d", i+1)), c, slow)
 	}
 	var out, errs bytes.Buffer
-	require.Equal(t, 0, run([]string{"validate", "-cores", "2", dir}, &out, &errs), errs.String())
+	// The crowded hosts' latency left out: the rounds are what is
+	// checked, and the truth has none.
+	require.Equal(t, 0, run([]string{"validate", "-cores", "2", "-net-latency", "0", dir}, &out, &errs), errs.String())
 	s := out.String()
 	require.Contains(t, s, "# 4 rounds of measurement (round-1 .. round-4)")
 	// Every point a hit, and 3 of each point's 4 rounds within 25% of the
@@ -615,7 +617,7 @@ func TestByteCostFromLargeSizes(t *testing.T) {
 	require.NoError(t, err)
 	got := want
 	got.Oversub = nil
-	o, err := fitOversub(&got, ring, rd, nil, 2, nil)
+	o, err := fitOversub(&got, overCal{ring: ring, rd: rd}, 2, nil)
 	require.NoError(t, err)
 	require.InDelta(t, 1.5, o.ByteCost, 0.1, "the model's own times (gap and latency come back within a few percent here)")
 
@@ -624,12 +626,12 @@ func TestByteCostFromLargeSizes(t *testing.T) {
 			ring.sizes[i].wall *= 3
 		}
 	}
-	o, err = fitOversub(&got, ring, rd, nil, 2, nil)
+	o, err = fitOversub(&got, overCal{ring: ring, rd: rd}, 2, nil)
 	require.NoError(t, err)
 	only := func(bytes int) float64 {
 		r := *ring
 		r.sizes = slices.DeleteFunc(slices.Clone(ring.sizes), func(s calibSize) bool { return s.bytes >= 64<<10 && s.bytes != bytes })
-		o, err := fitOversub(&got, &r, rd, nil, 2, nil)
+		o, err := fitOversub(&got, overCal{ring: &r, rd: rd}, 2, nil)
 		require.NoError(t, err)
 		return o.ByteCost
 	}

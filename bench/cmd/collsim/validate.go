@@ -28,9 +28,10 @@ import (
 //
 // DIR/calib/local.json and DIR/calib/net-RATE.json are `collsim
 // calibrate` outputs (2 ranks on one host; on two hosts), as are the
-// optional DIR/calib/oversub-ring-N.json, oversub-rd-N.json and
-// oversub-tree-N.json (N ranks on one host, more than the cores: ring,
-// recursive doubling and tree allreduce) and crowd-RATE-ALGO-HxR.json (H
+// optional DIR/calib/oversub-ring-N.json, oversub-rd-N.json,
+// oversub-tree-N.json and oversub-a2a-N.json (N ranks on one host, more
+// than the cores: ring, recursive doubling and tree allreduce, pairwise
+// all-to-all) and crowd-RATE-ALGO-HxR.json (H
 // hosts of R ranks, more than the cores, links at RATE);
 // DIR/runs/RATE/HxR/COLL-ALGO.json are `osu COLL --algorithm ALGO -o json`
 // outputs of H hosts with R ranks each. When DIR holds rounds of all this
@@ -51,10 +52,11 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	oneThread := fs.Bool("one-thread", true, "a rank's executor and transport run on one thread, one task after another, as the waiting caller drives goccl's TCP transport (simulate.Params.OneThread; false: three threads per rank, as before 4 December, evening: a rank then reads while it writes, and a 2-rank barrier let the late rank out first)")
 	writeTail := fs.Bool("write-tail", true, "-wall-split also fits the part of a write's CPU spent after its message is readable at the other end (simulate.Link.WriteTail: loopback and veth deliver within the sender's system call; false: none). With -one-thread it made the 2-rank broadcast's leaf right (9.3 us measured, 10.3 modelled, 13.6-15.1 without) and gained a point on each of two full runs (4 December)")
 	bucket := fs.Bool("bucket", true, "model the token bucket of the links' shaper (calib/net-RATE.burst, else sim-validate.sh's default for the rate)")
-	netLat := fs.Float64("net-latency", 0, "microseconds per rank per core that crowded cores add to a message between hosts (simulate.Oversub.NetLatency); negative: fitted from calib/crowd-RATE-ALGO-HxR.json (0 without them); 0 by default: fitted, it gained on one quick run of three and lost on both full ones (3 December)")
+	netLat := fs.Float64("net-latency", -1, "microseconds per rank per core that crowded cores add to a message between hosts (simulate.Oversub.NetLatency); negative (the default): fitted from calib/crowd-RATE-ALGO-HxR.json (0 without them). 0 was the default until 5 December: fitting it gained on one quick run of three and lost on both full ones on 3 December; on the model of 5 December it gained 4-6 points on three full runs of four (lost 5 on the fourth) and narrowed their spread from 70-81% to 76-80%")
 	statName := fs.String("stat", "median", "how a time measured in several rounds counts, calibrations and points alike: median, or min (the fastest round: a shared machine's other work only adds time)")
 	wallSplit := fs.Bool("wall-split", true, "split each class's CPU between a call and a message from wall times, a broadcast's root and leaf apart (calib/bcast-local.json, bcast-net-RATE.json; fitWallSplit), not from the calibrations' CPU times, which count their ranks' polling (false: the CPU times' split, as before 4 December; it scored 2-3 points less on both full runs that compared them)")
 	overFit := fs.String("oversub-fit", "levels", "how the levels of ranks sharing cores are fitted: levels (each from its own calibrations: ring, recursive doubling and tree at 256 B) or joint (every level's at once, latency and wake-up in proportion to the other ranks on a core, one gap: fitOversubJoint); with -reuse-fit, given on the command line, the levels are fitted again")
+	overA2A := fs.Bool("oversub-a2a", true, "the levels of ranks sharing cores are fitted to the pairwise all-to-all too (calib/oversub-a2a-N.json, where there), besides the allreduces; with -reuse-fit, the levels are fitted again when this is given on the command line")
 	reuse := fs.Bool("reuse-fit", false, "predict with the model in DIR/fit-RATE.json (-stat min: fit-min-RATE.json), which an earlier validate of DIR fitted, instead of fitting it again (minutes); -wall-split=false: fit-cpu-split-RATE.json")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -118,18 +120,23 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		if pair.ring, err = readCalibrationRounds(rounds, stat, f); err != nil {
 			return err
 		}
-		optional := func(algo string) (*calibration, error) {
-			c, err := readCalibrationRounds(rounds, stat, strings.Replace(f, "oversub-ring-", "oversub-"+algo+"-", 1))
+		optional := func(algo, coll string) (*calibration, error) {
+			c, err := readCalibrationRoundsOf(rounds, stat, strings.Replace(f, "oversub-ring-", "oversub-"+algo+"-", 1), coll)
 			if errors.Is(err, os.ErrNotExist) {
 				return nil, nil
 			}
 			return c, err
 		}
-		if pair.rd, err = optional("rd"); err != nil {
+		if pair.rd, err = optional("rd", "allreduce"); err != nil {
 			return err
 		}
-		if pair.tree, err = optional("tree"); err != nil {
+		if pair.tree, err = optional("tree", "allreduce"); err != nil {
 			return err
+		}
+		if *overA2A {
+			if pair.a2a, err = optional("a2a", "alltoall"); err != nil {
+				return err
+			}
 		}
 		overs = append(overs, pair)
 	}
@@ -256,7 +263,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 			one.Oversub = levels
 		} else {
 			for _, c := range overs {
-				o, err := fitOversub(&one, c.ring, c.rd, c.tree, *cores, stdout)
+				o, err := fitOversub(&one, c, *cores, stdout)
 				if err != nil {
 					return fmt.Errorf("fit oversubscription: %w", err)
 				}
@@ -293,7 +300,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 			// under them), unless the command line sets one.
 			cfg.Paced = *paced
 			overridden := reuseOverrides(fs, &cfg, *credits, *coalesce, *oneThread, *writeTail)
-			if flagSet(fs, "oversub-fit") {
+			if flagSet(fs, "oversub-fit") || flagSet(fs, "oversub-a2a") {
 				// The levels again from the calibrations, the
 				// rest of the model (which they build on) the fit's.
 				if err := fitLevels(&cfg); err != nil {
@@ -851,7 +858,7 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 
 // overCal is one level's calibrations of ranks sharing cores: N ranks on
 // one host, the ring, and recursive doubling and the tree if calibrated.
-type overCal struct{ ring, rd, tree *calibration }
+type overCal struct{ ring, rd, tree, a2a *calibration }
 
 func reuseOverrides(fs *flag.FlagSet, cfg *config, credits, coalesce, oneThread, writeTail bool) string {
 	var names []string
