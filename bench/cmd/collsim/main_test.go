@@ -219,6 +219,21 @@ func TestFitRecoversTheModel(t *testing.T) {
 	require.Zero(t, got.Oversub[0].ByteCost, "no large size calibrated on 4 ranks: no factor")
 }
 
+// wakeLevel is a machine whose ranks, 4 to a core, wait to be woken
+// (Oversub.Wake), and a directory of its calibrations: local.json (2
+// ranks), and ring.json, rd.json and tree.json (8 ranks on 2 cores, 256
+// B).
+func wakeLevel(t *testing.T) (config, string) {
+	want := truth()
+	want.Oversub = []simulate.Oversub{{RanksPerCore: 4, Switch: 12e-6, Gap: 4e-6, Latency: 60e-6, Wake: 40e-6}}
+	dir := t.TempDir()
+	writeCalibration(t, filepath.Join(dir, "local.json"), want, collectives.LinkLocal, 2)
+	writeCalibration(t, filepath.Join(dir, "ring.json"), want, collectives.LinkLocal, 8, 256)
+	writeCalibrationOf(t, filepath.Join(dir, "rd.json"), want, collectives.LinkLocal, "recursive-doubling", 8, 256)
+	writeCalibrationOf(t, filepath.Join(dir, "tree.json"), want, collectives.LinkLocal, "tree", 8, 256)
+	return want, dir
+}
+
 // TestFitWake: on a machine whose ranks, 4 to a core, wait Oversub.Wake to
 // be woken, a chain of steps (the tree allreduce) takes another time than
 // its other costs say. Fitted from the ring and recursive doubling alone
@@ -230,13 +245,7 @@ func TestFitRecoversTheModel(t *testing.T) {
 // (8 us here, for 40), and recursive doubling's 3 rounds in OSU's loop
 // move by 25% between latencies 10% apart.
 func TestFitWake(t *testing.T) {
-	want := truth()
-	want.Oversub = []simulate.Oversub{{RanksPerCore: 4, Switch: 12e-6, Gap: 4e-6, Latency: 60e-6, Wake: 40e-6}}
-	dir := t.TempDir()
-	writeCalibration(t, filepath.Join(dir, "local.json"), want, collectives.LinkLocal, 2)
-	writeCalibration(t, filepath.Join(dir, "ring.json"), want, collectives.LinkLocal, 8, 256)
-	writeCalibrationOf(t, filepath.Join(dir, "rd.json"), want, collectives.LinkLocal, "recursive-doubling", 8, 256)
-	writeCalibrationOf(t, filepath.Join(dir, "tree.json"), want, collectives.LinkLocal, "tree", 8, 256)
+	want, dir := wakeLevel(t)
 	read := func(name string) *calibration {
 		c, err := readCalibration(filepath.Join(dir, name))
 		require.NoError(t, err)
@@ -277,13 +286,7 @@ func TestFitOversubAlltoall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: two fits of a crowded level take 25 s (minutes with -race)")
 	}
-	want := truth()
-	want.Oversub = []simulate.Oversub{{RanksPerCore: 4, Switch: 12e-6, Gap: 4e-6, Latency: 60e-6, Wake: 40e-6}}
-	dir := t.TempDir()
-	writeCalibration(t, filepath.Join(dir, "local.json"), want, collectives.LinkLocal, 2)
-	writeCalibration(t, filepath.Join(dir, "ring.json"), want, collectives.LinkLocal, 8, 256)
-	writeCalibrationOf(t, filepath.Join(dir, "rd.json"), want, collectives.LinkLocal, "recursive-doubling", 8, 256)
-	writeCalibrationOf(t, filepath.Join(dir, "tree.json"), want, collectives.LinkLocal, "tree", 8, 256)
+	want, dir := wakeLevel(t)
 	m := simulate.Machine{Ranks: 8, Cores: 2, PoolRanks: 8}
 	a2a := simulate.Job{Coll: collectives.CollAlltoall, Algo: "pairwise", Bytes: 256 * 8}
 	truthA2A, err := want.osuSimulate(a2a, m)
