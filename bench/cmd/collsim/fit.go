@@ -587,10 +587,8 @@ type overLevel struct {
 // local class must be fitted first.
 func newOverLevel(cfg *config, c overCal, cores int) (*overLevel, error) {
 	ring := c.ring
-	for _, o := range []*calibration{c.rd, c.tree, c.a2a} {
-		if ring.ranks <= cores || (o != nil && o.ranks != ring.ranks) {
-			return nil, fmt.Errorf("oversubscribed calibration on %d ranks: want more than the %d cores, the same for every algorithm", ring.ranks, cores)
-		}
+	if ring.ranks <= cores || slices.ContainsFunc([]*calibration{c.rd, c.tree, c.a2a}, func(o *calibration) bool { return o != nil && o.ranks != ring.ranks }) {
+		return nil, fmt.Errorf("oversubscribed calibration on %d ranks: want more than the %d cores, the same for every algorithm", ring.ranks, cores)
 	}
 	l := &overLevel{ring: ring, rd: c.rd, tree: c.tree, a2a: c.a2a, one: *cfg, m: simulate.Machine{Ranks: ring.ranks, Cores: cores, PoolRanks: ring.ranks}}
 	w, err := rankWork(l.job(ring, ring.sizes[0].bytes), ring.ranks, cfg)

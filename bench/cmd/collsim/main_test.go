@@ -1002,20 +1002,16 @@ func TestValidateReuseRefitsLevels(t *testing.T) {
 	writeValidationRound(t, dir, truth(), 1)
 	var out, errs bytes.Buffer
 	require.Equal(t, 0, run([]string{"validate", "-cores", "2", dir}, &out, &errs), errs.String())
-	points := func(args ...string) (string, string) {
-		t.Helper()
-		return reusePoints(t, dir, args...)
-	}
-	fresh, _ := points()
+	fresh, _ := reusePoints(t, dir)
 	editFit(t, dir, func(fit *config) {
 		require.NotEmpty(t, fit.Oversub, "the fit has levels")
 		for i := range fit.Oversub {
 			fit.Oversub[i].Latency += 1e-3
 		}
 	})
-	spoilt, _ := points()
+	spoilt, _ := reusePoints(t, dir)
 	require.NotEqual(t, fresh, spoilt, "the levels must change some prediction for this test to tell")
-	again, report := points("-oversub-fit", "levels")
+	again, report := reusePoints(t, dir, "-oversub-fit", "levels")
 	require.Equal(t, fresh, again)
 	require.Contains(t, report, "(the levels of ranks sharing cores fitted again: -oversub-fit=levels)")
 	require.Contains(t, report, "ranks on 2 cores: ring")
