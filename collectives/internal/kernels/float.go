@@ -67,7 +67,16 @@ func min32(a, b float32) float32 {
 		return b
 	case a < b:
 		return a
-	case a == b: // equal, or zeros of either sign: -0 wins
+	}
+	return min32Tie(a, b)
+}
+
+// min32Tie is min32 of equal values (zeros of either sign: -0 wins)
+// or NaNs, out of line so that min32 inlines.
+//
+//go:noinline
+func min32Tie(a, b float32) float32 {
+	if a == b {
 		return math.Float32frombits(math.Float32bits(a) | math.Float32bits(b))
 	}
 	return nan32(a, b)
@@ -79,7 +88,16 @@ func max32(a, b float32) float32 {
 		return b
 	case a > b:
 		return a
-	case a == b: // +0 wins
+	}
+	return max32Tie(a, b)
+}
+
+// max32Tie is max32 of equal values (zeros of either sign: +0 wins)
+// or NaNs, out of line so that max32 inlines.
+//
+//go:noinline
+func max32Tie(a, b float32) float32 {
+	if a == b {
 		return math.Float32frombits(math.Float32bits(a) & math.Float32bits(b))
 	}
 	return nan32(a, b)
@@ -105,7 +123,16 @@ func min64(a, b float64) float64 {
 		return b
 	case a < b:
 		return a
-	case a == b:
+	}
+	return min64Tie(a, b)
+}
+
+// min64Tie is min64 of equal values (zeros of either sign: -0 wins)
+// or NaNs, out of line so that min64 inlines.
+//
+//go:noinline
+func min64Tie(a, b float64) float64 {
+	if a == b {
 		return math.Float64frombits(math.Float64bits(a) | math.Float64bits(b))
 	}
 	return nan64(a, b)
@@ -117,7 +144,16 @@ func max64(a, b float64) float64 {
 		return b
 	case a > b:
 		return a
-	case a == b:
+	}
+	return max64Tie(a, b)
+}
+
+// max64Tie is max64 of equal values (zeros of either sign: +0 wins)
+// or NaNs, out of line so that max64 inlines.
+//
+//go:noinline
+func max64Tie(a, b float64) float64 {
+	if a == b {
 		return math.Float64frombits(math.Float64bits(a) & math.Float64bits(b))
 	}
 	return nan64(a, b)
