@@ -28,10 +28,18 @@ func (r *runner[T]) runP2P() error {
 	}
 	defer comm.Free(r.c, ack)
 	p := &p2pRun[T]{runner: r, peer: 1 - r.rank, ack: ack, reqs: make([]*comm.Request, 0, 2*cfg.Window)}
+	warm := cfg.WarmupTime > 0 && r.b.Kind == KindLatency
 	for _, size := range r.sizes() {
 		count := size / r.es
 		if count == 0 {
 			continue
+		}
+		if warm { // the first size (see Config.WarmupTime)
+			warm = false
+			send, recv := p.send[:count], p.recv[:count]
+			if err := WarmUpFor(r.ctx, r.c, cfg.WarmupTime, func() error { return p.exchange(send, recv) }); err != nil {
+				return err
+			}
 		}
 		iters, skip := r.iterations(size)
 		total, wrong, err := p.measure(count, iters, skip)

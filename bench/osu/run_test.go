@@ -129,21 +129,26 @@ func TestRunCollectives(t *testing.T) {
 // run: collective mismatch), until the time has passed on every rank; then
 // the sizes run as without it.
 func TestWarmupTime(t *testing.T) {
-	cfg := parse(t, "allreduce", "-m", "4:8", "-i", "2", "-x", "1", "-c", "--warmup-time", "150ms")
-	start := time.Now()
-	out := runRanks(t, 3, func(c *comm.Comm, out io.Writer) error {
-		return Run(context.Background(), c, cfg, out, io.Discard)
-	})
-	if d := time.Since(start); d < 150*time.Millisecond {
-		t.Errorf("the run took %v, less than the warm-up time", d)
-	}
-	r := rows(out)
-	if len(r) != 2 {
-		t.Fatalf("%d rows, want 2:\n%s", len(r), out)
-	}
-	for _, l := range r {
-		if !regexp.MustCompile(`^(4|8) +\d+\.\d\d +Pass$`).MatchString(l) {
-			t.Errorf("row %q", l)
+	for _, c := range []struct {
+		bench string
+		ranks int
+	}{{"allreduce", 3}, {"latency", 2}} {
+		cfg := parse(t, c.bench, "-m", "4:8", "-i", "2", "-x", "1", "-c", "--warmup-time", "150ms")
+		start := time.Now()
+		out := runRanks(t, c.ranks, func(c *comm.Comm, out io.Writer) error {
+			return Run(context.Background(), c, cfg, out, io.Discard)
+		})
+		if d := time.Since(start); d < 150*time.Millisecond {
+			t.Errorf("%s: the run took %v, less than the warm-up time", c.bench, d)
+		}
+		r := rows(out)
+		if len(r) != 2 {
+			t.Fatalf("%s: %d rows, want 2:\n%s", c.bench, len(r), out)
+		}
+		for _, l := range r {
+			if !regexp.MustCompile(`^(4|8) +\d+\.\d\d +Pass$`).MatchString(l) {
+				t.Errorf("%s: row %q", c.bench, l)
+			}
 		}
 	}
 }
@@ -338,8 +343,32 @@ func TestParse(t *testing.T) {
 			t.Errorf("%q: err %v, want a usage error", bad, err)
 		}
 	}
-	if _, err := Parse(Lookup("latency"), []string{"--warmup-time", "1s"}); !errors.Is(err, ErrUsage) {
-		t.Errorf("latency --warmup-time: err %v, want a usage error", err)
+	if _, err := Parse(Lookup("bw"), []string{"--warmup-time", "1s"}); !errors.Is(err, ErrUsage) {
+		t.Errorf("bw --warmup-time: err %v, want a usage error", err)
+	}
+	// The default: latency and the blocking collectives in OSU's layout
+	// warm up for defaultWarmupTime, unless told otherwise.
+	for _, c := range []struct {
+		bench string
+		args  []string
+		want  time.Duration
+	}{
+		{"allreduce", nil, defaultWarmupTime},
+		{"latency", nil, defaultWarmupTime},
+		{"barrier", nil, defaultWarmupTime},
+		{"latency", []string{"--warmup-time", "0"}, 0},
+		{"latency", []string{"--warmup-time", "1s"}, time.Second},
+		{"allreduce", []string{"--nccl"}, 0},
+		{"bw", nil, 0},
+		{"iallreduce", nil, 0},
+	} {
+		cfg, err := Parse(Lookup(c.bench), c.args)
+		if err != nil {
+			t.Fatalf("%s %q: %v", c.bench, c.args, err)
+		}
+		if cfg.WarmupTime != c.want {
+			t.Errorf("%s %q: warm-up time %v, want %v", c.bench, c.args, cfg.WarmupTime, c.want)
+		}
 	}
 	for _, bad := range [][]string{{"-m", "x"}, {"-i", "0"}, {"-q"}, {"--nope"}, {"-m"}, {"-T", "bf16"}, {"-k", "-1"},
 		{"-m", "64:8"}, {"stray"}, {"-o", "xml"}, {"--full=1"}} {

@@ -18,8 +18,10 @@
 //
 // Options follow OSU's: -m [MIN:]MAX, -i ITERS, -x WARMUP, -f, -c, -T TYPE,
 // -k ROOT, -W WINDOW, -M MEMLIMIT, -t TESTCALLS, with OSU's defaults and
-// output layout; plus -o json, --nccl and --transport (which sets
-// GOCCL_TRANSPORT). A benchmark whose collective goccl's comm package does
+// output layout; plus -o json, --nccl, --transport (which sets
+// GOCCL_TRANSPORT), --algorithm and --warmup-time (latency and the
+// blocking collectives warm up on their first size for 50 ms by default,
+// on top of -x: a job's first milliseconds run slower). A benchmark whose collective goccl's comm package does
 // not offer yet fails with "not yet supported" and exit status 1.
 // Wrong usage exits 2 with a one-line error naming the problem and the help
 // (osu BENCHMARK -h); under a launcher only rank 0 prints it. A failed run
