@@ -620,3 +620,58 @@ func TestCrowdedBarrierAcrossHosts(t *testing.T) {
 		})
 	}
 }
+
+// TestBoardInlineFallbacks: blocking calls on the board that the short
+// path (runOnBoard) leaves to the general one still behave as the general
+// one makes them: a half-precision allreduce (reduced in float32), a
+// message to this rank itself, a call with a context ended before it
+// starts (abandoned: the communicator breaks on that rank), and, after a
+// board call, ordinary calls still go through the board.
+func TestBoardInlineFallbacks(t *testing.T) {
+	runRanksOn(t, "shm", 2, testOptsFast, func(c *Comm) error {
+		ctx := context.Background()
+		r := c.Rank()
+		half := []Float16{F16(float32(r + 1)), F16(0.5)}
+		if err := Allreduce(ctx, c, half, half, Sum); err != nil {
+			return err
+		}
+		if half[0] != F16(3) || half[1] != F16(1) {
+			return fmt.Errorf("float16 allreduce: %v %v, want 3 and 1", half[0].Float32(), half[1].Float32())
+		}
+		out, in := []int32{int32(10 + r)}, []int32{0}
+		req := SendRecvAsync(c, out, r, in, r, 7)
+		if err := req.Wait(ctx); err != nil {
+			return err
+		}
+		if in[0] != out[0] {
+			return fmt.Errorf("a message to itself: %d, want %d", in[0], out[0])
+		}
+		x := []float32{float32(r)}
+		req = AllreduceAsync(c, x, x, Sum)
+		if err := req.Wait(ctx); err != nil {
+			return err
+		}
+		if err := algoIs(req, "shm-board", "allreduce", 1); err != nil {
+			return err
+		}
+		if err := Allreduce(ctx, c, x, x, Sum); err != nil || x[0] != 2 {
+			return fmt.Errorf("blocking allreduce on the board: %v, %v (want 2)", x[0], err)
+		}
+		if err := c.Barrier(ctx); err != nil {
+			return err
+		}
+		if r == 1 {
+			return nil
+		}
+		ended, cancel := context.WithCancel(ctx)
+		cancel()
+		err := Allreduce(ended, c, x, x, Sum)
+		if err == nil || !strings.Contains(err.Error(), "abandoned") {
+			return fmt.Errorf("allreduce under an ended context: %v, want it abandoned", err)
+		}
+		if err := Allreduce(ctx, c, x, x, Sum); err == nil {
+			return fmt.Errorf("the communicator still works after an abandoned call")
+		}
+		return nil
+	})
+}

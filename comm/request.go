@@ -367,9 +367,10 @@ func (c *Comm) breakOn() {
 // call and nothing else: no clocks to arm and no context to watch (the
 // board's waits keep their own, see boardWaitOn), no algorithm to choose,
 // the board found once. Board calls of a few bytes take a few hundred
-// nanoseconds end to end, and run's general work was a third of a rank's
-// own (BenchmarkBoardOverhead). It returns false, having done nothing,
-// where run must run r.
+// nanoseconds end to end, most of it each rank's own work, and run's and
+// execute's general part of it was 10-20 ns (BenchmarkBoardOverhead). It
+// returns false, having done nothing, where run must run r
+// (TestBoardInlineFallbacks).
 func (c *Comm) runOnBoard(r *Request) bool {
 	if c.board == nil || r.refused != nil || c.gate.Load()&gateBroken != 0 || c.exec.Err() != nil ||
 		!c.boardTakes(r) || halfReduction(r) {

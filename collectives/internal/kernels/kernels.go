@@ -48,8 +48,7 @@ func Reduce(t Type, op Op, out, a, b []byte) {
 	if n < minVector {
 		// Less than one vector of any level: the portable code, which the
 		// vector kernels would call for it (or mask a vector), called
-		// directly (an 8-byte float32 sum: 18 ns through the AVX2 table,
-		// two indirect calls; see portable).
+		// directly rather than through the level's table and withTail.
 		portable(t, op, ptr(out), ptr(a), ptr(b), n>>shift)
 		return
 	}

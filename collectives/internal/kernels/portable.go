@@ -24,11 +24,11 @@ type kernel func(out, a, b unsafe.Pointer, n int)
 // The portable reductions, one function per element type with the
 // operation switched inside, called directly: the vector levels' tables
 // hold them as kernels (portableReduce) for the elements after the last
-// whole vector, and Reduce calls portable directly for a few bytes. An
-// indirect call costs this VM about 8 ns, as much as the rest of an
-// 8-byte reduction (a kernel per operation through a function value: 16
-// ns for 8 bytes, this: 8); and the float operations, called directly,
-// inline.
+// whole vector, and Reduce calls portable directly for a few bytes. The
+// float operations, called directly, inline; before, a kernel per
+// operation took its operation as a function value and called it for
+// every element (an 8-byte float32 sum from the kernel's entry on this
+// VM: 15-16 ns that way, 7.6 switched and inlined).
 
 func reduceInt[T integer](op Op, o, x, y unsafe.Pointer, n int) {
 	out, a, b := view[T](o, n), view[T](x, n), view[T](y, n)
