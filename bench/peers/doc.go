@@ -44,7 +44,8 @@
 //     its first size for 50 ms (its --warmup-time: a Go process's first
 //     milliseconds after Init run slower), the drivers by count only;
 //   - latency: osu_latency's ping-pong between 2 ranks, half the mean round
-//     trip on rank 0's clock, no barrier in between;
+//     trip on rank 0's clock, no barrier in between (bin/osu's first size
+//     warmed up for 50 ms too);
 //   - sizes double from MIN to MAX; collectives move float32 and reduce with
 //     sum; bcast's root is 0; the size is osu's message size: the buffer of
 //     allreduce and bcast, the block per rank of alltoall and allgather, the
