@@ -45,7 +45,8 @@ type Config struct {
 	// WarmupTime (--warmup-time, goccl's, not OSU's): before the first
 	// size of a blocking collective test or of latency, warm-up calls of
 	// it until this much time has passed on every rank (default
-	// defaultWarmupTime in OSU's layout).
+	// defaultWarmupTime in OSU's layout); before each later size up to
+	// largeMessageSize, sizeWarmupTime of them, unless it is 0.
 	WarmupTime time.Duration
 
 	sizeSet, itersSet, skipSet, typeSet, warmupTimeSet bool
@@ -75,6 +76,15 @@ func usageErr(format string, args ...any) error {
 // 0.24-0.27 us where the second took 0.23, and 0.23 both once the first
 // had warmed up for 100 ms (5 December).
 const defaultWarmupTime = 50 * time.Millisecond
+
+// sizeWarmupTime is how long each later size up to largeMessageSize warms
+// up (when WarmupTime is not 0): the row printed for the size before
+// wakes the launcher that forwards it (gorun, mpirun) on a core that the
+// ranks spin on, and with OSU's -i 20 a size's timed calls last a few
+// microseconds, within reach of that stall. 2 ranks over shared memory,
+// osu alltoall -m 8:1024 -i 20, 10 runs: 18 rows 2-9 times slower than
+// their neighbours without it, 6 with 300 us of it (5 December).
+const sizeWarmupTime = time.Millisecond
 
 // ErrHelp is returned for -h.
 var ErrHelp = errors.New("help requested")
@@ -136,7 +146,7 @@ var options = []option{
 	{0, "nccl", false, "print nccl-tests' layout (size count type redop root time algbw busbw #wrong)"},
 	{0, "transport", true, "transport: auto, shm, tcp or verbs (sets GOCCL_TRANSPORT)"},
 	{0, "algorithm", true, "algorithm of every call (comm.WithAlgorithm; GOCCL_ALGO works too)"},
-	{0, "warmup-time", true, "latency and blocking collectives: before the first size, warm-up calls of it for this long on every rank (default 50ms, 0 for none; not an OSU option)"},
+	{0, "warmup-time", true, "latency and blocking collectives: before the first size, warm-up calls of it for this long on every rank, and 1ms before each later size up to 8 KiB (default 50ms, 0 for none; not an OSU option)"},
 }
 
 // Parse parses the options of benchmark b with POSIX getopt's syntax, as

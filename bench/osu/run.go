@@ -161,6 +161,22 @@ func (r *runner[T]) sizes() []int {
 	return s
 }
 
+// warmupFor is how long the calls of a size warm up before its -x
+// warm-up calls (Config.WarmupTime): the first size WarmupTime; a later
+// size up to largeMessageSize sizeWarmupTime (none with --warmup-time 0),
+// larger ones none (their -x calls take longer than that).
+func (r *runner[T]) warmupFor(size int, first bool) time.Duration {
+	switch {
+	case r.cfg.WarmupTime <= 0:
+		return 0
+	case first:
+		return r.cfg.WarmupTime
+	case size <= largeMessageSize:
+		return sizeWarmupTime
+	}
+	return 0
+}
+
 // iterations returns the iteration and warm-up counts for a size.
 func (r *runner[T]) iterations(size int) (iters, skip int) {
 	if size > largeMessageSize {

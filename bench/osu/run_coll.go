@@ -35,8 +35,8 @@ func (r *runner[T]) runColl() error {
 		if err := r.barrier(); err != nil {
 			return err
 		}
-		if size == sizes[0] && cfg.WarmupTime > 0 {
-			err := WarmUpFor(r.ctx, r.c, cfg.WarmupTime, func() error {
+		if d := r.warmupFor(size, size == sizes[0]); d > 0 {
+			err := WarmUpFor(r.ctx, r.c, d, func() error {
 				return r.impl.Run(r.ctx, r.c, send, recv, comm.Sum, r.root(0), r.opts)
 			})
 			if err != nil {

@@ -28,19 +28,19 @@ func (r *runner[T]) runP2P() error {
 	}
 	defer comm.Free(r.c, ack)
 	p := &p2pRun[T]{runner: r, peer: 1 - r.rank, ack: ack, reqs: make([]*comm.Request, 0, 2*cfg.Window)}
-	warm := cfg.WarmupTime > 0 && r.b.Kind == KindLatency
+	first := true
 	for _, size := range r.sizes() {
 		count := size / r.es
 		if count == 0 {
 			continue
 		}
-		if warm { // the first size (see Config.WarmupTime)
-			warm = false
+		if d := r.warmupFor(size, first); d > 0 && r.b.Kind == KindLatency {
 			send, recv := p.send[:count], p.recv[:count]
-			if err := WarmUpFor(r.ctx, r.c, cfg.WarmupTime, func() error { return p.exchange(send, recv) }); err != nil {
+			if err := WarmUpFor(r.ctx, r.c, d, func() error { return p.exchange(send, recv) }); err != nil {
 				return err
 			}
 		}
+		first = false
 		iters, skip := r.iterations(size)
 		total, wrong, err := p.measure(count, iters, skip)
 		if err != nil {

@@ -467,3 +467,29 @@ func TestPatterns(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmupFor: the first size warms up for --warmup-time, each later
+// size up to largeMessageSize for sizeWarmupTime, larger ones not at
+// all, and --warmup-time 0 turns both off.
+func TestWarmupFor(t *testing.T) {
+	r := &runner[float32]{cfg: parse(t, "allreduce")}
+	for _, c := range []struct {
+		size  int
+		first bool
+		want  time.Duration
+	}{
+		{8, true, defaultWarmupTime},
+		{1 << 20, true, defaultWarmupTime},
+		{16, false, sizeWarmupTime},
+		{largeMessageSize, false, sizeWarmupTime},
+		{largeMessageSize * 2, false, 0},
+	} {
+		if got := r.warmupFor(c.size, c.first); got != c.want {
+			t.Errorf("size %d (first %v): %v, want %v", c.size, c.first, got, c.want)
+		}
+	}
+	r.cfg = parse(t, "allreduce", "--warmup-time", "0")
+	if got := r.warmupFor(8, true) + r.warmupFor(16, false); got != 0 {
+		t.Errorf("--warmup-time 0: %v", got)
+	}
+}

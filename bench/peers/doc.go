@@ -41,8 +41,10 @@
 //     calls, each timed alone and followed by an untimed barrier; a rank's
 //     latency is its mean time per call, and the row shows the average over
 //     ranks (osu_allreduce's "Avg Latency(us)"); bin/osu also warms up on
-//     its first size for 50 ms (its --warmup-time: a Go process's first
-//     milliseconds after Init run slower), the drivers by count only;
+//     its first size for 50 ms and on each later size up to 8 KiB for 1 ms
+//     (its --warmup-time: a Go process's first milliseconds after Init run
+//     slower, and a printed row disturbs the next size), the drivers by
+//     count only;
 //   - latency: osu_latency's ping-pong between 2 ranks, half the mean round
 //     trip on rank 0's clock, no barrier in between (bin/osu's first size
 //     warmed up for 50 ms too);

@@ -20,9 +20,11 @@
 // -k ROOT, -W WINDOW, -M MEMLIMIT, -t TESTCALLS, with OSU's defaults and
 // output layout; plus -o json, --nccl, --transport (which sets
 // GOCCL_TRANSPORT), --algorithm and --warmup-time (latency and the
-// blocking collectives warm up on their first size for 50 ms by default,
-// on top of -x: a job's first milliseconds run slower). A benchmark whose collective goccl's comm package does
-// not offer yet fails with "not yet supported" and exit status 1.
+// blocking collectives warm up on their first size for 50 ms by default
+// and on each later size up to 8 KiB for 1 ms, on top of -x: a job's
+// first milliseconds run slower, and a printed row disturbs the next
+// size). A benchmark whose collective goccl's comm package does not
+// offer yet fails with "not yet supported" and exit status 1.
 // Wrong usage exits 2 with a one-line error naming the problem and the help
 // (osu BENCHMARK -h); under a launcher only rank 0 prints it. A failed run
 // or a validation error exits 1.
