@@ -21,6 +21,7 @@ func (r *runner[T]) runColl() error {
 	if r.b.NoSize {
 		sizes = []int{0}
 	}
+	first := true // the first size that runs
 	for _, size := range sizes {
 		count := size / r.es
 		sendLen, recvLen, block := layout(r.b.Coll, count, r.n, false)
@@ -35,7 +36,7 @@ func (r *runner[T]) runColl() error {
 		if err := r.barrier(); err != nil {
 			return err
 		}
-		if d := r.warmupFor(size, size == sizes[0]); d > 0 {
+		if d := r.warmupFor(size, first); d > 0 {
 			err := WarmUpFor(r.ctx, r.c, d, func() error {
 				return r.impl.Run(r.ctx, r.c, send, recv, comm.Sum, r.root(0), r.opts)
 			})
@@ -43,6 +44,7 @@ func (r *runner[T]) runColl() error {
 				return err
 			}
 		}
+		first = false
 		var timer time.Duration
 		wrong := 0
 		for i := range iters + skip {

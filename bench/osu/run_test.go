@@ -132,8 +132,10 @@ func TestWarmupTime(t *testing.T) {
 	for _, c := range []struct {
 		bench string
 		ranks int
-	}{{"allreduce", 3}, {"latency", 2}} {
-		cfg := parse(t, c.bench, "-m", "4:8", "-i", "2", "-x", "1", "-c", "--warmup-time", "150ms")
+		sizes string // the first size that runs warms up, even after sizes skipped
+		typ   string
+	}{{"allreduce", 3, "4:8", "MPI_CHAR"}, {"latency", 2, "4:8", "MPI_CHAR"}, {"allreduce", 3, "1:8", "int32"}} {
+		cfg := parse(t, c.bench, "-m", c.sizes, "-T", c.typ, "-i", "2", "-x", "1", "-c", "--warmup-time", "150ms")
 		start := time.Now()
 		out := runRanks(t, c.ranks, func(c *comm.Comm, out io.Writer) error {
 			return Run(context.Background(), c, cfg, out, io.Discard)
