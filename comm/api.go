@@ -49,6 +49,11 @@ func applyOpts(r *Request, opts []CallOption) *Request {
 // recv on every rank. send and recv have the same length; send may be recv
 // (or nil) for in place.
 func Allreduce[T Number](ctx context.Context, c *Comm, send, recv []T, op Op, opts ...CallOption) error {
+	if len(opts) == 0 {
+		if ok, err := c.quickAllreduce(ctx, asBytes(orRecv(send, recv)), asBytes(recv), TypeOf[T](), op); ok {
+			return err
+		}
+	}
 	return c.allreduce(applyOpts(c.newBlocking(ctx), opts), asBytes(orRecv(send, recv)), asBytes(recv), TypeOf[T](), op).wait()
 }
 
@@ -59,6 +64,11 @@ func AllreduceAsync[T Number](c *Comm, send, recv []T, op Op, opts ...CallOption
 
 // Broadcast copies root's buf into buf on every other rank.
 func Broadcast[T Number](ctx context.Context, c *Comm, buf []T, root int, opts ...CallOption) error {
+	if len(opts) == 0 {
+		if ok, err := c.quickBroadcast(ctx, asBytes(buf), TypeOf[T](), root); ok {
+			return err
+		}
+	}
 	return c.broadcast(applyOpts(c.newBlocking(ctx), opts), asBytes(buf), TypeOf[T](), root).wait()
 }
 
@@ -83,6 +93,11 @@ func ReduceAsync[T Number](c *Comm, send, recv []T, op Op, root int, opts ...Cal
 // j's block at recv[j*len(send):]. len(recv) is Size()*len(send). send may
 // be this rank's own block of recv (in place).
 func Allgather[T Number](ctx context.Context, c *Comm, send, recv []T, opts ...CallOption) error {
+	if len(opts) == 0 {
+		if ok, err := c.quickAllgather(ctx, asBytes(send), asBytes(recv), TypeOf[T]()); ok {
+			return err
+		}
+	}
 	return c.allgather(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T]()).wait()
 }
 
@@ -125,6 +140,11 @@ func ReduceScatterAsync[T Number](c *Comm, send, recv []T, op Op, opts ...CallOp
 // same length. send may be recv (in place: the data sent is read before
 // any is received); they may not overlap otherwise.
 func Alltoall[T Number](ctx context.Context, c *Comm, send, recv []T, opts ...CallOption) error {
+	if len(opts) == 0 {
+		if ok, err := c.quickAlltoall(ctx, asBytes(send), asBytes(recv), TypeOf[T]()); ok {
+			return err
+		}
+	}
 	return c.alltoall(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T]()).wait()
 }
 

@@ -472,6 +472,7 @@ func (c *Comm) setupBoard(ctx context.Context) error {
 	b.sent, b.got, b.seen = make([]uint64, c.size), make([]uint64, c.size), make([]uint64, c.size)
 	b.llTmp = make([]byte, llCap)
 	c.board = b
+	c.quick = c.quickBoard()
 	c.debugf("shared-memory board: %d ranks, collectives up to %d bytes through it; larger ones copied straight between the ranks' buffers: %v; ranks sharing this rank's processor: %v", c.size, boardSlot, b.cma, b.mates)
 	return nil
 }

@@ -42,6 +42,18 @@ func BenchmarkBoardOverhead(b *testing.B) {
 			}
 		}
 	})
+	bc := make([]float32, 2)
+	for _, root := range []int{0, 1} {
+		b.Run(fmt.Sprintf("bcast-root=%d", root), func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				BoardPeerAheadBroadcast(c, 1, root, TypeFloat32, len(bc))
+				if err := Broadcast(ctx, c, bc, root); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 	buf := make([]byte, 8)
 	b.Run("send", func(b *testing.B) {
 		b.ReportAllocs()

@@ -675,3 +675,135 @@ func TestBoardInlineFallbacks(t *testing.T) {
 		return nil
 	})
 }
+
+// TestBoardQuickWay: blocking broadcasts, allreduces, allgathers and
+// all-to-alls of a few bytes take the board's quick way (board_quick.go)
+// with the general way's results, and leave to the general way every call
+// it must judge: arguments it refuses, a call queued before, an ended
+// context, a forced algorithm, StrictChecks, a broken communicator.
+func TestBoardQuickWay(t *testing.T) {
+	const n = 3
+	runRanksOn(t, "shm", n, testOptsFast, func(c *Comm) error {
+		ctx := context.Background()
+		r := c.Rank()
+		for _, count := range []int{0, 3, 12, 100, 1000} { // in the first line, in more lines, in the slot
+			for round := range 3 {
+				val := func(p, i int) float32 { return float32(p*100 + i%50 + round) }
+				// broadcast
+				root := round % n
+				buf := make([]float32, count)
+				for i := range buf {
+					buf[i] = val(r, i)
+				}
+				if ok, err := QuickTakes(ctx, c, "broadcast", nil, buf, 0, root); !ok || err != nil {
+					return fmt.Errorf("broadcast of %d: quick way %v, %v", count, ok, err)
+				}
+				for i, v := range buf {
+					if v != val(root, i) {
+						return fmt.Errorf("broadcast of %d from %d: element %d is %v, want %v", count, root, i, v, val(root, i))
+					}
+				}
+				// allreduce, in place every other round
+				send, recv := make([]float32, count), make([]float32, count)
+				for i := range send {
+					send[i] = val(r, i)
+				}
+				if round%2 == 1 {
+					copy(recv, send)
+					send = recv
+				}
+				if ok, err := QuickTakes(ctx, c, "allreduce", send, recv, Sum, 0); !ok || err != nil {
+					return fmt.Errorf("allreduce of %d: quick way %v, %v", count, ok, err)
+				}
+				for i, v := range recv {
+					if want := val(0, i) + val(1, i) + val(2, i); v != want {
+						return fmt.Errorf("allreduce of %d: element %d is %v, want %v", count, i, v, want)
+					}
+				}
+				// allgather, in place every other round
+				blk := count / n
+				send, recv = make([]float32, blk), make([]float32, n*blk)
+				if round%2 == 1 {
+					send = recv[r*blk : (r+1)*blk]
+				}
+				for i := range send {
+					send[i] = val(r, i)
+				}
+				if ok, err := QuickTakes(ctx, c, "allgather", send, recv, 0, 0); !ok || err != nil {
+					return fmt.Errorf("allgather of %d: quick way %v, %v", blk, ok, err)
+				}
+				for i, v := range recv {
+					if want := val(i/max(blk, 1), i%max(blk, 1)); v != want {
+						return fmt.Errorf("allgather of %d: element %d is %v, want %v", blk, i, v, want)
+					}
+				}
+				// all-to-all, in place every other round: block p goes to
+				// rank p, element j of it is sender*100 + p*10 + j.
+				send, recv = make([]float32, n*blk), make([]float32, n*blk)
+				if round%2 == 1 {
+					send = recv
+				}
+				for i := range send {
+					send[i] = float32(r*100 + (i/blk)*10 + i%blk + round)
+				}
+				if ok, err := QuickTakes(ctx, c, "alltoall", send, recv, 0, 0); !ok || err != nil {
+					return fmt.Errorf("all-to-all of %d: quick way %v, %v", blk, ok, err)
+				}
+				for i, v := range recv {
+					if want := float32((i/blk)*100 + r*10 + i%blk + round); v != want {
+						return fmt.Errorf("all-to-all of %d: element %d is %v, want %v", blk, i, v, want)
+					}
+				}
+			}
+		}
+		// Left to the general way: arguments the prep functions refuse,
+		// sizes past the quick way's, a queued call.
+		x, ov := []float32{1, 2, 3}, make([]float32, 4)
+		refused := []struct {
+			kind       string
+			send, recv []float32
+			root       int
+			op         Op
+		}{
+			{"broadcast", nil, x, -1, 0},
+			{"broadcast", nil, x, n, 0},
+			{"broadcast", nil, make([]float32, 2<<10), 0, 0}, // 8 KiB: straight between the buffers
+			{"allreduce", x, x[:2], 0, Sum},
+			{"allreduce", x, x, 0, Op(200)},
+			{"allreduce", make([]float32, 5<<10), make([]float32, 5<<10), 0, Sum},
+			{"allgather", x, x, 0, 0},
+			{"alltoall", make([]float32, 4), make([]float32, 4), 0, 0}, // 4 elements in 3 blocks
+			{"alltoall", x, x[:2], 0, 0},
+			{"alltoall", ov[:3], ov[1:], 0, 0}, // overlapping, not in place
+		}
+		for _, q := range refused {
+			if ok, err := QuickTakes(ctx, c, q.kind, q.send, q.recv, q.op, q.root); ok || err != nil {
+				return fmt.Errorf("%s of %d/%d elements, root %d, op %v: the quick way took it (%v)", q.kind, len(q.send), len(q.recv), q.root, q.op, err)
+			}
+		}
+		req := c.BarrierAsync()
+		if ok, _ := QuickTakes(ctx, c, "broadcast", nil, x, 0, 0); ok {
+			return fmt.Errorf("a broadcast took the quick way with a barrier queued before it")
+		}
+		if err := req.Wait(ctx); err != nil {
+			return err
+		}
+		ended, cancel := context.WithCancel(ctx)
+		cancel()
+		if ok, _ := QuickTakes(ended, c, "allreduce", x, x, Sum, 0); ok {
+			return fmt.Errorf("an allreduce took the quick way under an ended context")
+		}
+		return nil
+	})
+	for _, opts := range []Options{{StrictChecks: true}, {Algorithms: "allreduce:ring"}} {
+		o := testOptsFast
+		o.StrictChecks, o.Algorithms = opts.StrictChecks, opts.Algorithms
+		runRanksOn(t, "shm", 2, o, func(c *Comm) error {
+			x := []float32{1}
+			if ok, _ := QuickTakes(context.Background(), c, "allreduce", x, x, Sum, 0); ok {
+				return fmt.Errorf("an allreduce took the quick way with %+v", opts)
+			}
+			return nil
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"context"
 	"sync/atomic"
 	"unsafe"
 
@@ -66,4 +67,37 @@ func BoardPeerAhead(c *Comm, p int, barrier bool, dt DataType, op Op, count int)
 		clear(b.slot(p, seq)[:L])
 	}
 	b.writeLines(p, seq, k, contrib)
+}
+
+// BoardPeerAheadBroadcast makes rank p of c's board look as if it had
+// published c's next board call already: a broadcast of count elements of
+// dt from root, with zeros as root's bytes.
+func BoardPeerAheadBroadcast(c *Comm, p, root int, dt DataType, count int) {
+	b := c.board
+	seq := b.seq + 1
+	k := mkCall(collBroadcast, dt, 0, root, count)
+	var contrib []byte
+	if p == root {
+		contrib = make([]byte, llCap)[:count*dt.Size()]
+	}
+	b.writeLines(p, seq, k, contrib)
+}
+
+// QuickTakes runs a blocking call of kind ("broadcast", "allreduce",
+// "allgather", "alltoall") of float32s through the board's quick way only
+// (board_quick.go) and says whether it took the call; false means it did
+// nothing and the general way would run it.
+func QuickTakes(ctx context.Context, c *Comm, kind string, send, recv []float32, op Op, root int) (bool, error) {
+	s, r := asBytes(send), asBytes(recv)
+	switch kind {
+	case "broadcast":
+		return c.quickBroadcast(ctx, r, TypeFloat32, root)
+	case "allreduce":
+		return c.quickAllreduce(ctx, s, r, TypeFloat32, op)
+	case "allgather":
+		return c.quickAllgather(ctx, s, r, TypeFloat32)
+	case "alltoall":
+		return c.quickAlltoall(ctx, s, r, TypeFloat32)
+	}
+	panic("QuickTakes: " + kind)
 }
