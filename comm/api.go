@@ -196,6 +196,11 @@ func ScatterAsync[T Number](c *Comm, send, recv []T, root int, opts ...CallOptio
 
 // Barrier returns once every rank has entered it.
 func (c *Comm) Barrier(ctx context.Context, opts ...CallOption) error {
+	if len(opts) == 0 {
+		if ok, err := c.quickBarrier(ctx); ok {
+			return err
+		}
+	}
 	return c.barrier(applyOpts(c.newBlocking(ctx), opts)).wait()
 }
 
@@ -216,6 +221,11 @@ func (c *Comm) BarrierAsync(opts ...CallOption) *Request {
 // A rank may send to itself: the message is copied and kept until this
 // rank's matching Recv (later in call order), as MPI buffers it.
 func Send[T Number](ctx context.Context, c *Comm, buf []T, peer, tag int, opts ...CallOption) error {
+	if len(opts) == 0 {
+		if ok, err := c.quickP2P(ctx, collSend, asBytes(buf), TypeOf[T](), peer, tag); ok {
+			return err
+		}
+	}
 	return c.p2p(applyOpts(c.newBlocking(ctx), opts), collSend, asBytes(buf), TypeOf[T](), peer, tag).wait()
 }
 
@@ -229,6 +239,11 @@ func SendAsync[T Number](c *Comm, buf []T, peer, tag int, opts ...CallOption) *R
 // itself and has not received yet; if there is none it fails at once
 // (no later Send could ever match it: calls run in order).
 func Recv[T Number](ctx context.Context, c *Comm, buf []T, peer, tag int, opts ...CallOption) error {
+	if len(opts) == 0 {
+		if ok, err := c.quickP2P(ctx, collRecv, asBytes(buf), TypeOf[T](), peer, tag); ok {
+			return err
+		}
+	}
 	return c.p2p(applyOpts(c.newBlocking(ctx), opts), collRecv, asBytes(buf), TypeOf[T](), peer, tag).wait()
 }
 

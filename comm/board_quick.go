@@ -5,20 +5,21 @@ import (
 	"unsafe"
 )
 
-// The quick way onto the board: a blocking broadcast or allreduce of a few
-// bytes, with no options, on a communicator whose ranks share a board,
-// goes from its API function to executeBoard with only run's bookkeeping
-// between them (the inline claim, the call's number, its summary,
-// breaking the communicator on an error). The general way (newBlocking,
-// the prep function, submit, runOnBoard, wait) does the same after 30-40
-// ns of generic work: a request filled field by field and cleared whole,
-// the argument checks' general forms, the kind's and options' tests
-// (BenchmarkBoardOverhead: a 2-rank broadcast's root 108 ns, of which
-// the board's own work is half). Anything unusual (an argument the prep
-// function would refuse, a queued or running call, a broken or closed
-// communicator, an ended context, a forced algorithm, StrictChecks)
-// takes the general way, which reports it as before
-// (TestBoardQuickFallbacks).
+// The quick way onto the board: a blocking broadcast, allreduce,
+// allgather, all-to-all or barrier of a few bytes, or a Send or Recv
+// through the board's mailbox, with no options, on a communicator whose
+// ranks share a board, goes from its API function to the board with only
+// run's bookkeeping between them (the inline claim, the call's number,
+// the collective's summary, breaking the communicator on an error). The
+// general way (newBlocking, the prep function, submit, runOnBoard, wait,
+// then executeBoard's choices among kinds and sizes) does the same after
+// 20-40 ns of generic work, a third of the call's own work
+// (BenchmarkBoardOverhead: a 2-rank broadcast's root 108 ns the general
+// way, 66 the quick way; an 8-byte allreduce 138 and 100; a send 66 and
+// 46). Anything unusual (an argument the prep function would refuse, a
+// call to this rank itself, a queued or running call, a broken or closed
+// communicator, an ended context, a forced algorithm, StrictChecks) takes
+// the general way, which reports it as before (TestBoardQuickWay).
 
 // quickBoard says whether c's blocking calls may take the quick way: a
 // board, no algorithm forced by GOCCL_ALGO, no StrictChecks. It is fixed
@@ -64,24 +65,79 @@ func (c *Comm) quickAlltoall(ctx context.Context, send, recv []byte, dt DataType
 	return c.runQuick(ctx, collAlltoall, send, recv, dt, 0, -1, elems(len(send)/c.size, dt))
 }
 
-// runQuick runs a call on the board as runOnBoard does, once it has the
-// inline claim and nothing stands in the way; false, having done nothing,
-// otherwise.
-func (c *Comm) runQuick(ctx context.Context, kind collKind, send, recv []byte, dt DataType, op Op, root, count int) (bool, error) {
-	if !c.beginInline() {
+// quickBarrier is Barrier's quick way (see above).
+func (c *Comm) quickBarrier(ctx context.Context) (bool, error) {
+	if c == nil || !c.quick {
 		return false, nil
+	}
+	return c.runQuick(ctx, collBarrier, nil, nil, 0, 0, -1, 0)
+}
+
+// quickP2P is Send's and Recv's quick way (see above): the board's
+// mailbox.
+func (c *Comm) quickP2P(ctx context.Context, kind collKind, buf []byte, dt DataType, peer, tag int) (bool, error) {
+	if c == nil || !c.quick || !c.board.mail || uint(peer) >= uint(c.size) || peer == c.rank ||
+		uint(tag) > MaxTag || !dt.Valid() || len(buf)&(dt.Size()-1) != 0 {
+		return false, nil
+	}
+	r := c.quickClaim(ctx)
+	if r == nil {
+		return false, nil
+	}
+	r.kind, r.dt, r.root = kind, dt, -1
+	r.args.peer, r.args.src, r.args.tag = peer, peer, tag
+	if kind == collSend {
+		r.send = buf
+	} else {
+		r.recv = buf
+	}
+	r.count = elems(len(buf), dt)
+	r.args.recvCount = r.count
+	return true, c.quickRun(r)
+}
+
+// runQuick runs a collective on the board as runOnBoard does, once it has
+// the inline claim and nothing stands in the way; false, having done
+// nothing, otherwise.
+func (c *Comm) runQuick(ctx context.Context, kind collKind, send, recv []byte, dt DataType, op Op, root, count int) (bool, error) {
+	r := c.quickClaim(ctx)
+	if r == nil {
+		return false, nil
+	}
+	r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count = kind, send, recv, dt, op, root, count
+	return true, c.quickRun(r)
+}
+
+// quickClaim claims c for an inline run and returns its own request with
+// ctx, or nil, having done nothing, if anything stands in the way: a call
+// queued or running, a closed or broken communicator, an ended context.
+func (c *Comm) quickClaim(ctx context.Context) *Request {
+	if !c.beginInline() {
+		return nil
 	}
 	if c.exec.Err() != nil || (ctx != nil && ctx.Err() != nil) {
 		c.endInline()
-		return false, nil // run reports it
+		return nil // run reports it
 	}
 	r := &c.own
-	r.c, r.ctx, r.kind, r.send, r.recv, r.dt, r.op, r.root = c, ctx, kind, send, recv, dt, op, root
-	r.count = count
+	r.c, r.ctx = c, ctx
+	return r
+}
+
+// quickRun runs r, c's own request filled by a quick way, with run's
+// bookkeeping (the call's number, the collective's summary, breaking the
+// communicator on an error), then clears r and releases the claim.
+func (c *Comm) quickRun(r *Request) error {
 	n := c.callNo.Load() + 1
 	storeRelease(&c.callNo, n)
-	storeRelease32(&c.seqNow, c.beginRequest(r))
-	err := c.executeQuick(r)
+	var err error
+	if r.kind.IsP2P() {
+		err = c.executeMail(r)
+		r.args.peer, r.args.src, r.args.tag, r.args.recvCount = 0, 0, 0, 0
+	} else {
+		storeRelease32(&c.seqNow, c.beginRequest(r))
+		err = c.executeQuick(r)
+	}
 	storeRelease(&c.callNo, n+1)
 	if err != nil {
 		c.breakOn()
@@ -89,12 +145,12 @@ func (c *Comm) runQuick(ctx context.Context, kind collKind, send, recv []byte, d
 	// As wait leaves it (the general way fills only what it needs).
 	r.c, r.ctx, r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count, r.used = nil, nil, 0, nil, nil, 0, 0, 0, 0, ""
 	c.endInline()
-	return true, err
+	return err
 }
 
-// executeQuick is executeBoard for the quick way's calls (a broadcast of
-// up to boardBcastDirect bytes; an allreduce, allgather or all-to-all of
-// up to boardSlot): the same steps, in the same order, without its choices
+// executeQuick is executeBoard for the quick way's collectives (a
+// barrier; a broadcast of up to boardBcastDirect bytes; an allreduce,
+// allgather or all-to-all of up to boardSlot): the same steps, in the same order, without its choices
 // among kinds and sizes.
 func (c *Comm) executeQuick(r *Request) error {
 	b := c.board
@@ -112,7 +168,10 @@ func (c *Comm) executeQuick(r *Request) error {
 	seq := b.seq
 	L := len(r.send)
 	inLines := lined(r.kind, L)
-	if r.kind == collBroadcast {
+	switch r.kind {
+	case collBarrier:
+		return c.quickBarrierRun(r, seq, k)
+	case collBroadcast:
 		if c.rank == r.root {
 			if inLines {
 				b.publishWith(seq, k, r.send)
@@ -170,4 +229,26 @@ func (c *Comm) quickWait(r *Request, seq uint64, k boardCall, lo, hi, lines int)
 		only = lo
 	}
 	return c.boardWaitWord(r, seq, k, only, c.seq, bSeq, lines)
+}
+
+// quickBarrierRun is executeQuick's barrier, call seq described by k.
+func (c *Comm) quickBarrierRun(r *Request, seq uint64, k boardCall) error {
+	b := c.board
+	if b.crowded { // rank 0 gathers, then releases (boardWaitsFor)
+		if c.rank == 0 {
+			if err := c.quickWait(r, seq, k, 0, b.n, 1); err != nil {
+				return err
+			}
+			b.publish(seq, k)
+			return nil
+		}
+		b.publish(seq, k)
+		if err := c.quickWait(r, seq, k, 0, 1, 1); err != nil {
+			return err
+		}
+		b.owe(seq, k, c.seq)
+		return nil
+	}
+	b.publish(seq, k)
+	return c.quickWait(r, seq, k, 0, b.n, 1)
 }

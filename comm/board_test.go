@@ -756,6 +756,35 @@ func TestBoardQuickWay(t *testing.T) {
 				}
 			}
 		}
+		// Barriers, and messages around the ring (in the lines, in the
+		// box's later lines, past them: the sender's buffer).
+		for _, count := range []int{0, 3, 100, 5000} {
+			if ok, err := QuickTakes(ctx, c, "barrier", nil, nil, 0, 0); !ok || err != nil {
+				return fmt.Errorf("barrier: quick way %v, %v", ok, err)
+			}
+			msg, got := make([]float32, count), make([]float32, count)
+			for i := range msg {
+				msg[i] = float32(r*1000 + i)
+			}
+			next, prev := (r+1)%n, (r+n-1)%n
+			for _, send := range []bool{r%2 == 0, r%2 == 1} {
+				peer, buf := prev, got
+				if send {
+					peer, buf = next, msg
+				}
+				if ok, err := QuickP2PTakes(ctx, c, send, buf, peer, count); !ok || err != nil {
+					return fmt.Errorf("send %v of %d with rank %d: quick way %v, %v", send, count, peer, ok, err)
+				}
+			}
+			if r == n-1 { // rank n-1 sent before it received: rank 0's message
+				continue
+			}
+			for i, v := range got {
+				if want := float32(prev*1000 + i); v != want {
+					return fmt.Errorf("message of %d from rank %d: element %d is %v, want %v", count, prev, i, v, want)
+				}
+			}
+		}
 		// Left to the general way: arguments the prep functions refuse,
 		// sizes past the quick way's, a queued call.
 		x, ov := []float32{1, 2, 3}, make([]float32, 4)
@@ -779,6 +808,14 @@ func TestBoardQuickWay(t *testing.T) {
 		for _, q := range refused {
 			if ok, err := QuickTakes(ctx, c, q.kind, q.send, q.recv, q.op, q.root); ok || err != nil {
 				return fmt.Errorf("%s of %d/%d elements, root %d, op %v: the quick way took it (%v)", q.kind, len(q.send), len(q.recv), q.root, q.op, err)
+			}
+		}
+		for _, q := range []struct {
+			send      bool
+			peer, tag int
+		}{{true, r, 0}, {true, n, 0}, {false, -1, 0}, {true, (r + 1) % n, MaxTag + 1}, {false, 0, -1}} {
+			if ok, err := QuickP2PTakes(ctx, c, q.send, x, q.peer, q.tag); ok || err != nil {
+				return fmt.Errorf("send %v with rank %d, tag %d: the quick way took it (%v)", q.send, q.peer, q.tag, err)
 			}
 		}
 		req := c.BarrierAsync()

@@ -84,12 +84,15 @@ func BoardPeerAheadBroadcast(c *Comm, p, root int, dt DataType, count int) {
 }
 
 // QuickTakes runs a blocking call of kind ("broadcast", "allreduce",
-// "allgather", "alltoall") of float32s through the board's quick way only
+// "allgather", "alltoall", "barrier") of float32s through the board's quick way only
 // (board_quick.go) and says whether it took the call; false means it did
 // nothing and the general way would run it.
 func QuickTakes(ctx context.Context, c *Comm, kind string, send, recv []float32, op Op, root int) (bool, error) {
 	s, r := asBytes(send), asBytes(recv)
 	switch kind {
+	case "barrier":
+		return c.quickBarrier(ctx)
+
 	case "broadcast":
 		return c.quickBroadcast(ctx, r, TypeFloat32, root)
 	case "allreduce":
@@ -100,4 +103,13 @@ func QuickTakes(ctx context.Context, c *Comm, kind string, send, recv []float32,
 		return c.quickAlltoall(ctx, s, r, TypeFloat32)
 	}
 	panic("QuickTakes: " + kind)
+}
+
+// QuickP2PTakes is QuickTakes for a Send (send true) or Recv of buf with
+// peer and tag.
+func QuickP2PTakes(ctx context.Context, c *Comm, send bool, buf []float32, peer, tag int) (bool, error) {
+	if send {
+		return c.quickP2P(ctx, collSend, asBytes(buf), TypeFloat32, peer, tag)
+	}
+	return c.quickP2P(ctx, collRecv, asBytes(buf), TypeFloat32, peer, tag)
 }
