@@ -81,6 +81,11 @@ func BroadcastAsync[T Number](c *Comm, buf []T, root int, opts ...CallOption) *R
 // used on root only (other ranks may pass nil); on root send may be recv
 // (in place). Otherwise send is never modified.
 func Reduce[T Number](ctx context.Context, c *Comm, send, recv []T, op Op, root int, opts ...CallOption) error {
+	if len(opts) == 0 {
+		if ok, err := c.quickReduce(ctx, asBytes(send), asBytes(recv), TypeOf[T](), op, root); ok {
+			return err
+		}
+	}
 	return c.reduce(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), op, root).wait()
 }
 
@@ -127,6 +132,11 @@ func AllgathervAsync[T Number](c *Comm, send, recv []T, counts, displs []int, op
 // place: that block is overwritten with the result); otherwise send is
 // never modified.
 func ReduceScatter[T Number](ctx context.Context, c *Comm, send, recv []T, op Op, opts ...CallOption) error {
+	if len(opts) == 0 {
+		if ok, err := c.quickReduceScatter(ctx, asBytes(send), asBytes(recv), TypeOf[T](), op); ok {
+			return err
+		}
+	}
 	return c.reduceScatter(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), op).wait()
 }
 
@@ -174,6 +184,11 @@ func AlltoallvAsync[T Number](c *Comm, send []T, sendCounts, sendDispls []int, r
 // unused (may be nil) elsewhere. On root send may be root's own block of
 // recv (in place).
 func Gather[T Number](ctx context.Context, c *Comm, send, recv []T, root int, opts ...CallOption) error {
+	if len(opts) == 0 {
+		if ok, err := c.quickGather(ctx, asBytes(send), asBytes(recv), TypeOf[T](), root); ok {
+			return err
+		}
+	}
 	return c.gather(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), root).wait()
 }
 
@@ -186,6 +201,11 @@ func GatherAsync[T Number](c *Comm, send, recv []T, root int, opts ...CallOption
 // elements) to rank j's recv. send is unused (may be nil) except on root,
 // where recv may be root's own block of send (in place).
 func Scatter[T Number](ctx context.Context, c *Comm, send, recv []T, root int, opts ...CallOption) error {
+	if len(opts) == 0 {
+		if ok, err := c.quickScatter(ctx, asBytes(send), asBytes(recv), TypeOf[T](), root); ok {
+			return err
+		}
+	}
 	return c.scatter(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), root).wait()
 }
 

@@ -5,9 +5,10 @@ import (
 	"unsafe"
 )
 
-// The quick way onto the board: a blocking broadcast, allreduce,
-// allgather, all-to-all or barrier of a few bytes, or a Send or Recv
-// through the board's mailbox, with no options, on a communicator whose
+// The quick way onto the board: a blocking collective that the board
+// takes in its lines or slots (every collective it implements but the
+// half-precision reductions; a broadcast of up to 4 KiB), or a Send or
+// Recv through the board's mailbox, with no options, on a communicator whose
 // ranks share a board, goes from its API function to the board with only
 // run's bookkeeping between them (the inline claim, the call's number,
 // the collective's summary, breaking the communicator on an error). The
@@ -63,6 +64,46 @@ func (c *Comm) quickAlltoall(ctx context.Context, send, recv []byte, dt DataType
 		return false, nil
 	}
 	return c.runQuick(ctx, collAlltoall, send, recv, dt, 0, -1, elems(len(send)/c.size, dt))
+}
+
+// quickReduce is Reduce's quick way (see above).
+func (c *Comm) quickReduce(ctx context.Context, send, recv []byte, dt DataType, op Op, root int) (bool, error) {
+	if c == nil || !c.quick || len(send) > boardSlot || uint(root) >= uint(c.size) || !dt.Valid() || dt.Half() ||
+		!op.Valid() || (len(send)|len(recv))&(dt.Size()-1) != 0 || (c.rank == root && len(recv) != len(send)) {
+		return false, nil
+	}
+	return c.runQuick(ctx, collReduce, send, recv, dt, op, root, elems(len(send), dt))
+}
+
+// quickReduceScatter is ReduceScatter's quick way (see above).
+func (c *Comm) quickReduceScatter(ctx context.Context, send, recv []byte, dt DataType, op Op) (bool, error) {
+	if c == nil || !c.quick || len(send) > boardSlot || len(send) != c.size*len(recv) || !dt.Valid() || dt.Half() ||
+		!op.Valid() || len(recv)&(dt.Size()-1) != 0 {
+		return false, nil
+	}
+	return c.runQuick(ctx, collReduceScatter, send, recv, dt, op, -1, elems(len(recv), dt))
+}
+
+// quickGather is Gather's quick way (see above).
+func (c *Comm) quickGather(ctx context.Context, send, recv []byte, dt DataType, root int) (bool, error) {
+	if c == nil || !c.quick || len(send) > boardSlot || uint(root) >= uint(c.size) || !dt.Valid() ||
+		(len(send)|len(recv))&(dt.Size()-1) != 0 || (c.rank == root && len(recv) != c.size*len(send)) {
+		return false, nil
+	}
+	return c.runQuick(ctx, collGather, send, recv, dt, 0, root, elems(len(send), dt))
+}
+
+// quickScatter is Scatter's quick way (see above).
+func (c *Comm) quickScatter(ctx context.Context, send, recv []byte, dt DataType, root int) (bool, error) {
+	if c == nil || !c.quick || c.size*len(recv) > boardSlot || uint(root) >= uint(c.size) || !dt.Valid() ||
+		(len(send)|len(recv))&(dt.Size()-1) != 0 {
+		return false, nil
+	}
+	if c.rank == root && (len(send) != c.size*len(recv) ||
+		overlap(send, recv) && !sameBytes(recv, send[root*len(recv):(root+1)*len(recv)])) {
+		return false, nil
+	}
+	return c.runQuick(ctx, collScatter, send, recv, dt, 0, root, elems(len(recv), dt))
 }
 
 // quickBarrier is Barrier's quick way (see above).
@@ -149,8 +190,8 @@ func (c *Comm) quickRun(r *Request) error {
 }
 
 // executeQuick is executeBoard for the quick way's collectives (a
-// barrier; a broadcast of up to boardBcastDirect bytes; an allreduce,
-// allgather or all-to-all of up to boardSlot): the same steps, in the same order, without its choices
+// barrier; a broadcast of up to boardBcastDirect bytes; the others of up
+// to boardSlot): the same steps, in the same order, without its choices
 // among kinds and sizes.
 func (c *Comm) executeQuick(r *Request) error {
 	b := c.board
@@ -166,43 +207,76 @@ func (c *Comm) executeQuick(r *Request) error {
 	}
 	b.seq++
 	seq := b.seq
-	L := len(r.send)
+	L := len(r.send) // this call's contribution, the same length on every rank
+	if r.kind == collScatter {
+		L = c.size * len(r.recv)
+	}
 	inLines := lined(r.kind, L)
+	var contrib []byte // what this rank puts on the board
 	switch r.kind {
 	case collBarrier:
 		return c.quickBarrierRun(r, seq, k)
-	case collBroadcast:
+	case collBroadcast, collScatter:
 		if c.rank == r.root {
-			if inLines {
-				b.publishWith(seq, k, r.send)
-			} else {
-				copy(b.slot(b.me, seq), r.send)
-				b.publish(seq, k)
+			contrib = r.send
+		}
+	default:
+		contrib = r.send
+	}
+	if !inLines {
+		copy(b.slot(b.me, seq), contrib)
+		contrib = nil
+	}
+	switch r.kind {
+	case collBroadcast, collScatter:
+		// The root waits for nobody; the others for the root, polling
+		// all its lines.
+		b.publishWith(seq, k, contrib)
+		if c.rank != r.root {
+			if err := c.quickWait(r, seq, k, r.root, r.root+1, llLinesFor(L)); err != nil {
+				return err
 			}
+		}
+		b.owe(seq, k, c.seq)
+		if r.kind == collBroadcast {
+			if c.rank != r.root {
+				b.take(r.root, seq, inLines, 0, r.recv)
+			}
+			return nil
+		}
+		blk := len(r.recv)
+		b.take(r.root, seq, inLines, b.me*blk, r.recv)
+		return nil
+	case collReduce, collGather:
+		// The root waits for every rank, polling all their lines; the
+		// others for nobody.
+		b.publishWith(seq, k, contrib)
+		if c.rank != r.root {
 			b.owe(seq, k, c.seq)
 			return nil
 		}
-		b.publish(seq, k)
-		if err := c.quickWait(r, seq, k, r.root, r.root+1, llLinesFor(L)); err != nil {
+		if err := c.quickWait(r, seq, k, 0, b.n, llLinesFor(L)); err != nil {
 			return err
 		}
-		b.owe(seq, k, c.seq)
-		b.take(r.root, seq, inLines, 0, r.recv)
+		if r.kind == collReduce {
+			return c.boardReduce(r.recv[:L], 0, seq, inLines, r)
+		}
+		for p := range b.n {
+			b.take(p, seq, inLines, 0, r.recv[p*L:(p+1)*L])
+		}
 		return nil
 	}
-	// Every rank waits for every other.
-	if inLines {
-		b.publishWith(seq, k, r.send)
-	} else {
-		copy(b.slot(b.me, seq), r.send)
-		b.publish(seq, k)
-	}
+	// Every rank waits for every other, polling their first lines.
+	b.publishWith(seq, k, contrib)
 	if err := c.quickWait(r, seq, k, 0, b.n, 1); err != nil {
 		return err
 	}
 	switch r.kind {
 	case collAllreduce:
 		return c.boardReduce(r.recv, 0, seq, inLines, r)
+	case collReduceScatter:
+		blk := len(r.recv)
+		return c.boardReduce(r.recv, b.me*blk, seq, inLines, r)
 	case collAllgather:
 		for p := range b.n {
 			if L > 0 && (p != b.me || &r.recv[p*L] != unsafe.SliceData(r.send)) {

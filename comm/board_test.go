@@ -756,6 +756,81 @@ func TestBoardQuickWay(t *testing.T) {
 				}
 			}
 		}
+		// Reduce, gather, scatter and reduce-scatter, roots in turn, in
+		// place every other round where the call allows it.
+		for _, count := range []int{0, 3, 12, 100, 1000} {
+			for round := range 3 {
+				root := round % n
+				val := func(p, i int) float32 { return float32(p*100 + i%50 + round) }
+				send, recv := make([]float32, count), make([]float32, count)
+				for i := range send {
+					send[i] = val(r, i)
+				}
+				if round%2 == 1 && r == root {
+					copy(recv, send)
+					send = recv
+				}
+				if ok, err := QuickTakes(ctx, c, "reduce", send, recv, Max, root); !ok || err != nil {
+					return fmt.Errorf("reduce of %d: quick way %v, %v", count, ok, err)
+				}
+				if r == root {
+					for i, v := range recv {
+						if want := val(n-1, i); v != want {
+							return fmt.Errorf("reduce(max) of %d to %d: element %d is %v, want %v", count, root, i, v, want)
+						}
+					}
+				}
+				blk := count / n
+				send, recv = make([]float32, n*blk), make([]float32, blk)
+				for i := range send {
+					send[i] = val(r, i)
+				}
+				if round%2 == 1 {
+					recv = send[r*blk : (r+1)*blk]
+				}
+				if ok, err := QuickTakes(ctx, c, "reducescatter", send, recv, Sum, 0); !ok || err != nil {
+					return fmt.Errorf("reduce-scatter of %d: quick way %v, %v", blk, ok, err)
+				}
+				for i, v := range recv {
+					j := r*blk + i
+					if want := val(0, j) + val(1, j) + val(2, j); v != want {
+						return fmt.Errorf("reduce-scatter of %d: element %d is %v, want %v", blk, i, v, want)
+					}
+				}
+				send, recv = make([]float32, blk), make([]float32, n*blk)
+				if round%2 == 1 && r == root {
+					send = recv[r*blk : (r+1)*blk]
+				}
+				for i := range send {
+					send[i] = val(r, i)
+				}
+				if ok, err := QuickTakes(ctx, c, "gather", send, recv, 0, root); !ok || err != nil {
+					return fmt.Errorf("gather of %d: quick way %v, %v", blk, ok, err)
+				}
+				if r == root {
+					for i, v := range recv {
+						if want := val(i/max(blk, 1), i%max(blk, 1)); v != want {
+							return fmt.Errorf("gather of %d to %d: element %d is %v, want %v", blk, root, i, v, want)
+						}
+					}
+				}
+				send, recv = make([]float32, n*blk), make([]float32, blk)
+				for i := range send {
+					send[i] = val(r, i)
+				}
+				if round%2 == 1 && r == root {
+					recv = send[r*blk : (r+1)*blk]
+				}
+				if ok, err := QuickTakes(ctx, c, "scatter", send, recv, 0, root); !ok || err != nil {
+					return fmt.Errorf("scatter of %d: quick way %v, %v", blk, ok, err)
+				}
+				for i, v := range recv {
+					if want := val(root, r*blk+i); v != want {
+						return fmt.Errorf("scatter of %d from %d: element %d is %v, want %v", blk, root, i, v, want)
+					}
+				}
+			}
+		}
 		// Barriers, and messages around the ring (in the lines, in the
 		// box's later lines, past them: the sender's buffer).
 		for _, count := range []int{0, 3, 100, 5000} {
@@ -804,6 +879,15 @@ func TestBoardQuickWay(t *testing.T) {
 			{"alltoall", make([]float32, 4), make([]float32, 4), 0, 0}, // 4 elements in 3 blocks
 			{"alltoall", x, x[:2], 0, 0},
 			{"alltoall", ov[:3], ov[1:], 0, 0}, // overlapping, not in place
+			// Each rank its own root where the root's arguments are wrong.
+			{"reduce", x, x, n, Sum},
+			{"reduce", x, x[:2], r, Sum}, // the root's recv too short
+			{"reduce", x, x, 0, Op(200)},
+			{"reducescatter", x, x, 0, Sum},
+			{"gather", x, x, -1, 0},
+			{"gather", x, x, r, 0}, // the root's recv too short
+			{"scatter", x, x, r, 0},
+			{"scatter", ov[:3], ov[(r+1)%3 : (r+1)%3+1], r, 0}, // overlapping, not as the root's block
 		}
 		for _, q := range refused {
 			if ok, err := QuickTakes(ctx, c, q.kind, q.send, q.recv, q.op, q.root); ok || err != nil {

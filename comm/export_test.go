@@ -84,7 +84,8 @@ func BoardPeerAheadBroadcast(c *Comm, p, root int, dt DataType, count int) {
 }
 
 // QuickTakes runs a blocking call of kind ("broadcast", "allreduce",
-// "allgather", "alltoall", "barrier") of float32s through the board's quick way only
+// "allgather", "alltoall", "barrier", "reduce", "reducescatter",
+// "gather", "scatter") of float32s through the board's quick way only
 // (board_quick.go) and says whether it took the call; false means it did
 // nothing and the general way would run it.
 func QuickTakes(ctx context.Context, c *Comm, kind string, send, recv []float32, op Op, root int) (bool, error) {
@@ -101,6 +102,14 @@ func QuickTakes(ctx context.Context, c *Comm, kind string, send, recv []float32,
 		return c.quickAllgather(ctx, s, r, TypeFloat32)
 	case "alltoall":
 		return c.quickAlltoall(ctx, s, r, TypeFloat32)
+	case "reduce":
+		return c.quickReduce(ctx, s, r, TypeFloat32, op, root)
+	case "reducescatter":
+		return c.quickReduceScatter(ctx, s, r, TypeFloat32, op)
+	case "gather":
+		return c.quickGather(ctx, s, r, TypeFloat32, root)
+	case "scatter":
+		return c.quickScatter(ctx, s, r, TypeFloat32, root)
 	}
 	panic("QuickTakes: " + kind)
 }
