@@ -1,26 +1,22 @@
 package comm
 
-import (
-	"context"
-	"unsafe"
-)
+import "context"
 
 // The quick way onto the board: a blocking collective that the board
 // takes in its lines or slots (every collective it implements but the
 // half-precision reductions; a broadcast of up to 4 KiB), or a Send or
-// Recv through the board's mailbox, with no options, on a communicator whose
-// ranks share a board, goes from its API function to the board with only
-// run's bookkeeping between them (the inline claim, the call's number,
-// the collective's summary, breaking the communicator on an error). The
-// general way (newBlocking, the prep function, submit, runOnBoard, wait,
-// then executeBoard's choices among kinds and sizes) does the same after
-// 20-40 ns of generic work, a third of the call's own work
-// (BenchmarkBoardOverhead: a 2-rank broadcast's root 108 ns the general
-// way, 66 the quick way; an 8-byte allreduce 138 and 100; a send 66 and
-// 46). Anything unusual (an argument the prep function would refuse, a
-// call to this rank itself, a queued or running call, a broken or closed
-// communicator, an ended context, a forced algorithm, StrictChecks) takes
-// the general way, which reports it as before (TestBoardQuickWay).
+// Recv through the board's mailbox, with no options, on a communicator
+// whose ranks share a board, goes from its API function to the board
+// (runBoard) with only argument checks and the inline claim before it.
+// The general way (newBlocking, the prep function, submit, runOnBoard,
+// wait) does the same after 20-40 ns of generic work, a third of a small
+// call's own work (BenchmarkBoardOverhead: a 2-rank broadcast's root 108
+// ns the general way, 72-78 the quick way; an 8-byte allreduce 138 and
+// 104-109; a send 66 and 46-56). Anything unusual (an argument the prep
+// function would refuse, a call to this rank itself, a queued or running
+// call, a broken or closed communicator, an ended context, a forced
+// algorithm, StrictChecks) takes the general way, which reports it as
+// before (TestBoardQuickWay).
 
 // quickBoard says whether c's blocking calls may take the quick way: a
 // board, no algorithm forced by GOCCL_ALGO, no StrictChecks. It is fixed
@@ -165,164 +161,13 @@ func (c *Comm) quickClaim(ctx context.Context) *Request {
 	return r
 }
 
-// quickRun runs r, c's own request filled by a quick way, with run's
-// bookkeeping (the call's number, the collective's summary, breaking the
-// communicator on an error), then clears r and releases the claim.
+// quickRun runs r, c's own request filled by a quick way (runBoard), then
+// clears r as wait leaves it (the general way fills only what it needs)
+// and releases the claim.
 func (c *Comm) quickRun(r *Request) error {
-	n := c.callNo.Load() + 1
-	storeRelease(&c.callNo, n)
-	var err error
-	if r.kind.IsP2P() {
-		err = c.executeMail(r)
-		r.args.peer, r.args.src, r.args.tag, r.args.recvCount = 0, 0, 0, 0
-	} else {
-		storeRelease32(&c.seqNow, c.beginRequest(r))
-		err = c.executeQuick(r)
-	}
-	storeRelease(&c.callNo, n+1)
-	if err != nil {
-		c.breakOn()
-	}
-	// As wait leaves it (the general way fills only what it needs).
+	err := c.runBoard(r)
 	r.c, r.ctx, r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count, r.used = nil, nil, 0, nil, nil, 0, 0, 0, 0, ""
+	r.args.peer, r.args.src, r.args.tag, r.args.recvCount = 0, 0, 0, 0
 	c.endInline()
 	return err
-}
-
-// executeQuick is executeBoard for the quick way's collectives (a
-// barrier; a broadcast of up to boardBcastDirect bytes; the others of up
-// to boardSlot): the same steps, in the same order, without its choices
-// among kinds and sizes.
-func (c *Comm) executeQuick(r *Request) error {
-	b := c.board
-	r.used = "shm-board"
-	k := mkCall(r.kind, r.dt, r.op, r.root, r.count)
-	if c.life.Err() != nil { // abandoned before it started
-		return c.boardFail(k, context.Cause(c.life))
-	}
-	if b.owedSeq != 0 {
-		if err := c.boardSettle(r); err != nil {
-			return err
-		}
-	}
-	b.seq++
-	seq := b.seq
-	L := len(r.send) // this call's contribution, the same length on every rank
-	if r.kind == collScatter {
-		L = c.size * len(r.recv)
-	}
-	inLines := lined(r.kind, L)
-	var contrib []byte // what this rank puts on the board
-	switch r.kind {
-	case collBarrier:
-		return c.quickBarrierRun(r, seq, k)
-	case collBroadcast, collScatter:
-		if c.rank == r.root {
-			contrib = r.send
-		}
-	default:
-		contrib = r.send
-	}
-	if !inLines {
-		copy(b.slot(b.me, seq), contrib)
-		contrib = nil
-	}
-	switch r.kind {
-	case collBroadcast, collScatter:
-		// The root waits for nobody; the others for the root, polling
-		// all its lines.
-		b.publishWith(seq, k, contrib)
-		if c.rank != r.root {
-			if err := c.quickWait(r, seq, k, r.root, r.root+1, llLinesFor(L)); err != nil {
-				return err
-			}
-		}
-		b.owe(seq, k, c.seq)
-		if r.kind == collBroadcast {
-			if c.rank != r.root {
-				b.take(r.root, seq, inLines, 0, r.recv)
-			}
-			return nil
-		}
-		blk := len(r.recv)
-		b.take(r.root, seq, inLines, b.me*blk, r.recv)
-		return nil
-	case collReduce, collGather:
-		// The root waits for every rank, polling all their lines; the
-		// others for nobody.
-		b.publishWith(seq, k, contrib)
-		if c.rank != r.root {
-			b.owe(seq, k, c.seq)
-			return nil
-		}
-		if err := c.quickWait(r, seq, k, 0, b.n, llLinesFor(L)); err != nil {
-			return err
-		}
-		if r.kind == collReduce {
-			return c.boardReduce(r.recv[:L], 0, seq, inLines, r)
-		}
-		for p := range b.n {
-			b.take(p, seq, inLines, 0, r.recv[p*L:(p+1)*L])
-		}
-		return nil
-	}
-	// Every rank waits for every other, polling their first lines.
-	b.publishWith(seq, k, contrib)
-	if err := c.quickWait(r, seq, k, 0, b.n, 1); err != nil {
-		return err
-	}
-	switch r.kind {
-	case collAllreduce:
-		return c.boardReduce(r.recv, 0, seq, inLines, r)
-	case collReduceScatter:
-		blk := len(r.recv)
-		return c.boardReduce(r.recv, b.me*blk, seq, inLines, r)
-	case collAllgather:
-		for p := range b.n {
-			if L > 0 && (p != b.me || &r.recv[p*L] != unsafe.SliceData(r.send)) {
-				b.take(p, seq, inLines, 0, r.recv[p*L:(p+1)*L])
-			}
-		}
-	case collAlltoall:
-		blk := L / b.n
-		for p := range b.n {
-			b.take(p, seq, inLines, b.me*blk, r.recv[p*blk:(p+1)*blk])
-		}
-	}
-	return nil
-}
-
-// quickWait is boardWaitWord's wait for ranks lo..hi-1 to publish seq in
-// that many lines, its first look inline.
-func (c *Comm) quickWait(r *Request, seq uint64, k boardCall, lo, hi, lines int) error {
-	if c.board.allReady(lo, hi, seq, lines) {
-		return c.boardCheckCalls(seq, k, lo, hi, c.seq)
-	}
-	only := waitAll
-	if hi-lo == 1 {
-		only = lo
-	}
-	return c.boardWaitWord(r, seq, k, only, c.seq, bSeq, lines)
-}
-
-// quickBarrierRun is executeQuick's barrier, call seq described by k.
-func (c *Comm) quickBarrierRun(r *Request, seq uint64, k boardCall) error {
-	b := c.board
-	if b.crowded { // rank 0 gathers, then releases (boardWaitsFor)
-		if c.rank == 0 {
-			if err := c.quickWait(r, seq, k, 0, b.n, 1); err != nil {
-				return err
-			}
-			b.publish(seq, k)
-			return nil
-		}
-		b.publish(seq, k)
-		if err := c.quickWait(r, seq, k, 0, 1, 1); err != nil {
-			return err
-		}
-		b.owe(seq, k, c.seq)
-		return nil
-	}
-	b.publish(seq, k)
-	return c.quickWait(r, seq, k, 0, b.n, 1)
 }

@@ -376,24 +376,32 @@ func (c *Comm) runOnBoard(r *Request) bool {
 		!c.boardTakes(r) || halfReduction(r) {
 		return false
 	}
-	p2p := r.kind.IsP2P()
-	if p2p && (r.args.peer == c.rank || r.args.src == c.rank) {
+	if r.kind.IsP2P() && (r.args.peer == c.rank || r.args.src == c.rank) {
 		return false
 	}
 	if r.ctx != nil && r.ctx.Err() != nil {
 		return false // run abandons it
 	}
+	r.err = c.runBoard(r)
+	return true
+}
+
+// runBoard runs r on the board with run's bookkeeping and nothing else:
+// the call's number (callNo), a collective's summary (beginRequest), and
+// breaking the communicator on an error.
+func (c *Comm) runBoard(r *Request) error {
 	n := c.callNo.Load() + 1
 	storeRelease(&c.callNo, n)
-	if p2p {
-		r.err = c.executeMail(r)
+	var err error
+	if r.kind.IsP2P() {
+		err = c.executeMail(r)
 	} else {
 		storeRelease32(&c.seqNow, c.beginRequest(r))
-		r.err = c.executeBoard(r)
+		err = c.executeBoard(r)
 	}
 	storeRelease(&c.callNo, n+1)
-	if r.err != nil {
+	if err != nil {
 		c.breakOn()
 	}
-	return true
+	return err
 }
