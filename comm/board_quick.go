@@ -121,15 +121,7 @@ func (c *Comm) quickP2P(ctx context.Context, kind collKind, buf []byte, dt DataT
 	if r == nil {
 		return false, nil
 	}
-	r.kind, r.dt, r.root = kind, dt, -1
-	r.args.peer, r.args.src, r.args.tag = peer, peer, tag
-	if kind == collSend {
-		r.send = buf
-	} else {
-		r.recv = buf
-	}
-	r.count = elems(len(buf), dt)
-	r.args.recvCount = r.count
+	fillP2P(r, kind, buf, dt, peer, tag)
 	return true, c.quickRun(r)
 }
 

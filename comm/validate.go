@@ -315,6 +315,15 @@ func (c *Comm) p2p(r *Request, k collKind, buf []byte, dt DataType, peer, tag in
 	if err == nil && (tag < 0 || tag > MaxTag) {
 		err = c.errorf(k, dt, "tag %d outside 0..%d (MaxTag)", tag, MaxTag)
 	}
+	fillP2P(r, k, buf, dt, peer, tag)
+	if err != nil {
+		r.count, r.args.recvCount = 0, 0
+	}
+	return c.submitOrReject(r, k, err)
+}
+
+// fillP2P fills r as a Send or Recv (k) of buf with peer and tag.
+func fillP2P(r *Request, k collKind, buf []byte, dt DataType, peer, tag int) {
 	r.kind, r.dt, r.root = k, dt, -1
 	r.args.peer, r.args.src, r.args.tag = peer, peer, tag
 	if k == collSend {
@@ -322,11 +331,8 @@ func (c *Comm) p2p(r *Request, k collKind, buf []byte, dt DataType, peer, tag in
 	} else {
 		r.recv = buf
 	}
-	if err == nil {
-		r.count = elems(len(buf), dt)
-		r.args.recvCount = r.count
-	}
-	return c.submitOrReject(r, k, err)
+	r.count = elems(len(buf), dt)
+	r.args.recvCount = r.count
 }
 
 func (c *Comm) sendRecv(r *Request, send []byte, dst int, recv []byte, src int, dt DataType, tag int) *Request {
