@@ -665,14 +665,14 @@ func (c *Comm) executeBoard(r *Request) error {
 	case b.me:
 		// The barrier's rank 0 waits for the others first, then
 		// publishes: the others wait for it alone (boardWaitsFor).
-		if err := c.boardAwait(r, seq, k, waitAll, 1); err != nil {
+		if err := c.boardWait(r, seq, k); err != nil {
 			return err
 		}
 		b.publishWith(seq, k, contrib)
 		return nil
 	}
 	b.publishWith(seq, k, contrib)
-	if err := c.boardAwait(r, seq, k, only, lines); err != nil {
+	if err := c.boardWaitOn(r, seq, k, only, c.seq, lines); err != nil {
 		return err
 	}
 	if only != waitAll {
@@ -784,7 +784,7 @@ func (c *Comm) boardSettle(r *Request) error {
 	}
 	seq := b.owedSeq
 	b.owedSeq = 0
-	return c.boardWaitOn(r, seq, b.owed, waitAll, b.owedNum)
+	return c.boardWaitOn(r, seq, b.owed, waitAll, b.owedNum, 1)
 }
 
 // publish writes k as this rank's call seq and publishes seq.
@@ -874,39 +874,33 @@ func (c *Comm) boardReduce(dst []byte, off int, seq uint64, lined bool, r *Reque
 	return collectives.Finish(r.dt, r.op, dst, b.n)
 }
 
-// boardAwait waits until the ranks only names (waitAll: every rank)
-// published call seq in that many lines and checks that each describes
-// the same call as k: boardWaitWord, with its first look inline (the last
-// rank to arrive finds the others there, and the wait's set-up cost a
-// small call 5-15 ns, BenchmarkBoardOverhead).
-func (c *Comm) boardAwait(r *Request, seq uint64, k boardCall, only, lines int) error {
+// boardWait waits until every rank published seq, and checks that each
+// describes the same call as k.
+func (c *Comm) boardWait(r *Request, seq uint64, k boardCall) error {
+	return c.boardWaitOn(r, seq, k, waitAll, c.seq, 1)
+}
+
+// boardWaitOn waits until rank only (every rank: waitAll) published seq
+// in that many lines (see boardWaitWord), and checks that it describes
+// the same call as k, the communicator's call num. This rank counts as
+// published. It keeps the communicator's clocks itself (no timers on this
+// path): Options.Timeout from the start of the wait, Options.StallTimeout
+// from the last rank that arrived. It looks once before it sets up the
+// wait (boardWaitWord): the last rank to arrive finds the others there,
+// and the set-up cost a small call 5-15 ns (BenchmarkBoardOverhead).
+func (c *Comm) boardWaitOn(r *Request, seq uint64, k boardCall, only int, num uint32, lines int) error {
 	lo, hi := 0, c.board.n
 	if only >= 0 {
 		lo, hi = only, only+1
 	}
 	if c.board.allReady(lo, hi, seq, lines) {
-		return c.boardCheckCalls(seq, k, lo, hi, c.seq)
+		return c.boardCheckCalls(seq, k, lo, hi, num)
 	}
-	return c.boardWaitWord(r, seq, k, only, c.seq, bSeq, lines)
+	return c.boardWaitWord(r, seq, k, only, num, bSeq, lines)
 }
 
-// boardWait waits until every rank published seq, and checks that each
-// describes the same call as k.
-func (c *Comm) boardWait(r *Request, seq uint64, k boardCall) error {
-	return c.boardWaitOn(r, seq, k, waitAll, c.seq)
-}
-
-// boardWaitOn waits until rank only (every rank: waitAll) published seq,
-// and checks that it describes the same call as k, the communicator's
-// call num. This rank counts as published. It keeps the communicator's
-// clocks itself (no timers on this path): Options.Timeout from the start
-// of the wait, Options.StallTimeout from the last rank that arrived.
-func (c *Comm) boardWaitOn(r *Request, seq uint64, k boardCall, only int, num uint32) error {
-	return c.boardWaitWord(r, seq, k, only, num, bSeq, 1)
-}
-
-// boardWaitWord is boardWaitOn for the word at offset word of the ranks'
-// headers: bSeq, or bDone (a rank raises it to seq after it published
+// boardWaitWord is boardWaitOn's wait, without its first look, on the
+// word at offset word of the ranks' headers: bSeq, or bDone (a rank raises it to seq after it published
 // seq, so its call seq can be checked then too). With bSeq and lines > 1,
 // it waits until the ranks it waits for have filled that many lines
 // (executeBoard asks for lines only of ranks that all contribute: a
@@ -916,11 +910,6 @@ func (c *Comm) boardWaitWord(r *Request, seq uint64, k boardCall, only int, num 
 	lo, hi := 0, b.n
 	if only >= 0 {
 		lo, hi = only, only+1
-	}
-	// One look first, without the clocks: the last rank to arrive finds
-	// the others there, and the set-up below cost it 10-20 ns.
-	if word == bSeq && b.allReady(lo, hi, seq, lines) {
-		return c.boardCheckCalls(seq, k, lo, hi, num)
 	}
 	var start, lastLook, lastArrival time.Time
 	defer boardWaiters.leave(&start)

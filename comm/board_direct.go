@@ -136,7 +136,7 @@ func (c *Comm) broadcastEither(r *Request, seq uint64, L int, k boardCall) error
 	}
 	b.setBuf(seq, 0, nil)
 	b.publish(seq, k)
-	if err := c.boardWaitOn(r, seq, k, r.root, c.seq); err != nil {
+	if err := c.boardWaitOn(r, seq, k, r.root, c.seq, 1); err != nil {
 		return err
 	}
 	b.owe(seq, k, c.seq)
