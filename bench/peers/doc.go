@@ -59,6 +59,13 @@
 //     freshly faulted MiB costs milliseconds that, not the library, would be
 //     measured. goccl (Go) reuses its staging memory anyway.
 //
+// The host's state: on a shared VM the cache-line round trip between the
+// ranks' cores changes every few seconds as the host moves the virtual
+// CPUs (see probe.go), and small-message times with it. CompareSteady
+// samples it around every run (HostProbe) and runs a round again while its
+// samples spread more than SteadySpread, so that the programs of a round
+// meet the same machine.
+//
 // A barrier per call, rather than back-to-back calls, keeps a fast rank from
 // running ahead into the next call and hiding skew; it is what OSU users
 // expect. The drivers do not check results (bench/osu's -c does for goccl).

@@ -15,6 +15,9 @@ type Table struct {
 	Programs []Program       // goccl first, then the peers
 	Sizes    []int           // every size goccl has a median for, ascending
 	Median   map[string]Rows // by program name
+	// Notes are printed as '#' lines under the header lines of the
+	// text form (what the host's state was, see CompareSteady).
+	Notes []string
 }
 
 // NewTable takes the medians of runs (by program name, one Rows per round).
@@ -70,6 +73,9 @@ func (t *Table) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n", t.Title)
 	fmt.Fprintf(&b, "# median over rounds of each program's average us per call; ratio = peer_us / goccl_us, above 1 means goccl is faster\n")
+	for _, n := range t.Notes {
+		fmt.Fprintf(&b, "# %s\n", n)
+	}
 	fmt.Fprintf(&b, "%-12s %12s", "# bytes", t.Programs[0].Name+"_us")
 	for _, p := range t.Programs[1:] {
 		fmt.Fprintf(&b, " %14s %8s", p.Name+"_us", "ratio")

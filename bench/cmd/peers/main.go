@@ -30,6 +30,7 @@
 //	-markdown        also print the table as markdown, for the README
 //	-timeout D       bound on one run of one program (15m)
 //	-v               a line per run on standard error
+//	-steady N        times a round runs again when the host's state changed during it (3; 0: report only; -1: no sampling)
 //
 // goccl's command defaults to
 //
@@ -48,9 +49,20 @@
 // each rank's mean; see the bench/peers package documentation for the
 // methodology and the settings of each peer.
 //
-// Output: two '#' lines (what ran; how to read it), a header
-// "# bytes goccl_us mpi-tcp_us ratio gloo-tcp_us ratio", and one row per
-// size; "-" marks a size a peer did not report. Wrong usage exits 2; a
+// The host's state: on a shared VM the cache-line round trip between the
+// ranks' CPUs changes every few seconds as the host moves the virtual CPUs
+// (57-80, 130-170 or 500-590 ns on this project's VMs), and small-message
+// times with it. The harness samples it before and after every run (a
+// 3-12 ms ping-pong between two threads bound to the first two CPUs) and
+// runs a round again, up to -steady times, when its samples spread more
+// than 2.5x, so that the programs of a round meet the same machine; a '#'
+// line says the range seen and how many rounds ran again (see
+// peers.CompareSteady).
+//
+// Output: two '#' lines (what ran; how to read it), '#' lines on the
+// host's state (below), a header "# bytes goccl_us mpi-tcp_us ratio
+// gloo-tcp_us ratio", and one row per size; "-" marks a size a peer did
+// not report. Wrong usage exits 2; a
 // failed build or run exits 1 naming the program, the round and the end of
 // its error output.
 package main
@@ -88,6 +100,7 @@ type options struct {
 	noBuild   bool
 	markdown  bool
 	verbose   bool
+	steady    int      // -steady: retries of a round whose host state changed; -1: no sampling
 	command   []string // after "--"
 	build     bool     // the build subcommand
 }
@@ -140,12 +153,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, name := range o.cfg.Peers {
 		programs = append(programs, peers.PeerProgram(peers.PeerNamed(name), dir, &o.cfg))
 	}
-	runs, transport, err := peers.Compare(ctx, programs, o.cfg.Rounds, o.cfg.RunTimeout, log)
+	steady := peers.Steady{Spread: peers.SteadySpread, Retries: max(o.steady, 0)}
+	if o.steady >= 0 {
+		if steady.Probe, err = peers.HostProbe(); err != nil {
+			fmt.Fprintf(log, "peers: %v: the host's state is not sampled\n", err)
+		}
+	}
+	runs, transport, states, err := peers.CompareSteady(ctx, programs, o.cfg.Rounds, o.cfg.RunTimeout, log, steady)
 	if err != nil {
 		fmt.Fprintf(stderr, "peers: %v\n", err)
 		return 1
 	}
 	t := peers.NewTable(title(&o.cfg, transport), programs, runs)
+	t.Notes = stateNotes(states, steady.Spread)
 	if err := t.WriteText(stdout); err == nil && o.markdown {
 		fmt.Fprintln(stdout)
 		err = t.WriteMarkdown(stdout)
@@ -155,6 +175,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// stateNotes says what the host probe saw (see peers.CompareSteady): the
+// range of the cache-line round trip over the rounds kept, the rounds run
+// again, and the rounds kept with their runs in different states.
+func stateNotes(states []peers.RoundState, spread float64) []string {
+	if len(states) == 0 {
+		return nil
+	}
+	lo, hi, again := states[0].Min, states[0].Max, 0
+	var mixed []string
+	for i, s := range states {
+		lo, hi = min(lo, s.Min), max(hi, s.Max)
+		if s.Tries > 1 {
+			again++
+		}
+		if s.Mixed(spread) {
+			mixed = append(mixed, fmt.Sprintf("%d (%v to %v)", i+1, s.Min, s.Max))
+		}
+	}
+	notes := []string{fmt.Sprintf("host: cache-line round trip between the ranks' first two CPUs, sampled around every run: %v to %v; rounds run again because it changed during them: %d of %d", lo, hi, again, len(states))}
+	if len(mixed) > 0 {
+		notes = append(notes, fmt.Sprintf("rounds kept with runs in different host states (their small sizes compare unlike machines): %s", strings.Join(mixed, ", ")))
+	}
+	return notes
 }
 
 func title(c *peers.Config, transport string) string {
@@ -214,6 +259,7 @@ func newFlagSet(o *options, sizes *string) *flag.FlagSet {
 	fs.BoolVar(&o.noBuild, "no-build", false, "use bin/gorun and bin/osu as they are")
 	fs.BoolVar(&o.markdown, "markdown", false, "also print the table as markdown")
 	fs.BoolVar(&o.verbose, "v", false, "a line per run on standard error")
+	fs.IntVar(&o.steady, "steady", 3, "times a round runs again when the host's state changed during it (0: sample and report only; -1: no sampling)")
 	return fs
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -105,7 +106,7 @@ func TestEndToEnd(t *testing.T) {
 	defer cancel()
 	var out, errb bytes.Buffer
 	code := run(ctx, []string{"-no-install", "-m", "4:32", "-i", "3", "-x", "1", "-rounds", "2", "-peers", "mpi-tcp,mpi-shm,gloo-tcp",
-		"-markdown", "-v", "allreduce", "--",
+		"-markdown", "-v", "-steady", "0", "allreduce", "--",
 		filepath.Join(dir, "gorun"), "-n", "2", filepath.Join(dir, "osu"), "allreduce", "-m", "4:32", "-i", "3", "-x", "1", "-T", "float32"},
 		&out, &errb)
 	if code != 0 {
@@ -133,7 +134,32 @@ func TestEndToEnd(t *testing.T) {
 	if !strings.Contains(text, "| bytes | goccl (µs) | Open MPI TCP (µs) | ratio | Open MPI shm (µs) | ratio | Gloo TCP (µs) | ratio |") {
 		t.Errorf("no markdown table")
 	}
+	// -steady 0: the host's state is sampled and reported, no round
+	// runs again.
 	if n := strings.Count(errb.String(), "peers: round "); n != 8 {
 		t.Errorf("%d runs logged, want 2 rounds x 4 programs", n)
+	}
+	if _, err := peers.HostProbe(); err == nil && !strings.Contains(text, "# host: cache-line round trip between the ranks' first two CPUs") {
+		t.Errorf("no note on the host's state")
+	}
+}
+
+// The notes on the host's state: the range over the rounds kept, the
+// rounds run again, and those kept in mixed states.
+func TestStateNotes(t *testing.T) {
+	if n := stateNotes(nil, peers.SteadySpread); n != nil {
+		t.Errorf("notes without a probe: %q", n)
+	}
+	got := stateNotes([]peers.RoundState{
+		{Min: 130 * time.Nanosecond, Max: 160 * time.Nanosecond, Tries: 1},
+		{Min: 520 * time.Nanosecond, Max: 580 * time.Nanosecond, Tries: 2},
+		{Min: 140 * time.Nanosecond, Max: 590 * time.Nanosecond, Tries: 4},
+	}, peers.SteadySpread)
+	want := []string{
+		"host: cache-line round trip between the ranks' first two CPUs, sampled around every run: 130ns to 590ns; rounds run again because it changed during them: 2 of 3",
+		"rounds kept with runs in different host states (their small sizes compare unlike machines): 3 (140ns to 590ns)",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("notes\n%q\nwant\n%q", got, want)
 	}
 }
