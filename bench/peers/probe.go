@@ -32,9 +32,10 @@ import (
 // and b over n exchanges: two threads, pinned to a and b, pass a counter
 // back and forth through two words on separate cache lines, each spinning
 // until the other's word changes. It needs GOMAXPROCS of 2 or more and
-// both CPUs in the process's affinity. The threads end with the call (a
-// goroutine that exits locked to its thread takes the thread with it), so
-// no pinning is left behind.
+// both CPUs in the process's affinity, and gives up after probeLimit (a
+// CPU the host hardly gives the threads: each exchange then waits for the
+// scheduler). The threads end with the call (a goroutine that exits locked
+// to its thread takes the thread with it), so no pinning is left behind.
 func CacheLineTrip(a, b, n int) (time.Duration, error) {
 	if n <= 0 {
 		return 0, fmt.Errorf("cache-line probe: %d exchanges", n)
@@ -48,6 +49,8 @@ func CacheLineTrip(a, b, n int) (time.Duration, error) {
 		_    [120]byte
 		pong atomic.Uint64
 		_    [120]byte
+		stop atomic.Bool // the asker gave up: the answerer returns
+		_    [120]byte
 	}
 	pinned := make(chan error, 2)
 	start := make(chan bool, 2)
@@ -60,6 +63,9 @@ func CacheLineTrip(a, b, n int) (time.Duration, error) {
 		}
 		for i := uint64(1); i <= uint64(n); i++ {
 			for w.ping.Load() != i {
+				if w.stop.Load() {
+					return
+				}
 			}
 			w.pong.Store(i)
 		}
@@ -73,7 +79,12 @@ func CacheLineTrip(a, b, n int) (time.Duration, error) {
 		t0 := time.Now()
 		for i := uint64(1); i <= uint64(n); i++ {
 			w.ping.Store(i)
-			for w.pong.Load() != i {
+			for spins := 1; w.pong.Load() != i; spins++ {
+				if spins&1023 == 0 && time.Since(t0) > probeLimit {
+					w.stop.Store(true)
+					took <- -1
+					return
+				}
 			}
 		}
 		took <- time.Since(t0)
@@ -84,8 +95,15 @@ func CacheLineTrip(a, b, n int) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cache-line probe between CPUs %d and %d: %w", a, b, err)
 	}
-	return <-took / time.Duration(n), nil
+	d := <-took
+	if d < 0 {
+		return 0, fmt.Errorf("cache-line probe between CPUs %d and %d: %d exchanges took more than %v", a, b, n, probeLimit)
+	}
+	return d / time.Duration(n), nil
 }
+
+// probeLimit bounds a CacheLineTrip.
+var probeLimit = time.Second
 
 // pinTo binds the calling thread to cpu.
 func pinTo(cpu int) error {
@@ -105,9 +123,18 @@ const probeExchanges = 20000
 // cache-line round trip between the first two CPUs this process may run
 // on (where gorun binds ranks 0 and 1). It fails with fewer than two.
 func HostProbe() (func() (time.Duration, error), error) {
+	a, b, err := probeCPUs()
+	if err != nil {
+		return nil, err
+	}
+	return func() (time.Duration, error) { return CacheLineTrip(a, b, probeExchanges) }, nil
+}
+
+// probeCPUs returns the first two CPUs this process may run on.
+func probeCPUs() (a, b int, err error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, fmt.Errorf("host probe: %w", err)
+		return 0, 0, fmt.Errorf("host probe: %w", err)
 	}
 	var cpus []int
 	for c := 0; c < len(set)*64 && len(cpus) < 2; c++ {
@@ -116,7 +143,7 @@ func HostProbe() (func() (time.Duration, error), error) {
 		}
 	}
 	if len(cpus) < 2 {
-		return nil, errors.New("host probe: this process may run on one CPU only")
+		return 0, 0, errors.New("host probe: this process may run on one CPU only")
 	}
-	return func() (time.Duration, error) { return CacheLineTrip(cpus[0], cpus[1], probeExchanges) }, nil
+	return cpus[0], cpus[1], nil
 }

@@ -36,6 +36,25 @@ func TestCacheLineTripBadCPU(t *testing.T) {
 	}
 }
 
+// A probe the scheduler starves (here: more exchanges than fit in the
+// limit) gives up with an error instead of spinning on.
+func TestCacheLineTripLimit(t *testing.T) {
+	a, b, err := probeCPUs()
+	if err != nil {
+		t.Skipf("SKIP: %v", err)
+	}
+	defer func(d time.Duration) { probeLimit = d }(probeLimit)
+	probeLimit = time.Millisecond
+	t0 := time.Now()
+	_, err = CacheLineTrip(a, b, 1<<40)
+	if err == nil || !strings.Contains(err.Error(), "took more than 1ms") {
+		t.Errorf("err %v", err)
+	}
+	if took := time.Since(t0); took > 5*time.Second {
+		t.Errorf("gave up after %v", took)
+	}
+}
+
 // A round whose probe samples spread past the limit runs again, whole,
 // and only its last try's rows are kept; after Retries more tries the
 // round is kept as it is, and its state says so.
