@@ -154,9 +154,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		programs = append(programs, peers.PeerProgram(peers.PeerNamed(name), dir, &o.cfg))
 	}
 	steady := peers.Steady{Spread: peers.SteadySpread, Retries: max(o.steady, 0)}
+	var probeErr error
 	if o.steady >= 0 {
-		if steady.Probe, err = peers.HostProbe(); err != nil {
-			fmt.Fprintf(log, "peers: %v: the host's state is not sampled\n", err)
+		if steady.Probe, probeErr = peers.HostProbe(); probeErr != nil {
+			fmt.Fprintf(log, "peers: %v: the host's state is not sampled\n", probeErr)
 		}
 	}
 	runs, transport, states, err := peers.CompareSteady(ctx, programs, o.cfg.Rounds, o.cfg.RunTimeout, log, steady)
@@ -166,6 +167,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	t := peers.NewTable(title(&o.cfg, transport), programs, runs)
 	t.Notes = stateNotes(states, steady.Spread)
+	if probeErr != nil {
+		t.Notes = []string{fmt.Sprintf("host: not sampled (%v)", probeErr)}
+	}
 	if err := t.WriteText(stdout); err == nil && o.markdown {
 		fmt.Fprintln(stdout)
 		err = t.WriteMarkdown(stdout)
