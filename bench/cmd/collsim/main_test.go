@@ -139,6 +139,20 @@ func appendCalibRecord(t *testing.T, b *bytes.Buffer, cfg config, rec calibRecor
 	fmt.Fprintf(b, "[%d] %s\n", rec.Rank, j)
 }
 
+// skipFitShort skips a long fit under -short, which the race detector's
+// pass of the CI runs with (scripts/test.sh): a fit is sequential
+// arithmetic, in which the detector has nothing to look at and which it
+// slows down tenfold (three such tests took 195 s of a 4-minute race pass
+// on 2 cores, 5 December; the full pass, without -short, runs them in 25
+// s). The pool that runs a grid's simulations at once (grid.go) keeps its
+// race coverage through the tables' and validation's tests.
+func skipFitShort(t *testing.T, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: " + why)
+	}
+}
+
 // TestFitRecoversTheModel checks the fit against a machine that is the
 // model: every fitted parameter must come back.
 func TestFitRecoversTheModel(t *testing.T) {
@@ -245,6 +259,7 @@ func wakeLevel(t *testing.T) (config, string) {
 // (8 us here, for 40), and recursive doubling's 3 rounds in OSU's loop
 // move by 25% between latencies 10% apart.
 func TestFitWake(t *testing.T) {
+	skipFitShort(t, "three fits of a crowded level take 14 s (110 with -race)")
 	want, dir := wakeLevel(t)
 	read := func(name string) *calibration {
 		c, err := readCalibration(filepath.Join(dir, name))
@@ -672,6 +687,7 @@ func TestFitCallOverhead(t *testing.T) {
 // model (a cost that is not per byte), the factor lands between what 256
 // KiB and 1 MiB want alone.
 func TestByteCostFromLargeSizes(t *testing.T) {
+	skipFitShort(t, "five fits of a crowded level take 8 s (64 with -race)")
 	want := truth()
 	want.Inline = 32 << 10
 	dir := t.TempDir()
@@ -925,6 +941,7 @@ func TestFitWallSplit(t *testing.T) {
 // call that costs more take the calibrated calls the same time (found: 2.4,
 // 2.3 and 1.6 us), so those are not asserted.
 func TestFitWallSplitTail(t *testing.T) {
+	skipFitShort(t, "the wall split's search with the tail takes 3 s (21 with -race)")
 	truthCfg := truth()
 	truthCfg.Local = simulate.Link{Alpha: 2e-6, Overhead: 5e-6, PerByte: 0.4e-9, WriteTail: 3e-6}
 	truthCfg.Net = simulate.Link{Alpha: 20e-6, Beta: 0.1e-9, Overhead: 7e-6, PerByte: 0.6e-9}
