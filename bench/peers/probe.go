@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goccl/goccl/internal/affinity"
 )
 
 // The host's state. On a shared VM the time a cache line takes to go from
@@ -121,8 +123,12 @@ const probeExchanges = 20000
 
 // HostProbe returns a probe of the host's state for CompareSteady: the
 // cache-line round trip between the first two CPUs this process may run
-// on (where gorun binds ranks 0 and 1). It fails with fewer than two.
+// on (where gorun binds ranks 0 and 1). It fails with fewer than two, or
+// with GOMAXPROCS below 2.
 func HostProbe() (func() (time.Duration, error), error) {
+	if p := runtime.GOMAXPROCS(0); p < 2 {
+		return nil, fmt.Errorf("host probe: GOMAXPROCS is %d, two threads must run at once", p)
+	}
 	a, b, err := probeCPUs()
 	if err != nil {
 		return nil, err
@@ -132,15 +138,9 @@ func HostProbe() (func() (time.Duration, error), error) {
 
 // probeCPUs returns the first two CPUs this process may run on.
 func probeCPUs() (a, b int, err error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
+	cpus, err := affinity.Usable()
+	if err != nil {
 		return 0, 0, fmt.Errorf("host probe: %w", err)
-	}
-	var cpus []int
-	for c := 0; c < len(set)*64 && len(cpus) < 2; c++ {
-		if set.IsSet(c) {
-			cpus = append(cpus, c)
-		}
 	}
 	if len(cpus) < 2 {
 		return 0, 0, errors.New("host probe: this process may run on one CPU only")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,11 @@ func TestHostProbe(t *testing.T) {
 
 // A CPU the process may not run on is an error naming it, not a hang.
 func TestCacheLineTripBadCPU(t *testing.T) {
-	_, err := CacheLineTrip(0, 1<<20, 10)
+	a, _, err := probeCPUs()
+	if err != nil || runtime.GOMAXPROCS(0) < 2 {
+		t.Skipf("SKIP: needs two CPUs and GOMAXPROCS >= 2 (%v)", err)
+	}
+	_, err = CacheLineTrip(a, 1<<20, 10)
 	if err == nil || !strings.Contains(err.Error(), "bind to CPU 1048576") {
 		t.Errorf("err %v", err)
 	}
@@ -40,8 +45,8 @@ func TestCacheLineTripBadCPU(t *testing.T) {
 // limit) gives up with an error instead of spinning on.
 func TestCacheLineTripLimit(t *testing.T) {
 	a, b, err := probeCPUs()
-	if err != nil {
-		t.Skipf("SKIP: %v", err)
+	if err != nil || runtime.GOMAXPROCS(0) < 2 {
+		t.Skipf("SKIP: needs two CPUs and GOMAXPROCS >= 2 (%v)", err)
 	}
 	defer func(d time.Duration) { probeLimit = d }(probeLimit)
 	probeLimit = time.Millisecond
