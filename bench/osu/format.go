@@ -61,6 +61,12 @@ func writeDatatype(w io.Writer, name string) {
 	fmt.Fprintf(w, "# Datatype: %s.\n", name)
 }
 
+// writeBackToBack says, under the Datatype line, that the rows of
+// --back-to-back are not timed as OSU times.
+func writeBackToBack(w io.Writer) {
+	fmt.Fprintln(w, "# Timing: back to back (the calls of a size timed together, no barrier between them; not OSU's method).")
+}
+
 // writeCollHeader is print_only_header for blocking collectives.
 // noSize drops the size column (osu_barrier).
 func writeCollHeader(w io.Writer, noSize, full, validate bool) {

@@ -39,9 +39,14 @@ type Config struct {
 	MemLimit          int
 	Probes            int // -t: Test calls during the compute of non-blocking tests
 	NCCL              bool
-	JSON              bool
-	Transport         string // sets GOCCL_TRANSPORT before Init when not empty
-	Algorithm         string // forced on every call (comm.WithAlgorithm)
+	// BackToBack (--back-to-back, goccl's, not OSU's): a blocking
+	// collective test times the calls of a size back to back, one span
+	// for all of them, with no barrier between them (as nccl-tests and
+	// back-to-back drivers do), in OSU's layout.
+	BackToBack bool
+	JSON       bool
+	Transport  string // sets GOCCL_TRANSPORT before Init when not empty
+	Algorithm  string // forced on every call (comm.WithAlgorithm)
 	// WarmupTime (--warmup-time, goccl's, not OSU's): before the first
 	// size of a blocking collective test or of latency, warm-up calls of
 	// it until this much time has passed on every rank (default
@@ -144,6 +149,7 @@ var options = []option{
 	{'t', "num-test-calls", true, "Test calls during the compute of non-blocking tests"},
 	{'o', "output", true, "text (default) or json (one JSON object per row, with run metadata)"},
 	{0, "nccl", false, "print nccl-tests' layout (size count type redop root time algbw busbw #wrong)"},
+	{0, "back-to-back", false, "blocking collectives: time the calls of a size back to back, one span over all of them with no barrier between (not OSU's method: a rank may run ahead of a slower one, as in nccl-tests); OSU's layout"},
 	{0, "transport", true, "transport: auto, shm, tcp or verbs (sets GOCCL_TRANSPORT)"},
 	{0, "algorithm", true, "algorithm of every call (comm.WithAlgorithm; GOCCL_ALGO works too)"},
 	{0, "warmup-time", true, "latency and blocking collectives: before the first size, warm-up calls of it for this long on every rank, and 1ms before each later size up to 8 KiB (default 50ms, 0 for none; not an OSU option)"},
@@ -177,6 +183,17 @@ func Parse(b *Benchmark, args []string) (*Config, error) {
 	}
 	if c.MinSize > c.MaxSize {
 		return nil, usageErr("minimum message size %d is above the maximum %d", c.MinSize, c.MaxSize)
+	}
+	if c.BackToBack && (b.Kind != KindColl || c.NCCL || c.Validate) {
+		why := b.Name + " is not a blocking collective test"
+		switch {
+		case b.Kind != KindColl:
+		case c.NCCL:
+			why = "--nccl times back to back already"
+		default:
+			why = "-c checks each call, between barriers"
+		}
+		return nil, usageErr("--back-to-back applies to the blocking collective tests in OSU's layout without -c: %s", why)
 	}
 	warms := (b.Kind == KindColl || b.Kind == KindLatency) && !c.NCCL
 	if c.WarmupTime > 0 && !warms {
@@ -244,6 +261,8 @@ func (c *Config) set(name, val string) error {
 		c.Validate = true
 	case "nccl":
 		c.NCCL = true
+	case "back-to-back":
+		c.BackToBack = true
 	case "message-size":
 		err = c.setSizes(val)
 	case "iterations":

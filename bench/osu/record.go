@@ -12,12 +12,15 @@ import (
 type Record struct {
 	Benchmark string `json:"benchmark"`
 	Layout    string `json:"layout"` // "osu" or "nccl"
-	Size      int    `json:"size"`   // bytes, as the text layout prints it
-	Count     int    `json:"count"`  // elements
-	Type      string `json:"type"`
-	Op        string `json:"op,omitempty"`
-	Root      int    `json:"root"`
-	InPlace   bool   `json:"in_place,omitempty"`
+	// Timing: "back-to-back" for --back-to-back (calls timed together),
+	// empty for OSU's (each call alone, a barrier after it).
+	Timing  string `json:"timing,omitempty"`
+	Size    int    `json:"size"`  // bytes, as the text layout prints it
+	Count   int    `json:"count"` // elements
+	Type    string `json:"type"`
+	Op      string `json:"op,omitempty"`
+	Root    int    `json:"root"`
+	InPlace bool   `json:"in_place,omitempty"`
 
 	AvgUs      float64 `json:"avg_us,omitempty"`
 	MinUs      float64 `json:"min_us,omitempty"`

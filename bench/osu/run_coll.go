@@ -15,6 +15,9 @@ func (r *runner[T]) runColl() error {
 	if !cfg.JSON {
 		writeTitle(r.out, r.b.Title, r.meta, true)
 		writeDatatype(r.out, cfg.OSUType)
+		if cfg.BackToBack {
+			writeBackToBack(r.out)
+		}
 		writeCollHeader(r.out, r.b.NoSize, cfg.Full, cfg.Validate)
 	}
 	sizes := r.sizes()
@@ -46,30 +49,15 @@ func (r *runner[T]) runColl() error {
 		}
 		first = false
 		var timer time.Duration
-		wrong := 0
-		for i := range iters + skip {
-			root := r.root(i)
-			if cfg.Validate {
-				fill(r.b.Coll, send, recv, block, r.rank, r.n, root, i)
-				if err := r.barrier(); err != nil {
-					return err
-				}
-			}
-			t0 := wtime()
-			err := r.impl.Run(r.ctx, r.c, send, recv, comm.Sum, root, r.opts)
-			d := wtime() - t0
-			if err != nil {
-				return err
-			}
-			if err := r.barrier(); err != nil {
-				return err
-			}
-			if cfg.Validate {
-				wrong += check(r.b.Coll, recv, block, r.rank, r.n, root, i)
-			}
-			if i >= skip {
-				timer += d
-			}
+		var wrong int
+		var err error
+		if cfg.BackToBack {
+			timer, err = r.backToBack(send, recv, iters, skip)
+		} else {
+			timer, wrong, err = r.osuLoop(send, recv, block, iters, skip)
+		}
+		if err != nil {
+			return err
 		}
 		lat := us(timer) / float64(iters)
 		avg, lo, hi, errs, err := r.spread(lat, wrong)
@@ -80,6 +68,9 @@ func (r *runner[T]) runColl() error {
 		if cfg.JSON {
 			rec := r.record(size, count)
 			rec.AvgUs, rec.MinUs, rec.MaxUs, rec.Iterations, rec.Wrong = avg, lo, hi, iters, int64(errs)
+			if cfg.BackToBack {
+				rec.Timing = "back-to-back"
+			}
 			r.bandwidths(&rec, max(sendLen, recvLen)*r.es, avg)
 			if err := writeRecord(r.out, rec); err != nil {
 				return err
@@ -95,6 +86,63 @@ func (r *runner[T]) runColl() error {
 		}
 	}
 	return nil
+}
+
+// osuLoop is OSU's timing of one size: skip untimed calls, then iters
+// timed ones, each timed alone and followed by a barrier (with -c, the
+// buffers are filled before and checked after each call). It returns the
+// timed calls' total time and the wrong elements seen.
+func (r *runner[T]) osuLoop(send, recv []T, block, iters, skip int) (time.Duration, int, error) {
+	var timer time.Duration
+	wrong := 0
+	for i := range iters + skip {
+		root := r.root(i)
+		if r.cfg.Validate {
+			fill(r.b.Coll, send, recv, block, r.rank, r.n, root, i)
+			if err := r.barrier(); err != nil {
+				return 0, 0, err
+			}
+		}
+		t0 := wtime()
+		err := r.impl.Run(r.ctx, r.c, send, recv, comm.Sum, root, r.opts)
+		d := wtime() - t0
+		if err != nil {
+			return 0, 0, err
+		}
+		if err := r.barrier(); err != nil {
+			return 0, 0, err
+		}
+		if r.cfg.Validate {
+			wrong += check(r.b.Coll, recv, block, r.rank, r.n, root, i)
+		}
+		if i >= skip {
+			timer += d
+		}
+	}
+	return timer, wrong, nil
+}
+
+// backToBack is --back-to-back's timing of one size: skip untimed calls,
+// a barrier, then iters calls timed together, with no barrier between
+// them, so that a rank that has nothing to wait for (a broadcast's root)
+// may run ahead of the others, as in nccl-tests and back-to-back drivers.
+// The rank's latency is the span over the iters calls, divided by them.
+func (r *runner[T]) backToBack(send, recv []T, iters, skip int) (time.Duration, error) {
+	for i := range skip {
+		if err := r.impl.Run(r.ctx, r.c, send, recv, comm.Sum, r.root(i), r.opts); err != nil {
+			return 0, err
+		}
+	}
+	if err := r.barrier(); err != nil {
+		return 0, err
+	}
+	t0 := wtime()
+	for i := range iters {
+		if err := r.impl.Run(r.ctx, r.c, send, recv, comm.Sum, r.root(skip+i), r.opts); err != nil {
+			return 0, err
+		}
+	}
+	return wtime() - t0, nil
 }
 
 // runNBC is OSU's non-blocking collective test (osu_iallreduce.c and

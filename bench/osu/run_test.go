@@ -495,3 +495,50 @@ func TestWarmupFor(t *testing.T) {
 		t.Errorf("--warmup-time 0: %v", got)
 	}
 }
+
+// TestBackToBack: --back-to-back times a blocking collective's calls of a
+// size together (OSU's layout, a line that says so, JSON's timing field),
+// with rotating roots agreed by every rank; it refuses the tests it does
+// not apply to and -c, which needs a barrier around each call.
+func TestBackToBack(t *testing.T) {
+	out := runBench(t, 3, "bcast", "-m", "4:16", "-i", "5", "-x", "2", "-k", "rotate", "-f", "--back-to-back")
+	if !strings.Contains(out, "# Timing: back to back") {
+		t.Errorf("no timing line:\n%s", out)
+	}
+	r := rows(out)
+	if len(r) != 3 {
+		t.Fatalf("%d rows, want 3:\n%s", len(r), out)
+	}
+	for _, l := range r {
+		if !regexp.MustCompile(`^(4|8|16) +(\d+\.\d\d +){3} +5$`).MatchString(l) {
+			t.Errorf("row %q", l)
+		}
+	}
+	out = runBench(t, 2, "allreduce", "-m", "8:16", "-i", "3", "-x", "1", "-o", "json", "--back-to-back")
+	recs, err := ReadRecords(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2:\n%s", len(recs), out)
+	}
+	for _, rec := range recs {
+		if rec.Timing != "back-to-back" || rec.Layout != "osu" || rec.Iterations != 3 || rec.AvgUs <= 0 {
+			t.Errorf("record %+v", rec)
+		}
+	}
+	if cfg := parse(t, "alltoall", "--back-to-back"); !cfg.BackToBack {
+		t.Errorf("alltoall --back-to-back: %+v", cfg)
+	}
+	for _, bad := range []struct {
+		bench string
+		args  []string
+	}{
+		{"latency", nil}, {"bw", nil}, {"iallreduce", nil}, {"allreduce", []string{"-c"}}, {"allreduce", []string{"--nccl"}},
+	} {
+		_, err := Parse(Lookup(bad.bench), append([]string{"--back-to-back"}, bad.args...))
+		if !errors.Is(err, ErrUsage) || !strings.Contains(fmt.Sprint(err), "--back-to-back") {
+			t.Errorf("%s --back-to-back %q: err %v, want a usage error about it", bad.bench, bad.args, err)
+		}
+	}
+}

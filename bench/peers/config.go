@@ -22,8 +22,22 @@ type Config struct {
 	Peers      []string // names from Peers
 	Transport  string   // goccl's transport for the default command (osu --transport); "" lets goccl choose
 	GlooAlgo   string   // Gloo's allreduce: ring_chunked (default), ring, halving_doubling
+	Method     string   // how every program times a size: MethodOSU ("" too) or MethodB2B
 	RunTimeout time.Duration
 }
+
+// The timing methods (Config.Method). MethodOSU is OSU's: each call timed
+// alone, an untimed barrier after it, a rank's latency the mean of its
+// calls' times. MethodB2B times a size's calls together, with no barrier
+// between them (a barrier before the first), a rank's latency their span
+// over the calls, as nccl-tests and back-to-back drivers do: a rank with
+// nothing to wait for (a broadcast's root) may run calls ahead of the
+// others. goccl's side is osu --back-to-back. latency is timed the same
+// either way (a ping-pong has no barrier between its exchanges).
+const (
+	MethodOSU = "osu"
+	MethodB2B = "b2b"
+)
 
 // DefaultWarmup is the warm-up the harness uses for iters timed calls when
 // none is given: a tenth, at least one.
@@ -48,6 +62,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Iters < 1 || c.Warmup < 0 || c.Rounds < 1 {
 		return fmt.Errorf("need at least 1 iteration and 1 round, and no negative warm-up (have %d, %d, %d)", c.Iters, c.Rounds, c.Warmup)
+	}
+	switch c.Method {
+	case "", MethodOSU, MethodB2B:
+	default:
+		return fmt.Errorf("unknown timing method %q (have %s, %s)", c.Method, MethodOSU, MethodB2B)
 	}
 	switch c.GlooAlgo {
 	case "", "ring_chunked", "ring", "halving_doubling":
@@ -120,6 +139,9 @@ func GocclCommand(c *Config, gorun, osu string) []string {
 	}
 	if c.Transport != "" {
 		argv = append(argv, "--transport", c.Transport)
+	}
+	if c.Method == MethodB2B && c.Op != "latency" {
+		argv = append(argv, "--back-to-back")
 	}
 	return argv
 }

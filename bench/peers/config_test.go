@@ -51,6 +51,7 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Peers = []string{"nccl"} }, `unknown peer "nccl" (have mpi-tcp, mpi-shm, gloo-tcp)`},
 		{func(c *Config) { c.Peers = []string{"mpi-tcp", "mpi-tcp"} }, "named twice"},
 		{func(c *Config) { c.GlooAlgo = "bcube" }, `unknown Gloo allreduce "bcube"`},
+		{func(c *Config) { c.Method = "nccl" }, `unknown timing method "nccl" (have osu, b2b)`},
 	} {
 		c := validConfig()
 		bad.edit(&c)
@@ -70,6 +71,17 @@ func TestGocclCommand(t *testing.T) {
 	want = "bin/gorun -n 2 bin/osu latency -m 8:1024 -i 10 -x 2 --transport tcp"
 	if got := strings.Join(GocclCommand(&c, "bin/gorun", "bin/osu"), " "); got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+	// Back to back: osu --back-to-back, but latency is a ping-pong either way.
+	c = validConfig()
+	c.Method = MethodB2B
+	want = "bin/gorun -n 2 bin/osu allreduce -m 8:1024 -i 10 -x 2 -T float32 --back-to-back"
+	if got := strings.Join(GocclCommand(&c, "bin/gorun", "bin/osu"), " "); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	c.Op = "latency"
+	if got := strings.Join(GocclCommand(&c, "bin/gorun", "bin/osu"), " "); strings.Contains(got, "back") {
+		t.Errorf("latency, back to back: %q", got)
 	}
 	// osu's default memory limit (512 MiB) would cut 4 ranks x 256 MiB.
 	c = validConfig()
@@ -104,6 +116,15 @@ func TestPeerProcs(t *testing.T) {
 		for _, kv := range []string{"RANK=" + string(rune('0'+r)), "WORLD_SIZE=3", "GLOO_STORE=/s", "GLOO_ALLREDUCE=ring_chunked", "MALLOC_MMAP_MAX_=0"} {
 			if !strings.Contains(" "+env+" ", " "+kv+" ") {
 				t.Errorf("gloo rank %d: env %q lacks %s", r, env, kv)
+			}
+		}
+	}
+	// Back to back: the drivers' last argument.
+	c.Method = MethodB2B
+	for _, name := range PeerNames() {
+		for _, p := range PeerNamed(name).procs("/d", &c, "/s") {
+			if !strings.HasSuffix(strings.Join(p.argv, " "), "allreduce 8 1024 10 2 b2b") {
+				t.Errorf("%s back to back: argv %q", name, p.argv)
 			}
 		}
 	}

@@ -68,5 +68,14 @@
 //
 // A barrier per call, rather than back-to-back calls, keeps a fast rank from
 // running ahead into the next call and hiding skew; it is what OSU users
-// expect. The drivers do not check results (bench/osu's -c does for goccl).
+// expect. Config.Method MethodB2B (bin/peers -method b2b) times every
+// program the other way, as nccl-tests and back-to-back drivers do: per
+// size the WARMUP calls, a barrier, then the ITERS calls timed together
+// with no barrier between them, a rank's latency their span divided by
+// ITERS (goccl: osu --back-to-back; the drivers' last argument b2b).
+// There a broadcast's root may run calls ahead of its receivers, and
+// small broadcasts come out faster than OSU's method gives them; compare
+// a back-to-back peer only with goccl timed back to back. latency is the
+// same ping-pong either way. The drivers do not check results (bench/osu's
+// -c does for goccl).
 package peers

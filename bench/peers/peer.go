@@ -56,6 +56,9 @@ type proc struct {
 // directory for Gloo's file store.
 func (p *Peer) procs(bin string, c *Config, store string) []proc {
 	args := []string{c.Op, strconv.Itoa(c.Min), strconv.Itoa(c.Max), strconv.Itoa(c.Iters), strconv.Itoa(c.Warmup)}
+	if c.Method == MethodB2B {
+		args = append(args, MethodB2B)
+	}
 	driver := filepath.Join(bin, p.Driver)
 	switch p.Name {
 	case "mpi-tcp", "mpi-shm":

@@ -208,6 +208,9 @@ func stateNotes(states []peers.RoundState, spread float64) []string {
 
 func title(c *peers.Config, transport string) string {
 	s := fmt.Sprintf("%s np=%d sizes %d..%d iterations=%d warmup=%d rounds=%d", c.Op, c.NP, c.Min, c.Max, c.Iters, c.Warmup, c.Rounds)
+	if c.Method == peers.MethodB2B && c.Op != "latency" {
+		s += "; timed back to back (not OSU's method)"
+	}
 	if transport != "" {
 		s += "; goccl over " + transport
 	}
@@ -257,6 +260,7 @@ func newFlagSet(o *options, sizes *string) *flag.FlagSet {
 	})
 	fs.StringVar(&c.Transport, "transport", "", "goccl's transport in the default command (osu --transport)")
 	fs.StringVar(&c.GlooAlgo, "gloo-allreduce", "ring_chunked", "Gloo's allreduce: ring_chunked, ring, halving_doubling")
+	fs.StringVar(&c.Method, "method", peers.MethodOSU, "how every program times a size: osu (each call alone, a barrier after it) or b2b (the calls together, no barrier between them; goccl's osu --back-to-back)")
 	fs.DurationVar(&c.RunTimeout, "timeout", 15*time.Minute, "bound on one run of one program")
 	fs.StringVar(&o.bin, "bin", "", "where the peers' drivers are built (default: a directory in the user's cache)")
 	fs.BoolVar(&o.noInstall, "no-install", false, "fail instead of installing missing Debian packages")

@@ -68,8 +68,15 @@ func TestParseArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c := o.cfg; c.Min != 8 || c.Max != 4<<20 || c.Iters != 100 || c.Warmup != 11 || c.Rounds != 3 ||
-		strings.Join(c.Peers, ",") != "mpi-tcp,gloo-tcp" || o.command != nil {
+		strings.Join(c.Peers, ",") != "mpi-tcp,gloo-tcp" || o.command != nil || c.Method != "osu" {
 		t.Errorf("defaults %+v", c)
+	}
+	o, err = parseArgs([]string{"-method", "b2b", "bcast"})
+	if err != nil || o.cfg.Method != "b2b" || !strings.Contains(title(&o.cfg, ""), "timed back to back") {
+		t.Errorf("-method b2b: %+v, %v", o, err)
+	}
+	if _, err := parseArgs([]string{"-method", "nccl", "bcast"}); err == nil || !strings.Contains(err.Error(), `unknown timing method "nccl"`) {
+		t.Errorf("-method nccl: err %v", err)
 	}
 }
 

@@ -2,12 +2,13 @@
 // OSU Micro-Benchmarks and goccl's bench/osu do, for goccl's comparison
 // harness (bench/peers).
 //
-// Usage: RANK=r WORLD_SIZE=n GLOO_STORE=DIR gloo_bench OP MINBYTES MAXBYTES ITERS WARMUP
+// Usage: RANK=r WORLD_SIZE=n GLOO_STORE=DIR gloo_bench OP MINBYTES MAXBYTES ITERS WARMUP [METHOD]
 //   OP: latency (2 ranks) | allreduce | bcast | alltoall | allgather | reduce_scatter
 //   GLOO_STORE: a directory shared by the ranks (gloo::rendezvous::FileStore)
 //   GLOO_HOST: the address the ranks listen on (default 127.0.0.1)
 //   GLOO_ALLREDUCE: ring_chunked (default; gloo::AllreduceRingChunked), ring,
 //                   halving_doubling
+//   METHOD: osu (the default) | b2b, as in mpi_bench.c
 //
 // Sizes, element type and methodology are mpi_bench.c's: sizes double from
 // MINBYTES to MAXBYTES, float32 sum with root 0, each call timed alone and
@@ -68,11 +69,13 @@ Layout layout(const std::string& op, size_t bytes, int n) {
 
 int main(int argc, char** argv) {
   static const std::vector<std::string> ops = {"latency", "allreduce", "bcast", "alltoall", "allgather", "reduce_scatter"};
-  if (argc != 6 || std::find(ops.begin(), ops.end(), argv[1]) == ops.end() || !getenv("RANK") ||
+  const bool b2b = argc == 7 && std::string(argv[6]) == "b2b";
+  if ((argc != 6 && argc != 7) || (argc == 7 && !b2b && std::string(argv[6]) != "osu") ||
+      std::find(ops.begin(), ops.end(), argv[1]) == ops.end() || !getenv("RANK") ||
       !getenv("WORLD_SIZE") || !getenv("GLOO_STORE")) {
     fprintf(stderr,
             "usage: RANK=r WORLD_SIZE=n GLOO_STORE=DIR gloo_bench "
-            "latency|allreduce|bcast|alltoall|allgather|reduce_scatter MINBYTES MAXBYTES ITERS WARMUP\n");
+            "latency|allreduce|bcast|alltoall|allgather|reduce_scatter MINBYTES MAXBYTES ITERS WARMUP [osu|b2b]\n");
     return 2;
   }
   const std::string op = argv[1];
@@ -106,8 +109,8 @@ int main(int argc, char** argv) {
   std::vector<float> a(std::max(most.send, size_t(1)), 1.0f), b(std::max(most.recv, size_t(1)), 0.0f);
   std::vector<double> lats(n);
   if (rank == 0) {
-    printf("# gloo_bench %s np=%d iterations=%d warmup=%d%s%s\n", op.c_str(), n, iters, warm,
-           op == "allreduce" ? " allreduce=" : "", op == "allreduce" ? algo.c_str() : "");
+    printf("# gloo_bench %s np=%d iterations=%d warmup=%d timing=%s%s%s\n", op.c_str(), n, iters, warm,
+           b2b ? "b2b" : "osu", op == "allreduce" ? " allreduce=" : "", op == "allreduce" ? algo.c_str() : "");
     printf("# %-10s %12s %12s %12s\n", "bytes", "avg_us", "min_us", "max_us");
     fflush(stdout);
   }
@@ -157,14 +160,23 @@ int main(int argc, char** argv) {
       }
     };
     barrier.run();
-    double timer = 0;
+    double timer = 0, span0 = 0;
     for (int i = 0; i < warm + iters; i++) {
+      if (b2b && i == warm) {
+        barrier.run();
+        span0 = now();
+      }
+      if (b2b) {  // the clock is read around the span only
+        call();
+        continue;
+      }
       double t0 = now();
       call();
       double d = now() - t0;
       if (op != "latency") barrier.run();
       if (i >= warm) timer += d;
     }
+    if (b2b) timer = now() - span0;
     double lat = timer * 1e6 / iters;
     if (op == "latency") lat /= 2;
     gloo::AllgatherOptions o(ctx);

@@ -1,8 +1,9 @@
 /* mpi_bench: times one MPI operation the way OSU Micro-Benchmarks and
  * goccl's bench/osu do, for goccl's comparison harness (bench/peers).
  *
- * Usage: mpirun -np N mpi_bench OP MINBYTES MAXBYTES ITERS WARMUP
+ * Usage: mpirun -np N mpi_bench OP MINBYTES MAXBYTES ITERS WARMUP [METHOD]
  *   OP: latency (2 ranks) | allreduce | bcast | alltoall | allgather | reduce_scatter
+ *   METHOD: osu (the default, below) | b2b
  *
  * Sizes start at MINBYTES and double up to MAXBYTES (0 is followed by 1), as
  * in osu -m MIN:MAX; a size is skipped when it holds no element. Collectives
@@ -17,6 +18,9 @@
  * time per call; rank 0 prints the average of the ranks' latencies, their
  * minimum and maximum. latency is osu_latency: rank 0 sends, rank 1 sends
  * back, half the mean round trip, rank 0's clock; no barrier in between.
+ * b2b (not OSU's method, goccl's osu --back-to-back): the WARMUP calls,
+ * a barrier, then the ITERS calls timed together with no barrier between
+ * them, a rank's latency their span over ITERS; latency is the same.
  *
  * Prints on rank 0: '#' header lines, then one row per size:
  *   bytes avg_us min_us max_us
@@ -56,9 +60,10 @@ int main(int argc, char **argv) {
   int rank, n;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
-  int op = argc == 6 ? parse_op(argv[1]) : -1;
-  if (op < 0) {
-    if (!rank) fprintf(stderr, "usage: mpi_bench latency|allreduce|bcast|alltoall|allgather|reduce_scatter MINBYTES MAXBYTES ITERS WARMUP\n");
+  int op = argc == 6 || argc == 7 ? parse_op(argv[1]) : -1;
+  int b2b = argc == 7 && !strcmp(argv[6], "b2b");
+  if (op < 0 || (argc == 7 && !b2b && strcmp(argv[6], "osu"))) {
+    if (!rank) fprintf(stderr, "usage: mpi_bench latency|allreduce|bcast|alltoall|allgather|reduce_scatter MINBYTES MAXBYTES ITERS WARMUP [osu|b2b]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   size_t minb = strtoull(argv[2], 0, 10), maxb = strtoull(argv[3], 0, 10);
@@ -84,7 +89,7 @@ int main(int argc, char **argv) {
   }
   memset(b, 0, maxrecv * es);
   if (!rank) {
-    printf("# mpi_bench %s np=%d iterations=%d warmup=%d\n", argv[1], n, iters, warm);
+    printf("# mpi_bench %s np=%d iterations=%d warmup=%d timing=%s\n", argv[1], n, iters, warm, b2b ? "b2b" : "osu");
     printf("# %-10s %12s %12s %12s\n", "bytes", "avg_us", "min_us", "max_us");
     fflush(stdout);
   }
@@ -94,9 +99,13 @@ int main(int argc, char **argv) {
     if (block == 0) continue;
     int cnt = (int)block;
     MPI_Barrier(MPI_COMM_WORLD);
-    double timer = 0;
+    double timer = 0, span0 = 0;
     for (int i = 0; i < warm + iters; i++) {
-      double t0 = MPI_Wtime();
+      if (b2b && i == warm) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        span0 = MPI_Wtime();
+      }
+      double t0 = b2b ? 0 : MPI_Wtime(); /* b2b reads the clock around the span only */
       switch (op) {
       case LATENCY:
         if (rank == 0) {
@@ -113,10 +122,12 @@ int main(int argc, char **argv) {
       case ALLGATHER: MPI_Allgather(a, cnt, MPI_FLOAT, b, cnt, MPI_FLOAT, MPI_COMM_WORLD); break;
       case REDUCE_SCATTER: MPI_Reduce_scatter_block(a, b, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
       }
+      if (b2b) continue;
       double d = MPI_Wtime() - t0;
       if (op != LATENCY) MPI_Barrier(MPI_COMM_WORLD);
       if (i >= warm) timer += d;
     }
+    if (b2b) timer = MPI_Wtime() - span0;
     double lat = timer * 1e6 / iters, sum, lo, hi;
     if (op == LATENCY) {
       lat /= 2;
