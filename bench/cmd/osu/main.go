@@ -23,7 +23,9 @@
 // blocking collectives warm up on their first size for 50 ms by default
 // and on each later size up to 8 KiB for 1 ms, on top of -x: a job's
 // first milliseconds run slower, and a printed row disturbs the next
-// size). A benchmark whose collective goccl's comm package does not
+// size), and --back-to-back (a blocking collective's calls of a size timed
+// together, no barrier between them, as nccl-tests times; not OSU's
+// method). A benchmark whose collective goccl's comm package does not
 // offer yet fails with "not yet supported" and exit status 1.
 // Wrong usage exits 2 with a one-line error naming the problem and the help
 // (osu BENCHMARK -h); under a launcher only rank 0 prints it. A failed run
