@@ -542,3 +542,45 @@ func TestBackToBack(t *testing.T) {
 		}
 	}
 }
+
+// TestBackToBackLetsTheRootRunAhead: timed back to back, a broadcast's
+// root waits for a slow receiver only once it has run out of room ahead
+// of it (the executor's slots), so it finishes calls before the receiver
+// does; timed as OSU does, the barrier after each call absorbs the
+// receiver's delays, untimed. A receiver that sleeps 2 ms after each of
+// 30 calls: back to back, the root's span is tens of milliseconds and
+// several naps shorter than the receiver's (a barrier between the calls
+// would make them equal); its OSU time is a small fraction of that.
+func TestBackToBackLetsTheRootRunAhead(t *testing.T) {
+	const iters, nap = 30, 2 * time.Millisecond
+	var b2b, osuT [2]time.Duration
+	runRanks(t, 2, func(c *comm.Comm, out io.Writer) error {
+		cfg := parse(t, "bcast", "-k", "0")
+		r := &runner[float32]{ctx: context.Background(), c: c, cfg: cfg, b: cfg.Bench, rank: c.Rank(), n: c.Size()}
+		r.impl.Run = func(ctx context.Context, c *comm.Comm, send, recv []float32, _ comm.Op, root int, _ []comm.CallOption) error {
+			err := comm.Broadcast(ctx, c, recv, root)
+			if c.Rank() != root {
+				time.Sleep(nap)
+			}
+			return err
+		}
+		buf := make([]float32, 2)
+		tb, err := r.backToBack(buf, buf, iters, 2)
+		if err != nil {
+			return err
+		}
+		to, _, err := r.osuLoop(buf, buf, 2, iters, 2)
+		if err != nil {
+			return err
+		}
+		b2b[r.rank], osuT[r.rank] = tb, to
+		return nil
+	})
+	t.Logf("back to back: root %v, receiver %v; as OSU times: root %v", b2b[0], b2b[1], osuT[0])
+	if b2b[0] < iters*nap/3 || osuT[0]*5 > b2b[0] {
+		t.Errorf("root: %v back to back, %v as OSU times, for %d calls whose receiver naps %v after each", b2b[0], osuT[0], iters, nap)
+	}
+	if b2b[1]-b2b[0] < 3*nap {
+		t.Errorf("back to back, the root (%v) did not finish ahead of the receiver (%v) by several naps of %v", b2b[0], b2b[1], nap)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -89,6 +90,9 @@ func TestDriversEveryOp(t *testing.T) {
 				out, err := PeerProgram(PeerNamed(peer), dir, &c).Run(ctx)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if !strings.Contains(string(out), " timing="+method) {
+					t.Errorf("the driver's header does not say timing=%s:\n%s", method, out)
 				}
 				rows, _ := ParseRows(out)
 				var sizes []int

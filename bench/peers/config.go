@@ -39,6 +39,10 @@ const (
 	MethodB2B = "b2b"
 )
 
+// BackToBack reports whether c's programs time its calls back to back
+// (MethodB2B; latency is a ping-pong either way).
+func (c *Config) BackToBack() bool { return c.Method == MethodB2B && c.Op != "latency" }
+
 // DefaultWarmup is the warm-up the harness uses for iters timed calls when
 // none is given: a tenth, at least one.
 func DefaultWarmup(iters int) int { return iters/10 + 1 }
@@ -140,7 +144,7 @@ func GocclCommand(c *Config, gorun, osu string) []string {
 	if c.Transport != "" {
 		argv = append(argv, "--transport", c.Transport)
 	}
-	if c.Method == MethodB2B && c.Op != "latency" {
+	if c.BackToBack() {
 		argv = append(argv, "--back-to-back")
 	}
 	return argv

@@ -208,7 +208,7 @@ func stateNotes(states []peers.RoundState, spread float64) []string {
 
 func title(c *peers.Config, transport string) string {
 	s := fmt.Sprintf("%s np=%d sizes %d..%d iterations=%d warmup=%d rounds=%d", c.Op, c.NP, c.Min, c.Max, c.Iters, c.Warmup, c.Rounds)
-	if c.Method == peers.MethodB2B && c.Op != "latency" {
+	if c.BackToBack() {
 		s += "; timed back to back (not OSU's method)"
 	}
 	if transport != "" {
