@@ -23,8 +23,9 @@ import (
 // place of messages (as Open MPI's and MPICH's shared-memory collectives
 // do). Rank 0 allocates the board at New and every rank maps it
 // (shm.MapRemote). Each rank owns a header, two sets of lines and two
-// payload slots; a call numbered s (counting board calls only) uses set
-// and slot s&1:
+// payload slots, and a ring for runs of small broadcasts
+// (board_stream.go); a call numbered s (counting board calls only) uses
+// set and slot s&1:
 //
 //  1. the rank writes its contribution (its input, its block, all its
 //     blocks, the root's buffer) into its lines s&1 if small (see
@@ -60,7 +61,13 @@ const (
 	// bSeq names the word that says which call a rank published last,
 	// as waits take it (board.word): not a header field, the flag of the
 	// rank's first line of the call's parity (see the lines below).
-	bSeq   = 0
+	bSeq = 0
+	// bRing, bProg and bLog name the stream's words a wait may poll
+	// (board_stream.go): a root's ring line, a receiver's progress, a
+	// rank's log entry.
+	bRing  = -1
+	bProg  = -2
+	bLog   = -3
 	bState = 56 // uint32: boardLive, boardClosed, boardFailed, boardMismatched
 	bPid   = 60 // uint32: the rank's process
 	// Second line.
@@ -204,9 +211,32 @@ type board struct {
 	owed    boardCall
 	owedSeq uint64
 	owedNum uint32
+	// The broadcast stream (board_stream.go): sPos[r], the line of root
+	// r's ring where this rank's next call on it begins (waitPos: the
+	// one a wait polls); rSeq, rCall and rNum, the calls this rank's
+	// ring's lines hold (board number, description, the communicator's
+	// number), rLast the line of the last; progSeen[p], receiver p's
+	// progress on this rank's ring as last read; streamed: this rank
+	// wrote its ring since it last waited for the receivers to read all
+	// of it; lastStream (lastStreamCall, lastStreamNum): the last stream
+	// call, 0 once every rank is known to have published it; lastSmall:
+	// the last board call was a broadcast the stream takes.
+	sg             streamGeometry
+	sPos           []int
+	waitPos        int
+	rSeq           [streamLen]uint64
+	rCall          [streamLen]boardCall
+	rNum           [streamLen]uint32
+	rLast          int
+	progSeen       []uint64
+	streamed       bool
+	lastSmall      bool
+	lastStream     uint64
+	lastStreamCall boardCall
+	lastStreamNum  uint32
 }
 
-func boardSize(n int) int { return boardLine + n*boardRank + n*2*boardSlot + mailSize(n) }
+func boardSize(n int) int { return streamOff(n) + n*streamArea(n) }
 
 // slots is where the ranks' slots begin.
 func (b *board) slots() int { return boardLine + b.n*boardRank }
@@ -221,8 +251,15 @@ func (b *board) lines(r int, seq uint64) int { return b.hdr(r) + boardLine + int
 // word is rank r's word that a wait for call seq polls: its first line's
 // flag of seq's parity (bSeq), or a header word (bDone).
 func (b *board) word(r, off int, seq uint64) *atomic.Uint64 {
-	if off == bSeq {
+	switch off {
+	case bSeq:
 		return b.u64(b.lines(r, seq) + llFlag)
+	case bRing: // root r's ring line of this rank's next call on it
+		return b.u64(b.ringLine(r, b.waitPos) + llFlag)
+	case bProg: // rank r's progress on this rank's ring
+		return b.u64(b.progOff(r, b.me))
+	case bLog: // rank r's log entry for call seq
+		return b.u64(b.logOff(r, seq) + 8)
 	}
 	return b.u64(b.hdr(r) + off)
 }
@@ -470,6 +507,8 @@ func (c *Comm) setupBoard(ctx context.Context) error {
 	b.early = b.early && b.cma
 	b.mail = b.cma && mailSize(c.size) > 0
 	b.sent, b.got, b.seen = make([]uint64, c.size), make([]uint64, c.size), make([]uint64, c.size)
+	b.sPos, b.progSeen = make([]int, c.size), make([]uint64, c.size)
+	b.sg = newStreamGeometry(c.size)
 	b.llTmp = make([]byte, llCap)
 	c.board = b
 	c.quick = c.quickBoard()
@@ -609,12 +648,23 @@ func (c *Comm) executeBoard(r *Request) error {
 			return err
 		}
 	}
-	b.seq++
-	seq := b.seq
 	L := len(r.send) // this call's contribution, the same length on every rank
 	if r.kind == collScatter {
 		L = c.size * len(r.recv)
 	}
+	small := c.streams(r, L)
+	if small && b.lastSmall {
+		b.seq++
+		return c.executeStream(r, b.seq, k)
+	}
+	b.lastSmall = small
+	if b.lastStream != 0 {
+		if err := c.streamSettle(r); err != nil {
+			return err
+		}
+	}
+	b.seq++
+	seq := b.seq
 	if L > boardSlot {
 		return c.executeDirect(r, seq, L, k)
 	}
@@ -933,12 +983,24 @@ func (c *Comm) boardWaitWord(r *Request, seq uint64, k boardCall, only int, num 
 						return c.boardMismatch(k, p, pk, num)
 					}
 				}
+			} else if word == bRing {
+				if b.ringReady(p, seq, lines) {
+					got++
+					continue
+				}
 			} else if b.word(p, word, seq).Load() >= seq {
 				got++
 				continue
 			}
 			if missing < 0 {
 				missing = p
+			}
+			// A rank that made a stream call instead publishes it in
+			// its log alone (board_stream.go).
+			if i&63 == 63 {
+				if err := c.streamLook(p, seq, k, num, word); err != nil {
+					return err
+				}
 			}
 			// A rank that will not raise bDone for a call it does not
 			// make: its published call tells at once.
@@ -949,6 +1011,9 @@ func (c *Comm) boardWaitWord(r *Request, seq uint64, k boardCall, only int, num 
 			}
 		}
 		if missing < 0 {
+			if word < 0 {
+				return nil // a stream word: the stream checks the calls itself
+			}
 			return c.boardCheckCalls(seq, k, lo, hi, num)
 		}
 		if !b.clockDue(i) {

@@ -199,6 +199,10 @@ func (c *Comm) Close() error {
 	case c.life.Err() == nil:
 		// A rooted board call that did not wait for every rank: they
 		// reach it, or the ranks disagreed (as Confirm below).
+		if err := c.streamSettle(nil); err != nil {
+			drainErr = fmt.Errorf("comm: close: %w", err)
+			break
+		}
 		if err := c.boardSettle(nil); err != nil {
 			drainErr = fmt.Errorf("comm: close: %w", err)
 			break

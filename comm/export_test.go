@@ -76,6 +76,26 @@ func BoardPeerAheadBroadcast(c *Comm, p, root int, dt DataType, count int) {
 	b := c.board
 	seq := b.seq + 1
 	k := mkCall(collBroadcast, dt, 0, root, count)
+	if c.streams(&Request{kind: collBroadcast}, count*dt.Size()) && b.lastSmall {
+		// The stream (board_stream.go): the root's ring line, or the
+		// receiver's progress on the root's ring; and p's log.
+		if p == root {
+			at := b.sPos[root]
+			if at+llLinesFor(count*dt.Size()) > StreamLen {
+				at = 0
+			}
+			line := b.ringLine(root, at)
+			clear(b.mem[line+llData : line+llData+llHead])
+			*(*uint64)(unsafe.Pointer(&b.mem[line+llCall])) = uint64(k)
+			storeRelease(b.u64(line+llFlag), seq)
+		} else {
+			storeRelease(b.u64(b.progOff(p, root)), seq)
+		}
+		at := b.logOff(p, seq)
+		*(*uint64)(unsafe.Pointer(&b.mem[at])) = uint64(k)
+		storeRelease(b.u64(at+8), seq)
+		return
+	}
 	var contrib []byte
 	if p == root {
 		contrib = make([]byte, llCap)[:count*dt.Size()]
@@ -122,3 +142,5 @@ func QuickP2PTakes(ctx context.Context, c *Comm, send bool, buf []float32, peer,
 	}
 	return c.quickP2P(ctx, collRecv, asBytes(buf), TypeFloat32, peer, tag)
 }
+
+const StreamLen = streamLen
