@@ -35,7 +35,9 @@
 // part of the tree agrees: they learn of the disagreement in a later call
 // (the failing ranks' notices, or data out of place; usually the next,
 // though a rank whose partners in the next call had done their part of it
-// before they failed may complete that too), or at Close, which waits for
+// before they failed may complete that too, and a root of a run of small
+// broadcasts over shared memory may complete up to 32 of them before it
+// looks), or at Close, which waits for
 // the receivers to take what such calls sent and reports the failures of
 // peers that have reached it. The ranks that receive from a rank that
 // disagrees fail in the call itself. With
