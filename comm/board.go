@@ -287,7 +287,13 @@ func (b *board) take(r int, seq uint64, lined bool, off int, dst []byte) {
 		copy(dst, b.slot(r, seq)[off:])
 		return
 	}
-	base := b.lines(r, seq)
+	b.takeAt(b.lines(r, seq), off, dst)
+}
+
+// takeAt copies bytes [off, off+len(dst)) of a contribution laid out in
+// lines from base (llHead bytes after the call in the first line, llBody
+// in each later one) into dst.
+func (b *board) takeAt(base, off int, dst []byte) {
 	for len(dst) > 0 {
 		lo, hi := base+llData+off, base+llData+llHead
 		if off >= llHead {
@@ -856,7 +862,12 @@ func (b *board) publishWith(seq uint64, k boardCall, src []byte) {
 // is a fence, which waits for the earlier stores to reach the other
 // cores before the flag's may start: +0.3 us.)
 func (b *board) writeLines(r int, seq uint64, k boardCall, src []byte) {
-	base := b.lines(r, seq)
+	b.writeAt(b.lines(r, seq), seq, k, src)
+}
+
+// writeAt is writeLines at the lines from base (a set's, or a ring's:
+// board_stream.go).
+func (b *board) writeAt(base int, seq uint64, k boardCall, src []byte) {
 	if len(src) > llHead {
 		rest := src[llHead:]
 		for at := base + llLine; len(rest) > 0; at += llLine {

@@ -162,7 +162,7 @@ func (c *Comm) executeStream(r *Request, seq uint64, k boardCall) error {
 				return err
 			}
 		}
-		b.writeRing(at, seq, k, r.send)
+		b.writeAt(b.ringLine(b.me, at), seq, k, r.send) // as a set's lines
 		b.logCall(seq, k)
 		b.ring()
 		for j := at; j < at+lines; j++ {
@@ -194,7 +194,7 @@ func (c *Comm) executeStream(r *Request, seq uint64, k boardCall) error {
 			return c.streamAstray(k, root, got, seq)
 		}
 	}
-	takeLines(r.recv[:L], b.mem[first:first+lines*llLine])
+	b.takeAt(first, 0, r.recv[:L])
 	storeRelease(b.u64(b.progOff(b.me, root)), seq)
 	b.ring()
 	if ahead {
@@ -220,34 +220,6 @@ func (b *board) ringReady(root int, seq uint64, lines int) bool {
 		}
 	}
 	return ok
-}
-
-// writeRing writes call seq (k) with src, this rank's broadcast, into its
-// ring's lines from line at, as writeLines writes a set's: the later
-// lines first, each flag after its bytes, the first line last.
-func (b *board) writeRing(at int, seq uint64, k boardCall, src []byte) {
-	base := b.ringLine(b.me, at)
-	if len(src) > llHead {
-		rest := src[llHead:]
-		for l := base + llLine; len(rest) > 0; l += llLine {
-			n := copy(b.mem[l:l+llBody], rest)
-			rest = rest[n:]
-			storeRelease(b.u64(l+llFlag), seq)
-		}
-		src = src[:llHead]
-	}
-	copy(b.mem[base+llData:base+llData+llHead], src)
-	*(*uint64)(unsafe.Pointer(&b.mem[base+llCall])) = uint64(k)
-	storeRelease(b.u64(base+llFlag), seq)
-}
-
-// takeLines copies a contribution laid out in lines (llHead bytes after
-// the call in the first, llBody in each later one) into dst.
-func takeLines(dst, lines []byte) {
-	n := copy(dst, lines[llData:llData+llHead])
-	for l := llLine; n < len(dst); l += llLine {
-		n += copy(dst[n:], lines[l:l+llBody])
-	}
 }
 
 // streamAstray fails call seq (k) of a receiver whose line of root's ring
