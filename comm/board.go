@@ -224,9 +224,9 @@ type board struct {
 	sg             streamGeometry
 	sPos           []int
 	waitPos        int
-	rSeq           [streamLen]uint64
-	rCall          [streamLen]boardCall
-	rNum           [streamLen]uint32
+	rSeq           [ringMax]uint64
+	rCall          [ringMax]boardCall
+	rNum           [ringMax]uint32
 	rLast          int
 	progSeen       []uint64
 	streamed       bool

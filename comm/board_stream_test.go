@@ -12,9 +12,9 @@ import (
 )
 
 // TestBoardStreamRunsAhead: in a run of small broadcasts, from the second
-// on a root returns once it wrote its ring's line, StreamLen calls ahead
+// on a root returns once it wrote its ring's line, a ring of calls ahead
 // of a receiver that has not started them: rank 1 goes on after the first
-// broadcast only once rank 0 finished StreamLen more. (Through the sets'
+// broadcast only once rank 0 finished a ring of them more. (Through the sets'
 // lines the root waited for its receiver's previous call: this
 // deadlocked.) Each value arrives.
 func TestBoardStreamRunsAhead(t *testing.T) {
@@ -23,7 +23,7 @@ func TestBoardStreamRunsAhead(t *testing.T) {
 	ahead := make(chan struct{})
 	errs := commtest.Run(ctx, "shm", 2, testOptsFast, func(c *Comm) error {
 		buf := make([]int64, 3)
-		for i := range StreamLen + 5 {
+		for i := range StreamLen(2) + 5 {
 			if c.Rank() == 1 && i == 1 {
 				select {
 				case <-ahead:
@@ -37,7 +37,7 @@ func TestBoardStreamRunsAhead(t *testing.T) {
 			if err := Broadcast(ctx, c, buf, 0); err != nil {
 				return fmt.Errorf("broadcast %d: %w", i, err)
 			}
-			if c.Rank() == 0 && i == StreamLen {
+			if c.Rank() == 0 && i == StreamLen(2) {
 				close(ahead)
 			}
 			if buf[0] != int64(i) || buf[1] != int64(-i) || buf[2] != 7 {
@@ -56,16 +56,16 @@ func TestBoardStreamRunsAhead(t *testing.T) {
 // TestBoardStreamMixed: broadcasts the stream takes (1, 3 and 8 lines of
 // the ring each, so that its calls wrap at different lines) from every
 // root in turn, many rounds of each ring, between other collectives (a
-// broadcast through a slot, an allreduce, a barrier, a scatter) on 2, 3
-// and 5 ranks: every value arrives, in every order of the ways.
+// broadcast through a slot, an allreduce, a barrier, a scatter) on 2, 3,
+// 5 and 9 ranks: every value arrives, in every order of the ways.
 func TestBoardStreamMixed(t *testing.T) {
-	for _, n := range []int{2, 3, 5} {
+	for _, n := range []int{2, 3, 5, 9} { // 9: the shorter ring
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			errs := commtest.Run(ctx, "shm", n, testOptsFast, func(c *Comm) error {
 				large := make([]float32, 200)
-				for i := range 3 * StreamLen {
+				for i := range 3 * StreamLen(n) {
 					root := (i / 3) % n
 					small := make([]float32, []int{2, 12, 30, 110}[i%4])
 					for j := range small {
@@ -167,7 +167,7 @@ func TestBoardStreamMismatch(t *testing.T) {
 		}},
 		{"stops", 2, func(ctx context.Context, c *Comm) error {
 			buf := []float32{1, 2}
-			calls := 2 * StreamLen
+			calls := 2 * StreamLen(2)
 			if c.Rank() == 1 {
 				calls = 10
 			}
@@ -180,7 +180,7 @@ func TestBoardStreamMismatch(t *testing.T) {
 		}},
 		{"roots", 3, func(ctx context.Context, c *Comm) error {
 			buf := []float32{1, 2}
-			for range 2 * StreamLen {
+			for range 2 * StreamLen(3) {
 				if err := Broadcast(ctx, c, buf, c.Rank()%2); err != nil {
 					return err
 				}
@@ -238,7 +238,7 @@ func TestBoardStreamPeerLeaves(t *testing.T) {
 			c.Abort(fmt.Errorf("test: rank 1 gives up"))
 			return nil
 		}
-		for i := range 2 * StreamLen {
+		for i := range 2 * StreamLen(2) {
 			if err := Broadcast(ctx, c, buf, 0); err != nil {
 				return fmt.Errorf("broadcast %d: %w", i, err)
 			}

@@ -36,7 +36,7 @@
 // (the failing ranks' notices, or data out of place; usually the next,
 // though a rank whose partners in the next call had done their part of it
 // before they failed may complete that too, and a root of a run of small
-// broadcasts over shared memory may complete up to 32 of them before it
+// broadcasts over shared memory may complete up to 128 of them before it
 // looks), or at Close, which waits for
 // the receivers to take what such calls sent and reports the failures of
 // peers that have reached it. The ranks that receive from a rank that

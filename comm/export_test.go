@@ -81,7 +81,7 @@ func BoardPeerAheadBroadcast(c *Comm, p, root int, dt DataType, count int) {
 		// receiver's progress on the root's ring; and p's log.
 		if p == root {
 			at := b.sPos[root]
-			if at+llLinesFor(count*dt.Size()) > StreamLen {
+			if at+llLinesFor(count*dt.Size()) > b.sg.ring {
 				at = 0
 			}
 			line := b.ringLine(root, at)
@@ -143,4 +143,5 @@ func QuickP2PTakes(ctx context.Context, c *Comm, send bool, buf []float32, peer,
 	return c.quickP2P(ctx, collRecv, asBytes(buf), TypeFloat32, peer, tag)
 }
 
-const StreamLen = streamLen
+// StreamLen is the lines of each rank's broadcast ring with n ranks.
+func StreamLen(n int) int { return ringLen(n) }

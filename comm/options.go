@@ -108,7 +108,7 @@ type Options struct {
 	// once its data is sent, as MPI's and NCCL's do: its receivers still
 	// check every message, and a disagreement fails their call and a later
 	// call of this rank (usually the next; in a run of small broadcasts
-	// over shared memory, up to a ring of 32 of them later), or its Close
+	// over shared memory, up to a ring of 128 of them later), or its Close
 	// (env GOCCL_STRICT_CHECKS=1). Every rank must agree.
 	StrictChecks bool
 
