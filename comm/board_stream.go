@@ -26,7 +26,7 @@ import (
 // cache-line trip each way per call (bench/PERFORMANCE.md, 5 December:
 // 2 ranks, 8 bytes back to back, 0.08-0.10 us against 0.13-0.15 in the
 // host's middle state, 0.19-0.24 against 0.33-0.42 in its slow one; 4
-// ranks on 2 cores, 0.37-0.60 us against 5-6). The first broadcast of a run
+// ranks on 2 cores, 0.21-0.24 us against 5-6). The first broadcast of a run
 // goes through the sets, so that a broadcast between other calls (OSU's
 // method: a barrier after each) is what it was.
 //
