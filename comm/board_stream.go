@@ -186,6 +186,7 @@ func (c *Comm) executeStream(r *Request, seq uint64, k boardCall) error {
 		return nil
 	}
 	b.logCall(seq, k)
+	b.ring() // a rank settling the last stream call may sleep on this log
 	first := b.ringLine(root, at)
 	b.waitPos = at
 	// Poll all the call's lines (the root waits for nobody): they come
