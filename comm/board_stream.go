@@ -137,8 +137,9 @@ func (c *Comm) streams(r *Request, L int) bool {
 	return r.kind == collBroadcast && L <= streamMax && !c.opts.StrictChecks
 }
 
-// streamMax is the largest broadcast the stream takes: its lines (see
-// llLinesFor) take up to a quarter of the ring.
+// streamMax is the largest broadcast the stream takes (440 bytes, as
+// the sets' lines hold): its 8 lines (see llLinesFor) are a quarter of
+// the shortest ring.
 const streamMax = llHead + (32/4-1)*llBody
 
 // streamAt returns where the next call on root's ring of lines lines
