@@ -123,9 +123,9 @@ func (b *board) logged(p int, seq uint64) (boardCall, bool) {
 	return boardCall(*(*uint64)(unsafe.Pointer(&b.mem[at]))), true
 }
 
-// logCall publishes this rank's stream call seq, described by k.
-func (b *board) logCall(seq uint64, k boardCall) {
-	at := b.logOff(b.me, seq)
+// logCall publishes rank r's stream call seq, described by k.
+func (b *board) logCall(r int, seq uint64, k boardCall) {
+	at := b.logOff(r, seq)
 	*(*uint64)(unsafe.Pointer(&b.mem[at])) = uint64(k)
 	storeRelease(b.u64(at+8), seq)
 }
@@ -177,7 +177,7 @@ func (c *Comm) executeStream(r *Request, seq uint64, k boardCall) error {
 			}
 		}
 		b.writeAt(b.ringLine(b.me, at), seq, k, r.send) // as a set's lines
-		b.logCall(seq, k)
+		b.logCall(b.me, seq, k)
 		b.ring()
 		for j := at; j < at+lines; j++ {
 			b.rSeq[j], b.rCall[j], b.rNum[j] = seq, k, c.seq
@@ -186,7 +186,7 @@ func (c *Comm) executeStream(r *Request, seq uint64, k boardCall) error {
 		b.streamed = true
 		return nil
 	}
-	b.logCall(seq, k)
+	b.logCall(b.me, seq, k)
 	b.ring() // a rank settling the last stream call may sleep on this log
 	first := b.ringLine(root, at)
 	b.waitPos = at

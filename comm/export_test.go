@@ -80,20 +80,15 @@ func BoardPeerAheadBroadcast(c *Comm, p, root int, dt DataType, count int) {
 		// The stream (board_stream.go): the root's ring line, or the
 		// receiver's progress on the root's ring; and p's log.
 		if p == root {
-			at := b.sPos[root]
+			at := b.sPos[root] // where streamAt puts the call
 			if at+llLinesFor(count*dt.Size()) > b.sg.ring {
 				at = 0
 			}
-			line := b.ringLine(root, at)
-			clear(b.mem[line+llData : line+llData+llHead])
-			*(*uint64)(unsafe.Pointer(&b.mem[line+llCall])) = uint64(k)
-			storeRelease(b.u64(line+llFlag), seq)
+			b.writeAt(b.ringLine(root, at), seq, k, make([]byte, llCap)[:count*dt.Size()])
 		} else {
 			storeRelease(b.u64(b.progOff(p, root)), seq)
 		}
-		at := b.logOff(p, seq)
-		*(*uint64)(unsafe.Pointer(&b.mem[at])) = uint64(k)
-		storeRelease(b.u64(at+8), seq)
+		b.logCall(p, seq, k)
 		return
 	}
 	var contrib []byte
