@@ -296,6 +296,32 @@ func (e *Executor) lazyCredit(c *Call, l *Link, n int) bool {
 		len(p.sends[l.Peer]) > 0 && e.recvHead[l.Peer]+1 == len(p.recvs[l.Peer])
 }
 
+// batchCredit reports whether the credit of the chunk of n bytes just
+// consumed from l's peer may wait as lazy output too (see lazyCredit),
+// though this run sends the peer nothing it could ride with: a rooted
+// call's receiver (a broadcast's or scatter's leaf) of its last chunk from
+// the peer, small (at most Inline). Such a credit rides with this rank's
+// next message to the peer (the barrier after each broadcast of OSU's
+// loop, say) or leaves once this rank's polls find nothing to do; so that
+// a root that runs ahead of it back to back does not use up its slots and
+// wait, every creditBatch-th such credit in a row is written at once,
+// taking the lazy ones before it along in the same system call. Over TCP
+// a credit written at once costs the receiver a write(2) of several
+// microseconds per call, and where ranks share processors the root's
+// processor pays it too.
+func (e *Executor) batchCredit(c *Call, l *Link, n int) bool {
+	p := c.Plan
+	if l.lazy == nil || n > e.Inline || c.Root < 0 || !c.Eager || c.Confirm || c.VarCount || c.P2P ||
+		len(p.sends[l.Peer]) > 0 || e.recvHead[l.Peer]+1 != len(p.recvs[l.Peer]) {
+		return false
+	}
+	l.batched++
+	return l.batched < min(creditBatch, e.NSlots/2)
+}
+
+// creditBatch bounds the credits batchCredit returns in one write.
+const creditBatch = 4
+
 // releaseCredits returns the credits deferCredit kept, once the run is
 // complete.
 func (e *Executor) releaseCredits(c *Call) {

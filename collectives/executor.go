@@ -823,8 +823,10 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 	l.owedCredits++
 	l.imm = creditImm(l.owedCredits)
 	post := l.EP.PostWrite
-	if e.lazyCredit(c, l, n) {
+	if e.lazyCredit(c, l, n) || e.batchCredit(c, l, n) {
 		post = l.lazy.PostWriteLazy
+	} else {
+		l.batched = 0
 	}
 	if err := post(makeID(idCredit, l.Peer, 0), l.Staging, 0, 0, l.Remote, 0, &l.imm); err != nil {
 		if errors.Is(err, transport.ErrQueueFull) {

@@ -64,6 +64,9 @@ type Link struct {
 	deferred bool   // a credit kept until the run completes (see deferCredit)
 	unplaced int    // this run's sends posted and not yet placed at the peer
 	inline   int    // sends done at post whose acknowledgement has not come
+	// batched: credits returned lazily in a row by batchCredit since the
+	// last credit written at once.
+	batched int
 
 	// Transient marks a link made for one batch of a windowed run
 	// (window.go): the executor releases it once both ranks are done

@@ -1,0 +1,118 @@
+package collectives
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// lazyCounter is an endpoint with PostWriteLazy (transport.LazyWriter) that
+// counts its writes: lazy ones, and the others.
+type lazyCounter struct {
+	transport.Endpoint
+	lazy, now *atomic.Int64
+}
+
+func (c lazyCounter) PostWrite(id uint64, r transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32) error {
+	c.now.Add(1)
+	return c.Endpoint.PostWrite(id, r, off, n, remote, roff, imm)
+}
+
+func (c lazyCounter) PostWriteLazy(id uint64, r transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32) error {
+	c.lazy.Add(1)
+	return c.Endpoint.PostWrite(id, r, off, n, remote, roff, imm)
+}
+
+// TestBroadcastLeafBatchesCredits: a broadcast's leaf, which sends its root
+// nothing, returns the credits of small chunks lazily, every creditBatch-th
+// in a row written at once (batchCredit); with Confirm (StrictChecks) or
+// with too few slots to spare, every credit is written at once. The
+// results are checked on every call.
+func TestBroadcastLeafBatchesCredits(t *testing.T) {
+	const calls, count = 40, 3
+	for _, tc := range []struct {
+		name      string
+		nslots    int
+		confirm   bool
+		wantLazy  int64
+		wantWrite int64
+	}{
+		{"Eager", 8, false, calls - calls/creditBatch, calls / creditBatch},
+		{"Confirm", 8, true, 0, calls},
+		{"TwoSlots", 2, false, 0, calls},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var full, lazy, now atomic.Int64
+			ex, devs := memRanks(t, 2, 64, tc.nslots, 64, &full)
+			for r, e := range ex {
+				e.Inline = 64
+				l := e.Links[1-r]
+				lc := lazyCounter{Endpoint: l.EP, lazy: new(atomic.Int64), now: new(atomic.Int64)}
+				if r == 1 { // the leaf's writes are its credits
+					lc.lazy, lc.now = &lazy, &now
+				}
+				l.EP, l.lazy = lc, lc
+			}
+			for i := range calls {
+				broadcastOnce(t, ex, devs, count, uint32(i+1), tc.confirm)
+			}
+			if lazy.Load() != tc.wantLazy || now.Load() != tc.wantWrite {
+				t.Fatalf("the leaf's credits for %d broadcasts: %d lazy, %d written at once; want %d and %d",
+					calls, lazy.Load(), now.Load(), tc.wantLazy, tc.wantWrite)
+			}
+		})
+	}
+}
+
+// broadcastOnce runs a linear float32 broadcast of count elements from
+// rank 0 on every executor at once and checks the result.
+func broadcastOnce(t *testing.T, ex []*Executor, devs []transport.Device, count int, seq uint32, confirm bool) {
+	t.Helper()
+	size := len(ex)
+	data := make([][]byte, size)
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for r := range size {
+		data[r] = make([]byte, 4*count)
+		for i := range count {
+			binary.LittleEndian.PutUint32(data[r][4*i:], math.Float32bits(float32((r+1)*int(seq)+i)))
+		}
+		p, err := Compile(LinearBroadcast(r, size, 0, count, 4), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &Call{Plan: p, Type: Float32, Seq: seq, Coll: "broadcast", Count: count, Root: 0, Eager: !confirm, Confirm: confirm}
+		reg, err := devs[r].Register(data[r], transport.AccessAll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer devs[r].Deregister(reg)
+		c.Bufs[BufData] = Target{Region: reg}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			errs[r] = ex[r].Run(ctx, c)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for r := range size {
+		for i := range count {
+			got := math.Float32frombits(binary.LittleEndian.Uint32(data[r][4*i:]))
+			if want := float32(int(seq) + i); got != want {
+				t.Fatalf("call %d: rank %d element %d: %v, want %v", seq, r, i, got, want)
+			}
+		}
+	}
+}
