@@ -1,14 +1,9 @@
 package collectives
 
 import (
-	"context"
-	"encoding/binary"
-	"errors"
-	"math"
-	"sync"
+	"bytes"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/goccl/goccl/transport"
 )
@@ -77,42 +72,20 @@ func broadcastOnce(t *testing.T, ex []*Executor, devs []transport.Device, count 
 	t.Helper()
 	size := len(ex)
 	data := make([][]byte, size)
-	errs := make([]error, size)
-	var wg sync.WaitGroup
 	for r := range size {
-		data[r] = make([]byte, 4*count)
-		for i := range count {
-			binary.LittleEndian.PutUint32(data[r][4*i:], math.Float32bits(float32((r+1)*int(seq)+i)))
-		}
+		data[r] = fill(4*count, r, seq)
+	}
+	runOwn(t, ex, devs, data, func(r int) *Call {
 		p, err := Compile(LinearBroadcast(r, size, 0, count, 4), 64)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &Call{Plan: p, Type: Float32, Seq: seq, Coll: "broadcast", Count: count, Root: 0, Eager: !confirm, Confirm: confirm}
-		reg, err := devs[r].Register(data[r], transport.AccessAll)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer devs[r].Deregister(reg)
-		c.Bufs[BufData] = Target{Region: reg}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			errs[r] = ex[r].Run(ctx, c)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+		return &Call{Plan: p, Type: Float32, Seq: seq, Coll: "broadcast", Count: count, Root: 0, Eager: !confirm, Confirm: confirm}
+	})
+	want := fill(4*count, 0, seq)
 	for r := range size {
-		for i := range count {
-			got := math.Float32frombits(binary.LittleEndian.Uint32(data[r][4*i:]))
-			if want := float32(int(seq) + i); got != want {
-				t.Fatalf("call %d: rank %d element %d: %v, want %v", seq, r, i, got, want)
-			}
+		if !bytes.Equal(data[r], want) {
+			t.Fatalf("call %d: rank %d holds % x, want % x", seq, r, data[r], want)
 		}
 	}
 }

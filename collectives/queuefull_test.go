@@ -115,36 +115,19 @@ func ringAllreduce(t *testing.T, ex []*Executor, devs []transport.Device, count,
 	t.Helper()
 	size := len(ex)
 	data := make([][]byte, size)
-	errs := make([]error, size)
-	var wg sync.WaitGroup
 	for r := range size {
 		data[r] = make([]byte, 4*count)
 		for i := range count {
 			binary.LittleEndian.PutUint32(data[r][4*i:], math.Float32bits(float32(r+1)*float32(i%5+1)))
 		}
+	}
+	runOwn(t, ex, devs, data, func(r int) *Call {
 		p, err := Compile(RingAllreduce(r, size, count, 4), chunk)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &Call{Plan: p, Type: Float32, Op: Sum, Seq: seq, Coll: "allreduce", Count: count, Root: -1}
-		reg, err := devs[r].Register(data[r], transport.AccessAll)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer devs[r].Deregister(reg)
-		c.Bufs[BufData] = Target{Region: reg}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			errs[r] = ex[r].Run(ctx, c)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+		return &Call{Plan: p, Type: Float32, Op: Sum, Seq: seq, Coll: "allreduce", Count: count, Root: -1}
+	})
 	sum := float32(size * (size + 1) / 2)
 	for r := range size {
 		for i := range count {
@@ -153,6 +136,21 @@ func ringAllreduce(t *testing.T, ex []*Executor, devs []transport.Device, count,
 				t.Fatalf("rank %d element %d: %v, want %v", r, i, got, want)
 			}
 		}
+	}
+}
+
+// runOwn runs on every executor at once (runAll) the call mk makes for
+// its rank, with data[r] (registered on devs[r]) as its BufData, and fails
+// t if any rank fails.
+func runOwn(t *testing.T, ex []*Executor, devs []transport.Device, data [][]byte, mk func(r int) *Call) {
+	t.Helper()
+	calls := make([]*Call, len(ex))
+	for r := range ex {
+		calls[r] = mk(r)
+		calls[r].Bufs[BufData] = Target{Region: register(t, devs[r], data[r])}
+	}
+	if err := runAll(ex, calls, 10*time.Second); err != nil {
+		t.Fatal(err)
 	}
 }
 
