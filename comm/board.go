@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -81,6 +82,11 @@ const (
 	// rooted direct call's completion, board_direct.go).
 	bRoot = 128
 	bDone = 136 // uint64
+	// bWaitOn: uint32, the rank (plus one) a board wait of this rank has
+	// waited for since stallMark without progress, 0 when it has not (a
+	// rank that waits for it follows the chain at its stall timeout, see
+	// stallChain).
+	bWaitOn = 144
 	// Fourth line: a second buffer's bAddr...bSegFD (a direct allreduce's
 	// recv, read by the peers in its second half).
 	bBuf2 = 128
@@ -234,6 +240,8 @@ type board struct {
 	lastStream     uint64
 	lastStreamCall boardCall
 	lastStreamNum  uint32
+	// waitMarked: this rank's bWaitOn names the rank its wait waits for.
+	waitMarked bool
 }
 
 func boardSize(n int) int { return streamOff(n) + n*streamArea(n) }
@@ -973,7 +981,7 @@ func (c *Comm) boardWaitWord(r *Request, seq uint64, k boardCall, only int, num 
 		lo, hi = only, only+1
 	}
 	var start, lastLook, lastArrival time.Time
-	defer boardWaiters.leave(&start)
+	defer c.boardLeave(&start)
 	arrived := 0
 	for i := 0; ; i++ {
 		missing, got := -1, 0
@@ -1187,6 +1195,53 @@ func (w *waitCount) leave(start *time.Time) {
 	}
 }
 
+// boardLeave ends a board wait that began at *start, if it got that far
+// (boardWaitWord's deferred call): counted in boardWaiters, and marked as
+// a long wait in bWaitOn if it waited that long. A wait that failed keeps
+// its mark: the ranks waiting for this one may follow the chain through it
+// a moment later.
+func (c *Comm) boardLeave(start *time.Time) {
+	if start.IsZero() {
+		return
+	}
+	boardWaiters.Add(-1)
+	if b := c.board; b.waitMarked && b.stateOf(b.me).Load() == boardLive {
+		b.waitMarked = false
+		b.u32(b.hdr(b.me) + bWaitOn).Store(0)
+	}
+}
+
+// stallMark is how long a board wait goes without progress before its
+// rank publishes whom it waits for (bWaitOn): well before the stall
+// timeout, so that the ranks that wait for this one find it there when
+// theirs ends.
+func (c *Comm) stallMark() time.Duration { return min(c.opts.StallTimeout/2, time.Second) }
+
+// stallChain follows, from rank p, which this rank waits for, the ranks
+// that wait for one another on the board (bWaitOn) to the first that
+// waits for nobody: the root of the stall. It returns that rank and the
+// chain as text (", which waits for rank 2"), or -1 if the chain comes
+// round to a rank already in it (ranks that wait for each other: a stalled
+// link between them, or calls that differ).
+func (b *board) stallChain(p int) (int, string) {
+	var via strings.Builder
+	seen := map[int]bool{b.me: true, p: true}
+	for range b.n {
+		w := int(b.u32(b.hdr(p) + bWaitOn).Load())
+		if w == 0 {
+			return p, via.String()
+		}
+		q := w - 1
+		if q >= b.n || seen[q] {
+			return -1, ""
+		}
+		seen[q] = true
+		fmt.Fprintf(&via, ", which waits for rank %d", q)
+		p = q
+	}
+	return -1, ""
+}
+
 // boardLook checks, while a board call waits for ranks lo..hi-1, the
 // communicator's life (Abort, the caller's context), its timeout and stall
 // timeout, and the ranks not arrived: closed, failed or gone.
@@ -1202,7 +1257,24 @@ func (c *Comm) boardLook(r *Request, seq uint64, k boardCall, lo, hi, word int, 
 	case waited > c.opts.Timeout:
 		return c.boardFail(k, fmt.Errorf("waiting for %s: %w", missing(), &timeoutError{d: c.opts.Timeout}))
 	case idle > c.opts.StallTimeout:
-		return c.boardFail(k, fmt.Errorf("waiting for %s: %w", missing(), &stallError{d: c.opts.StallTimeout}))
+		// Follow the ranks that wait for one another from the first this
+		// one waits for: the first that waits for nobody is at the root
+		// of the stall (a rank waiting in a rooted call for its root,
+		// which waits for a stopped rank, names that rank, not the root).
+		ms := c.boardMissing(seq, lo, hi, word)
+		cause := &stallError{d: c.opts.StallTimeout}
+		if len(ms) > 0 {
+			if root, via := b.stallChain(ms[0]); root >= 0 {
+				return c.boardBlame(k, root, fmt.Errorf("waiting for %s%s: rank %d is at the root of a stall (it waits for no rank: stopped, hung, or not in this collective): %w",
+					rankList(ms), via, root, cause))
+			}
+		}
+		return c.boardFail(k, fmt.Errorf("waiting for %s: %w", rankList(ms), cause))
+	case idle >= c.stallMark() && !b.waitMarked:
+		if ms := c.boardMissing(seq, lo, hi, word); len(ms) > 0 {
+			b.waitMarked = true
+			b.u32(b.hdr(b.me) + bWaitOn).Store(uint32(ms[0]) + 1)
+		}
 	}
 	for p := lo; p < hi; p++ {
 		if p == b.me || b.word(p, word, seq).Load() >= seq {
@@ -1223,6 +1295,10 @@ func (c *Comm) peerGone(p int, k boardCall) error {
 		return c.boardBlame(k, p, fmt.Errorf("rank %d closed the communicator after %d collectives on the board, before this call", p, b.published(p)))
 	case boardFailed:
 		if root, ok := b.reportedRoot(p); ok {
+			if w := int(b.u32(b.hdr(p) + bWaitOn).Load()); w != 0 && root != p {
+				// p failed in a stalled wait (see stallChain), blaming root.
+				return c.boardBlame(k, root, fmt.Errorf("rank %d is at the root of a stall (reported by rank %d, stalled waiting for rank %d)", root, p, w-1))
+			}
 			return c.boardBlame(k, root, fmt.Errorf("rank %d failed (reported by rank %d)", root, p))
 		}
 		return c.boardBlame(k, p, fmt.Errorf("rank %d failed or aborted", p))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -243,5 +244,55 @@ func TestBoardStreamPeerLeaves(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the failure took %v to report", d)
+	}
+}
+
+// TestBoardStallNamesItsRoot: rank 2 of 3 stops calling (alive, in no
+// collective) in a run of small broadcasts from rank 0. Rank 0, a ring of
+// calls ahead, waits for rank 2's progress; rank 1 waits for rank 0's next
+// call. At the stall timeout both name rank 2 as the root of the stall:
+// rank 1 follows the board's chain (it waits for rank 0, which waits for
+// rank 2, which waits for nobody) instead of blaming the root it waits for.
+func TestBoardStallNamesItsRoot(t *testing.T) {
+	const stopper = 2
+	opts := testOptsFast
+	opts.StallTimeout = 2 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	var others sync.WaitGroup
+	others.Add(2)
+	errs := commtest.Run(ctx, "shm", 3, opts, func(c *Comm) error {
+		buf := []float32{1, 2}
+		if c.Rank() == stopper {
+			for range 5 {
+				if err := Broadcast(ctx, c, buf, 0); err != nil {
+					return err
+				}
+			}
+			others.Wait() // alive, in no collective, until the others failed
+			return nil
+		}
+		defer others.Done()
+		for i := range 4 * StreamLen(3) {
+			if err := Broadcast(ctx, c, buf, 0); err != nil {
+				return fmt.Errorf("broadcast %d: %w", i, err)
+			}
+		}
+		return nil
+	})
+	took := time.Since(start)
+	for r, err := range errs {
+		if r == stopper {
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("rank %d is at the root of a stall", stopper)) {
+			t.Errorf("rank %d: %v; want an error naming rank %d at the root of the stall", r, err, stopper)
+		} else {
+			t.Logf("rank %d: %v", r, err)
+		}
+	}
+	if took > opts.StallTimeout+3*time.Second {
+		t.Errorf("the failure took %v to report (stall timeout %v)", took, opts.StallTimeout)
 	}
 }
