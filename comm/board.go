@@ -1217,10 +1217,36 @@ func (c *Comm) boardLeave(start *time.Time) {
 // theirs ends.
 func (c *Comm) stallMark() time.Duration { return min(c.opts.StallTimeout/2, time.Second) }
 
+// markWait publishes that this rank's board wait, without progress for
+// stallMark, waits for rank p (bWaitOn, cleared by boardLeave).
+func (c *Comm) markWait(p int) {
+	b := c.board
+	b.waitMarked = true
+	b.u32(b.hdr(b.me) + bWaitOn).Store(uint32(p) + 1)
+}
+
+// stallBlame is the error of a board wait for rank p (the first of those
+// it waits for, -1 if none) that the stall timeout ended, waiting saying
+// what it waited for. It follows the ranks that wait for one another from
+// p: the first that waits for nobody is at the root of the stall (a rank
+// waiting in a rooted call for its root, which waits for a stopped rank,
+// names that rank, not the root; so does a receive whose sender waits for
+// one). If the chain comes round, this rank fails without naming one.
+func (c *Comm) stallBlame(k boardCall, p int, waiting string) error {
+	cause := &stallError{d: c.opts.StallTimeout}
+	if p >= 0 {
+		if root, via := c.board.stallChain(p); root >= 0 {
+			return c.boardBlame(k, root, fmt.Errorf("%s%s: rank %d is at the root of a stall (it waits for no rank: stopped, hung, or not in this call): %w",
+				waiting, via, root, cause))
+		}
+	}
+	return c.boardFail(k, fmt.Errorf("%s: %w", waiting, cause))
+}
+
 // stallChain follows, from rank p, which this rank waits for, the ranks
 // that wait for one another on the board (bWaitOn) to the first that
 // waits for nobody: the root of the stall. It returns that rank and the
-// chain as text (", which waits for rank 2"), or -1 if the chain comes
+// chain as text ("; rank 0 waits for rank 2"), or -1 if the chain comes
 // round to a rank already in it (ranks that wait for each other: a stalled
 // link between them, or calls that differ).
 func (b *board) stallChain(p int) (int, string) {
@@ -1236,7 +1262,7 @@ func (b *board) stallChain(p int) (int, string) {
 			return -1, ""
 		}
 		seen[q] = true
-		fmt.Fprintf(&via, ", which waits for rank %d", q)
+		fmt.Fprintf(&via, "; rank %d waits for rank %d", p, q)
 		p = q
 	}
 	return -1, ""
@@ -1257,23 +1283,15 @@ func (c *Comm) boardLook(r *Request, seq uint64, k boardCall, lo, hi, word int, 
 	case waited > c.opts.Timeout:
 		return c.boardFail(k, fmt.Errorf("waiting for %s: %w", missing(), &timeoutError{d: c.opts.Timeout}))
 	case idle > c.opts.StallTimeout:
-		// Follow the ranks that wait for one another from the first this
-		// one waits for: the first that waits for nobody is at the root
-		// of the stall (a rank waiting in a rooted call for its root,
-		// which waits for a stopped rank, names that rank, not the root).
 		ms := c.boardMissing(seq, lo, hi, word)
-		cause := &stallError{d: c.opts.StallTimeout}
+		first := -1
 		if len(ms) > 0 {
-			if root, via := b.stallChain(ms[0]); root >= 0 {
-				return c.boardBlame(k, root, fmt.Errorf("waiting for %s%s: rank %d is at the root of a stall (it waits for no rank: stopped, hung, or not in this collective): %w",
-					rankList(ms), via, root, cause))
-			}
+			first = ms[0]
 		}
-		return c.boardFail(k, fmt.Errorf("waiting for %s: %w", rankList(ms), cause))
+		return c.stallBlame(k, first, "waiting for "+rankList(ms))
 	case idle >= c.stallMark() && !b.waitMarked:
 		if ms := c.boardMissing(seq, lo, hi, word); len(ms) > 0 {
-			b.waitMarked = true
-			b.u32(b.hdr(b.me) + bWaitOn).Store(uint32(ms[0]) + 1)
+			c.markWait(ms[0])
 		}
 	}
 	for p := lo; p < hi; p++ {
@@ -1335,9 +1353,10 @@ func (c *Comm) goneBlame(p int) (int, error) {
 	return p, fmt.Errorf("rank %d failed: its process is gone (reading its buffer)", p)
 }
 
-// timesUp fails a board wait that the communicator's life, timeout or
-// stall timeout (or the caller's context) ended; waiting says for what.
-func (c *Comm) timesUp(r *Request, k boardCall, waited, idle time.Duration, waiting func() string) error {
+// timesUp fails a board wait for rank p that the communicator's life,
+// timeout or stall timeout (or the caller's context) ended; waiting says
+// for what. Past stallMark it publishes that it waits for p.
+func (c *Comm) timesUp(r *Request, k boardCall, p int, waited, idle time.Duration, waiting func() string) error {
 	if r.ctx != nil && r.ctx.Err() != nil {
 		c.lifeCancel(fmt.Errorf("%s abandoned: %w", r.kind, context.Cause(r.ctx)))
 	}
@@ -1347,7 +1366,9 @@ func (c *Comm) timesUp(r *Request, k boardCall, waited, idle time.Duration, wait
 	case waited > c.opts.Timeout:
 		return c.boardFail(k, fmt.Errorf("%s: %w", waiting(), &timeoutError{d: c.opts.Timeout}))
 	case idle > c.opts.StallTimeout:
-		return c.boardFail(k, fmt.Errorf("%s: %w", waiting(), &stallError{d: c.opts.StallTimeout}))
+		return c.stallBlame(k, p, waiting())
+	case idle >= c.stallMark() && !c.board.waitMarked:
+		c.markWait(p)
 	}
 	return nil
 }

@@ -228,7 +228,7 @@ func (c *Comm) mailWaitLines(r *Request, k boardCall, p int, e []byte, lines int
 func (c *Comm) mailWaitOn(r *Request, k boardCall, p int, w *atomic.Uint64, e []byte, lines int, v uint64, what string) error {
 	b := c.board
 	var start, lastLook time.Time
-	defer boardWaiters.leave(&start)
+	defer c.boardLeave(&start)
 	for i := 0; ; i++ {
 		ok := w.Load() >= v
 		if lines > 1 {
@@ -258,7 +258,7 @@ func (c *Comm) mailWaitOn(r *Request, k boardCall, p int, w *atomic.Uint64, e []
 		if now.Sub(lastLook) >= boardLook {
 			lastLook = now
 			waited := now.Sub(start)
-			if err := c.timesUp(r, k, waited, waited, func() string { return fmt.Sprintf("waiting "+what, p) }); err != nil {
+			if err := c.timesUp(r, k, p, waited, waited, func() string { return fmt.Sprintf("waiting "+what, p) }); err != nil {
 				return err
 			}
 			if err := c.peerGone(p, k); err != nil {

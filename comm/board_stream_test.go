@@ -296,3 +296,41 @@ func TestBoardStallNamesItsRoot(t *testing.T) {
 		t.Errorf("the failure took %v to report (stall timeout %v)", took, opts.StallTimeout)
 	}
 }
+
+// TestBoardMailStallNamesItsRoot: point to point through the board's
+// mailboxes, rank 0 receives from rank 1, which receives from rank 2, which
+// stops calling (alive, in no call): at the stall timeout ranks 0 and 1
+// both name rank 2 as the root of the stall.
+func TestBoardMailStallNamesItsRoot(t *testing.T) {
+	const stopper = 2
+	opts := testOptsFast
+	opts.StallTimeout = 2 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	var others sync.WaitGroup
+	others.Add(2)
+	errs := commtest.Run(ctx, "shm", 3, opts, func(c *Comm) error {
+		buf := make([]float32, 2)
+		if c.Rank() == stopper {
+			others.Wait() // alive, in no call, until the others failed
+			return nil
+		}
+		defer others.Done()
+		return Recv(ctx, c, buf, c.Rank()+1, 7)
+	})
+	took := time.Since(start)
+	for r, err := range errs {
+		if r == stopper {
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("rank %d is at the root of a stall", stopper)) {
+			t.Errorf("rank %d: %v; want an error naming rank %d at the root of the stall", r, err, stopper)
+		} else {
+			t.Logf("rank %d: %v", r, err)
+		}
+	}
+	if took > opts.StallTimeout+3*time.Second {
+		t.Errorf("the failure took %v to report (stall timeout %v)", took, opts.StallTimeout)
+	}
+}
