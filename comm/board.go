@@ -1181,22 +1181,13 @@ func (b *board) rest(waited time.Duration, w *atomic.Uint64, v uint64, p int) {
 	}
 }
 
-// waitCount counts the board waits of this process past their first look
-// (boardWaiters), to tell whether they may hold every P (board.rest).
-type waitCount struct{ atomic.Int32 }
-
-var boardWaiters waitCount
-
-// leave ends a wait counted since *start was set (deferred at its
-// beginning).
-func (w *waitCount) leave(start *time.Time) {
-	if !start.IsZero() {
-		w.Add(-1)
-	}
-}
+// boardWaiters counts the board waits of this process past their first
+// look, to tell whether they may hold every P (board.rest).
+var boardWaiters atomic.Int32
 
 // boardLeave ends a board wait that began at *start, if it got that far
-// (boardWaitWord's deferred call): counted in boardWaiters, and marked as
+// (the deferred call of boardWaitWord and mailWaitOn): counted in
+// boardWaiters, and marked as
 // a long wait in bWaitOn if it waited that long. A wait that failed keeps
 // its mark: the ranks waiting for this one may follow the chain through it
 // a moment later.
