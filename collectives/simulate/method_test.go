@@ -164,3 +164,42 @@ func TestAutoAtScale(t *testing.T) {
 		}
 	}
 }
+
+// TestPlansChangeNothing: simulations that share a Plans (compiled
+// schedules kept between them, as a fit's are) give exactly the results
+// of simulations that compile their own, in any order and again after
+// other jobs used the same Plans: full and periodic, paced by a barrier
+// or not, under parameters that change between the runs (what the plan
+// does not depend on).
+func TestPlansChangeNothing(t *testing.T) {
+	par := tcpish()
+	slow := par
+	slow.Links[collectives.LinkLocal].Alpha *= 3
+	slow.Slots = 2
+	jobs := []struct {
+		job Job
+		m   Machine
+		opt Options
+	}{
+		{Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: 8 * 4 * 1000, OutOfPlace: true}, Machine{Ranks: 8, Cores: 2, PoolRanks: 8}, Options{Method: Full, Barrier: "linear"}},
+		{Job{Coll: collectives.CollAllreduce, Algo: "tree", Bytes: 256, OutOfPlace: true}, Machine{Ranks: 8, Cores: 2, PoolRanks: 8}, Options{Method: Full, Barrier: "recursive-doubling"}},
+		{Job{Coll: collectives.CollAlltoall, Algo: "pairwise", Bytes: 8 * 256}, Machine{Ranks: 8, RanksPerHost: 4}, Options{Method: Full}},
+		{Job{Coll: collectives.CollBroadcast, Algo: "binomial", Bytes: 4096, Root: 3}, Machine{Ranks: 6}, Options{Method: Full, Barrier: "dissemination"}},
+		{Job{Coll: collectives.CollAllreduce, Algo: "ring", Bytes: 16 * 4 * 1000}, Machine{Ranks: 16, RanksPerHost: 2, Cores: 1}, Options{Method: Periodic}},
+	}
+	var plans Plans
+	for pass := range 3 {
+		for i, c := range jobs {
+			for _, p := range []Params{par, slow} {
+				want, err := Simulate(c.job, c.m, p, c.opt)
+				require.NoError(t, err)
+				opt := c.opt
+				opt.Plans = &plans
+				got, err := Simulate(c.job, c.m, p, opt)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "pass %d, job %d (%s %s)", pass, i, c.job.Coll, c.job.Algo)
+			}
+		}
+	}
+	require.NotEmpty(t, plans.m, "the plans were kept")
+}

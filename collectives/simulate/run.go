@@ -69,6 +69,10 @@ type Options struct {
 	// its own): the others start every rank at once. The loop's calls and
 	// barriers share the Budget.
 	Barrier string
+	// Plans, if not nil, keeps the ranks' compiled schedules between
+	// simulations that share it (a fit that simulates the same jobs under
+	// thousands of parameter sets compiles each once; see Plans).
+	Plans *Plans
 }
 
 func (o Options) budget() int {
@@ -157,7 +161,7 @@ func Simulate(job Job, m Machine, par Params, opt Options) (Result, error) {
 	if _, _, err := job.args(m.Ranks); err != nil {
 		return Result{}, err
 	}
-	s := &sim{job: job, m: m, par: par, algo: algo, budget: opt.budget()}
+	s := &sim{job: job, m: m, par: par, algo: algo, budget: opt.budget(), plans: opt.Plans}
 	if opt.Barrier != "" {
 		if s.barrier, err = collectives.LookupAlgo(collectives.CollBarrier, opt.Barrier); err != nil {
 			return Result{}, fmt.Errorf("simulate: %w", err)
@@ -194,6 +198,7 @@ type sim struct {
 	algo    *collectives.Algo
 	barrier *collectives.Algo // Options.Barrier, or nil
 	budget  int
+	plans   *Plans // Options.Plans: nil compiles every time
 }
 
 // symmetry is the job's symmetry at size bytes.
@@ -278,7 +283,7 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 	}
 	plans := make([]*rankPlan, wd.w)
 	for r := range wd.w {
-		if plans[r], err = compileRank(s.algo.Schedule(r, wd.p, a), s.par.ChunkBytes); err != nil {
+		if plans[r], err = s.plans.rank(s.algo, r, wd.p, a, s.par.ChunkBytes); err != nil {
 			return Result{}, err
 		}
 		if s.job.OutOfPlace && s.job.Coll.Info().Reducing {
@@ -302,7 +307,7 @@ func (s *sim) simulate(bytes int, wd *world, method Method) (Result, error) {
 		// token buckets carry over; rounds until the times settle.
 		bplans := make([]*rankPlan, wd.w)
 		for r := range wd.w {
-			if bplans[r], err = compileRank(s.barrier.Schedule(r, wd.p, &collectives.Args{}), s.par.ChunkBytes); err != nil {
+			if bplans[r], err = s.plans.rank(s.barrier, r, wd.p, &collectives.Args{}, s.par.ChunkBytes); err != nil {
 				return Result{}, err
 			}
 		}

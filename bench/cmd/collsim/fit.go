@@ -579,6 +579,9 @@ type overLevel struct {
 	o                   simulate.Oversub
 	one                 config
 	m                   simulate.Machine
+	// plans keeps the level's compiled schedules: its fit simulates the
+	// same few calls tens of thousands of times.
+	plans simulate.Plans
 }
 
 // newOverLevel checks a level's calibrations and fits its Switch: the
@@ -614,7 +617,7 @@ func (l *overLevel) job(c *calibration, bytes int) simulate.Job {
 // costs so far.
 func (l *overLevel) time(c *calibration, bytes int) (float64, error) {
 	l.one.Oversub = []simulate.Oversub{l.o}
-	r, err := l.one.osuSimulate(l.job(c, bytes), l.m)
+	r, err := l.one.osuSimulateWith(l.job(c, bytes), l.m, &l.plans)
 	return r.MeanSeconds, err
 }
 

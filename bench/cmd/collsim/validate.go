@@ -708,8 +708,14 @@ func predictRuns(rounds []string, stat func([]float64) float64, rel, rateName st
 // rank timed from its own entry, the ports' buckets in their steady
 // state; else every rank starting at once.
 func (c *config) osuSimulate(job simulate.Job, m simulate.Machine) (simulate.Result, error) {
+	return c.osuSimulateWith(job, m, nil)
+}
+
+// osuSimulateWith is osuSimulate with the compiled schedules kept in
+// plans (simulate.Options.Plans; nil: compiled every time).
+func (c *config) osuSimulateWith(job simulate.Job, m simulate.Machine, plans *simulate.Plans) (simulate.Result, error) {
 	par := c.params()
-	opt := simulate.Options{Method: simulate.Full}
+	opt := simulate.Options{Method: simulate.Full, Plans: plans}
 	if c.Paced {
 		bar, err := osuBarrier(m, &par)
 		if err != nil {
