@@ -1,0 +1,136 @@
+package comm_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+
+	. "github.com/goccl/goccl/comm"
+)
+
+// TestSteadyStateAllocatesNothing: every blocking collective and
+// point-to-point call allocates nothing once warm, over TCP and over
+// shared memory, on plain slices (through staging) and on registered
+// buffers, at a size that fits one chunk and at one that takes many
+// (testOpts: 4 KiB chunks, 3 slots). The issue's target lives in the
+// benchmarks (`-benchmem`), which covered only the allreduce; this test
+// keeps every call's steady state at 0 in CI. Both ranks run in this
+// process, so what either allocates counts, with room for the runtime's
+// own (a tenth of an allocation per call). With the default chunk size,
+// 300,000 elements take 3 chunks of 512 KiB, which TCP's receivers read
+// straight into the caller's buffer (steering, from 16 KiB).
+func TestSteadyStateAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("SKIP: the race detector allocates on its own")
+	}
+	big := testOpts
+	big.ChunkSize, big.Slots = 0, 0
+	for _, kind := range []string{"tcp", "shm"} {
+		for _, registered := range []bool{false, true} {
+			name := fmt.Sprintf("%s/plain", kind)
+			if registered {
+				name = fmt.Sprintf("%s/registered", kind)
+			}
+			t.Run(name, func(t *testing.T) {
+				runRanksOn(t, kind, 2, testOpts, func(c *Comm) error {
+					return steadyAllocs(t, c, registered, 8, 5000)
+				})
+				runRanksOn(t, kind, 2, big, func(c *Comm) error {
+					return steadyAllocs(t, c, registered, 300_000)
+				})
+			})
+		}
+	}
+}
+
+// steadyAllocs runs each call of the table on c (one of 2 ranks), with
+// buffers of each of counts elements, for a warm-up, then 300 times
+// over (60 for large buffers), and reports (rank 0) the calls that
+// allocated.
+func steadyAllocs(t *testing.T, c *Comm, registered bool, counts ...int) error {
+	ctx := context.Background()
+	for _, count := range counts {
+		mk := func(n int) ([]float32, error) {
+			if registered {
+				return Alloc[float32](c, n)
+			}
+			return make([]float32, n), nil
+		}
+		var bufs [4][]float32
+		for i, n := range []int{count, count, 2 * count, 2 * count} {
+			b, err := mk(n)
+			if err != nil {
+				return err
+			}
+			bufs[i] = b
+		}
+		a, b, a2, b2 := bufs[0], bufs[1], bufs[2], bufs[3]
+		peer := 1 - c.Rank()
+		calls := []struct {
+			name string
+			f    func() error
+		}{
+			{"allreduce", func() error { return Allreduce(ctx, c, a, b, Sum) }},
+			{"allreduce in place", func() error { return Allreduce(ctx, c, b, b, Sum) }},
+			{"broadcast", func() error { return Broadcast(ctx, c, a, 0) }},
+			{"reduce", func() error { return Reduce(ctx, c, a, b, Max, 1) }},
+			{"allgather", func() error { return Allgather(ctx, c, a, b2) }},
+			{"reduce-scatter", func() error { return ReduceScatter(ctx, c, a2, b, Sum) }},
+			{"alltoall", func() error { return Alltoall(ctx, c, a2, b2) }},
+			{"gather", func() error { return Gather(ctx, c, a, b2, 0) }},
+			{"scatter", func() error { return Scatter(ctx, c, a2, b, 1) }},
+			{"barrier", func() error { return c.Barrier(ctx) }},
+			{"send/recv", func() error {
+				if c.Rank() == 0 {
+					if err := Send(ctx, c, a, peer, 3); err != nil {
+						return err
+					}
+					return Recv(ctx, c, b, peer, 4)
+				}
+				if err := Recv(ctx, c, b, peer, 3); err != nil {
+					return err
+				}
+				return Send(ctx, c, a, peer, 4)
+			}},
+		}
+		warm, n := 50, 300
+		if count > 10_000 {
+			warm, n = 10, 60 // milliseconds a call over TCP
+		}
+		for _, call := range calls {
+			for range warm {
+				if err := call.f(); err != nil {
+					return fmt.Errorf("%s of %d: %w", call.name, count, err)
+				}
+			}
+			if err := c.Barrier(ctx); err != nil {
+				return err
+			}
+			var m0, m1 runtime.MemStats
+			if c.Rank() == 0 {
+				runtime.ReadMemStats(&m0)
+			}
+			for range n {
+				if err := call.f(); err != nil {
+					return fmt.Errorf("%s of %d: %w", call.name, count, err)
+				}
+			}
+			if err := c.Barrier(ctx); err != nil {
+				return err
+			}
+			if c.Rank() == 0 {
+				runtime.ReadMemStats(&m1)
+				if per := float64(m1.Mallocs-m0.Mallocs) / float64(n); per > 0.1 {
+					t.Errorf("%s of %d float32: %.2f allocations per call (both ranks), want 0", call.name, count, per)
+				}
+			}
+			// Rank 1 must not start the next call's loop before rank 0
+			// read its statistics.
+			if err := c.Barrier(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
