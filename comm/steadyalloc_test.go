@@ -10,7 +10,8 @@ import (
 )
 
 // TestSteadyStateAllocatesNothing: every blocking collective and
-// point-to-point call allocates nothing once warm, over TCP and over
+// point-to-point call, and a persistent allreduce's Start and Wait,
+// allocates nothing once warm, over TCP and over
 // shared memory, on plain slices (through staging) and on registered
 // buffers, at a size that fits one chunk and at one that takes many
 // (testOpts: 4 KiB chunks, 3 slots). The target lives in the
@@ -67,6 +68,10 @@ func steadyAllocs(t *testing.T, c *Comm, registered bool, counts ...int) error {
 		}
 		a, b, a2, b2 := bufs[0], bufs[1], bufs[2], bufs[3]
 		peer := 1 - c.Rank()
+		pers, err := AllreduceInit(c, a, b, Sum)
+		if err != nil {
+			return err
+		}
 		calls := []struct {
 			name string
 			f    func() error
@@ -81,6 +86,12 @@ func steadyAllocs(t *testing.T, c *Comm, registered bool, counts ...int) error {
 			{"gather", func() error { return Gather(ctx, c, a, b2, 0) }},
 			{"scatter", func() error { return Scatter(ctx, c, a2, b, 1) }},
 			{"barrier", func() error { return c.Barrier(ctx) }},
+			{"persistent allreduce", func() error {
+				if err := pers.Start(); err != nil {
+					return err
+				}
+				return pers.Wait(ctx)
+			}},
 			{"send/recv", func() error {
 				if c.Rank() == 0 {
 					if err := Send(ctx, c, a, peer, 3); err != nil {
