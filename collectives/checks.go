@@ -336,7 +336,7 @@ func (e *Executor) releaseCredits(c *Call) {
 		l.deferred = false
 		l.imm = creditImm(1)
 		// A failed post means the connection is gone: the peer learns it.
-		_ = l.EP.PostWrite(makeID(idCredit, peer, 0), l.Staging, 0, 0, l.Remote, 0, &l.imm)
+		_ = l.postCredit(false)
 		e.unflushed = true // the peer waits for it
 	}
 }

@@ -25,11 +25,39 @@ func (c lazyCounter) PostWriteLazy(id uint64, r transport.Region, off, n int, re
 	return c.Endpoint.PostWrite(id, r, off, n, remote, roff, imm)
 }
 
+// quietCounter is lazyCounter with PostWriteQuiet (transport.QuietWriter):
+// it counts the quiet writes, lazy and not, and (in plain) any write
+// posted otherwise.
+type quietCounter struct {
+	lazyCounter
+	plain *atomic.Int64
+}
+
+func (c quietCounter) PostWrite(id uint64, r transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32) error {
+	c.plain.Add(1)
+	return c.Endpoint.PostWrite(id, r, off, n, remote, roff, imm)
+}
+
+func (c quietCounter) PostWriteLazy(id uint64, r transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32) error {
+	c.plain.Add(1)
+	return c.Endpoint.PostWrite(id, r, off, n, remote, roff, imm)
+}
+
+func (c quietCounter) PostWriteQuiet(id uint64, r transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32, lazy bool) error {
+	if lazy {
+		c.lazy.Add(1)
+	} else {
+		c.now.Add(1)
+	}
+	return c.Endpoint.PostWrite(id, r, off, n, remote, roff, imm)
+}
+
 // TestBroadcastLeafBatchesCredits: a broadcast's leaf, which sends its root
 // nothing, returns the credits of small chunks lazily, every creditBatch-th
 // in a row written at once (batchCredit); with Confirm (StrictChecks) or
 // with too few slots to spare, every credit is written at once. The
-// results are checked on every call.
+// results are checked on every call. Where the endpoint has
+// PostWriteQuiet, every credit goes through it, lazy or not.
 func TestBroadcastLeafBatchesCredits(t *testing.T) {
 	const calls, count = 40, 3
 	for _, tc := range []struct {
@@ -43,26 +71,39 @@ func TestBroadcastLeafBatchesCredits(t *testing.T) {
 		{"Confirm", 8, true, 0, calls},
 		{"TwoSlots", 2, false, 0, calls},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var full, lazy, now atomic.Int64
-			ex, devs := memRanks(t, 2, 64, tc.nslots, 64, &full)
-			for r, e := range ex {
-				e.Inline = 64
-				l := e.Links[1-r]
-				lc := lazyCounter{Endpoint: l.EP, lazy: new(atomic.Int64), now: new(atomic.Int64)}
-				if r == 1 { // the leaf's writes are its credits
-					lc.lazy, lc.now = &lazy, &now
+		for _, quiet := range []bool{false, true} {
+			name := tc.name
+			if quiet {
+				name += "/Quiet"
+			}
+			t.Run(name, func(t *testing.T) {
+				var full, lazy, now, plain atomic.Int64
+				ex, devs := memRanks(t, 2, 64, tc.nslots, 64, &full)
+				for r, e := range ex {
+					e.Inline = 64
+					l := e.Links[1-r]
+					lc := lazyCounter{Endpoint: l.EP, lazy: new(atomic.Int64), now: new(atomic.Int64)}
+					if r == 1 { // the leaf's writes are its credits
+						lc.lazy, lc.now = &lazy, &now
+					}
+					l.EP, l.lazy, l.quiet = lc, lc, nil
+					if quiet {
+						qc := quietCounter{lazyCounter: lc, plain: new(atomic.Int64)}
+						if r == 1 {
+							qc.plain = &plain
+						}
+						l.EP, l.lazy, l.quiet = qc, qc, qc
+					}
 				}
-				l.EP, l.lazy = lc, lc
-			}
-			for i := range calls {
-				broadcastOnce(t, ex, devs, count, uint32(i+1), tc.confirm)
-			}
-			if lazy.Load() != tc.wantLazy || now.Load() != tc.wantWrite {
-				t.Fatalf("the leaf's credits for %d broadcasts: %d lazy, %d written at once; want %d and %d",
-					calls, lazy.Load(), now.Load(), tc.wantLazy, tc.wantWrite)
-			}
-		})
+				for i := range calls {
+					broadcastOnce(t, ex, devs, count, uint32(i+1), tc.confirm)
+				}
+				if lazy.Load() != tc.wantLazy || now.Load() != tc.wantWrite || plain.Load() != 0 {
+					t.Fatalf("the leaf's credits for %d broadcasts: %d lazy, %d written at once, %d not quiet; want %d and %d, 0",
+						calls, lazy.Load(), now.Load(), plain.Load(), tc.wantLazy, tc.wantWrite)
+				}
+			})
+		}
 	}
 }
 

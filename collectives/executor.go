@@ -497,7 +497,7 @@ func (e *Executor) repay(l *Link) {
 	}
 	if l.owedCredits > 0 {
 		l.imm = creditImm(l.owedCredits)
-		err := l.EP.PostWrite(makeID(idCredit, l.Peer, 0), l.Staging, 0, 0, l.Remote, 0, &l.imm)
+		err := l.postCredit(false)
 		if errors.Is(err, transport.ErrQueueFull) {
 			e.stall(l.Peer)
 			return
@@ -822,13 +822,11 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 	}
 	l.owedCredits++
 	l.imm = creditImm(l.owedCredits)
-	post := l.EP.PostWrite
-	if e.lazyCredit(c, l, n) || e.batchCredit(c, l, n) {
-		post = l.lazy.PostWriteLazy
-	} else {
+	lazy := e.lazyCredit(c, l, n) || e.batchCredit(c, l, n)
+	if !lazy {
 		l.batched = 0
 	}
-	if err := post(makeID(idCredit, l.Peer, 0), l.Staging, 0, 0, l.Remote, 0, &l.imm); err != nil {
+	if err := l.postCredit(lazy); err != nil {
 		if errors.Is(err, transport.ErrQueueFull) {
 			// Returned with the next credit write or after the next poll.
 			e.stall(l.Peer)

@@ -29,6 +29,9 @@ type Link struct {
 
 	// lazy is EP's PostWriteLazy, if it has one (transport.LazyWriter).
 	lazy transport.LazyWriter
+	// quiet is EP's PostWriteQuiet, if it has one (transport.QuietWriter):
+	// credits are posted through it (postCredit).
+	quiet transport.QuietWriter
 	// steer is EP's steering, if it has one (transport.Steerer); steered
 	// marks the slots whose entry is armed; steerPos is the first of this
 	// run's receives from the peer not yet considered (Executor.steerAhead).
@@ -130,6 +133,24 @@ func idEpoch(id uint64) uint8                 { return uint8(id >> 48) }
 func idPeer(id uint64) int                    { return int(id>>32) & 0xffff }
 func idChunk(id uint64) int32                 { return int32(uint32(id)) }
 
+// postCredit writes l.imm (a credit, or a notice in a credit's place) to
+// the peer, lazily (transport.LazyWriter, which the link must have) if
+// lazy. Its success completes nothing where the endpoint can say so
+// (transport.QuietWriter): a credit's completion was never looked at, and
+// over TCP each cost a queue operation and a pass of the executor's
+// handling on the caller's path. A failure still completes, with its
+// error, and tells the executor that the connection is gone.
+func (l *Link) postCredit(lazy bool) error {
+	id := makeID(idCredit, l.Peer, 0)
+	switch {
+	case l.quiet != nil:
+		return l.quiet.PostWriteQuiet(id, l.Staging, 0, 0, l.Remote, 0, &l.imm, lazy)
+	case lazy:
+		return l.lazy.PostWriteLazy(id, l.Staging, 0, 0, l.Remote, 0, &l.imm)
+	}
+	return l.EP.PostWrite(id, l.Staging, 0, 0, l.Remote, 0, &l.imm)
+}
+
 // StagingSize is the size of the staging region a link needs.
 func StagingSize(nslots, slotSize int) int { return nslots * slotSize }
 
@@ -154,6 +175,7 @@ func NewLink(peer int, ep transport.Endpoint, staging transport.Region, remote t
 		arrLen: make([]int, nslots), arrSeq: make([]uint16, nslots), arrFP: make([]uint16, nslots),
 		arrP2P: make([]bool, nslots)}
 	l.lazy, _ = ep.(transport.LazyWriter)
+	l.quiet, _ = ep.(transport.QuietWriter)
 	if st, ok := ep.(transport.Steerer); ok && nslots <= transport.MaxSteer {
 		l.steer, l.steered = st, make([]bool, nslots)
 	}

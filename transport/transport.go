@@ -275,6 +275,19 @@ type LazyWriter interface {
 	PostWriteLazy(id uint64, local Region, off, n int, remote RemoteRegion, roff uint64, imm *uint32) error
 }
 
+// QuietWriter is implemented by endpoints that can leave out the
+// completion of a write that succeeds, as verbs' unsignaled work requests
+// do. PostWriteQuiet is PostWrite (with lazy, LazyWriter's PostWriteLazy)
+// for a write whose success the caller has no use for: a returned flow
+// control credit. It holds an entry of the completion queue while in
+// flight like any request; if it fails it completes with its error like
+// any request, but once placed at the peer it completes nothing. Where
+// each completion is a queue operation on the caller's path (TCP), a
+// small call's credits no longer cost one each.
+type QuietWriter interface {
+	PostWriteQuiet(id uint64, local Region, off, n int, remote RemoteRegion, roff uint64, imm *uint32, lazy bool) error
+}
+
 // Steerer is implemented by endpoints that read the payloads of writes off
 // the wire themselves (TCP), and can therefore place an expected one
 // somewhere other than its target: the executor's chunks land in staging

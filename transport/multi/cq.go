@@ -85,7 +85,7 @@ func (d *Device) NewCompletionQueue(depth int) (transport.CompletionQueue, error
 	return q, nil
 }
 
-func (q *CompletionQueue) addEndpoint(sub transport.Endpoint, e *endpoint) {
+func (q *CompletionQueue) addEndpoint(sub transport.Endpoint, e transport.Endpoint) {
 	q.epsMu.Lock()
 	defer q.epsMu.Unlock()
 	old := *q.eps.Load()

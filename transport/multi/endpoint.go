@@ -16,9 +16,10 @@ type endpoint struct {
 }
 
 var (
-	_ transport.Endpoint   = (*endpoint)(nil)
-	_ transport.LazyWriter = (*endpoint)(nil)
-	_ transport.Steerer    = (*endpoint)(nil)
+	_ transport.Endpoint    = (*endpoint)(nil)
+	_ transport.LazyWriter  = (*endpoint)(nil)
+	_ transport.QuietWriter = (*quietEndpoint)(nil)
+	_ transport.Steerer     = (*endpoint)(nil)
 )
 
 // Member is the index of the member the endpoint belongs to.
@@ -66,6 +67,24 @@ func (e *endpoint) PostWriteLazy(id uint64, local transport.Region, off, n int, 
 		return err
 	}
 	return lw.PostWriteLazy(id, s, off, n, remote, roff, imm)
+}
+
+// quietEndpoint is the endpoint of a member whose endpoints have
+// PostWriteQuiet (transport.QuietWriter). Only those offer it, so that a
+// write posted through it completes nothing once placed wherever a caller
+// finds the method.
+type quietEndpoint struct {
+	*endpoint
+	quiet transport.QuietWriter
+}
+
+// PostWriteQuiet is the member's PostWriteQuiet.
+func (e *quietEndpoint) PostWriteQuiet(id uint64, local transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32, lazy bool) error {
+	s, err := e.dev.sub(local, e.member, "write")
+	if err != nil {
+		return err
+	}
+	return e.quiet.PostWriteQuiet(id, s, off, n, remote, roff, imm, lazy)
 }
 
 func (e *endpoint) PostRead(id uint64, local transport.Region, off, n int, remote transport.RemoteRegion, roff uint64) error {

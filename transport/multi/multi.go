@@ -233,7 +233,10 @@ func (d *Device) NewEndpointOn(i int, tq transport.CompletionQueue) (transport.E
 	if err != nil {
 		return nil, err
 	}
-	e := &endpoint{dev: d, member: i, sub: sub}
+	var e transport.Endpoint = &endpoint{dev: d, member: i, sub: sub}
+	if qw, ok := sub.(transport.QuietWriter); ok {
+		e = &quietEndpoint{endpoint: e.(*endpoint), quiet: qw}
+	}
 	q.addEndpoint(sub, e)
 	return e, nil
 }

@@ -68,7 +68,10 @@ type endpoint struct {
 	steering atomic.Int32
 }
 
-var _ transport.Endpoint = (*endpoint)(nil)
+var (
+	_ transport.Endpoint    = (*endpoint)(nil)
+	_ transport.QuietWriter = (*endpoint)(nil)
+)
 
 // pending is a posted request waiting to complete.
 type pending struct {
@@ -79,6 +82,9 @@ type pending struct {
 	n    int
 	key  uint64 // remote region (write, read)
 	roff uint64
+	// quiet: a write whose success completes nothing (PostWriteQuiet);
+	// its completion queue entry is given back when it is acknowledged.
+	quiet bool
 }
 
 // unexpected is a message or immediate that arrived before a receive.
@@ -223,7 +229,7 @@ func (e *endpoint) PostSend(id uint64, tr transport.Region, off, n int) error {
 // with ErrRemoteAccess and puts both endpoints into the error state. On a
 // dead peer it completes as PostSend does.
 func (e *endpoint) PostWrite(id uint64, tr transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32) error {
-	return e.postWrite(id, tr, off, n, remote, roff, imm, false)
+	return e.postWrite(id, tr, off, n, remote, roff, imm, false, false)
 }
 
 // PostWriteLazy is PostWrite for a write the peer does not wait for
@@ -234,10 +240,23 @@ func (e *endpoint) PostWrite(id uint64, tr transport.Region, off, n int, remote 
 // sends to that peer: the credit then rides with its next data instead
 // of costing a write(2) of its own.
 func (e *endpoint) PostWriteLazy(id uint64, tr transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32) error {
-	return e.postWrite(id, tr, off, n, remote, roff, imm, true)
+	return e.postWrite(id, tr, off, n, remote, roff, imm, true, false)
 }
 
-func (e *endpoint) postWrite(id uint64, tr transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32, lazy bool) error {
+// PostWriteQuiet is PostWrite, or with lazy PostWriteLazy, for a write
+// whose success completes nothing (transport.QuietWriter): its
+// acknowledgement gives its completion queue entry back instead of
+// pushing a completion: the executor's credits, two or three per small
+// call, each cost a queue operation and a pass of the executor's handling
+// on the caller's path. 2 ranks, 8 bytes, medians of 8 alternating pairs
+// against the build before: allreduce 11.16 us against 11.82, latency
+// 7.94 against 8.33, back-to-back broadcast 8.21 against 8.54 (OSU-style
+// broadcast the same). A failure completes it with its error as before.
+func (e *endpoint) PostWriteQuiet(id uint64, tr transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32, lazy bool) error {
+	return e.postWrite(id, tr, off, n, remote, roff, imm, lazy, true)
+}
+
+func (e *endpoint) postWrite(id uint64, tr transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32, lazy, quiet bool) error {
 	r, err := e.checkLocal("write", tr, off, n, 0)
 	if err != nil {
 		return err
@@ -253,7 +272,7 @@ func (e *endpoint) postWrite(id uint64, tr transport.Region, off, n int, remote 
 	}
 	e.seq++
 	h.id = e.seq
-	e.writes.push(pending{id: id, seq: e.seq, r: r, off: off, n: n, key: remote.Key, roff: roff})
+	e.writes.push(pending{id: id, seq: e.seq, r: r, off: off, n: n, key: remote.Key, roff: roff, quiet: quiet})
 	it := e.outItemLocked(h, r, off, n)
 	it.lazy = lazy
 	e.queueLocked(it)

@@ -473,6 +473,10 @@ func (e *endpoint) onAck(h *header) bool {
 	}
 	for i := uint64(0); i < h.length; i++ {
 		p := q.pop()
+		if p.quiet {
+			e.cq.unreserve() // placed: nothing to report (PostWriteQuiet)
+			continue
+		}
 		e.complete(p, op, p.n)
 	}
 	e.mu.Unlock()

@@ -114,6 +114,10 @@ func Run(t *testing.T, newDevice Factory) {
 		// Optional: only the completion queues that implement it.
 		tests = append(tests, check{"ReadyWithoutPoll", testReadyWithoutPoll})
 	}
+	if quietWriter(t, newDevice) {
+		// Optional: only the endpoints that implement it.
+		tests = append(tests, check{"QuietWrite", testQuietWrite})
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newDevice) })
 	}
