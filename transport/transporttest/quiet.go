@@ -8,25 +8,6 @@ import (
 	"github.com/goccl/goccl/transport"
 )
 
-// quietWriter says whether the endpoints of newDevice's devices implement
-// transport.QuietWriter.
-func quietWriter(t *testing.T, newDevice Factory) bool {
-	d := newDevice(t)
-	defer d.Close()
-	cq, err := d.NewCompletionQueue(1)
-	if err != nil {
-		t.Fatalf("%s: new completion queue: %v", d.Name(), err)
-	}
-	defer cq.Close()
-	ep, err := d.NewEndpoint(cq)
-	if err != nil {
-		t.Fatalf("%s: new endpoint: %v", d.Name(), err)
-	}
-	defer ep.Close()
-	_, ok := ep.(transport.QuietWriter)
-	return ok
-}
-
 // testQuietWrite: a quiet write (transport.QuietWriter), eager or lazy,
 // places its bytes and its immediate at the target as PostWrite does, and
 // completes nothing on the initiator once placed; it holds a queue entry

@@ -110,12 +110,13 @@ func Run(t *testing.T, newDevice Factory) {
 		{"Concurrent", testConcurrent},
 		{"Bidirectional", testBidirectional},
 	}
-	if readier(t, newDevice) {
-		// Optional: only the completion queues that implement it.
+	// Optional: only the completion queues and endpoints that implement
+	// them.
+	readier, quiet := optional(t, newDevice)
+	if readier {
 		tests = append(tests, check{"ReadyWithoutPoll", testReadyWithoutPoll})
 	}
-	if quietWriter(t, newDevice) {
-		// Optional: only the endpoints that implement it.
+	if quiet {
 		tests = append(tests, check{"QuietWrite", testQuietWrite})
 	}
 	for _, tc := range tests {
@@ -123,9 +124,10 @@ func Run(t *testing.T, newDevice Factory) {
 	}
 }
 
-// readier says whether the completion queues of newDevice's devices
-// implement transport.Readier.
-func readier(t *testing.T, newDevice Factory) bool {
+// optional says whether the completion queues of newDevice's devices
+// implement transport.Readier, and whether their endpoints implement
+// transport.QuietWriter.
+func optional(t *testing.T, newDevice Factory) (readier, quiet bool) {
 	d := newDevice(t)
 	defer d.Close()
 	cq, err := d.NewCompletionQueue(1)
@@ -133,8 +135,14 @@ func readier(t *testing.T, newDevice Factory) bool {
 		t.Fatalf("%s: new completion queue: %v", d.Name(), err)
 	}
 	defer cq.Close()
-	_, ok := cq.(transport.Readier)
-	return ok
+	_, readier = cq.(transport.Readier)
+	ep, err := d.NewEndpoint(cq)
+	if err != nil {
+		t.Fatalf("%s: new endpoint: %v", d.Name(), err)
+	}
+	defer ep.Close()
+	_, quiet = ep.(transport.QuietWriter)
+	return readier, quiet
 }
 
 // Pair is two connected endpoints on two devices, each with its own
