@@ -133,8 +133,8 @@ func idEpoch(id uint64) uint8                 { return uint8(id >> 48) }
 func idPeer(id uint64) int                    { return int(id>>32) & 0xffff }
 func idChunk(id uint64) int32                 { return int32(uint32(id)) }
 
-// postCredit writes l.imm (a credit, or a notice in a credit's place) to
-// the peer, lazily (transport.LazyWriter, which the link must have) if
+// postCredit writes l.imm, a credit, to the peer (notices, which share
+// the credit's immediate type, go through notice.go), lazily (transport.LazyWriter, which the link must have) if
 // lazy. Its success completes nothing where the endpoint can say so
 // (transport.QuietWriter): a credit's completion was never looked at, and
 // over TCP each cost a queue operation and a pass of the executor's
