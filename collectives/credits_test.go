@@ -39,17 +39,15 @@ func (c quietCounter) PostWrite(id uint64, r transport.Region, off, n int, remot
 }
 
 func (c quietCounter) PostWriteLazy(id uint64, r transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32) error {
-	c.plain.Add(1)
-	return c.Endpoint.PostWrite(id, r, off, n, remote, roff, imm)
+	return c.PostWrite(id, r, off, n, remote, roff, imm)
 }
 
+// PostWriteQuiet counts as lazyCounter counts the writes it is asked for.
 func (c quietCounter) PostWriteQuiet(id uint64, r transport.Region, off, n int, remote transport.RemoteRegion, roff uint64, imm *uint32, lazy bool) error {
 	if lazy {
-		c.lazy.Add(1)
-	} else {
-		c.now.Add(1)
+		return c.lazyCounter.PostWriteLazy(id, r, off, n, remote, roff, imm)
 	}
-	return c.Endpoint.PostWrite(id, r, off, n, remote, roff, imm)
+	return c.lazyCounter.PostWrite(id, r, off, n, remote, roff, imm)
 }
 
 // TestBroadcastLeafBatchesCredits: a broadcast's leaf, which sends its root

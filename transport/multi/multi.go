@@ -233,9 +233,10 @@ func (d *Device) NewEndpointOn(i int, tq transport.CompletionQueue) (transport.E
 	if err != nil {
 		return nil, err
 	}
-	var e transport.Endpoint = &endpoint{dev: d, member: i, sub: sub}
+	ep := &endpoint{dev: d, member: i, sub: sub}
+	var e transport.Endpoint = ep
 	if qw, ok := sub.(transport.QuietWriter); ok {
-		e = &quietEndpoint{endpoint: e.(*endpoint), quiet: qw}
+		e = &quietEndpoint{endpoint: ep, quiet: qw}
 	}
 	q.addEndpoint(sub, e)
 	return e, nil
