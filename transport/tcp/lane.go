@@ -158,10 +158,13 @@ func (l *lane) sysRead(p []byte) (int, error) {
 			continue
 		}
 		raceRead()
-		if en != 0 {
-			return 0, en
+		switch en {
+		case 0:
+			return int(r), nil
+		case unix.EAGAIN:
+			return 0, errAgain // boxed once: most reads of a spinning Wait end here
 		}
-		return int(r), nil
+		return 0, en
 	}
 }
 
@@ -422,8 +425,19 @@ func (l *lane) nextDeadline() int64 {
 	return min(r, w)
 }
 
-// isAgain reports a socket with nothing to read or no room to write.
-func isAgain(err error) bool { return err == unix.EAGAIN }
+// errAgain is EAGAIN as an error, boxed once: a spinning Wait's pass is
+// mostly a read that finds the socket empty.
+var errAgain error = unix.EAGAIN
+
+// isAgain reports a socket with nothing to read or no room to write. It
+// looks at the error's type and value directly: err == unix.EAGAIN
+// compared the two interfaces through the runtime (runtime.ifaceeq, with
+// convT64 boxing the read's errno, were 3% of a spinning receiver's user
+// time in OSU's broadcast loop).
+func isAgain(err error) bool {
+	en, ok := err.(unix.Errno)
+	return ok && en == unix.EAGAIN
+}
 
 // deadline is a unix-nanosecond time d from now.
 func deadline(d time.Duration) int64 { return time.Now().Add(d).UnixNano() }
