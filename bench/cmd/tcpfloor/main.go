@@ -226,8 +226,9 @@ func receiver(cfg *config, addr string, stdout io.Writer) error {
 	return nil
 }
 
-// rawSocket takes c's socket out of Go's netpoller (as goccl's TCP
-// transport does): a non-blocking duplicate with TCP_NODELAY.
+// rawSocket takes c's socket out of Go's netpoller, as goccl's TCP
+// transport does (transport/tcp's takeSocket; the floor uses none of
+// goccl's code): a non-blocking duplicate with TCP_NODELAY.
 func rawSocket(c *net.TCPConn) (int, error) {
 	defer c.Close()
 	if err := c.SetNoDelay(true); err != nil {
