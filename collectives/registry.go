@@ -198,10 +198,14 @@ type Algo struct {
 	// yield, and what costs is the wake-ups, not the messages).
 	CrowdedUpTo int
 	// CrowdedBelow, if positive, limits CrowdedUpTo to calls priced
-	// below that many bytes; CrowdedOneHost limits it to jobs of one
-	// host (Model.Crowded is also set for ranks told to yield on several).
-	CrowdedBelow   int
-	CrowdedOneHost bool
+	// below that many bytes; CrowdedRootBelow, if positive, to calls whose
+	// root sends fewer bytes than that in all, size-1 times the bytes
+	// priced (a flat tree, whose root's sends grow with the ranks);
+	// CrowdedOneHost limits it to jobs of one host (Model.Crowded is also
+	// set for ranks told to yield on several).
+	CrowdedBelow     int
+	CrowdedRootBelow int
+	CrowdedOneHost   bool
 	// Reduced is how many bytes the busiest rank runs through the
 	// reduction kernel (the γ term); nil for none.
 	Reduced func(size int, n float64) float64
@@ -288,10 +292,20 @@ var algoTable = []Algo{
 	// 1089-1377; from 16 MiB the root's copies cost more than the
 	// wake-ups (16-64 MiB: 13517-17445 27753-37245 against 20727-23510
 	// 36612-44085).
+	// And up to 16 ranks while the root sends less than 24 MiB in all
+	// (4 ranks: below 8 MiB as above). On the same 2 cores over TCP
+	// (osu bcast, 2 alternating rounds, us; linear against the priced
+	// choice, binomial): 6 ranks, 16 KiB-1 MiB, 47-58 .. 499-563 against
+	// 73-83 .. 582-596 (8 KiB the same); 8 ranks, 8 KiB-2 MiB, 87-102
+	// 72-92 83-96 162-165 201-244 198-219 451-486 898-927 1567-2000
+	// against 143-214 173-183 205-249 220-282 248-250 709-964 987-1052
+	// 1342-1476 2341-2721, 4 MiB the same (3932-4522 against
+	// 4056-4157); 16 ranks, 8 KiB-1 MiB, 174-188 .. 2325-2498 against
+	// 470-771 .. 6196-7328 (1.6-6 times faster).
 	{Coll: CollBroadcast, Name: "linear", Schedule: rooted(LinearBroadcast), Concurrent: true, Cost: func(p int, n float64) (int, float64) {
 		return p - 1, float64(p-1) * n
-	}, CrowdedUpTo: 4, CrowdedBelow: 8 << 20, CrowdedOneHost: true,
-		Doc: "the root sends to every rank itself, all at once (few ranks, small buffers; up to 4 ranks sharing fewer cores, below 8 MiB)"},
+	}, CrowdedUpTo: 16, CrowdedBelow: 8 << 20, CrowdedRootBelow: 24 << 20, CrowdedOneHost: true,
+		Doc: "the root sends to every rank itself, all at once (few ranks, small buffers; up to 16 ranks sharing fewer cores while the root sends under 24 MiB in all)"},
 	{Coll: CollBroadcast, Name: "hier", Schedule: HierBroadcast, Price: priceHierBroadcast,
 		Doc: "several ranks per host: binomial tree among one rank per host (the root on its host), then a binomial tree inside each host, pipelined"},
 

@@ -164,11 +164,12 @@ func TestSelectCrowdedBarrier(t *testing.T) {
 	}
 }
 
-// On one crowded host of up to 4 ranks (Algo.CrowdedUpTo, CrowdedBelow,
-// CrowdedOneHost) the broadcast is the linear one below 8 MiB and the
-// allreduce recursive doubling below 1 MiB; at and above those sizes, on
-// several hosts (ranks told to yield also set Model.Crowded there), with
-// more ranks and uncrowded, the priced choice.
+// On one crowded host (Algo.CrowdedUpTo, CrowdedBelow, CrowdedRootBelow,
+// CrowdedOneHost) the broadcast is the linear one up to 16 ranks below 8
+// MiB while its root sends under 24 MiB in all, and the allreduce
+// recursive doubling up to 4 ranks below 1 MiB; at and above those sizes,
+// on several hosts (ranks told to yield also set Model.Crowded there),
+// with more ranks and uncrowded, the priced choice.
 func TestSelectCrowdedBySize(t *testing.T) {
 	const bc, ar = CollBroadcast, CollAllreduce
 	for _, tc := range []struct {
@@ -179,7 +180,9 @@ func TestSelectCrowdedBySize(t *testing.T) {
 	}{
 		{bc, 4, 1, 64 << 10, true, "linear"}, {bc, 4, 1, 1 << 20, true, "linear"}, {bc, 4, 1, 8<<20 - 4, true, "linear"},
 		{bc, 3, 1, 1 << 20, true, "linear"}, {bc, 4, 1, 8 << 20, true, ""}, {bc, 4, 1, 64 << 20, true, ""},
-		{bc, 5, 1, 1 << 20, true, ""}, {bc, 4, 2, 1 << 20, true, ""}, {bc, 4, 1, 1 << 20, false, ""},
+		{bc, 5, 1, 1 << 20, true, "linear"}, {bc, 8, 1, 64 << 10, true, "linear"}, {bc, 8, 1, 2 << 20, true, "linear"},
+		{bc, 8, 1, 24<<20/7 + 1, true, ""}, {bc, 16, 1, 1 << 20, true, "linear"}, {bc, 16, 1, 24<<20/15 + 1, true, ""},
+		{bc, 17, 1, 64 << 10, true, ""}, {bc, 4, 2, 1 << 20, true, ""}, {bc, 4, 1, 1 << 20, false, ""},
 		{ar, 4, 1, 8, true, "recursive-doubling"}, {ar, 4, 1, 256 << 10, true, "recursive-doubling"},
 		{ar, 4, 1, 1<<20 - 4, true, "recursive-doubling"}, {ar, 3, 1, 512 << 10, true, "recursive-doubling"},
 		{ar, 4, 1, 1 << 20, true, ""}, {ar, 4, 1, 64 << 20, true, ""}, {ar, 5, 1, 256 << 10, true, ""},
