@@ -309,10 +309,20 @@ var algoTable = []Algo{
 	{Coll: CollBroadcast, Name: "hier", Schedule: HierBroadcast, Price: priceHierBroadcast,
 		Doc: "several ranks per host: binomial tree among one rank per host (the root on its host), then a binomial tree inside each host, pipelined"},
 
+	// Taken outright on one crowded host of up to 16 ranks below 4 MiB,
+	// where the α-β model prices the ring from 256 KiB: on 2 cores over
+	// TCP (osu reduce -i 30, 2 alternating rounds, us, binomial against
+	// the ring, 256 KiB .. 2 MiB) 4 ranks 172-246 266-331 464-542 999-1011
+	// against 318-384 441-446 647-702 1070-1113; 8 ranks 555-642 906-928
+	// 1646-1732 3280-3484 against 959-1318 1474-1775 2065-2325 3758-4172;
+	// 16 ranks (from 128 KiB) 984-1037 1494-1618 2865-2910 4879-5425
+	// 8827-9147 against 2558-2743 3010-3231 4216-4447 6660-7630
+	// 10861-11294. At 4 MiB the ring was as fast or 7% faster.
 	{Coll: CollReduce, Name: "binomial", Schedule: rooted(BinomialReduce), Pipelined: true, RootBound: true, Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p), float64(log2Ceil(p)) * n
 	}, Reduced: func(p int, n float64) float64 { return float64(log2Ceil(p)) * n },
-		Doc: "binomial tree toward the root, pipelined"},
+		CrowdedUpTo: 16, CrowdedBelow: 4 << 20, CrowdedOneHost: true,
+		Doc: "binomial tree toward the root, pipelined (up to 16 ranks sharing fewer cores, below 4 MiB)"},
 	{Coll: CollReduce, Name: "ring", Schedule: rooted(RingReduce), Cost: func(p int, n float64) (int, float64) {
 		// The root receives the ring's share and every other segment.
 		return p, 2 * float64(p-1) / float64(p) * n

@@ -166,12 +166,13 @@ func TestSelectCrowdedBarrier(t *testing.T) {
 
 // On one crowded host (Algo.CrowdedUpTo, CrowdedBelow, CrowdedRootBelow,
 // CrowdedOneHost) the broadcast is the linear one up to 16 ranks below 8
-// MiB while its root sends under 24 MiB in all, and the allreduce
-// recursive doubling up to 4 ranks below 1 MiB; at and above those sizes,
-// on several hosts (ranks told to yield also set Model.Crowded there),
-// with more ranks and uncrowded, the priced choice.
+// MiB while its root sends under 24 MiB in all, the reduce the binomial
+// tree up to 16 ranks below 4 MiB, and the allreduce recursive doubling
+// up to 4 ranks below 1 MiB; at and above those sizes, on several hosts
+// (ranks told to yield also set Model.Crowded there), with more ranks and
+// uncrowded, the priced choice.
 func TestSelectCrowdedBySize(t *testing.T) {
-	const bc, ar = CollBroadcast, CollAllreduce
+	const bc, ar, rd = CollBroadcast, CollAllreduce, CollReduce
 	for _, tc := range []struct {
 		coll                Coll
 		size, hosts, nbytes int
@@ -187,6 +188,8 @@ func TestSelectCrowdedBySize(t *testing.T) {
 		{ar, 4, 1, 1<<20 - 4, true, "recursive-doubling"}, {ar, 3, 1, 512 << 10, true, "recursive-doubling"},
 		{ar, 4, 1, 1 << 20, true, ""}, {ar, 4, 1, 64 << 20, true, ""}, {ar, 5, 1, 256 << 10, true, ""},
 		{ar, 4, 2, 256 << 10, true, ""}, {ar, 4, 1, 256 << 10, false, ""},
+		{rd, 4, 1, 1 << 20, true, "binomial"}, {rd, 8, 1, 512 << 10, true, "binomial"}, {rd, 16, 1, 4<<20 - 4, true, "binomial"},
+		{rd, 16, 1, 4 << 20, true, ""}, {rd, 17, 1, 1 << 20, true, ""}, {rd, 8, 2, 1 << 20, true, ""}, {rd, 8, 1, 1 << 20, false, ""},
 	} {
 		m := netModel()
 		top := Topology{Size: tc.size, Hosts: tc.hosts}
