@@ -57,11 +57,10 @@ const (
 
 // config is a run's parameters, the same in both processes.
 type config struct {
-	op           string // "bcast" or "latency"
-	min, max     int
-	iters, warm  int
-	work         time.Duration
-	childTimeout time.Duration
+	op          string // "bcast" or "latency"
+	min, max    int
+	iters, warm int
+	work        time.Duration
 }
 
 func usage(prog string) string {
@@ -75,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage(prog))
 		return 2
 	}
-	cfg := config{op: args[1], childTimeout: 10 * time.Minute}
+	cfg := config{op: args[1]}
 	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	sizes := fs.String("m", "8:256", "message sizes in bytes: [MIN:]MAX, doubling")
