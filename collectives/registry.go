@@ -206,6 +206,13 @@ type Algo struct {
 	CrowdedBelow     int
 	CrowdedRootBelow int
 	CrowdedOneHost   bool
+	// CrowdedFromRanks and CrowdedBlockFrom, if positive, limit it from
+	// below: to at least that many ranks, and to calls priced at no
+	// fewer than that many bytes a rank (the bytes priced over the
+	// ranks: an allgather's block), where a rule holds only for large
+	// calls of many ranks.
+	CrowdedFromRanks int
+	CrowdedBlockFrom int
 	// Reduced is how many bytes the busiest rank runs through the
 	// reduction kernel (the γ term); nil for none.
 	Reduced func(size int, n float64) float64
@@ -329,9 +336,24 @@ var algoTable = []Algo{
 	}, Reduced: func(p int, n float64) float64 { return float64(p-1) / float64(p) * n },
 		Doc: "ring reduce-scatter, then the segments gathered at the root (large buffers)"},
 
+	// Taken outright on one crowded host of 5 to 16 ranks from 512 KiB a
+	// rank, where the α-β model prices it at (p-1) α, the others'
+	// log2(p) α for the same bytes: on 2 cores over TCP (osu allgather
+	// -i 20, 2 alternating rounds, us, the ring against the priced
+	// choice, 512 KiB .. 4 MiB a rank) 5 ranks (Bruck's) 2688-2879
+	// 5407-5867 11068-11461 against 2955-3067 6376-6433 13176-13204; 6
+	// ranks (from 512 KiB to 4 MiB, doubling) 1764-1878 3434-3720
+	// 7166-7208 14556-14820 against 1954-2041 3934-4882 7468-7980
+	// 18952-19637; 8 ranks (recursive doubling) 4001-4954 9834-9982
+	// 16894-16897 33902-35175 against 4730-6781 9695-10267 18603-21927
+	// 44382-50252; 16 ranks (to 2 MiB) 22438-26795 41469-49758
+	// 89225-92515 against 32319-32348 62358-64527 119335-130949. Below
+	// 256 KiB a rank the priced choice was faster, and at 4 ranks at every
+	// size from 256 KiB to 8 MiB (320-11805 us against 434-13425).
 	{Coll: CollAllgather, Name: "ring", Schedule: plain(RingAllgather), Cost: func(p int, n float64) (int, float64) {
 		return p - 1, float64(p-1) / float64(p) * n
-	}, Doc: "around a ring"},
+	}, CrowdedUpTo: 16, CrowdedFromRanks: 5, CrowdedBlockFrom: 512 << 10, CrowdedOneHost: true,
+		Doc: "around a ring (large buffers; taken with 5 to 16 ranks sharing fewer cores from 512 KiB a rank)"},
 	{Coll: CollAllgather, Name: "recursive-doubling", Schedule: plain(RecursiveDoublingAllgather), Cost: func(p int, n float64) (int, float64) {
 		// Rank 0 is the busiest: it stands for an extra rank, its groups
 		// hold the most extras, and it sends the extra everything.

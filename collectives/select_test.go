@@ -167,12 +167,13 @@ func TestSelectCrowdedBarrier(t *testing.T) {
 // On one crowded host (Algo.CrowdedUpTo, CrowdedBelow, CrowdedRootBelow,
 // CrowdedOneHost) the broadcast is the linear one up to 16 ranks below 8
 // MiB while its root sends under 24 MiB in all, the reduce the binomial
-// tree up to 16 ranks below 4 MiB, and the allreduce recursive doubling
-// up to 4 ranks below 1 MiB; at and above those sizes, on several hosts
+// tree up to 16 ranks below 4 MiB, the allreduce recursive doubling up
+// to 4 ranks below 1 MiB, and the allgather the ring from 5 to 16 ranks
+// from 512 KiB a rank; beyond those bounds, on several hosts
 // (ranks told to yield also set Model.Crowded there), with more ranks and
 // uncrowded, the priced choice.
 func TestSelectCrowdedBySize(t *testing.T) {
-	const bc, ar, rd = CollBroadcast, CollAllreduce, CollReduce
+	const bc, ar, rd, ag = CollBroadcast, CollAllreduce, CollReduce, CollAllgather
 	for _, tc := range []struct {
 		coll                Coll
 		size, hosts, nbytes int
@@ -190,6 +191,11 @@ func TestSelectCrowdedBySize(t *testing.T) {
 		{ar, 4, 2, 256 << 10, true, ""}, {ar, 4, 1, 256 << 10, false, ""},
 		{rd, 4, 1, 1 << 20, true, "binomial"}, {rd, 8, 1, 512 << 10, true, "binomial"}, {rd, 16, 1, 4<<20 - 4, true, "binomial"},
 		{rd, 16, 1, 4 << 20, true, ""}, {rd, 17, 1, 1 << 20, true, ""}, {rd, 8, 2, 1 << 20, true, ""}, {rd, 8, 1, 1 << 20, false, ""},
+		// The allgather's bytes are all the ranks' blocks.
+		{ag, 5, 1, 5 * 512 << 10, true, "ring"}, {ag, 8, 1, 8 * 512 << 10, true, "ring"}, {ag, 8, 1, 8 * 4 << 20, true, "ring"},
+		{ag, 16, 1, 16 * 2 << 20, true, "ring"}, {ag, 8, 1, 8*512<<10 - 8, true, ""}, {ag, 16, 1, 16 * 256 << 10, true, ""},
+		{ag, 4, 1, 4 * 4 << 20, true, ""}, {ag, 17, 1, 17 * 1 << 20, true, ""}, {ag, 8, 2, 8 * 1 << 20, true, ""},
+		{ag, 8, 1, 8 * 1 << 20, false, ""},
 	} {
 		m := netModel()
 		top := Topology{Size: tc.size, Hosts: tc.hosts}
@@ -202,6 +208,9 @@ func TestSelectCrowdedBySize(t *testing.T) {
 			tc.want = priced.Name
 			if tc.coll == bc && tc.nbytes >= 1<<20 {
 				require.NotEqual(t, "linear", priced.Name, "%+v: the priced choice", tc)
+			}
+			if tc.coll == ag {
+				require.NotEqual(t, "ring", priced.Name, "%+v: the priced choice", tc)
 			}
 		}
 		require.Equal(t, tc.want, a.Name, "%+v", tc)

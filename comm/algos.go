@@ -130,14 +130,21 @@ func (c *Comm) choose(k collKind, forced string, nbytes int) (string, error) {
 		if len(prices) == 0 {
 			c.debugf("%s(%d bytes) #%d: algorithm %s (the only one)", k, nbytes, c.seq, a.Name)
 		} else if c.selection.crowded && a.TakenCrowded(c.topology(), nbytes) {
+			ranks := fmt.Sprintf("up to %d", a.CrowdedUpTo)
+			if a.CrowdedFromRanks > 0 {
+				ranks = fmt.Sprintf("from %d to %d ranks", a.CrowdedFromRanks, a.CrowdedUpTo)
+			}
 			bound := ""
+			if a.CrowdedBlockFrom > 0 {
+				bound += fmt.Sprintf(" from %d bytes a rank", a.CrowdedBlockFrom)
+			}
 			if a.CrowdedBelow > 0 {
-				bound = fmt.Sprintf(" below %d bytes", a.CrowdedBelow)
+				bound += fmt.Sprintf(" below %d bytes", a.CrowdedBelow)
 			}
 			if a.CrowdedRootBelow > 0 {
 				bound += fmt.Sprintf(" while the root sends under %d bytes in all", a.CrowdedRootBelow)
 			}
-			c.debugf("%s(%d bytes) #%d: algorithm %s (%d ranks on a host of fewer processors: taken up to %d%s, as measured; cost model, α=%.1fus β=%.3fns/B:%s)", k, nbytes, c.seq, a.Name, c.size, a.CrowdedUpTo, bound, c.alpha*1e6, c.beta*1e9, collectives.FormatPrices(prices))
+			c.debugf("%s(%d bytes) #%d: algorithm %s (%d ranks on a host of fewer processors: taken %s%s, as measured; cost model, α=%.1fus β=%.3fns/B:%s)", k, nbytes, c.seq, a.Name, c.size, ranks, bound, c.alpha*1e6, c.beta*1e9, collectives.FormatPrices(prices))
 		} else {
 			c.debugf("%s(%d bytes) #%d: algorithm %s (cost model, α=%.1fus β=%.3fns/B:%s)", k, nbytes, c.seq, a.Name, c.alpha*1e6, c.beta*1e9, collectives.FormatPrices(prices))
 		}
