@@ -372,10 +372,21 @@ var algoTable = []Algo{
 		return RingAllgatherv(r, n, a.RecvCounts, a.RecvDispls, a.ElemSize)
 	}, Doc: "around a ring"},
 
+	// Taken outright on one crowded host of 8 to 16 ranks from 1 MiB a
+	// rank, where the α-β model prices recursive halving below it (the
+	// same bytes in log2(p) steps): on 2 cores over TCP (osu
+	// reduce_scatter, 2 alternating rounds, us, the ring against
+	// recursive halving) 8 ranks, 8, 16 and 32 MiB in all: 10279-11398
+	// 20884-22627 42120-43120 against 11520-12913 27015-29723
+	// 62125-62337 (4 MiB: 4919-5840 against 6197-7035); 16 ranks, 16 and
+	// 32 MiB: 60301-66473 121634-135001 against 75935-79163
+	// 156245-156472 (8 MiB the same). 4 ranks gained only from 4 to 16 MiB
+	// (32 and 64 the same), 6 ranks nowhere from 1 to 16 MiB.
 	{Coll: CollReduceScatter, Name: "ring", Schedule: plain(RingReduceScatter), Cost: func(p int, n float64) (int, float64) {
 		return p - 1, float64(p-1) / float64(p) * n
 	}, Reduced: func(p int, n float64) float64 { return float64(p-1) / float64(p) * n },
-		Doc: "around a ring"},
+		CrowdedUpTo: 16, CrowdedFromRanks: 8, CrowdedBlockFrom: 1 << 20, CrowdedOneHost: true,
+		Doc: "around a ring (large buffers; taken with 8 to 16 ranks sharing fewer cores from 1 MiB a rank)"},
 	{Coll: CollReduceScatter, Name: "recursive-halving", Schedule: plain(RecursiveHalvingReduceScatter), Cost: func(p int, n float64) (int, float64) {
 		// Rank 0 is the busiest: it receives the extra's buffer, then the
 		// halves it keeps, which hold the most extras.

@@ -168,12 +168,13 @@ func TestSelectCrowdedBarrier(t *testing.T) {
 // CrowdedOneHost) the broadcast is the linear one up to 16 ranks below 8
 // MiB while its root sends under 24 MiB in all, the reduce the binomial
 // tree up to 16 ranks below 4 MiB, the allreduce recursive doubling up
-// to 4 ranks below 1 MiB, and the allgather the ring from 5 to 16 ranks
-// from 512 KiB a rank; beyond those bounds, on several hosts
+// to 4 ranks below 1 MiB, the allgather the ring from 5 to 16 ranks from
+// 512 KiB a rank, and the reduce-scatter the ring from 8 to 16 ranks from
+// 1 MiB a rank; beyond those bounds, on several hosts
 // (ranks told to yield also set Model.Crowded there), with more ranks and
 // uncrowded, the priced choice.
 func TestSelectCrowdedBySize(t *testing.T) {
-	const bc, ar, rd, ag = CollBroadcast, CollAllreduce, CollReduce, CollAllgather
+	const bc, ar, rd, ag, rs = CollBroadcast, CollAllreduce, CollReduce, CollAllgather, CollReduceScatter
 	for _, tc := range []struct {
 		coll                Coll
 		size, hosts, nbytes int
@@ -196,6 +197,10 @@ func TestSelectCrowdedBySize(t *testing.T) {
 		{ag, 16, 1, 16 * 2 << 20, true, "ring"}, {ag, 8, 1, 8*512<<10 - 8, true, ""}, {ag, 16, 1, 16 * 256 << 10, true, ""},
 		{ag, 4, 1, 4 * 4 << 20, true, ""}, {ag, 17, 1, 17 * 1 << 20, true, ""}, {ag, 8, 2, 8 * 1 << 20, true, ""},
 		{ag, 8, 1, 8 * 1 << 20, false, ""},
+		// The reduce-scatter's bytes are all the ranks' blocks too.
+		{rs, 8, 1, 8 * 1 << 20, true, "ring"}, {rs, 16, 1, 16 * 2 << 20, true, "ring"}, {rs, 8, 1, 8*1<<20 - 8, true, ""},
+		{rs, 4, 1, 4 * 4 << 20, true, ""}, {rs, 32, 1, 32 * 1 << 20, true, ""},
+		{rs, 8, 2, 8 * 2 << 20, true, ""}, {rs, 8, 1, 8 * 2 << 20, false, ""},
 	} {
 		m := netModel()
 		top := Topology{Size: tc.size, Hosts: tc.hosts}
@@ -209,7 +214,7 @@ func TestSelectCrowdedBySize(t *testing.T) {
 			if tc.coll == bc && tc.nbytes >= 1<<20 {
 				require.NotEqual(t, "linear", priced.Name, "%+v: the priced choice", tc)
 			}
-			if tc.coll == ag {
+			if tc.coll == ag || tc.coll == rs {
 				require.NotEqual(t, "ring", priced.Name, "%+v: the priced choice", tc)
 			}
 		}
