@@ -68,3 +68,34 @@ func BinomialGather(rank, size, root, count, elemSize int) Schedule {
 	s.add(Send, parent, src, 0, sub(v)*b)
 	return s
 }
+
+// LinearGather is the flat gather: every other rank sends its block to the
+// root itself, and the root receives them all at once, straight into
+// BufData (the executor keeps them in flight within its credits), as Open
+// MPI's basic linear gather and Gloo's gather do. Every rank is one hop
+// from the root, which receives size-1 messages where the binomial tree's
+// receives ceil(log2 size) larger ones.
+//
+// Buffers as BinomialGather's; no scratch.
+//
+// Cost: one step of size-1 messages at the root; the root receives size-1
+// blocks, every other rank sends its own once.
+func LinearGather(rank, size, root, count, elemSize int) Schedule {
+	s := Schedule{Rank: rank, Size: size}
+	b := count * elemSize
+	if rank == root {
+		s.copyPre(BufInput, 0, BufData, rank*b, b)
+	}
+	if size <= 1 || b == 0 {
+		return s
+	}
+	if rank != root {
+		s.add(Send, root, BufInput, 0, b)
+		return s
+	}
+	for i := 1; i < size; i++ {
+		p := mod(root+i, size)
+		s.add(Recv, p, BufData, p*b, b)
+	}
+	return s
+}

@@ -422,6 +422,28 @@ var algoTable = []Algo{
 	{Coll: CollScatter, Name: "binomial", Schedule: rooted(BinomialScatter), Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p), float64(p-1) / float64(p) * n
 	}, Doc: "binomial tree from the root"},
+	// The flat trees: one batch of size-1 messages at the root, priced as
+	// the linear broadcast is (cheaper than the binomial tree's log2(p)
+	// steps up to 13 ranks, the same bytes at the root). Taken
+	// outright on one crowded host of up to 16 ranks, where they were
+	// faster at every size measured: on 2 cores over TCP (osu gather and
+	// scatter, 2 alternating rounds, us, linear against binomial, 8 B ..
+	// 1 MiB a rank) gather 4 ranks 21.7-29.7 .. 311-331 against 31.2-51.3
+	// .. 457-547, 8 ranks 37.3-57.7 .. 1078-1117 against 151-299 ..
+	// 1437-1636 (2-8 MiB: 1987-10962 against 3231-19383), 16 ranks
+	// 32.6-79.1 .. 2767-3237 against 268-932 .. 7950-8921; scatter 4 ranks
+	// 13.8-25.4 .. 298-316 against 18.5-32.1 .. 563-647, 8 ranks
+	// 62.6-127 .. 994-1047 against 150-349 .. 2181-2242 (2-8 MiB:
+	// 3063-15127 against 4725-21441), 16 ranks 181-380 .. 2815-5918
+	// against 540-1386 .. 9593-13358.
+	{Coll: CollGather, Name: "linear", Schedule: rooted(LinearGather), Concurrent: true, Cost: func(p int, n float64) (int, float64) {
+		return p - 1, float64(p-1) / float64(p) * n
+	}, CrowdedUpTo: 16, CrowdedOneHost: true,
+		Doc: "every rank sends its block to the root itself, all at once (few ranks; up to 16 ranks sharing fewer cores)"},
+	{Coll: CollScatter, Name: "linear", Schedule: rooted(LinearScatter), Concurrent: true, Cost: func(p int, n float64) (int, float64) {
+		return p - 1, float64(p-1) / float64(p) * n
+	}, CrowdedUpTo: 16, CrowdedOneHost: true,
+		Doc: "the root sends every rank its block itself, all at once (few ranks; up to 16 ranks sharing fewer cores)"},
 	{Coll: CollBarrier, Name: "recursive-doubling", Schedule: func(r, n int, a *Args) Schedule { return RecursiveDoublingBarrier(r, n) },
 		Cost: func(p int, n float64) (int, float64) {
 			_, fold, lg := foldCost(p)

@@ -128,14 +128,18 @@ func testReduce(t *testing.T, mk func(rank, size, root, count, elemSize int) Sch
 	}
 }
 
-func TestBinomialGatherSchedule(t *testing.T) {
+func TestBinomialGatherSchedule(t *testing.T) { testGather(t, BinomialGather) }
+
+func TestLinearGatherSchedule(t *testing.T) { testGather(t, LinearGather) }
+
+func testGather(t *testing.T, mk func(rank, size, root, count, elemSize int) Schedule) {
 	racetest.SkipSequential(t)
 	const elem = 4
 	for _, size := range simSizes() {
 		for _, root := range roots(size) {
 			for _, count := range blockCounts {
 				c := xcase{size: size, elem: elem,
-					mk: func(r int) Schedule { return BinomialGather(r, size, root, count, elem) },
+					mk: func(r int) Schedule { return mk(r, size, root, count, elem) },
 					dataElems: func(r int) int {
 						if r == root {
 							return size * count
@@ -164,14 +168,18 @@ func TestBinomialGatherSchedule(t *testing.T) {
 	}
 }
 
-func TestBinomialScatterSchedule(t *testing.T) {
+func TestBinomialScatterSchedule(t *testing.T) { testScatter(t, BinomialScatter) }
+
+func TestLinearScatterSchedule(t *testing.T) { testScatter(t, LinearScatter) }
+
+func testScatter(t *testing.T, mk func(rank, size, root, count, elemSize int) Schedule) {
 	racetest.SkipSequential(t)
 	const elem = 4
 	for _, size := range simSizes() {
 		for _, root := range roots(size) {
 			for _, count := range blockCounts {
 				c := xcase{size: size, elem: elem,
-					mk:        func(r int) Schedule { return BinomialScatter(r, size, root, count, elem) },
+					mk:        func(r int) Schedule { return mk(r, size, root, count, elem) },
 					dataElems: func(int) int { return count },
 					inputElems: func(r int) int {
 						if r == root {

@@ -69,3 +69,31 @@ func BinomialScatter(rank, size, root, count, elemSize int) Schedule {
 	}
 	return s
 }
+
+// LinearScatter is the flat scatter: the root sends every other rank its
+// block itself, all at once, straight from BufInput, and every rank
+// receives straight into BufData, as Open MPI's basic linear scatter does.
+//
+// Buffers as BinomialScatter's; no scratch.
+//
+// Cost: one step of size-1 messages at the root; the root sends size-1
+// blocks, every other rank receives its own once.
+func LinearScatter(rank, size, root, count, elemSize int) Schedule {
+	s := Schedule{Rank: rank, Size: size}
+	b := count * elemSize
+	if rank == root {
+		s.copyPre(BufInput, rank*b, BufData, 0, b)
+	}
+	if size <= 1 || b == 0 {
+		return s
+	}
+	if rank != root {
+		s.add(Recv, root, BufData, 0, b)
+		return s
+	}
+	for i := 1; i < size; i++ {
+		p := mod(root+i, size)
+		s.add(Send, p, BufInput, p*b, b)
+	}
+	return s
+}

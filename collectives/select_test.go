@@ -39,7 +39,10 @@ func TestSelectTable(t *testing.T) {
 		{CollReduce, 64 << 20, 8, "ring", "the root receives ~2x the buffer instead of log2(8)x"},
 		{CollAlltoall, 8 * 64, 64, "bruck", "log2 rounds for tiny blocks"},
 		{CollAlltoall, 64 << 20, 64, "pairwise", "each block moves once"},
-		{CollGather, 1 << 20, 8, "binomial", "the only algorithm"},
+		{CollGather, 1 << 20, 8, "linear", "one batch of messages at the root against three steps, the same bytes"},
+		{CollGather, 8 * 64, 64, "binomial", "six steps against a batch of 63 messages"},
+		{CollScatter, 64 << 20, 4, "linear", "one batch of messages at the root against two steps, the same bytes"},
+		{CollScatter, 8 * 32, 32, "binomial", "five steps against a batch of 31 messages"},
 		{CollBarrier, 0, 8, "recursive-doubling", "log2 steps at a power of two, tied with dissemination: the first wins"},
 		{CollBarrier, 0, 6, "dissemination", "ceil(log2) steps without recursive doubling's fold"},
 	} {
@@ -63,9 +66,9 @@ func TestSelectPricesEveryCandidate(t *testing.T) {
 	require.Equal(t, best.Algo, a)
 	require.Equal(t, &buf[:1][0], &prices[0], "prices go into the caller's slice")
 	// A collective with one algorithm is not priced.
-	a, prices, err = Select(CollGather, 1<<20, Topology{Size: 4}, netModel(), nil)
+	a, prices, err = Select(CollAllgatherv, 1<<20, Topology{Size: 4}, netModel(), nil)
 	require.NoError(t, err)
-	require.Equal(t, "binomial", a.Name)
+	require.Equal(t, "ring", a.Name)
 	require.Empty(t, prices)
 }
 
@@ -169,12 +172,14 @@ func TestSelectCrowdedBarrier(t *testing.T) {
 // MiB while its root sends under 24 MiB in all, the reduce the binomial
 // tree up to 16 ranks below 4 MiB, the allreduce recursive doubling up
 // to 4 ranks below 1 MiB, the allgather the ring from 5 to 16 ranks from
-// 512 KiB a rank, and the reduce-scatter the ring from 8 to 16 ranks from
-// 1 MiB a rank; beyond those bounds, on several hosts
+// 512 KiB a rank, the reduce-scatter the ring from 8 to 16 ranks from 1
+// MiB a rank, and the gather and scatter the flat trees up to 16 ranks;
+// beyond those bounds, on several hosts
 // (ranks told to yield also set Model.Crowded there), with more ranks and
 // uncrowded, the priced choice.
 func TestSelectCrowdedBySize(t *testing.T) {
 	const bc, ar, rd, ag, rs = CollBroadcast, CollAllreduce, CollReduce, CollAllgather, CollReduceScatter
+	const ga, sc = CollGather, CollScatter
 	for _, tc := range []struct {
 		coll                Coll
 		size, hosts, nbytes int
@@ -201,6 +206,12 @@ func TestSelectCrowdedBySize(t *testing.T) {
 		{rs, 8, 1, 8 * 1 << 20, true, "ring"}, {rs, 16, 1, 16 * 2 << 20, true, "ring"}, {rs, 8, 1, 8*1<<20 - 8, true, ""},
 		{rs, 4, 1, 4 * 4 << 20, true, ""}, {rs, 32, 1, 32 * 1 << 20, true, ""},
 		{rs, 8, 2, 8 * 2 << 20, true, ""}, {rs, 8, 1, 8 * 2 << 20, false, ""},
+		// The flat gather and scatter at any size up to 16 ranks (priced:
+		// the binomial trees at 16 ranks and from 18).
+		{ga, 16, 1, 16 * 8, true, "linear"}, {ga, 16, 1, 16 * 1 << 20, true, "linear"}, {ga, 32, 1, 32 * 8, true, ""},
+		{ga, 16, 2, 16 * 8, true, ""}, {ga, 16, 1, 16 * 8, false, ""},
+		{sc, 16, 1, 16 * 8, true, "linear"}, {sc, 16, 1, 16 * 4 << 20, true, "linear"}, {sc, 32, 1, 32 * 8, true, ""},
+		{sc, 16, 2, 16 * 8, true, ""}, {sc, 16, 1, 16 * 8, false, ""},
 	} {
 		m := netModel()
 		top := Topology{Size: tc.size, Hosts: tc.hosts}
@@ -216,6 +227,9 @@ func TestSelectCrowdedBySize(t *testing.T) {
 			}
 			if tc.coll == ag || tc.coll == rs {
 				require.NotEqual(t, "ring", priced.Name, "%+v: the priced choice", tc)
+			}
+			if tc.coll == ga || tc.coll == sc {
+				require.NotEqual(t, "linear", priced.Name, "%+v: the priced choice", tc)
 			}
 		}
 		require.Equal(t, tc.want, a.Name, "%+v", tc)
