@@ -54,11 +54,20 @@ func RecursiveDoublingBarrier(rank, size int) Schedule {
 // against recursive doubling's 58-70 (Open MPI's default: 81), 4 ranks
 // 76-80 against 84-85 (Open MPI: 94), 5 ranks 189-204 against 180-191
 // (Open MPI: 164); with it, osu allreduce and alltoall of 4 ranks took
-// the same or less (8 B-16 KiB: 60-80 us either way). So the selector
-// takes it on a crowded host of up to 4 ranks (Algo.CrowdedUpTo), where
-// the α-β model, which prices it at n α, cannot see that it costs no
-// more: there every waiting rank yields, and a wake-up per dependent
-// step, not the messages, makes the time; elsewhere recursive doubling.
+// the same or less (8 B-16 KiB: 60-80 us either way). On 5 December
+// (osu barrier, 2 000 calls, 2 alternating rounds) it took 101-112 us at
+// 5 ranks, 121-125 at 6 and 188 at 7, against the priced
+// dissemination's 157-165, 162-165 and 294-309 (recursive doubling
+// 100-108, 137-140 and 306-321), but 285-294 at 8 against recursive
+// doubling's 228 (16 ranks: all three within 10%). After it, osu bcast
+// (8 B-64 KiB) took 14-19 us at 5 ranks, 19-25 at 6 against 28-51, and
+// its loop's wall time fell by a fifth to a third; osu allreduce's loop
+// took 12-18% less wall time at 5 ranks and the same at 6, but 5-12%
+// more at 7. So the selector takes it on a crowded host of up to 6
+// ranks (Algo.CrowdedUpTo), where the α-β model, which prices it at n
+// α, cannot see that it costs no more: there every waiting rank yields,
+// and a wake-up per dependent step, not the messages, makes the time;
+// elsewhere recursive doubling.
 func LinearBarrier(rank, size int) Schedule {
 	s := Schedule{Rank: rank, Size: size}
 	if rank != 0 {

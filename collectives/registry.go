@@ -455,12 +455,13 @@ var algoTable = []Algo{
 		Doc:  "ceil(log2 n) rounds of zero-byte messages"},
 	// Two hops, each a batch of n-1 messages at rank 0, priced at n α:
 	// never less than recursive doubling's price, which wins the tie at 3
-	// ranks. Taken outright on a crowded host of up to 4 ranks, where it
-	// costs no more (see LinearBarrier for why, and the measurements).
+	// ranks. Taken outright on a crowded host of up to 6 ranks, where it
+	// costs no more or less (see LinearBarrier for why, and the
+	// measurements).
 	{Coll: CollBarrier, Name: "linear", Schedule: func(r, n int, a *Args) Schedule { return LinearBarrier(r, n) },
 		Cost:        func(p int, n float64) (int, float64) { return p, 0 },
-		CrowdedUpTo: 4,
-		Doc:         "fan-in to rank 0 and fan-out from it, rank 0 leaving first (what Open MPI's default barrier does at 4 and 5 ranks; chosen when up to 4 ranks share fewer cores)"},
+		CrowdedUpTo: 6,
+		Doc:         "fan-in to rank 0 and fan-out from it, rank 0 leaving first (what Open MPI's default barrier does at 4 and 5 ranks; chosen when up to 6 ranks share fewer cores)"},
 
 	{Coll: CollSend, Name: "direct", Schedule: func(r, n int, a *Args) Schedule {
 		return Schedule{Rank: r, Size: n,

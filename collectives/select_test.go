@@ -142,7 +142,7 @@ func TestSelectUsesAlgoBeta(t *testing.T) {
 	require.False(t, ok, "no bytes, no β")
 }
 
-// On a crowded host (Model.Crowded) the barrier is the linear one up to 4
+// On a crowded host (Model.Crowded) the barrier is the linear one up to 6
 // ranks (Algo.CrowdedUpTo), still priced with the others; above, and on
 // hosts with a processor per rank, the priced choice.
 func TestSelectCrowdedBarrier(t *testing.T) {
@@ -150,8 +150,8 @@ func TestSelectCrowdedBarrier(t *testing.T) {
 		size    int
 		crowded bool
 		want    string // "": the priced choice, not linear
-	}{{2, true, "linear"}, {3, true, "linear"}, {4, true, "linear"}, {5, true, ""},
-		{8, true, ""}, {3, false, ""}, {4, false, ""}} {
+	}{{2, true, "linear"}, {3, true, "linear"}, {4, true, "linear"}, {5, true, "linear"},
+		{6, true, "linear"}, {7, true, ""}, {8, true, ""}, {3, false, ""}, {6, false, ""}} {
 		m := netModel()
 		priced, _, err := Select(CollBarrier, 0, Topology{Size: tc.size}, m, nil)
 		require.NoError(t, err)

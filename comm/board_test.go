@@ -237,7 +237,7 @@ func TestBoardMismatchInBarrier(t *testing.T) {
 }
 
 // TestCrowdedBarrierIsLinear: on a crowded host (here forced with
-// YieldWhenIdle) of up to 4 ranks the executor's barrier is the linear one
+// YieldWhenIdle) of up to 6 ranks the executor's barrier is the linear one
 // (collectives.Algo.CrowdedUpTo); on an uncrowded one, not.
 func TestCrowdedBarrierIsLinear(t *testing.T) {
 	for _, yield := range []string{"1", "0"} {

@@ -90,7 +90,7 @@ var envVars = []envVar{
 		"`0`: collectives and point-to-point calls of ranks all on one host go through the executor's messages instead of the shared-memory board (slots, mailboxes and direct copies between the ranks' buffers)"},
 		func(o *Options) *bool { return &o.NoShmBoard }, parseBoard),
 	option(EnvVar{"GOCCL_YIELD_WHEN_IDLE", "YieldWhenIdle", "auto",
-		"`1`: a waiting rank yields the processor between looks instead of spinning; `0`: it spins; `auto`: it yields when the ranks of its host outnumber the host's processors (say 1 where the processors are shared with more than the host's ranks: containers or network namespaces of one machine as hosts, busy nodes; `1` also makes the barrier of up to 4 ranks the linear one, which rank 0 leaves first, on any number of hosts)"},
+		"`1`: a waiting rank yields the processor between looks instead of spinning; `0`: it spins; `auto`: it yields when the ranks of its host outnumber the host's processors (say 1 where the processors are shared with more than the host's ranks: containers or network namespaces of one machine as hosts, busy nodes; `1` also makes the barrier of up to 6 ranks the linear one, which rank 0 leaves first, on any number of hosts)"},
 		func(o *Options) *string { return &o.YieldWhenIdle }, parseYield),
 	option(EnvVar{"GOCCL_STRICT_CHECKS", "StrictChecks", "0",
 		"`1`: a rank that only sends in a rooted collective (broadcast or scatter root, reduce or gather leaf) returns once its receivers checked the call, so that a disagreement fails that call on every rank; `0`: it returns once its data is sent, and a disagreement fails a later call (usually the next; in a run of small broadcasts over shared memory up to 128 later) or Close"},
