@@ -316,6 +316,28 @@ var algoTable = []Algo{
 	{Coll: CollBroadcast, Name: "hier", Schedule: HierBroadcast, Price: priceHierBroadcast,
 		Doc: "several ranks per host: binomial tree among one rank per host (the root on its host), then a binomial tree inside each host, pipelined"},
 
+	// The flat tree: one batch of size-1 messages at the root, which
+	// reduces each in turn, priced as the linear broadcast is (its root
+	// receives and reduces the buffer size-1 times: small buffers). Taken
+	// outright on one crowded host of up to 16 ranks below 1 MiB, ahead of
+	// the binomial tree's rule (the first the table lists wins): on 2
+	// cores over TCP (osu reduce, 2 alternating rounds, us, linear against
+	// binomial, 8 B, 64 B, 512 B, 4 KiB, 32 KiB, 256 KiB) 4 ranks
+	// 20.8-21.2 20.0-21.3 21.1-22.1 21.2-21.3 26.9-27.9 173-177 against
+	// 27.1-31.9 24.7-34.4 26.0-33.5 26.0-33.2 35.5-43.5 187-196, 8 ranks
+	// 21.7-25.4 34.7-37.3 22.3-33.0 22.1-27.0 28.4-33.3 345-441 against
+	// 118-130 113-119 135-138 125-127 137-153 578-582, 16 ranks 39.0-40.2
+	// 33.2-38.4 39.3-42.1 31.7-37.2 42.7-48.7 823-910 against 316-337
+	// 362-408 322-363 339-390 382-434 1518-1629; over shared memory
+	// (above the board's 16 KiB) 8 ranks, 32 KiB-1 MiB, 69-404 against
+	// 86-590. From 1 MiB the binomial tree was as fast (4 ranks) or,
+	// from 4 MiB, faster (8 ranks, 8 MiB: 14731-15489 against
+	// 11880-12265).
+	{Coll: CollReduce, Name: "linear", Schedule: rooted(LinearReduce), Concurrent: true, Cost: func(p int, n float64) (int, float64) {
+		return p - 1, float64(p-1) * n
+	}, Reduced: func(p int, n float64) float64 { return float64(p-1) * n },
+		CrowdedUpTo: 16, CrowdedBelow: 1 << 20, CrowdedOneHost: true,
+		Doc: "every rank sends its buffer to the root itself, all at once, the root reducing them in turn (few ranks, small buffers; up to 16 ranks sharing fewer cores, below 1 MiB)"},
 	// Taken outright on one crowded host of up to 16 ranks below 4 MiB,
 	// where the α-β model prices the ring from 256 KiB: on 2 cores over
 	// TCP (osu reduce -i 30, 2 alternating rounds, us, binomial against
@@ -329,7 +351,7 @@ var algoTable = []Algo{
 		return log2Ceil(p), float64(log2Ceil(p)) * n
 	}, Reduced: func(p int, n float64) float64 { return float64(log2Ceil(p)) * n },
 		CrowdedUpTo: 16, CrowdedBelow: 4 << 20, CrowdedOneHost: true,
-		Doc: "binomial tree toward the root, pipelined (up to 16 ranks sharing fewer cores, below 4 MiB)"},
+		Doc: "binomial tree toward the root, pipelined (up to 16 ranks sharing fewer cores, from 1 MiB below 4 MiB)"},
 	{Coll: CollReduce, Name: "ring", Schedule: rooted(RingReduce), Cost: func(p int, n float64) (int, float64) {
 		// The root receives the ring's share and every other segment.
 		return p, 2 * float64(p-1) / float64(p) * n

@@ -91,6 +91,7 @@ func TestReduceSchedules(t *testing.T) {
 	racetest.SkipSequential(t)
 	algos := map[string]func(rank, size, root, count, elemSize int) Schedule{
 		"binomial": BinomialReduce,
+		"linear":   LinearReduce,
 		"ring":     RingReduce,
 	}
 	for name, mk := range algos {

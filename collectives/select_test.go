@@ -35,7 +35,9 @@ func TestSelectTable(t *testing.T) {
 		{CollAllgather, 64 * 8, 64, "recursive-doubling", "log2 steps for tiny blocks, tied with Bruck at a power of two: the first wins"},
 		{CollAllgather, 48 * 8, 48, "bruck", "log2 steps without recursive doubling's fold"},
 		{CollAllgather, 64 << 20, 6, "bruck", "the bytes of the ring in fewer steps (the model does not price its final local rotation)"},
-		{CollReduce, 8, 8, "binomial", "log2 steps for a tiny buffer"},
+		{CollReduce, 8, 8, "linear", "one batch of messages at the root for a tiny buffer, against three steps"},
+		{CollReduce, 8, 64, "binomial", "six steps against a batch of 63 messages"},
+		{CollReduce, 64 << 10, 8, "binomial", "the root receives the buffer three times, not seven"},
 		{CollReduce, 64 << 20, 8, "ring", "the root receives ~2x the buffer instead of log2(8)x"},
 		{CollAlltoall, 8 * 64, 64, "bruck", "log2 rounds for tiny blocks"},
 		{CollAlltoall, 64 << 20, 64, "pairwise", "each block moves once"},
@@ -169,8 +171,9 @@ func TestSelectCrowdedBarrier(t *testing.T) {
 
 // On one crowded host (Algo.CrowdedUpTo, CrowdedBelow, CrowdedRootBelow,
 // CrowdedOneHost) the broadcast is the linear one up to 16 ranks below 8
-// MiB while its root sends under 24 MiB in all, the reduce the binomial
-// tree up to 16 ranks below 4 MiB, the allreduce recursive doubling up
+// MiB while its root sends under 24 MiB in all, the reduce the flat tree
+// up to 16 ranks below 1 MiB and the binomial tree from there below 4
+// MiB, the allreduce recursive doubling up
 // to 4 ranks below 1 MiB, the allgather the ring from 5 to 16 ranks from
 // 512 KiB a rank, the reduce-scatter the ring from 8 to 16 ranks from 1
 // MiB a rank, and the gather and scatter the flat trees up to 16 ranks;
@@ -195,7 +198,9 @@ func TestSelectCrowdedBySize(t *testing.T) {
 		{ar, 4, 1, 1<<20 - 4, true, "recursive-doubling"}, {ar, 3, 1, 512 << 10, true, "recursive-doubling"},
 		{ar, 4, 1, 1 << 20, true, ""}, {ar, 4, 1, 64 << 20, true, ""}, {ar, 5, 1, 256 << 10, true, ""},
 		{ar, 4, 2, 256 << 10, true, ""}, {ar, 4, 1, 256 << 10, false, ""},
-		{rd, 4, 1, 1 << 20, true, "binomial"}, {rd, 8, 1, 512 << 10, true, "binomial"}, {rd, 16, 1, 4<<20 - 4, true, "binomial"},
+		{rd, 4, 1, 1 << 20, true, "binomial"}, {rd, 8, 1, 2 << 20, true, "binomial"}, {rd, 16, 1, 4<<20 - 4, true, "binomial"},
+		{rd, 16, 1, 8, true, "linear"}, {rd, 8, 1, 512 << 10, true, "linear"}, {rd, 16, 1, 1<<20 - 4, true, "linear"},
+		{rd, 32, 1, 8, true, ""}, {rd, 16, 2, 8, true, ""},
 		{rd, 16, 1, 4 << 20, true, ""}, {rd, 17, 1, 1 << 20, true, ""}, {rd, 8, 2, 1 << 20, true, ""}, {rd, 8, 1, 1 << 20, false, ""},
 		// The allgather's bytes are all the ranks' blocks.
 		{ag, 5, 1, 5 * 512 << 10, true, "ring"}, {ag, 8, 1, 8 * 512 << 10, true, "ring"}, {ag, 8, 1, 8 * 4 << 20, true, "ring"},
