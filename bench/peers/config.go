@@ -9,7 +9,11 @@ import (
 )
 
 // Ops are the operations the harness compares, in osu's names.
-var Ops = []string{"latency", "allreduce", "bcast", "alltoall", "allgather", "reduce_scatter"}
+var Ops = []string{"latency", "allreduce", "bcast", "alltoall", "allgather", "reduce_scatter", "reduce", "gather", "scatter"}
+
+// glooOps are the operations the Gloo driver times (Ops but the rooted
+// reduce, gather and scatter).
+var glooOps = Ops[:6]
 
 // Config is one comparison.
 type Config struct {

@@ -20,6 +20,9 @@ func TestSizes(t *testing.T) {
 		{"alltoall", 8, 8, 8, []int{8}},                  // a block per rank
 		{"bcast", 2, 3, 24, []int{6, 12, 24}},            // doubling from MIN as osu -m
 		{"reduce_scatter", 3, 8, 8, nil},
+		{"gather", 8, 2, 16, []int{4, 8, 16}},  // a block per rank
+		{"scatter", 8, 2, 16, []int{4, 8, 16}}, // a block per rank
+		{"reduce", 3, 4, 8, []int{4, 8}},       // the buffer
 	} {
 		if got := Sizes(c.op, c.np, c.min, c.max); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("Sizes(%s, np %d, %d:%d) = %v, want %v", c.op, c.np, c.min, c.max, got, c.want)
@@ -52,6 +55,7 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Peers = []string{"mpi-tcp", "mpi-tcp"} }, "named twice"},
 		{func(c *Config) { c.GlooAlgo = "bcube" }, `unknown Gloo allreduce "bcube"`},
 		{func(c *Config) { c.Method = "nccl" }, `unknown timing method "nccl" (have osu, b2b)`},
+		{func(c *Config) { c.Op = "gather" }, "peer gloo-tcp has no gather"},
 	} {
 		c := validConfig()
 		bad.edit(&c)

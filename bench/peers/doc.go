@@ -49,9 +49,11 @@
 //     trip on rank 0's clock, no barrier in between (bin/osu's first size
 //     warmed up for 50 ms too);
 //   - sizes double from MIN to MAX; collectives move float32 and reduce with
-//     sum; bcast's root is 0; the size is osu's message size: the buffer of
-//     allreduce and bcast, the block per rank of alltoall and allgather, the
-//     whole input of reduce_scatter (each rank receives size/NP);
+//     sum; the rooted operations' root is 0; the size is osu's message
+//     size: the buffer of allreduce, bcast and reduce, the block per rank of
+//     alltoall, allgather, gather and scatter, the whole input of
+//     reduce_scatter (each rank receives size/NP); Gloo's driver has no
+//     reduce, gather or scatter;
 //   - buffers are allocated once, before the first size, and reused;
 //   - the peers run with MALLOC_MMAP_MAX_=0 and a huge
 //     MALLOC_TRIM_THRESHOLD_, so glibc keeps freed memory in the process:

@@ -18,7 +18,7 @@ type Peer struct {
 var Peers = []*Peer{
 	{Name: "mpi-tcp", Label: "Open MPI TCP", Driver: "mpi_bench", Ops: Ops},
 	{Name: "mpi-shm", Label: "Open MPI shm", Driver: "mpi_bench", Ops: Ops},
-	{Name: "gloo-tcp", Label: "Gloo TCP", Driver: "gloo_bench", Ops: Ops},
+	{Name: "gloo-tcp", Label: "Gloo TCP", Driver: "gloo_bench", Ops: glooOps},
 }
 
 // PeerNamed returns the peer called name, or nil.

@@ -6,7 +6,8 @@
 //	peers [flags] OP [flags] [-- GOCCL_COMMAND...]
 //	peers build [-bin DIR] [-peers LIST] [-no-install]
 //
-// OP is latency, allreduce, bcast, alltoall, allgather or reduce_scatter.
+// OP is latency, allreduce, bcast, alltoall, allgather, reduce_scatter,
+// reduce, gather or scatter (Open MPI only).
 // Run from the repository root:
 //
 //	go build -o bin/ ./bench/cmd/peers
@@ -105,7 +106,7 @@ type options struct {
 	build     bool     // the build subcommand
 }
 
-const usageLine = "usage: peers [flags] OP [-- GOCCL_COMMAND...]   (OP: latency allreduce bcast alltoall allgather reduce_scatter)\n" +
+const usageLine = "usage: peers [flags] OP [-- GOCCL_COMMAND...]   (OP: latency allreduce bcast alltoall allgather reduce_scatter reduce gather scatter)\n" +
 	"       peers build [-bin DIR] [-peers LIST] [-no-install]\n"
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

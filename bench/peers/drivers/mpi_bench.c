@@ -2,15 +2,17 @@
  * goccl's bench/osu do, for goccl's comparison harness (bench/peers).
  *
  * Usage: mpirun -np N mpi_bench OP MINBYTES MAXBYTES ITERS WARMUP [METHOD]
- *   OP: latency (2 ranks) | allreduce | bcast | alltoall | allgather | reduce_scatter
+ *   OP: latency (2 ranks) | allreduce | bcast | alltoall | allgather | reduce_scatter |
+ *       reduce | gather | scatter
  *   METHOD: osu (the default, below) | b2b
  *
  * Sizes start at MINBYTES and double up to MAXBYTES (0 is followed by 1), as
  * in osu -m MIN:MAX; a size is skipped when it holds no element. Collectives
  * move float32 (MPI_FLOAT, sum, root 0); the size is what osu calls the
- * message size: the buffer of allreduce and bcast, the block each rank sends
- * to each rank in alltoall, each rank's block in allgather, and each rank's
- * whole input in reduce_scatter (so each rank receives size/N).
+ * message size: the buffer of allreduce, bcast and reduce, the block each
+ * rank sends to each rank in alltoall, each rank's block in allgather,
+ * gather and scatter, and each rank's whole input in reduce_scatter (so
+ * each rank receives size/N).
  *
  * Methodology (osu_allreduce.c and siblings, and bench/osu): per size, a
  * barrier, then WARMUP untimed and ITERS timed calls; each call is timed
@@ -32,10 +34,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum op { LATENCY, ALLREDUCE, BCAST, ALLTOALL, ALLGATHER, REDUCE_SCATTER };
+enum op { LATENCY, ALLREDUCE, BCAST, ALLTOALL, ALLGATHER, REDUCE_SCATTER, REDUCE, GATHER, SCATTER };
 
 static int parse_op(const char *s) {
-  static const char *names[] = {"latency", "allreduce", "bcast", "alltoall", "allgather", "reduce_scatter"};
+  static const char *names[] = {"latency", "allreduce", "bcast", "alltoall", "allgather", "reduce_scatter",
+                                "reduce", "gather", "scatter"};
   for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
     if (!strcmp(s, names[i])) return i;
   return -1;
@@ -49,8 +52,10 @@ static void layout(int op, size_t bytes, int n, size_t *send, size_t *recv, size
   *block = op == REDUCE_SCATTER ? count / n : count;
   switch (op) {
   case ALLTOALL: *send = *recv = n * *block; break;
-  case ALLGATHER: *send = *block; *recv = n * *block; break;
-  case REDUCE_SCATTER: *send = n * *block; *recv = *block; break;
+  case ALLGATHER:
+  case GATHER: *send = *block; *recv = n * *block; break;
+  case REDUCE_SCATTER:
+  case SCATTER: *send = n * *block; *recv = *block; break;
   default: *send = *recv = count;
   }
 }
@@ -63,7 +68,7 @@ int main(int argc, char **argv) {
   int op = argc == 6 || argc == 7 ? parse_op(argv[1]) : -1;
   int b2b = argc == 7 && !strcmp(argv[6], "b2b");
   if (op < 0 || (argc == 7 && !b2b && strcmp(argv[6], "osu"))) {
-    if (!rank) fprintf(stderr, "usage: mpi_bench latency|allreduce|bcast|alltoall|allgather|reduce_scatter MINBYTES MAXBYTES ITERS WARMUP [osu|b2b]\n");
+    if (!rank) fprintf(stderr, "usage: mpi_bench latency|allreduce|bcast|alltoall|allgather|reduce_scatter|reduce|gather|scatter MINBYTES MAXBYTES ITERS WARMUP [osu|b2b]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   size_t minb = strtoull(argv[2], 0, 10), maxb = strtoull(argv[3], 0, 10);
@@ -121,6 +126,9 @@ int main(int argc, char **argv) {
       case ALLTOALL: MPI_Alltoall(a, cnt, MPI_FLOAT, b, cnt, MPI_FLOAT, MPI_COMM_WORLD); break;
       case ALLGATHER: MPI_Allgather(a, cnt, MPI_FLOAT, b, cnt, MPI_FLOAT, MPI_COMM_WORLD); break;
       case REDUCE_SCATTER: MPI_Reduce_scatter_block(a, b, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+      case REDUCE: MPI_Reduce(a, b, cnt, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD); break;
+      case GATHER: MPI_Gather(a, cnt, MPI_FLOAT, b, cnt, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+      case SCATTER: MPI_Scatter(a, cnt, MPI_FLOAT, b, cnt, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
       }
       if (b2b) continue;
       double d = MPI_Wtime() - t0;
