@@ -7,25 +7,31 @@ import (
 )
 
 // CompileFused compiles the schedule of an out-of-place reduction (its
-// BufData, dataLen bytes, starts as a copy of BufInput: allreduce, reduce
+// BufData starts as a copy of BufInput: allreduce, reduce
 // and reduce-scatter with separate send and receive buffers) so that the
 // copy is not made: a receive-and-reduce into bytes of BufData that no
 // earlier step wrote becomes the fused out = input op received
 // (ReduceTo), which reads and writes each byte once instead of copying it
 // first and reducing it after; a send or local copy of such bytes reads
 // them from BufInput. Only bytes that a step reads while partly written,
-// and bytes no step writes at all, are copied from BufInput before the
-// first step. A ring allreduce copies nothing.
+// and bytes of the first keep that no step writes at all, are copied from
+// BufInput before the first step. A ring allreduce copies nothing.
+//
+// keep is how many bytes of BufData the call keeps once it is done: all of
+// them where BufData is the result (an allreduce, a reduce's root), 0
+// where it is only the schedule's working space (a reduce's other ranks,
+// whose BufData is scratch: a leaf that only sends its input then copies
+// nothing).
 //
 // The call must then provide BufInput, registered like BufData (sends read
 // it). A schedule with local copies before its steps (Schedule.Pre) is
 // compiled as Compile does.
-func CompileFused(s Schedule, chunkSize, dataLen int) (*Plan, error) {
-	return CompileFusedContext(context.Background(), s, chunkSize, dataLen)
+func CompileFused(s Schedule, chunkSize, keep int) (*Plan, error) {
+	return CompileFusedContext(context.Background(), s, chunkSize, keep)
 }
 
 // CompileFusedContext is CompileFused under ctx (see CompileContext).
-func CompileFusedContext(ctx context.Context, s Schedule, chunkSize, dataLen int) (*Plan, error) {
+func CompileFusedContext(ctx context.Context, s Schedule, chunkSize, keep int) (*Plan, error) {
 	p, err := CompileContext(ctx, s, chunkSize)
 	if err != nil || len(s.Pre) > 0 {
 		return p, err
@@ -68,7 +74,7 @@ func CompileFusedContext(ctx context.Context, s Schedule, chunkSize, dataLen int
 			written.add(a, b)
 		}
 	}
-	need.addMissing(&written, 0, dataLen)
+	need.addMissing(&written, 0, keep)
 	for _, r := range need {
 		p.pre = append(p.pre, PreCopy{Src: BufInput, SrcOff: r[0], Dst: BufData, DstOff: r[0], Len: r[1] - r[0]})
 	}

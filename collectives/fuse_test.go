@@ -78,6 +78,78 @@ func TestFusedReductions(t *testing.T) {
 	}
 }
 
+// TestFusedReduce runs the reduces compiled with CompileFused, the ranks
+// but the root keeping nothing of BufData (their scratch, as comm has it):
+// BufData starts undefined on every rank, and the root's result must be
+// the reduction of every rank's input all the same.
+func TestFusedReduce(t *testing.T) {
+	reduce := map[string]func(rank, size, root, count, elemSize int) Schedule{
+		"binomial": BinomialReduce,
+		"linear":   LinearReduce,
+		"ring":     RingReduce,
+	}
+	for name, mk := range reduce {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for _, size := range fusedSizes {
+				for _, root := range roots(size) {
+					for _, count := range reduceCounts {
+						c := fused(xcase{size: size, elem: 4, twice: true,
+							mk:        func(r int) Schedule { return mk(r, size, root, count, 4) },
+							dataElems: func(int) int { return count },
+							check: func(s *xsim) error {
+								for i := range count {
+									if _, err := s.wantReduced(root, i); err != nil {
+										return err
+									}
+								}
+								return nil
+							}})
+						c.keepElems = func(r int) int {
+							if r == root {
+								return count
+							}
+							return 0
+						}
+						runX(t, fmt.Sprintf("ranks=%d root=%d count=%d", size, root, count), c)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestFusedReduceLeavesCopyNothing: a reduce's rank that only sends (a
+// leaf of the binomial tree, every rank but the root of the flat one)
+// sends its input and copies nothing when it keeps nothing of BufData;
+// keeping it, it copies the whole buffer.
+func TestFusedReduceLeavesCopyNothing(t *testing.T) {
+	const n, count = 8, 1 << 16
+	for _, tc := range []struct {
+		name string
+		s    Schedule
+	}{{"linear", LinearReduce(3, n, 0, count, 4)}, {"binomial", BinomialReduce(1, n, 0, count, 4)}} {
+		for _, keep := range []int{0, 4 * count} {
+			p, err := CompileFused(tc.s, 4096, keep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copied := 0
+			for _, c := range p.pre {
+				copied += c.Len
+			}
+			for _, ch := range p.chunks {
+				if ch.kind == Send && ch.buf != BufInput {
+					t.Errorf("%s, keep %d: a chunk sent from buffer %d, not the input", tc.name, keep, ch.buf)
+				}
+			}
+			if copied != keep {
+				t.Errorf("%s, keep %d: copied %d bytes", tc.name, keep, copied)
+			}
+		}
+	}
+}
+
 // TestFusedRingCopiesNothing checks that fusing pays: a ring allreduce
 // over n ranks copies nothing, sends the block it sends before receiving
 // anything (1/n of the buffer) from the input, and fuses every other first

@@ -521,8 +521,10 @@ type xcase struct {
 	init       func(s *xsim) // fills the buffers (atoms)
 	check      func(s *xsim) error
 	// fuse compiles with CompileFused: BufInput holds what BufData would
-	// start with (init fills it), BufData starts undefined.
-	fuse bool
+	// start with (init fills it), BufData starts undefined. keepElems
+	// (nil: dataElems) is the BufData each rank keeps (CompileFused's keep).
+	fuse      bool
+	keepElems func(r int) int
 	// window runs windowed plans (Plan.Windowed) through a window of
 	// that many peers, as the executor does, and checks the bound.
 	window int
@@ -593,7 +595,11 @@ func (c xcase) run() error {
 			for r := range c.size {
 				p, err := Compile(scheds[r], ch*c.elem)
 				if c.fuse {
-					p, err = CompileFused(scheds[r], ch*c.elem, c.dataElems(r)*c.elem)
+					keep := c.dataElems
+					if c.keepElems != nil {
+						keep = c.keepElems
+					}
+					p, err = CompileFused(scheds[r], ch*c.elem, keep(r)*c.elem)
 				}
 				if err != nil {
 					return fmt.Errorf("chunk=%d: %v", ch, err)

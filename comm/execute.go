@@ -59,7 +59,13 @@ func (c *Comm) plan(ctx context.Context, r *Request, algo string, fuse int) (*co
 	}
 	var p *collectives.Plan
 	if fuse > 0 {
-		p, err = collectives.CompileFusedContext(ctx, s, c.opts.ChunkSize, fuse)
+		keep := fuse
+		if r.kind == collReduce && c.rank != r.root {
+			// BufData is this rank's scratch (dataBytes): what the
+			// schedule does not write in it is not wanted afterwards.
+			keep = 0
+		}
+		p, err = collectives.CompileFusedContext(ctx, s, c.opts.ChunkSize, keep)
 	} else {
 		p, err = collectives.CompileContext(ctx, s, c.opts.ChunkSize)
 	}

@@ -140,3 +140,20 @@ func QuickP2PTakes(ctx context.Context, c *Comm, send bool, buf []float32, peer,
 
 // StreamLen is the lines of each rank's broadcast ring with n ranks.
 func StreamLen(n int) int { return ringLen(n) }
+
+// ReducePreCopied is how many bytes the plan of a reduce of count float32
+// elements to root copies on c before its steps, compiled as execute
+// compiles one whose send buffer is registered (fused, collectives.
+// CompileFused) with algorithm algo.
+func ReducePreCopied(c *Comm, algo string, count, root int) (int, error) {
+	r := &Request{kind: collReduce, dt: TypeFloat32, count: count, root: root}
+	p, _, err := c.plan(context.Background(), r, algo, 4*count)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, pc := range p.PreCopies() {
+		n += pc.Len
+	}
+	return n, nil
+}

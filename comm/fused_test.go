@@ -103,3 +103,25 @@ func TestReductionsFromRegisteredSend(t *testing.T) {
 		})
 	}
 }
+
+// A reduce's ranks other than the root keep nothing of their BufData (it
+// is scratch): fused, a rank that only sends its input (every rank of the
+// flat tree but the root, the binomial tree's leaves) copies nothing
+// before it sends. It copied the whole buffer into scratch before
+// (1 MiB a call and rank at 1 MiB).
+func TestFusedReduceNonRootsCopyNothing(t *testing.T) {
+	const count = 1 << 16
+	runRanks(t, 4, testOpts, func(c *Comm) error {
+		for _, algo := range []string{"linear", "binomial"} {
+			n, err := ReducePreCopied(c, algo, count, 0)
+			if err != nil {
+				return err
+			}
+			leaf := c.Rank() != 0 && (algo == "linear" || c.Rank()%2 == 1)
+			if leaf && n != 0 {
+				return fmt.Errorf("%s: rank %d copies %d bytes before it sends", algo, c.Rank(), n)
+			}
+		}
+		return nil
+	})
+}
