@@ -14,24 +14,26 @@ import (
 // (ReduceTo), which reads and writes each byte once instead of copying it
 // first and reducing it after; a send or local copy of such bytes reads
 // them from BufInput. Only bytes that a step reads while partly written,
-// and bytes of the first keep that no step writes at all, are copied from
-// BufInput before the first step. A ring allreduce copies nothing.
+// and bytes of BufData the call keeps that no step writes at all, are
+// copied from BufInput before the first step. A ring allreduce copies
+// nothing.
 //
-// keep is how many bytes of BufData the call keeps once it is done: all of
-// them where BufData is the result (an allreduce, a reduce's root), 0
-// where it is only the schedule's working space (a reduce's other ranks,
-// whose BufData is scratch: a leaf that only sends its input then copies
-// nothing).
+// The call keeps bytes [keepLo, keepHi) of BufData once it is done: all
+// of them where BufData is the result (an allreduce, a reduce's root),
+// this rank's block where the rest is working space (a reduce-scatter:
+// the block a recursive-halving rank sends away first is then not
+// copied), none where all of it is (a reduce's other ranks, whose BufData
+// is scratch: a leaf that only sends its input copies nothing).
 //
 // The call must then provide BufInput, registered like BufData (sends read
 // it). A schedule with local copies before its steps (Schedule.Pre) is
 // compiled as Compile does.
-func CompileFused(s Schedule, chunkSize, keep int) (*Plan, error) {
-	return CompileFusedContext(context.Background(), s, chunkSize, keep)
+func CompileFused(s Schedule, chunkSize, keepLo, keepHi int) (*Plan, error) {
+	return CompileFusedContext(context.Background(), s, chunkSize, keepLo, keepHi)
 }
 
 // CompileFusedContext is CompileFused under ctx (see CompileContext).
-func CompileFusedContext(ctx context.Context, s Schedule, chunkSize, keep int) (*Plan, error) {
+func CompileFusedContext(ctx context.Context, s Schedule, chunkSize, keepLo, keepHi int) (*Plan, error) {
 	p, err := CompileContext(ctx, s, chunkSize)
 	if err != nil || len(s.Pre) > 0 {
 		return p, err
@@ -74,7 +76,9 @@ func CompileFusedContext(ctx context.Context, s Schedule, chunkSize, keep int) (
 			written.add(a, b)
 		}
 	}
-	need.addMissing(&written, 0, keep)
+	if keepLo < keepHi {
+		need.addMissing(&written, keepLo, keepHi)
+	}
 	for _, r := range need {
 		p.pre = append(p.pre, PreCopy{Src: BufInput, SrcOff: r[0], Dst: BufData, DstOff: r[0], Len: r[1] - r[0]})
 	}

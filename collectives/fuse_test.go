@@ -71,7 +71,9 @@ func TestFusedReductions(t *testing.T) {
 							}
 							return nil
 						}}
-					runX(t, fmt.Sprintf("ranks=%d count=%d", size, count), fused(c))
+					c = fused(c)
+					c.keep = func(r int) (int, int) { return r * count, (r + 1) * count } // its block, as comm
+					runX(t, fmt.Sprintf("ranks=%d count=%d", size, count), c)
 				}
 			}
 		})
@@ -105,11 +107,11 @@ func TestFusedReduce(t *testing.T) {
 								}
 								return nil
 							}})
-						c.keepElems = func(r int) int {
+						c.keep = func(r int) (int, int) {
 							if r == root {
-								return count
+								return 0, count
 							}
-							return 0
+							return 0, 0
 						}
 						runX(t, fmt.Sprintf("ranks=%d root=%d count=%d", size, root, count), c)
 					}
@@ -130,7 +132,7 @@ func TestFusedReduceLeavesCopyNothing(t *testing.T) {
 		s    Schedule
 	}{{"linear", LinearReduce(3, n, 0, count, 4)}, {"binomial", BinomialReduce(1, n, 0, count, 4)}} {
 		for _, keep := range []int{0, 4 * count} {
-			p, err := CompileFused(tc.s, 4096, keep)
+			p, err := CompileFused(tc.s, 4096, 0, keep)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,6 +152,35 @@ func TestFusedReduceLeavesCopyNothing(t *testing.T) {
 	}
 }
 
+// TestFusedReduceScatterCopiesNothing: a reduce-scatter that keeps only
+// its rank's block copies nothing before its steps; keeping all of
+// BufData, recursive halving copies the half it sends away first and more.
+func TestFusedReduceScatterCopiesNothing(t *testing.T) {
+	const n, count = 8, 1 << 12 // elements per block
+	for name, mk := range map[string]func(rank, size, count, elemSize int) Schedule{
+		"ring": RingReduceScatter, "recursive-halving": RecursiveHalvingReduceScatter} {
+		for r := range n {
+			copied := func(lo, hi int) int {
+				p, err := CompileFused(mk(r, n, count, 4), 4096, lo, hi)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := 0
+				for _, pc := range p.pre {
+					c += pc.Len
+				}
+				return c
+			}
+			if c := copied(4*r*count, 4*(r+1)*count); c != 0 {
+				t.Errorf("%s rank %d keeping its block: copied %d bytes", name, r, c)
+			}
+			if c := copied(0, 4*n*count); name == "recursive-halving" && c < 4*n*count/2 {
+				t.Errorf("%s rank %d keeping everything: copied %d bytes, want at least half", name, r, c)
+			}
+		}
+	}
+}
+
 // TestFusedRingCopiesNothing checks that fusing pays: a ring allreduce
 // over n ranks copies nothing, sends the block it sends before receiving
 // anything (1/n of the buffer) from the input, and fuses every other first
@@ -157,7 +188,7 @@ func TestFusedReduceLeavesCopyNothing(t *testing.T) {
 func TestFusedRingCopiesNothing(t *testing.T) {
 	const n, count = 4, 1 << 16
 	for r := range n {
-		p, err := CompileFused(RingAllreduce(r, n, count, 4), 4096, 4*count)
+		p, err := CompileFused(RingAllreduce(r, n, count, 4), 4096, 0, 4*count)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -521,10 +521,11 @@ type xcase struct {
 	init       func(s *xsim) // fills the buffers (atoms)
 	check      func(s *xsim) error
 	// fuse compiles with CompileFused: BufInput holds what BufData would
-	// start with (init fills it), BufData starts undefined. keepElems
-	// (nil: dataElems) is the BufData each rank keeps (CompileFused's keep).
-	fuse      bool
-	keepElems func(r int) int
+	// start with (init fills it), BufData starts undefined. keep (nil: all
+	// of dataElems) is the part of BufData each rank keeps, in elements
+	// (CompileFused's keepLo and keepHi).
+	fuse bool
+	keep func(r int) (lo, hi int)
 	// window runs windowed plans (Plan.Windowed) through a window of
 	// that many peers, as the executor does, and checks the bound.
 	window int
@@ -595,11 +596,11 @@ func (c xcase) run() error {
 			for r := range c.size {
 				p, err := Compile(scheds[r], ch*c.elem)
 				if c.fuse {
-					keep := c.dataElems
-					if c.keepElems != nil {
-						keep = c.keepElems
+					lo, hi := 0, c.dataElems(r)
+					if c.keep != nil {
+						lo, hi = c.keep(r)
 					}
-					p, err = CompileFused(scheds[r], ch*c.elem, keep(r)*c.elem)
+					p, err = CompileFused(scheds[r], ch*c.elem, lo*c.elem, hi*c.elem)
 				}
 				if err != nil {
 					return fmt.Errorf("chunk=%d: %v", ch, err)

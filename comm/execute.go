@@ -59,13 +59,18 @@ func (c *Comm) plan(ctx context.Context, r *Request, algo string, fuse int) (*co
 	}
 	var p *collectives.Plan
 	if fuse > 0 {
-		keep := fuse
-		if r.kind == collReduce && c.rank != r.root {
-			// BufData is this rank's scratch (dataBytes): what the
-			// schedule does not write in it is not wanted afterwards.
-			keep = 0
+		// The bytes of BufData the call keeps (what deliver reads): all of
+		// them but on a reduce's other ranks, where BufData is scratch
+		// (dataBytes), and in a reduce-scatter, where only this rank's
+		// block is delivered.
+		lo, hi := 0, fuse
+		switch {
+		case r.kind == collReduce && c.rank != r.root:
+			hi = 0
+		case r.kind == collReduceScatter:
+			lo, hi = c.rank*len(r.recv), (c.rank+1)*len(r.recv)
 		}
-		p, err = collectives.CompileFusedContext(ctx, s, c.opts.ChunkSize, keep)
+		p, err = collectives.CompileFusedContext(ctx, s, c.opts.ChunkSize, lo, hi)
 	} else {
 		p, err = collectives.CompileContext(ctx, s, c.opts.ChunkSize)
 	}

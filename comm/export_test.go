@@ -141,13 +141,19 @@ func QuickP2PTakes(ctx context.Context, c *Comm, send bool, buf []float32, peer,
 // StreamLen is the lines of each rank's broadcast ring with n ranks.
 func StreamLen(n int) int { return ringLen(n) }
 
-// ReducePreCopied is how many bytes the plan of a reduce of count float32
-// elements to root copies on c before its steps, compiled as execute
-// compiles one whose send buffer is registered (fused, collectives.
-// CompileFused) with algorithm algo.
-func ReducePreCopied(c *Comm, algo string, count, root int) (int, error) {
+// FusedPreCopied is how many bytes the plan of a reduce (to root) or
+// reduce-scatter of count float32 elements (a reduce-scatter's: a rank's
+// block) copies on c before its steps, compiled as execute compiles one
+// whose send buffer is registered (fused, collectives.CompileFused) with
+// algorithm algo.
+func FusedPreCopied(c *Comm, coll, algo string, count, root int) (int, error) {
 	r := &Request{kind: collReduce, dt: TypeFloat32, count: count, root: root}
-	p, _, err := c.plan(context.Background(), r, algo, 4*count)
+	fuse := 4 * count
+	if coll == "reduce-scatter" {
+		r.kind, r.root, fuse = collReduceScatter, -1, 4*count*c.size
+		r.send, r.recv = make([]byte, fuse), make([]byte, 4*count)
+	}
+	p, _, err := c.plan(context.Background(), r, algo, fuse)
 	if err != nil {
 		return 0, err
 	}

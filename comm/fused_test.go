@@ -113,13 +113,32 @@ func TestFusedReduceNonRootsCopyNothing(t *testing.T) {
 	const count = 1 << 16
 	runRanks(t, 4, testOpts, func(c *Comm) error {
 		for _, algo := range []string{"linear", "binomial"} {
-			n, err := ReducePreCopied(c, algo, count, 0)
+			n, err := FusedPreCopied(c, "reduce", algo, count, 0)
 			if err != nil {
 				return err
 			}
 			leaf := c.Rank() != 0 && (algo == "linear" || c.Rank()%2 == 1)
 			if leaf && n != 0 {
 				return fmt.Errorf("%s: rank %d copies %d bytes before it sends", algo, c.Rank(), n)
+			}
+		}
+		return nil
+	})
+}
+
+// A reduce-scatter keeps only its rank's block of BufData (the rest is
+// working space): fused, it copies nothing before its steps. Recursive
+// halving copied the half it sends away first, and more, before.
+func TestFusedReduceScatterCopiesNothing(t *testing.T) {
+	const count = 1 << 12
+	runRanks(t, 4, testOpts, func(c *Comm) error {
+		for _, algo := range []string{"ring", "recursive-halving"} {
+			n, err := FusedPreCopied(c, "reduce-scatter", algo, count, -1)
+			if err != nil {
+				return err
+			}
+			if n != 0 {
+				return fmt.Errorf("%s: rank %d copies %d bytes before its steps", algo, c.Rank(), n)
 			}
 		}
 		return nil
