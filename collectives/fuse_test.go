@@ -96,17 +96,7 @@ func TestFusedReduce(t *testing.T) {
 			for _, size := range fusedSizes {
 				for _, root := range roots(size) {
 					for _, count := range reduceCounts {
-						c := fused(xcase{size: size, elem: 4, twice: true,
-							mk:        func(r int) Schedule { return mk(r, size, root, count, 4) },
-							dataElems: func(int) int { return count },
-							check: func(s *xsim) error {
-								for i := range count {
-									if _, err := s.wantReduced(root, i); err != nil {
-										return err
-									}
-								}
-								return nil
-							}})
+						c := fused(reduceCase(size, root, count, mk))
 						c.keep = func(r int) (int, int) {
 							if r == root {
 								return 0, count

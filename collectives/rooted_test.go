@@ -103,30 +103,36 @@ func TestReduceSchedules(t *testing.T) {
 }
 
 func testReduce(t *testing.T, mk func(rank, size, root, count, elemSize int) Schedule) {
-	const elem = 4
 	for _, size := range simSizes() {
 		for _, root := range roots(size) {
 			for _, count := range reduceCounts {
-				c := xcase{size: size, elem: elem, twice: true,
-					mk:        func(r int) Schedule { return mk(r, size, root, count, elem) },
-					dataElems: func(int) int { return count },
-					init: func(s *xsim) {
-						for r := range size {
-							s.fill(r, BufData)
-						}
-					},
-					check: func(s *xsim) error {
-						for i := range count {
-							if _, err := s.wantReduced(root, i); err != nil {
-								return err
-							}
-						}
-						return nil
-					}}
-				runX(t, fmt.Sprintf("ranks=%d root=%d count=%d", size, root, count), c)
+				runX(t, fmt.Sprintf("ranks=%d root=%d count=%d", size, root, count), reduceCase(size, root, count, mk))
 			}
 		}
 	}
+}
+
+// reduceCase is the reduce to root of count float32 elements on size
+// ranks by mk: every rank's BufData starts with its contribution, and the
+// root's must end holding the reduction of all of them.
+func reduceCase(size, root, count int, mk func(rank, size, root, count, elemSize int) Schedule) xcase {
+	const elem = 4
+	return xcase{size: size, elem: elem, twice: true,
+		mk:        func(r int) Schedule { return mk(r, size, root, count, elem) },
+		dataElems: func(int) int { return count },
+		init: func(s *xsim) {
+			for r := range size {
+				s.fill(r, BufData)
+			}
+		},
+		check: func(s *xsim) error {
+			for i := range count {
+				if _, err := s.wantReduced(root, i); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}
 }
 
 func TestBinomialGatherSchedule(t *testing.T) { testGather(t, BinomialGather) }
