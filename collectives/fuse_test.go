@@ -85,12 +85,7 @@ func TestFusedReductions(t *testing.T) {
 // BufData starts undefined on every rank, and the root's result must be
 // the reduction of every rank's input all the same.
 func TestFusedReduce(t *testing.T) {
-	reduce := map[string]func(rank, size, root, count, elemSize int) Schedule{
-		"binomial": BinomialReduce,
-		"linear":   LinearReduce,
-		"ring":     RingReduce,
-	}
-	for name, mk := range reduce {
+	for name, mk := range reduceSchedules {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			for _, size := range fusedSizes {

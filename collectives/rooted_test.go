@@ -87,14 +87,17 @@ func TestHierBroadcastSchedules(t *testing.T) {
 	}
 }
 
+// reduceSchedules are the reduce's schedules, by the registry's names: the
+// plain and the fused simulations run each.
+var reduceSchedules = map[string]func(rank, size, root, count, elemSize int) Schedule{
+	"binomial": BinomialReduce,
+	"linear":   LinearReduce,
+	"ring":     RingReduce,
+}
+
 func TestReduceSchedules(t *testing.T) {
 	racetest.SkipSequential(t)
-	algos := map[string]func(rank, size, root, count, elemSize int) Schedule{
-		"binomial": BinomialReduce,
-		"linear":   LinearReduce,
-		"ring":     RingReduce,
-	}
-	for name, mk := range algos {
+	for name, mk := range reduceSchedules {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			testReduce(t, mk)
