@@ -22,6 +22,7 @@ func TestBroadcastSchedules(t *testing.T) {
 	const elem = 8
 	algos := map[string]func(rank, size, root, count, elemSize int) Schedule{
 		"binomial":          BinomialBroadcast,
+		"linear":            LinearBroadcast,
 		"pipeline":          PipelineBroadcast,
 		"scatter-allgather": ScatterAllgatherBroadcast,
 	}
