@@ -106,7 +106,7 @@ type options struct {
 	build     bool     // the build subcommand
 }
 
-const usageLine = "usage: peers [flags] OP [-- GOCCL_COMMAND...]   (OP: latency allreduce bcast alltoall allgather reduce_scatter reduce gather scatter)\n" +
+var usageLine = "usage: peers [flags] OP [-- GOCCL_COMMAND...]   (OP: " + strings.Join(peers.Ops, " ") + ")\n" +
 	"       peers build [-bin DIR] [-peers LIST] [-no-install]\n"
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
