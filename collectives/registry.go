@@ -213,6 +213,10 @@ type Algo struct {
 	// calls of many ranks.
 	CrowdedFromRanks int
 	CrowdedBlockFrom int
+	// CrowdedAnySizeUpTo, if positive, lifts CrowdedBelow and
+	// CrowdedRootBelow for jobs of at most that many ranks, where a rule
+	// holds at every size on few ranks but only for smaller calls on more.
+	CrowdedAnySizeUpTo int
 	// Reduced is how many bytes the busiest rank runs through the
 	// reduction kernel (the γ term); nil for none.
 	Reduced func(size int, n float64) float64
@@ -330,15 +334,23 @@ var algoTable = []Algo{
 	// 33.2-38.4 39.3-42.1 31.7-37.2 42.7-48.7 823-910 against 316-337
 	// 362-408 322-363 339-390 382-434 1518-1629; over shared memory
 	// (above the board's 16 KiB) 8 ranks, 32 KiB-1 MiB, 69-404 against
-	// 86-590. From 1 MiB the binomial tree was as fast (4 ranks) or,
-	// from 4 MiB, faster (8 ranks, 8 MiB: 14731-15489 against
-	// 11880-12265).
+	// 86-590. And below 8 MiB: 1-4 MiB (osu reduce -i 20, 2 alternating
+	// rounds, us, linear against binomial, 1, 2, 4 MiB) over TCP 8 ranks
+	// 1273-1279 1859-1967 4193-4534 against 2215-2391 3171-3865
+	// 5649-6277, 16 ranks (1, 2 MiB) 2761-2762 5879-7201 against
+	// 4896-5277 9047-9467, 4 ranks 403-412 883-1086 2073-2380 against
+	// 419-500 866-1168 2070-2175 (the same), 4 MiB at 16 ranks the same;
+	// over shared memory 8 ranks 332-346 604-611 1095-1325 against
+	// 559-661 795-797 1561-1699. From 8 MiB the binomial tree was as
+	// fast or faster (4 ranks 3991-4434 against 4108-4587 over TCP, 16
+	// ranks 39245-41354 against 47958-50218).
 	{Coll: CollReduce, Name: "linear", Schedule: rooted(LinearReduce), Concurrent: true, Cost: func(p int, n float64) (int, float64) {
 		return p - 1, float64(p-1) * n
 	}, Reduced: func(p int, n float64) float64 { return float64(p-1) * n },
-		CrowdedUpTo: 16, CrowdedBelow: 1 << 20, CrowdedOneHost: true,
-		Doc: "every rank sends its buffer to the root itself, all at once, the root reducing them in turn (few ranks, small buffers; up to 16 ranks sharing fewer cores, below 1 MiB)"},
-	// Taken outright on one crowded host of up to 16 ranks below 4 MiB,
+		CrowdedUpTo: 16, CrowdedBelow: 8 << 20, CrowdedOneHost: true,
+		Doc: "every rank sends its buffer to the root itself, all at once, the root reducing them in turn (few ranks, small buffers; up to 16 ranks sharing fewer cores, below 8 MiB)"},
+	// Taken outright on one crowded host of up to 4 ranks, and of up to 16
+	// below 16 MiB,
 	// where the α-β model prices the ring from 256 KiB: on 2 cores over
 	// TCP (osu reduce -i 30, 2 alternating rounds, us, binomial against
 	// the ring, 256 KiB .. 2 MiB) 4 ranks 172-246 266-331 464-542 999-1011
@@ -346,12 +358,28 @@ var algoTable = []Algo{
 	// 1646-1732 3280-3484 against 959-1318 1474-1775 2065-2325 3758-4172;
 	// 16 ranks (from 128 KiB) 984-1037 1494-1618 2865-2910 4879-5425
 	// 8827-9147 against 2558-2743 3010-3231 4216-4447 6660-7630
-	// 10861-11294. At 4 MiB the ring was as fast or 7% faster.
+	// 10861-11294. At 4 MiB the ring was as fast or 7% faster then; since
+	// the fused plans stopped copying the leaves' input (CompileFused's
+	// keep range) the tree is faster than the ring on crowded hosts up to
+	// 4 ranks at every size and up to 16 below 16 MiB (the linear
+	// reduce's rule takes the calls below 8 MiB first): osu reduce, 2
+	// alternating rounds, us, binomial against the ring, over TCP 4 ranks
+	// (8, 16, 32, 64 MiB) 3991-4434 7612-8325 15946 36001-37199 against
+	// 5078-5151 10660-11159 20825-21647 47138-49282, 6 ranks (8, 16 MiB)
+	// 6673-7407 14876-14952 against 8205-8388 15821-15985, 8 ranks (8
+	// MiB) 10561-11384 against 10992-14439, 16 ranks (8 MiB) 39245-41354
+	// against 46712-48270; over shared memory 4 ranks (16, 64 MiB)
+	// 3303-3425 16393-17387 against 4553-4919 26394-28061, 8 ranks (16,
+	// 32 MiB) 9560-9983 20482-21126 against 11427-12600 24225-29725. The
+	// ring was faster over TCP from 16 MiB at 8 ranks (16, 32, 64 MiB:
+	// 24287-25038 48565-50362 101500-107896 against 25758-26833
+	// 56604-59018 109957-114396) and at 16 (32 MiB: 132860-136412
+	// against 147293-151039).
 	{Coll: CollReduce, Name: "binomial", Schedule: rooted(BinomialReduce), Pipelined: true, RootBound: true, Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p), float64(log2Ceil(p)) * n
 	}, Reduced: func(p int, n float64) float64 { return float64(log2Ceil(p)) * n },
-		CrowdedUpTo: 16, CrowdedBelow: 4 << 20, CrowdedOneHost: true,
-		Doc: "binomial tree toward the root, pipelined (up to 16 ranks sharing fewer cores, from 1 MiB below 4 MiB)"},
+		CrowdedUpTo: 16, CrowdedBelow: 16 << 20, CrowdedAnySizeUpTo: 4, CrowdedOneHost: true,
+		Doc: "binomial tree toward the root, pipelined (ranks sharing fewer cores, from 8 MiB: up to 4 ranks at any size, up to 16 below 16 MiB)"},
 	{Coll: CollReduce, Name: "ring", Schedule: rooted(RingReduce), Cost: func(p int, n float64) (int, float64) {
 		// The root receives the ring's share and every other segment.
 		return p, 2 * float64(p-1) / float64(p) * n

@@ -195,11 +195,12 @@ func Select(c Coll, nbytes int, t Topology, m Model, prices []Price) (*Algo, []P
 
 // TakenCrowded reports whether the selector takes a without pricing on a
 // crowded host (Model.Crowded) for a call priced at nbytes on t
-// (Algo.CrowdedUpTo, CrowdedBelow, CrowdedRootBelow, CrowdedOneHost,
-// CrowdedFromRanks, CrowdedBlockFrom).
+// (Algo.CrowdedUpTo, CrowdedBelow, CrowdedRootBelow, CrowdedAnySizeUpTo,
+// CrowdedOneHost, CrowdedFromRanks, CrowdedBlockFrom).
 func (a *Algo) TakenCrowded(t Topology, nbytes int) bool {
-	return t.Size <= a.CrowdedUpTo && t.Size >= a.CrowdedFromRanks && (a.CrowdedBelow <= 0 || nbytes < a.CrowdedBelow) &&
-		(a.CrowdedRootBelow <= 0 || int64(t.Size-1)*int64(nbytes) < int64(a.CrowdedRootBelow)) &&
+	anySize := t.Size <= a.CrowdedAnySizeUpTo
+	return t.Size <= a.CrowdedUpTo && t.Size >= a.CrowdedFromRanks && (anySize || a.CrowdedBelow <= 0 || nbytes < a.CrowdedBelow) &&
+		(anySize || a.CrowdedRootBelow <= 0 || int64(t.Size-1)*int64(nbytes) < int64(a.CrowdedRootBelow)) &&
 		(a.CrowdedBlockFrom <= 0 || t.Size > 0 && nbytes/t.Size >= a.CrowdedBlockFrom) &&
 		(!a.CrowdedOneHost || t.Hosts <= 1)
 }

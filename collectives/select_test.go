@@ -172,8 +172,9 @@ func TestSelectCrowdedBarrier(t *testing.T) {
 // On one crowded host (Algo.CrowdedUpTo, CrowdedBelow, CrowdedRootBelow,
 // CrowdedOneHost) the broadcast is the linear one up to 16 ranks below 8
 // MiB while its root sends under 24 MiB in all, the reduce the flat tree
-// up to 16 ranks below 1 MiB and the binomial tree from there below 4
-// MiB, the allreduce recursive doubling up
+// up to 16 ranks below 8 MiB and the binomial tree from there, at any
+// size up to 4 ranks and below 16 MiB up to 16, the allreduce recursive
+// doubling up
 // to 4 ranks below 1 MiB, the allgather the ring from 5 to 16 ranks from
 // 512 KiB a rank, the reduce-scatter the ring from 8 to 16 ranks from 1
 // MiB a rank, and the gather and scatter the flat trees up to 16 ranks;
@@ -198,10 +199,13 @@ func TestSelectCrowdedBySize(t *testing.T) {
 		{ar, 4, 1, 1<<20 - 4, true, "recursive-doubling"}, {ar, 3, 1, 512 << 10, true, "recursive-doubling"},
 		{ar, 4, 1, 1 << 20, true, ""}, {ar, 4, 1, 64 << 20, true, ""}, {ar, 5, 1, 256 << 10, true, ""},
 		{ar, 4, 2, 256 << 10, true, ""}, {ar, 4, 1, 256 << 10, false, ""},
-		{rd, 4, 1, 1 << 20, true, "binomial"}, {rd, 8, 1, 2 << 20, true, "binomial"}, {rd, 16, 1, 4<<20 - 4, true, "binomial"},
+		{rd, 4, 1, 8 << 20, true, "binomial"}, {rd, 4, 1, 64 << 20, true, "binomial"}, {rd, 3, 1, 1 << 30, true, "binomial"},
+		{rd, 8, 1, 8 << 20, true, "binomial"}, {rd, 16, 1, 16<<20 - 4, true, "binomial"},
 		{rd, 16, 1, 8, true, "linear"}, {rd, 8, 1, 512 << 10, true, "linear"}, {rd, 16, 1, 1<<20 - 4, true, "linear"},
-		{rd, 32, 1, 8, true, ""}, {rd, 16, 2, 8, true, ""},
-		{rd, 16, 1, 4 << 20, true, ""}, {rd, 17, 1, 1 << 20, true, ""}, {rd, 8, 2, 1 << 20, true, ""}, {rd, 8, 1, 1 << 20, false, ""},
+		{rd, 4, 1, 1 << 20, true, "linear"}, {rd, 8, 1, 4 << 20, true, "linear"}, {rd, 16, 1, 8<<20 - 4, true, "linear"},
+		{rd, 32, 1, 8, true, ""}, {rd, 16, 2, 8, true, ""}, {rd, 5, 1, 16 << 20, true, ""}, {rd, 8, 1, 64 << 20, true, ""},
+		{rd, 16, 1, 16 << 20, true, ""}, {rd, 17, 1, 1 << 20, true, ""}, {rd, 8, 2, 1 << 20, true, ""}, {rd, 8, 1, 1 << 20, false, ""},
+		{rd, 4, 2, 64 << 20, true, ""}, {rd, 4, 1, 64 << 20, false, ""},
 		// The allgather's bytes are all the ranks' blocks.
 		{ag, 5, 1, 5 * 512 << 10, true, "ring"}, {ag, 8, 1, 8 * 512 << 10, true, "ring"}, {ag, 8, 1, 8 * 4 << 20, true, "ring"},
 		{ag, 16, 1, 16 * 2 << 20, true, "ring"}, {ag, 8, 1, 8*512<<10 - 8, true, ""}, {ag, 16, 1, 16 * 256 << 10, true, ""},

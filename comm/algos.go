@@ -144,6 +144,9 @@ func (c *Comm) choose(k collKind, forced string, nbytes int) (string, error) {
 			if a.CrowdedRootBelow > 0 {
 				bound += fmt.Sprintf(" while the root sends under %d bytes in all", a.CrowdedRootBelow)
 			}
+			if a.CrowdedAnySizeUpTo > 0 && bound != "" {
+				bound += fmt.Sprintf(" (any size up to %d ranks)", a.CrowdedAnySizeUpTo)
+			}
 			c.debugf("%s(%d bytes) #%d: algorithm %s (%d ranks on a host of fewer processors: taken %s%s, as measured; cost model, α=%.1fus β=%.3fns/B:%s)", k, nbytes, c.seq, a.Name, c.size, ranks, bound, c.alpha*1e6, c.beta*1e9, collectives.FormatPrices(prices))
 		} else {
 			c.debugf("%s(%d bytes) #%d: algorithm %s (cost model, α=%.1fus β=%.3fns/B:%s)", k, nbytes, c.seq, a.Name, c.alpha*1e6, c.beta*1e9, collectives.FormatPrices(prices))
