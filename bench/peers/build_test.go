@@ -114,3 +114,34 @@ func TestDriversEveryOp(t *testing.T) {
 		}
 	}
 }
+
+// Gloo's ping-pong after small messages runs at the wire's pace: its
+// driver's barrier once sent bound buffers, for which Gloo sets and locks
+// the pair's SO_SNDBUF to the message (4.6 KB for the barrier's), never
+// resized for the unbound buffers of the ping-pong; from 64 KiB on each
+// message then waited for delayed acknowledgements (80 ms a one-way
+// trip at 128 KiB, 0.4 s at 1 MiB, against tens of microseconds).
+func TestGlooLatencyLargeAfterSmall(t *testing.T) {
+	dir := buildOrSkip(t)
+	c := Config{Op: "latency", NP: 2, Min: 8, Max: 256 << 10, Iters: 5, Warmup: 1, Rounds: 1, Peers: []string{"gloo-tcp"}, Method: MethodOSU}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := PeerProgram(PeerNamed("gloo-tcp"), dir, &c).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := ParseRows(out)
+	for _, size := range []int{64 << 10, 128 << 10, 256 << 10} {
+		us, ok := rows[size]
+		if !ok {
+			t.Fatalf("no row for %d bytes:\n%s", size, out)
+		}
+		// A stalled trip is 40 ms; a loaded host moves 256 KiB in a few.
+		if us > 20000 {
+			t.Errorf("%d bytes: %.0f us one way, a delayed acknowledgement's stall:\n%s", size, us, out)
+		}
+	}
+}

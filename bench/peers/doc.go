@@ -23,7 +23,14 @@
 //   - gloo-tcp: drivers/gloo_bench.cc, NP processes started directly,
 //     meeting through Gloo's file store in a fresh directory, over Gloo's
 //     TCP transport on 127.0.0.1; allreduce is gloo::AllreduceRingChunked
-//     unless told otherwise.
+//     unless told otherwise. Its barrier speaks the operation's kind of
+//     buffer: gloo::barrier (unbound buffers, as torch.distributed's) for
+//     latency, alltoall and allgather, the legacy gloo::BarrierAllToAll
+//     for the legacy algorithm classes. Gloo sizes and locks a pair's
+//     send buffer at each bound send and never at unbound ones, so after
+//     the legacy barrier's tiny messages the unbound ones waited for
+//     delayed acknowledgements from 64 KiB on (tens of milliseconds a
+//     message; TestGlooLatencyLargeAfterSmall).
 //
 // Every program runs in each of several rounds, alternating (the order
 // rotates from round to round, so none always runs first or right after

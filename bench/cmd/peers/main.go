@@ -30,7 +30,7 @@
 //	-no-build        use bin/gorun and bin/osu as they are (default: go build them first)
 //	-markdown        also print the table as markdown, for the README
 //	-timeout D       bound on one run of one program (15m)
-//	-v               a line per run on standard error
+//	-q               no progress lines (by default a line per run on standard error)
 //	-steady N        times a round runs again when the host's state changed during it (3; 0: report only; -1: no sampling)
 //
 // goccl's command defaults to
@@ -100,7 +100,7 @@ type options struct {
 	noInstall bool
 	noBuild   bool
 	markdown  bool
-	verbose   bool
+	quiet     bool
 	steady    int      // -steady: retries of a round whose host state changed; -1: no sampling
 	command   []string // after "--"
 	build     bool     // the build subcommand
@@ -120,9 +120,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "peers: %v (peers -h lists the flags)\n", err)
 		return 2
 	}
-	var log io.Writer = io.Discard
-	if o.verbose {
-		log = stderr
+	// A comparison runs for minutes: a line per run says how far it got.
+	var log io.Writer = stderr
+	if o.quiet {
+		log = io.Discard
 	}
 	bopts := peers.BuildOptions{Dir: o.bin, Peers: o.cfg.Peers, Install: !o.noInstall, Log: stderr}
 	if o.build {
@@ -267,7 +268,8 @@ func newFlagSet(o *options, sizes *string) *flag.FlagSet {
 	fs.BoolVar(&o.noInstall, "no-install", false, "fail instead of installing missing Debian packages")
 	fs.BoolVar(&o.noBuild, "no-build", false, "use bin/gorun and bin/osu as they are")
 	fs.BoolVar(&o.markdown, "markdown", false, "also print the table as markdown")
-	fs.BoolVar(&o.verbose, "v", false, "a line per run on standard error")
+	fs.BoolVar(&o.quiet, "q", false, "no progress lines (by default a line per run on standard error)")
+	fs.Bool("v", true, "a line per run on standard error (the default; older command lines give it)")
 	fs.IntVar(&o.steady, "steady", 3, "times a round runs again when the host's state changed during it (0: sample and report only; -1: no sampling)")
 	return fs
 }

@@ -113,7 +113,7 @@ func TestEndToEnd(t *testing.T) {
 	defer cancel()
 	var out, errb bytes.Buffer
 	code := run(ctx, []string{"-no-install", "-m", "4:32", "-i", "3", "-x", "1", "-rounds", "2", "-peers", "mpi-tcp,mpi-shm,gloo-tcp",
-		"-markdown", "-v", "-steady", "0", "allreduce", "--",
+		"-markdown", "-steady", "0", "allreduce", "--",
 		filepath.Join(dir, "gorun"), "-n", "2", filepath.Join(dir, "osu"), "allreduce", "-m", "4:32", "-i", "3", "-x", "1", "-T", "float32"},
 		&out, &errb)
 	if code != 0 {
