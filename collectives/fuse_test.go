@@ -115,7 +115,7 @@ func TestFusedReduceLeavesCopyNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		s    Schedule
-	}{{"linear", LinearReduce(3, n, 0, count, 4)}, {"binomial", BinomialReduce(1, n, 0, count, 4)}} {
+	}{{"linear", LinearReduce(3, n, 0, count, 4)}, {"binomial", BinomialReduce(1, n, 0, count, 4)}, {"pipeline", PipelineReduce(n-1, n, 0, count, 4)}} {
 		for _, keep := range []int{0, 4 * count} {
 			p, err := CompileFused(tc.s, 4096, 0, keep)
 			if err != nil {

@@ -380,11 +380,28 @@ var algoTable = []Algo{
 	}, Reduced: func(p int, n float64) float64 { return float64(log2Ceil(p)) * n },
 		CrowdedUpTo: 16, CrowdedBelow: 16 << 20, CrowdedAnySizeUpTo: 4, CrowdedOneHost: true,
 		Doc: "binomial tree toward the root, pipelined (ranks sharing fewer cores, from 8 MiB: up to 4 ranks at any size, up to 16 below 16 MiB)"},
+	// The chain: every rank receives, reduces and sends the buffer once,
+	// where the ring's root receives nearly twice the buffer, so the
+	// model takes it for large buffers (from 4 MiB at 3-4 ranks, 16 MiB
+	// at 8-16, 64 MiB at 64). Across hosts joined by 1 Gbit/s links
+	// (scripts/hier-compare.sh --op reduce, network namespaces, one rank
+	// a host, -i 5, us, the chain against the ring, 1, 4, 16 MiB): 3
+	// hosts 9009 35363 141005 against 9988 44750 179788, 4 hosts 10374
+	// 37019 142788 against 11212 52763 198914 (the link's own time for
+	// 16 MiB: 134 ms). Not taken on crowded hosts below the binomial
+	// tree's bound: there over shared memory the tree was faster (8
+	// ranks, 8 and 32 MiB: 4881-4987 20730-20832 against 5257-5459
+	// 25204-28128), over TCP the chain (11629-12607 against
+	// 14919-16313).
+	{Coll: CollReduce, Name: "pipeline", Schedule: rooted(PipelineReduce), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
+		return p - 1, n
+	}, Reduced: func(p int, n float64) float64 { return n },
+		Doc: "chain toward the root, pipelined (large buffers)"},
 	{Coll: CollReduce, Name: "ring", Schedule: rooted(RingReduce), Cost: func(p int, n float64) (int, float64) {
 		// The root receives the ring's share and every other segment.
 		return p, 2 * float64(p-1) / float64(p) * n
 	}, Reduced: func(p int, n float64) float64 { return float64(p-1) / float64(p) * n },
-		Doc: "ring reduce-scatter, then the segments gathered at the root (large buffers)"},
+		Doc: "ring reduce-scatter, then the segments gathered at the root (mid-size buffers; the chain from 4-64 MiB by the ranks)"},
 
 	// Taken outright on one crowded host of 5 to 16 ranks from 512 KiB a
 	// rank, where the α-β model prices it at (p-1) α, the others'

@@ -93,6 +93,7 @@ func TestHierBroadcastSchedules(t *testing.T) {
 var reduceSchedules = map[string]func(rank, size, root, count, elemSize int) Schedule{
 	"binomial": BinomialReduce,
 	"linear":   LinearReduce,
+	"pipeline": PipelineReduce,
 	"ring":     RingReduce,
 }
 

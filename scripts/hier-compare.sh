@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# hier-compare.sh: hierarchical against flat allreduce across hosts, on
+# hier-compare.sh: hierarchical against flat collectives across hosts, on
 # this machine: hosts are network namespaces on a bridge whose links are
 # shaped with tc tbf (as scripts/sim-validate.sh; ../shared/notes/
 # multihost.md), ranks of one host talk over shared memory, hosts over TCP
 # (GOCCL_TRANSPORT=auto), gorun starts the ranks through an ssh stand-in
 # (ip netns exec). For each layout (hosts x ranks per host) it runs osu
-# allreduce with each algorithm forced (ring, recursive-doubling, tree,
-# hier-ring, hier-leader) and with the selector's choice, results checked
-# (-c), and prints one markdown table of average latency per size.
+# allreduce (or --op OP) with each algorithm forced (ring,
+# recursive-doubling, tree, hier-ring, hier-leader; or --algos LIST) and
+# with the selector's choice ("auto"), results checked (-c), and prints one
+# markdown table of average latency per size.
 #
 # Usage: sudo scripts/hier-compare.sh [-o DIR] [--rate 1gbit] [--layouts "2x2 2x3 4x2"] [-m 8:4M] [-i 20]
+#        [--op reduce --algos "pipeline ring binomial auto"]
 # Needs root (namespaces, tc). Not part of the test suite: a measurement,
 # meant for a quiet machine. Everything it creates is removed on exit.
 set -uo pipefail
@@ -21,6 +23,8 @@ RATE=1gbit
 LAYOUTS="2x2 2x3 4x2"
 SIZES=8:4M
 ITERS=20
+OP=allreduce
+ALGOS="ring recursive-doubling tree hier-ring hier-leader auto"
 while (($#)); do
 	case $1 in
 	-o) OUT=$2; shift 2 ;;
@@ -28,10 +32,11 @@ while (($#)); do
 	--layouts) LAYOUTS=$2; shift 2 ;;
 	-m) SIZES=$2; shift 2 ;;
 	-i) ITERS=$2; shift 2 ;;
-	*) echo "usage: $0 [-o DIR] [--rate 1gbit] [--layouts \"2x2 2x3 4x2\"] [-m 8:4M] [-i 20]" >&2; exit 2 ;;
+	--op) OP=$2; shift 2 ;;
+	--algos) ALGOS=$2; shift 2 ;;
+	*) echo "usage: $0 [-o DIR] [--rate 1gbit] [--layouts \"2x2 2x3 4x2\"] [-m 8:4M] [-i 20] [--op OP] [--algos LIST]" >&2; exit 2 ;;
 	esac
 done
-ALGOS="ring recursive-doubling tree hier-ring hier-leader auto"
 
 say() { printf '%s hier-compare: %s\n' "$(date +%T)" "$*" >&2; }
 die() { say "$*"; exit 1; }
@@ -105,9 +110,9 @@ for layout in $LAYOUTS; do
 		file="$OUT/runs/$layout-$algo.txt"
 		opt=(--algorithm "$algo")
 		[[ $algo == auto ]] && opt=()
-		say "$layout: osu allreduce ${opt[*]:-(selector)} -m $SIZES -i $ITERS -c"
+		say "$layout: osu $OP ${opt[*]:-(selector)} -m $SIZES -i $ITERS -c"
 		if ! ip netns exec "${NS}h0" timeout 600 "$BIN/gorun" --ssh "$BIN/nsssh" --timeout 550s \
-			-H "$(hostspec "$h" "$r")" "$BIN/osu" allreduce "${opt[@]}" -m "$SIZES" -i "$ITERS" -x 5 -c \
+			-H "$(hostspec "$h" "$r")" "$BIN/osu" "$OP" "${opt[@]}" -m "$SIZES" -i "$ITERS" -x 5 -c \
 			>"$file" 2>"$file.err"; then
 			say "FAILED: $layout $algo: $(tail -n 3 "$file.err" | tr '\n' ' ')"
 			failed=1
@@ -119,12 +124,13 @@ trap - EXIT
 
 # One table: size, then each algorithm's average latency (us).
 for layout in $LAYOUTS; do
-	printf '\n### %s (hosts x ranks per host), links %s\n\n| size (B) |' "$layout" "$RATE"
+	printf '\n### %s %s (hosts x ranks per host), links %s\n\n| size (B) |' "$OP" "$layout" "$RATE"
 	for algo in $ALGOS; do printf ' %s |' "$algo"; done
 	printf '\n|---|'
 	for algo in $ALGOS; do printf -- '---|'; done
 	printf '\n'
-	sizes=$(sed 's/^\[[0-9]*\] //' "$OUT/runs/$layout-ring.txt" 2>/dev/null | awk '$1 ~ /^[0-9]+$/ {print $1}')
+	first=${ALGOS%% *}
+	sizes=$(sed 's/^\[[0-9]*\] //' "$OUT/runs/$layout-$first.txt" 2>/dev/null | awk '$1 ~ /^[0-9]+$/ {print $1}')
 	for s in $sizes; do
 		printf '| %s |' "$s"
 		for algo in $ALGOS; do
