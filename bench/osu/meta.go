@@ -120,6 +120,17 @@ func gatherHosts(ctx context.Context, c *comm.Comm) ([]int, []string, error) {
 	return pids, hosts, nil
 }
 
+// hostCount is how many hosts the job spans: the communicator's count,
+// which tells network namespaces and containers of one machine apart
+// (comm.Options.HostID), where their host names are all one; the names'
+// count without it.
+func hostCount(c *comm.Comm, hosts []string) int {
+	if n := c.Hosts(); n > 0 {
+		return n
+	}
+	return countHosts(hosts)
+}
+
 func countHosts(hosts []string) int {
 	seen := map[string]bool{}
 	for _, h := range hosts {
@@ -134,7 +145,7 @@ func newMeta(c *comm.Comm, coll, forced string, maxBytes int, hosts []string) Me
 		Transport: c.Transport(),
 		Algorithm: algorithmOf(c, coll, forced, maxBytes),
 		Ranks:     c.Size(),
-		Hosts:     countHosts(hosts),
+		Hosts:     hostCount(c, hosts),
 		HostNames: hosts,
 		Date:      time.Now().UTC().Format(time.RFC3339),
 		GoVersion: runtime.Version(),

@@ -20,6 +20,12 @@ import (
 // transport, and returns rank 0's output.
 func runRanks(t *testing.T, n int, f func(c *comm.Comm, out io.Writer) error) string {
 	t.Helper()
+	return runRanksOpts(t, n, func(int) comm.Options { return comm.Options{} }, f)
+}
+
+// runRanksOpts is runRanks with rank r's options opts(r).
+func runRanksOpts(t *testing.T, n int, opts func(r int) comm.Options, f func(c *comm.Comm, out io.Writer) error) string {
+	t.Helper()
 	network := mem.NewNetwork(mem.Options{})
 	g := comm.NewLocalGroup(n)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -31,7 +37,9 @@ func runRanks(t *testing.T, n int, f func(c *comm.Comm, out io.Writer) error) st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := comm.New(ctx, g.Member(r), network.NewDevice(), comm.Options{OwnDevice: true, Timeout: 30 * time.Second})
+			o := opts(r)
+			o.OwnDevice, o.Timeout = true, 30*time.Second
+			c, err := comm.New(ctx, g.Member(r), network.NewDevice(), o)
 			if err != nil {
 				errs[r] = err
 				return
@@ -121,6 +129,18 @@ func TestRunCollectives(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The banner's host count is the communicator's: ranks in network
+// namespaces (or containers) of one machine share its host name, and the
+// banner said "Hosts: 1" for jobs that spanned several.
+func TestBannerCountsHostsAsTheCommunicator(t *testing.T) {
+	cfg := parse(t, "allreduce", "-m", "4:4", "-i", "1", "-x", "0")
+	out := runRanksOpts(t, 4, func(r int) comm.Options { return comm.Options{HostID: fmt.Sprintf("host%d", r/2)} },
+		func(c *comm.Comm, out io.Writer) error { return Run(context.Background(), c, cfg, out, io.Discard) })
+	if !strings.Contains(out, "Ranks: 4  Hosts: 2\n") {
+		t.Errorf("want Ranks: 4  Hosts: 2 in the banner:\n%s", out)
 	}
 }
 
