@@ -217,6 +217,11 @@ type Algo struct {
 	// CrowdedRootBelow for jobs of at most that many ranks, where a rule
 	// holds at every size on few ranks but only for smaller calls on more.
 	CrowdedAnySizeUpTo int
+	// Chain: a pipelined chain in rank order, whose fill crosses only
+	// Hosts-1 network links on several hosts (each host's ranks in a
+	// block), the rest of its hops local ones: Time prices those at the
+	// local links' cost.
+	Chain bool
 	// Reduced is how many bytes the busiest rank runs through the
 	// reduction kernel (the γ term); nil for none.
 	Reduced func(size int, n float64) float64
@@ -283,7 +288,7 @@ var algoTable = []Algo{
 	{Coll: CollBroadcast, Name: "binomial", Schedule: rooted(BinomialBroadcast), Pipelined: true, RootBound: true, Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p), float64(log2Ceil(p)) * n
 	}, NetBytes: netBinomialBroadcast, Doc: "binomial tree, pipelined"},
-	{Coll: CollBroadcast, Name: "pipeline", Schedule: rooted(PipelineBroadcast), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
+	{Coll: CollBroadcast, Name: "pipeline", Schedule: rooted(PipelineBroadcast), Pipelined: true, Chain: true, Cost: func(p int, n float64) (int, float64) {
 		return p - 1, n
 	}, Doc: "chain from the root, pipelined"},
 	{Coll: CollBroadcast, Name: "scatter-allgather", Schedule: rooted(ScatterAllgatherBroadcast), Cost: func(p int, n float64) (int, float64) {
@@ -393,7 +398,7 @@ var algoTable = []Algo{
 	// ranks, 8 and 32 MiB: 4881-4987 20730-20832 against 5257-5459
 	// 25204-28128), over TCP the chain (11629-12607 against
 	// 14919-16313).
-	{Coll: CollReduce, Name: "pipeline", Schedule: rooted(PipelineReduce), Pipelined: true, Cost: func(p int, n float64) (int, float64) {
+	{Coll: CollReduce, Name: "pipeline", Schedule: rooted(PipelineReduce), Pipelined: true, Chain: true, Cost: func(p int, n float64) (int, float64) {
 		return p - 1, n
 	}, Reduced: func(p int, n float64) float64 { return n },
 		Doc: "chain toward the root, pipelined (large buffers)"},

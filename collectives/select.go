@@ -126,6 +126,15 @@ func (a *Algo) Time(nbytes int, t Topology, m Model) (float64, bool) {
 		l.Beta = b
 	}
 	sec := c.Time(l.Alpha, l.Beta, chunk)
+	if a.Chain && c.Pipelined && !c.RootBound && t.Hosts > 1 && t.Size > t.Hosts {
+		// The fill was priced at the network's cost per hop, but a chain
+		// in rank order crosses only Hosts-1 host boundaries: its other
+		// hops run over the local links.
+		if loc := m.Links[LinkLocal]; loc.known() {
+			hop := (l.Alpha - loc.Alpha) + float64(chunk)*(l.Beta-loc.Beta)
+			sec -= float64(t.Size-t.Hosts) * max(hop, 0)
+		}
+	}
 	if a.Reduced != nil && t.Size > 1 {
 		sec += a.Reduced(t.Size, float64(nbytes)) * m.Gamma
 	}

@@ -8,10 +8,11 @@
 # allreduce (or --op OP) with each algorithm forced (ring,
 # recursive-doubling, tree, hier-ring, hier-leader; or --algos LIST) and
 # with the selector's choice ("auto"), results checked (-c), and prints one
-# markdown table of average latency per size.
+# markdown table of average latency per size (--max: the slowest rank's,
+# which for a rooted collective is when the root's result is whole).
 #
 # Usage: sudo scripts/hier-compare.sh [-o DIR] [--rate 1gbit] [--layouts "2x2 2x3 4x2"] [-m 8:4M] [-i 20]
-#        [--op reduce --algos "pipeline ring binomial auto"]
+#        [--op reduce --algos "pipeline ring binomial auto"] [--max]
 # Needs root (namespaces, tc). Not part of the test suite: a measurement,
 # meant for a quiet machine. Everything it creates is removed on exit.
 set -uo pipefail
@@ -24,6 +25,8 @@ LAYOUTS="2x2 2x3 4x2"
 SIZES=8:4M
 ITERS=20
 OP=allreduce
+COL=2
+FULL=()
 ALGOS="ring recursive-doubling tree hier-ring hier-leader auto"
 while (($#)); do
 	case $1 in
@@ -34,7 +37,8 @@ while (($#)); do
 	-i) ITERS=$2; shift 2 ;;
 	--op) OP=$2; shift 2 ;;
 	--algos) ALGOS=$2; shift 2 ;;
-	*) echo "usage: $0 [-o DIR] [--rate 1gbit] [--layouts \"2x2 2x3 4x2\"] [-m 8:4M] [-i 20] [--op OP] [--algos LIST]" >&2; exit 2 ;;
+	--max) COL=4 FULL=(-f); shift ;;
+	*) echo "usage: $0 [-o DIR] [--rate 1gbit] [--layouts \"2x2 2x3 4x2\"] [-m 8:4M] [-i 20] [--op OP] [--algos LIST] [--max]" >&2; exit 2 ;;
 	esac
 done
 
@@ -112,7 +116,7 @@ for layout in $LAYOUTS; do
 		[[ $algo == auto ]] && opt=()
 		say "$layout: osu $OP ${opt[*]:-(selector)} -m $SIZES -i $ITERS -c"
 		if ! ip netns exec "${NS}h0" timeout 600 "$BIN/gorun" --ssh "$BIN/nsssh" --timeout 550s \
-			-H "$(hostspec "$h" "$r")" "$BIN/osu" "$OP" "${opt[@]}" -m "$SIZES" -i "$ITERS" -x 5 -c \
+			-H "$(hostspec "$h" "$r")" "$BIN/osu" "$OP" "${opt[@]}" "${FULL[@]}" -m "$SIZES" -i "$ITERS" -x 5 -c \
 			>"$file" 2>"$file.err"; then
 			say "FAILED: $layout $algo: $(tail -n 3 "$file.err" | tr '\n' ' ')"
 			failed=1
@@ -134,7 +138,7 @@ for layout in $LAYOUTS; do
 	for s in $sizes; do
 		printf '| %s |' "$s"
 		for algo in $ALGOS; do
-			v=$(sed 's/^\[[0-9]*\] //' "$OUT/runs/$layout-$algo.txt" 2>/dev/null | awk -v s="$s" '$1 == s {print $2; exit}')
+			v=$(sed 's/^\[[0-9]*\] //' "$OUT/runs/$layout-$algo.txt" 2>/dev/null | awk -v s="$s" -v c="$COL" '$1 == s {print $c; exit}')
 			printf ' %s |' "${v:--}"
 		done
 		printf '\n'
