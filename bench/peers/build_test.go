@@ -115,6 +115,34 @@ func TestDriversEveryOp(t *testing.T) {
 	}
 }
 
+// Every Gloo allreduce the harness offers runs and prints its rows.
+func TestGlooAllreduceAlgorithms(t *testing.T) {
+	dir := buildOrSkip(t)
+	for _, algo := range []string{"ring_chunked", "ring", "halving_doubling", "torch"} {
+		t.Run(algo, func(t *testing.T) {
+			c := Config{Op: "allreduce", NP: 3, Min: 4, Max: 4096, Iters: 3, Warmup: 1, Rounds: 1, Peers: []string{"gloo-tcp"}, Method: MethodOSU, GlooAlgo: algo}
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			out, err := PeerProgram(PeerNamed("gloo-tcp"), dir, &c).Run(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(out), "allreduce="+algo) {
+				t.Errorf("the header does not name allreduce=%s:\n%s", algo, out)
+			}
+			rows, _ := ParseRows(out)
+			for _, s := range Sizes("allreduce", c.NP, c.Min, c.Max) {
+				if _, ok := rows[s]; !ok {
+					t.Errorf("no row for %d bytes:\n%s", s, out)
+				}
+			}
+		})
+	}
+}
+
 // Gloo's ping-pong after small messages runs at the wire's pace: its
 // driver's barrier once sent bound buffers, for which Gloo sets and locks
 // the pair's SO_SNDBUF to the message (4.6 KB for the barrier's), never

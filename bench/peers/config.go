@@ -25,7 +25,7 @@ type Config struct {
 	Rounds     int      // times each program runs, alternating
 	Peers      []string // names from Peers
 	Transport  string   // goccl's transport for the default command (osu --transport); "" lets goccl choose
-	GlooAlgo   string   // Gloo's allreduce: ring_chunked (default), ring, halving_doubling
+	GlooAlgo   string   // Gloo's allreduce: torch (default: gloo::allreduce), ring_chunked, ring, halving_doubling
 	Method     string   // how every program times a size: MethodOSU ("" too) or MethodB2B
 	RunTimeout time.Duration
 }
@@ -77,9 +77,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("unknown timing method %q (have %s, %s)", c.Method, MethodOSU, MethodB2B)
 	}
 	switch c.GlooAlgo {
-	case "", "ring_chunked", "ring", "halving_doubling":
+	case "", "ring_chunked", "ring", "halving_doubling", "torch":
 	default:
-		return fmt.Errorf("unknown Gloo allreduce %q (have ring_chunked, ring, halving_doubling)", c.GlooAlgo)
+		return fmt.Errorf("unknown Gloo allreduce %q (have ring_chunked, ring, halving_doubling, torch)", c.GlooAlgo)
 	}
 	seen := map[string]bool{}
 	for _, name := range c.Peers {

@@ -117,7 +117,7 @@ func TestPeerProcs(t *testing.T) {
 			t.Errorf("gloo rank %d: argv %q", r, p.argv)
 		}
 		env := strings.Join(p.env, " ")
-		for _, kv := range []string{"RANK=" + string(rune('0'+r)), "WORLD_SIZE=3", "GLOO_STORE=/s", "GLOO_ALLREDUCE=ring_chunked", "MALLOC_MMAP_MAX_=0"} {
+		for _, kv := range []string{"RANK=" + string(rune('0'+r)), "WORLD_SIZE=3", "GLOO_STORE=/s", "GLOO_ALLREDUCE=torch", "MALLOC_MMAP_MAX_=0"} {
 			if !strings.Contains(" "+env+" ", " "+kv+" ") {
 				t.Errorf("gloo rank %d: env %q lacks %s", r, env, kv)
 			}

@@ -22,8 +22,15 @@
 //     what Open MPI uses within a host by default;
 //   - gloo-tcp: drivers/gloo_bench.cc, NP processes started directly,
 //     meeting through Gloo's file store in a fresh directory, over Gloo's
-//     TCP transport on 127.0.0.1; allreduce is gloo::AllreduceRingChunked
-//     unless told otherwise. Its barrier speaks the operation's kind of
+//     TCP transport on 127.0.0.1; every operation is called as
+//     torch.distributed's ProcessGroupGloo calls it (gloo::allreduce,
+//     gloo::alltoall, ...: unbound buffers) except bcast and
+//     reduce_scatter (gloo::BroadcastOneToAll,
+//     gloo::ReduceScatterHalvingDoubling); the allreduce can be Gloo's
+//     legacy classes instead (-gloo-allreduce ring_chunked, ring,
+//     halving_doubling: gloo::AllreduceRingChunked, whose stalls of 70-95
+//     ms a call at some sizes of a sweep the README's earlier tables
+//     show, and the others). Its barrier speaks the operation's kind of
 //     buffer: gloo::barrier (unbound buffers, as torch.distributed's) for
 //     latency, alltoall and allgather, the legacy gloo::BarrierAllToAll
 //     for the legacy algorithm classes. Gloo sizes and locks a pair's

@@ -73,7 +73,7 @@ func (p *Peer) procs(bin string, c *Config, store string) []proc {
 	case "gloo-tcp":
 		algo := c.GlooAlgo
 		if algo == "" {
-			algo = "ring_chunked"
+			algo = "torch"
 		}
 		ps := make([]proc, c.NP)
 		for r := range ps {

@@ -24,7 +24,7 @@
 //	-rounds N        times each program runs, alternating (3)
 //	-peers LIST      mpi-tcp, mpi-shm, gloo-tcp, comma-separated (mpi-tcp,gloo-tcp)
 //	-transport T     goccl's transport in the default command (osu --transport; default: goccl's choice)
-//	-gloo-allreduce A  Gloo's allreduce: ring_chunked (default), ring, halving_doubling
+//	-gloo-allreduce A  Gloo's allreduce: torch (default: gloo::allreduce, as torch.distributed calls it), ring_chunked, ring, halving_doubling
 //	-bin DIR         where the peers' drivers are built (default: a directory in the user's cache)
 //	-no-install      fail instead of installing missing Debian packages
 //	-no-build        use bin/gorun and bin/osu as they are (default: go build them first)
@@ -261,7 +261,7 @@ func newFlagSet(o *options, sizes *string) *flag.FlagSet {
 		return nil
 	})
 	fs.StringVar(&c.Transport, "transport", "", "goccl's transport in the default command (osu --transport)")
-	fs.StringVar(&c.GlooAlgo, "gloo-allreduce", "ring_chunked", "Gloo's allreduce: ring_chunked, ring, halving_doubling")
+	fs.StringVar(&c.GlooAlgo, "gloo-allreduce", "torch", "Gloo's allreduce: torch (gloo::allreduce, as torch.distributed calls it), ring_chunked, ring, halving_doubling")
 	fs.StringVar(&c.Method, "method", peers.MethodOSU, "how every program times a size: osu (each call alone, a barrier after it) or b2b (the calls together, no barrier between them; goccl's osu --back-to-back)")
 	fs.DurationVar(&c.RunTimeout, "timeout", 15*time.Minute, "bound on one run of one program")
 	fs.StringVar(&o.bin, "bin", "", "where the peers' drivers are built (default: a directory in the user's cache)")

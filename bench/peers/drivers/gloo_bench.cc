@@ -6,8 +6,9 @@
 //   OP: latency (2 ranks) | allreduce | bcast | alltoall | allgather | reduce_scatter
 //   GLOO_STORE: a directory shared by the ranks (gloo::rendezvous::FileStore)
 //   GLOO_HOST: the address the ranks listen on (default 127.0.0.1)
-//   GLOO_ALLREDUCE: ring_chunked (default; gloo::AllreduceRingChunked), ring,
-//                   halving_doubling
+//   GLOO_ALLREDUCE: torch (default; gloo::allreduce, as torch.distributed's
+//                   ProcessGroupGloo calls it), ring_chunked
+//                   (gloo::AllreduceRingChunked), ring, halving_doubling
 //   METHOD: osu (the default) | b2b, as in mpi_bench.c
 //
 // Sizes, element type and methodology are mpi_bench.c's: sizes double from
@@ -20,6 +21,7 @@
 // gloo::alltoall and gloo::allgather, latency a ping-pong of unbound
 // buffers (Gloo's send/recv, as torch.distributed uses it).
 #include <gloo/allgather.h>
+#include <gloo/allreduce.h>
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring.h>
 #include <gloo/allreduce_ring_chunked.h>
@@ -83,7 +85,7 @@ int main(int argc, char** argv) {
   const size_t minb = strtoull(argv[2], 0, 10), maxb = strtoull(argv[3], 0, 10);
   const int iters = atoi(argv[4]), warm = atoi(argv[5]);
   const int rank = atoi(getenv("RANK")), n = atoi(getenv("WORLD_SIZE"));
-  const std::string algo = envOr("GLOO_ALLREDUCE", "ring_chunked");
+  const std::string algo = envOr("GLOO_ALLREDUCE", "torch");
   if (iters < 1 || warm < 0 || minb > maxb || n < 1 || rank < 0 || rank >= n) {
     fprintf(stderr, "gloo_bench: bad sizes, counts or ranks\n");
     return 2;
@@ -92,7 +94,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "gloo_bench: latency needs exactly 2 ranks, got %d\n", n);
     return 2;
   }
-  if (algo != "ring_chunked" && algo != "ring" && algo != "halving_doubling") {
+  if (algo != "ring_chunked" && algo != "ring" && algo != "halving_doubling" && algo != "torch") {
     fprintf(stderr, "gloo_bench: unknown GLOO_ALLREDUCE %s\n", algo.c_str());
     return 2;
   }
@@ -111,10 +113,11 @@ int main(int argc, char** argv) {
   // the ping-pong, gloo::alltoall and gloo::allgather ran with a 4.6 KB
   // send buffer and waited for delayed acknowledgements from 64 KiB on
   // (80 ms a one-way trip at 128 KiB, 0.4 s at 1 MiB; alltoall 2.3 s at
-  // 4 MiB). Those take gloo::barrier (unbound, torch.distributed's); the
-  // legacy algorithm classes (allreduce, bcast, reduce_scatter), whose
-  // bound sends size the buffer themselves, keep the legacy barrier.
-  const bool unbound = op == "latency" || op == "alltoall" || op == "allgather";
+  // 4 MiB). Those and gloo::allreduce take gloo::barrier (unbound,
+  // torch.distributed's); the legacy algorithm classes (bcast,
+  // reduce_scatter, the allreduce's legacy choices), whose bound sends
+  // size the buffer themselves, keep the legacy barrier.
+  const bool unbound = op == "latency" || op == "alltoall" || op == "allgather" || (op == "allreduce" && algo == "torch");
   gloo::BarrierAllToAll legacyBarrier(ctx);
   auto barrier = [&]() {
     if (!unbound) {
@@ -142,7 +145,10 @@ int main(int argc, char** argv) {
     std::unique_ptr<gloo::transport::UnboundBuffer> sbuf, rbuf;
     uint64_t slot = 0;
     if (op == "allreduce") {
-      if (algo == "ring") alg.reset(new gloo::AllreduceRing<float>(ctx, ptrs, l.block));
+      if (algo == "torch") {
+        // gloo::allreduce below, as torch.distributed's ProcessGroupGloo
+        // calls it (unbound buffers, in place, Gloo's default ring).
+      } else if (algo == "ring") alg.reset(new gloo::AllreduceRing<float>(ctx, ptrs, l.block));
       else if (algo == "halving_doubling") alg.reset(new gloo::AllreduceHalvingDoubling<float>(ctx, ptrs, l.block));
       else alg.reset(new gloo::AllreduceRingChunked<float>(ctx, ptrs, l.block));
     } else if (op == "bcast") {
@@ -157,6 +163,11 @@ int main(int argc, char** argv) {
     auto call = [&]() {
       if (alg) {
         alg->run();
+      } else if (op == "allreduce") {  // torch
+        gloo::AllreduceOptions o(ctx);
+        o.setOutput(a.data(), l.block);
+        o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+        gloo::allreduce(o);
       } else if (op == "alltoall") {
         gloo::AlltoallOptions o(ctx);
         o.setInput(a.data(), l.send);
