@@ -249,11 +249,26 @@ var algoTable = []Algo{
 			return float64(p2-1)/float64(p2)*n + float64(fold/2)*n
 		},
 		NetBytes: netRabenseifner,
-		Doc:      "reduce-scatter by recursive halving, then allgather by recursive doubling (any rank count)"},
+		// Taken outright on one crowded host of 4 ranks from 1 MiB (a
+		// block of 256 KiB), where the job's own fit of its β (timed at
+		// New, among ranks that share cores) priced the ring first: on 2
+		// cores over TCP (osu allreduce, 2 alternating rounds, us,
+		// Rabenseifner against the ring, 1, 2, 4, 8, 16, 32, 64 MiB)
+		// 873-919 1713-1743 2713-2719 6497-6567 12083-12996
+		// 25012-26154 51935-53049 against 1158-1216 2051-2059
+		// 3310-3319 6886-7258 13047-13437 26583-27803 54485-55099.
+		CrowdedUpTo: 4, CrowdedFromRanks: 4, CrowdedBlockFrom: 256 << 10, CrowdedOneHost: true,
+		Doc: "reduce-scatter by recursive halving, then allgather by recursive doubling (any rank count; taken with 4 ranks sharing fewer cores from 1 MiB)"},
+	// Taken outright on one crowded host of 3 ranks from 3 MiB (a block
+	// of 1 MiB), where the fit priced Rabenseifner's first: on 2 cores
+	// over TCP (osu allreduce, 2 alternating rounds, us, the ring
+	// against Rabenseifner, the priced choice, 4, 8, 16 MiB) 2714-2778
+	// 5761-5821 10956-11495 against 3011-3257 6367-6822 12951-13966.
 	{Coll: CollAllreduce, Name: "ring", Schedule: plain(RingAllreduce), Cost: func(p int, n float64) (int, float64) {
 		return 2 * (p - 1), 2 * float64(p-1) / float64(p) * n
 	}, Reduced: func(p int, n float64) float64 { return float64(p-1) / float64(p) * n },
-		Doc: "reduce-scatter then allgather around a ring"},
+		CrowdedUpTo: 3, CrowdedFromRanks: 3, CrowdedBlockFrom: 1 << 20, CrowdedOneHost: true,
+		Doc: "reduce-scatter then allgather around a ring (taken with 3 ranks sharing fewer cores from 3 MiB)"},
 	// Taken outright on one crowded host of up to 4 ranks below 1 MiB,
 	// where the ring's dependent steps each cost a wake-up and its price
 	// (α from the ring itself, recursive doubling's β fitted to

@@ -204,8 +204,9 @@ func TestSelectCrowdedBarrier(t *testing.T) {
 // CrowdedOneHost) the broadcast is the linear one up to 16 ranks below 8
 // MiB while its root sends under 24 MiB in all, the reduce the flat tree
 // up to 16 ranks below 8 MiB and the binomial tree from there, at any
-// size up to 4 ranks and below 16 MiB up to 16, the allreduce recursive
-// doubling up
+// size up to 4 ranks and below 16 MiB up to 16, the allreduce
+// Rabenseifner's at 4 ranks from 1 MiB and the ring at 3 from 3 MiB, and
+// recursive doubling up
 // to 4 ranks below 1 MiB, the allgather the ring from 5 to 16 ranks from
 // 512 KiB a rank, the reduce-scatter the ring from 8 to 16 ranks from 1
 // MiB a rank, and the gather and scatter the flat trees up to 16 ranks;
@@ -228,8 +229,11 @@ func TestSelectCrowdedBySize(t *testing.T) {
 		{bc, 17, 1, 64 << 10, true, ""}, {bc, 4, 2, 1 << 20, true, ""}, {bc, 4, 1, 1 << 20, false, ""},
 		{ar, 4, 1, 8, true, "recursive-doubling"}, {ar, 4, 1, 256 << 10, true, "recursive-doubling"},
 		{ar, 4, 1, 1<<20 - 4, true, "recursive-doubling"}, {ar, 3, 1, 512 << 10, true, "recursive-doubling"},
-		{ar, 4, 1, 1 << 20, true, ""}, {ar, 4, 1, 64 << 20, true, ""}, {ar, 5, 1, 256 << 10, true, ""},
+		{ar, 5, 1, 256 << 10, true, ""},
 		{ar, 4, 2, 256 << 10, true, ""}, {ar, 4, 1, 256 << 10, false, ""},
+		{ar, 4, 1, 1 << 20, true, "rabenseifner"}, {ar, 4, 1, 64 << 20, true, "rabenseifner"}, {ar, 3, 1, 3 << 20, true, "ring"},
+		{ar, 3, 1, 64 << 20, true, "ring"}, {ar, 3, 1, 3<<20 - 3, true, ""}, {ar, 5, 1, 8 << 20, true, ""},
+		{ar, 4, 2, 8 << 20, true, ""}, {ar, 4, 1, 8 << 20, false, ""},
 		{rd, 4, 1, 8 << 20, true, "binomial"}, {rd, 4, 1, 64 << 20, true, "binomial"}, {rd, 3, 1, 1 << 30, true, "binomial"},
 		{rd, 8, 1, 8 << 20, true, "binomial"}, {rd, 16, 1, 16<<20 - 4, true, "binomial"},
 		{rd, 16, 1, 8, true, "linear"}, {rd, 8, 1, 512 << 10, true, "linear"}, {rd, 16, 1, 1<<20 - 4, true, "linear"},
