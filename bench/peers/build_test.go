@@ -68,6 +68,21 @@ func buildOrSkip(t *testing.T) string {
 	return dir
 }
 
+// runPeer validates c and runs peer's driver on it, failing t on an error.
+func runPeer(t *testing.T, dir, peer string, c *Config) []byte {
+	t.Helper()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := PeerProgram(PeerNamed(peer), dir, c).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // Every driver times every operation it claims, and prints exactly the
 // sizes the harness expects: 3 ranks for the collectives (Gloo's
 // reduce-scatter at a rank count that is not a power of 2), 2 for latency.
@@ -86,15 +101,7 @@ func TestDriversEveryOp(t *testing.T) {
 				if op == "latency" {
 					c.NP = 2
 				}
-				if err := c.Validate(); err != nil {
-					t.Fatal(err)
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				defer cancel()
-				out, err := PeerProgram(PeerNamed(peer), dir, &c).Run(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
+				out := runPeer(t, dir, peer, &c)
 				if !strings.Contains(string(out), " timing="+method) {
 					t.Errorf("the driver's header does not say timing=%s:\n%s", method, out)
 				}
@@ -121,15 +128,7 @@ func TestGlooAllreduceAlgorithms(t *testing.T) {
 	for _, algo := range []string{"ring_chunked", "ring", "halving_doubling", "torch"} {
 		t.Run(algo, func(t *testing.T) {
 			c := Config{Op: "allreduce", NP: 3, Min: 4, Max: 4096, Iters: 3, Warmup: 1, Rounds: 1, Peers: []string{"gloo-tcp"}, Method: MethodOSU, GlooAlgo: algo}
-			if err := c.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			out, err := PeerProgram(PeerNamed("gloo-tcp"), dir, &c).Run(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := runPeer(t, dir, "gloo-tcp", &c)
 			if !strings.Contains(string(out), "allreduce="+algo) {
 				t.Errorf("the header does not name allreduce=%s:\n%s", algo, out)
 			}
@@ -152,15 +151,7 @@ func TestGlooAllreduceAlgorithms(t *testing.T) {
 func TestGlooLatencyLargeAfterSmall(t *testing.T) {
 	dir := buildOrSkip(t)
 	c := Config{Op: "latency", NP: 2, Min: 8, Max: 256 << 10, Iters: 5, Warmup: 1, Rounds: 1, Peers: []string{"gloo-tcp"}, Method: MethodOSU}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := PeerProgram(PeerNamed("gloo-tcp"), dir, &c).Run(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := runPeer(t, dir, "gloo-tcp", &c)
 	rows, _ := ParseRows(out)
 	for _, size := range []int{64 << 10, 128 << 10, 256 << 10} {
 		us, ok := rows[size]
