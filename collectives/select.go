@@ -126,7 +126,7 @@ func (a *Algo) Time(nbytes int, t Topology, m Model) (float64, bool) {
 		l.Beta = b
 	}
 	sec := c.Time(l.Alpha, l.Beta, chunk)
-	if a.Chain && c.Pipelined && !c.RootBound && t.Hosts > 1 && t.Size > t.Hosts {
+	if a.Chain && t.Hosts > 1 && t.Size > t.Hosts {
 		// The fill was priced at the network's cost per hop, but a chain
 		// in rank order crosses only Hosts-1 host boundaries: its other
 		// hops run over the local links.
