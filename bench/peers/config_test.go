@@ -55,7 +55,6 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Peers = []string{"mpi-tcp", "mpi-tcp"} }, "named twice"},
 		{func(c *Config) { c.GlooAlgo = "bcube" }, `unknown Gloo allreduce "bcube"`},
 		{func(c *Config) { c.Method = "nccl" }, `unknown timing method "nccl" (have osu, b2b)`},
-		{func(c *Config) { c.Op = "gather" }, "peer gloo-tcp has no gather"},
 	} {
 		c := validConfig()
 		bad.edit(&c)

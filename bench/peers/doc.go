@@ -24,16 +24,16 @@
 //     meeting through Gloo's file store in a fresh directory, over Gloo's
 //     TCP transport on 127.0.0.1; every operation is called as
 //     torch.distributed's ProcessGroupGloo calls it (gloo::allreduce,
-//     gloo::alltoall, ...: unbound buffers) except bcast and
-//     reduce_scatter (gloo::BroadcastOneToAll,
-//     gloo::ReduceScatterHalvingDoubling); the allreduce can be Gloo's
+//     gloo::broadcast, gloo::alltoall, gloo::reduce, ...: unbound
+//     buffers) except reduce_scatter, for which torch has no Gloo
+//     collective (gloo::ReduceScatterHalvingDoubling); the allreduce can be Gloo's
 //     legacy classes instead (-gloo-allreduce ring_chunked, ring,
 //     halving_doubling: gloo::AllreduceRingChunked, whose stalls of 70-95
 //     ms a call at some sizes of a sweep the README's earlier tables
 //     show, and the others). Its barrier speaks the operation's kind of
 //     buffer: gloo::barrier (unbound buffers, as torch.distributed's) for
-//     latency, alltoall and allgather, the legacy gloo::BarrierAllToAll
-//     for the legacy algorithm classes. Gloo sizes and locks a pair's
+//     the unbound operations, the legacy gloo::BarrierAllToAll for the
+//     legacy algorithm classes. Gloo sizes and locks a pair's
 //     send buffer at each bound send and never at unbound ones, so after
 //     the legacy barrier's tiny messages the unbound ones waited for
 //     delayed acknowledgements from 64 KiB on (tens of milliseconds a
@@ -66,8 +66,7 @@
 //     sum; the rooted operations' root is 0; the size is osu's message
 //     size: the buffer of allreduce, bcast and reduce, the block per rank of
 //     alltoall, allgather, gather and scatter, the whole input of
-//     reduce_scatter (each rank receives size/NP); Gloo's driver has no
-//     reduce, gather or scatter;
+//     reduce_scatter (each rank receives size/NP);
 //   - buffers are allocated once, before the first size, and reused;
 //   - the peers run with MALLOC_MMAP_MAX_=0 and a huge
 //     MALLOC_TRIM_THRESHOLD_, so glibc keeps freed memory in the process:

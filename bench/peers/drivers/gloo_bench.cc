@@ -3,7 +3,8 @@
 // harness (bench/peers).
 //
 // Usage: RANK=r WORLD_SIZE=n GLOO_STORE=DIR gloo_bench OP MINBYTES MAXBYTES ITERS WARMUP [METHOD]
-//   OP: latency (2 ranks) | allreduce | bcast | alltoall | allgather | reduce_scatter
+//   OP: latency (2 ranks) | allreduce | bcast | alltoall | allgather | reduce_scatter |
+//       reduce | gather | scatter
 //   GLOO_STORE: a directory shared by the ranks (gloo::rendezvous::FileStore)
 //   GLOO_HOST: the address the ranks listen on (default 127.0.0.1)
 //   GLOO_ALLREDUCE: torch (default; gloo::allreduce, as torch.distributed's
@@ -16,10 +17,13 @@
 // followed by an untimed barrier, rank 0 prints the average of the ranks'
 // mean latencies with their minimum and maximum:
 //   bytes avg_us min_us max_us
-// bcast is gloo::BroadcastOneToAll, reduce_scatter
-// gloo::ReduceScatterHalvingDoubling (in place), alltoall and allgather
-// gloo::alltoall and gloo::allgather, latency a ping-pong of unbound
-// buffers (Gloo's send/recv, as torch.distributed uses it).
+// Every operation is called as torch.distributed's ProcessGroupGloo calls
+// it: gloo::broadcast, gloo::alltoall, gloo::allgather, gloo::reduce,
+// gloo::gather, gloo::scatter (root 0; the size is the block of a rank for
+// the last two, as osu's), latency a ping-pong of unbound buffers (Gloo's
+// send/recv); the allreduce is gloo::allreduce unless GLOO_ALLREDUCE names
+// a legacy class; reduce_scatter, which torch has no Gloo collective for,
+// is gloo::ReduceScatterHalvingDoubling (in place).
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/allreduce_halving_doubling.h>
@@ -28,6 +32,10 @@
 #include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/barrier_all_to_all.h>
+#include <gloo/broadcast.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/scatter.h>
 #include <gloo/broadcast_one_to_all.h>
 #include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
@@ -65,20 +73,22 @@ Layout layout(const std::string& op, size_t bytes, int n) {
   if (op == "alltoall") return {n * block, n * block, block};
   if (op == "allgather") return {block, n * block, block};
   if (op == "reduce_scatter") return {n * block, n * block, block};  // in place
+  if (op == "gather") return {block, n * block, block};
+  if (op == "scatter") return {n * block, block, block};
   return {count, count, block};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  static const std::vector<std::string> ops = {"latency", "allreduce", "bcast", "alltoall", "allgather", "reduce_scatter"};
+  static const std::vector<std::string> ops = {"latency", "allreduce", "bcast", "alltoall", "allgather", "reduce_scatter", "reduce", "gather", "scatter"};
   const bool b2b = argc == 7 && std::string(argv[6]) == "b2b";
   if ((argc != 6 && argc != 7) || (argc == 7 && !b2b && std::string(argv[6]) != "osu") ||
       std::find(ops.begin(), ops.end(), argv[1]) == ops.end() || !getenv("RANK") ||
       !getenv("WORLD_SIZE") || !getenv("GLOO_STORE")) {
     fprintf(stderr,
             "usage: RANK=r WORLD_SIZE=n GLOO_STORE=DIR gloo_bench "
-            "latency|allreduce|bcast|alltoall|allgather|reduce_scatter MINBYTES MAXBYTES ITERS WARMUP [osu|b2b]\n");
+            "latency|allreduce|bcast|alltoall|allgather|reduce_scatter|reduce|gather|scatter MINBYTES MAXBYTES ITERS WARMUP [osu|b2b]\n");
     return 2;
   }
   const std::string op = argv[1];
@@ -113,11 +123,11 @@ int main(int argc, char** argv) {
   // the ping-pong, gloo::alltoall and gloo::allgather ran with a 4.6 KB
   // send buffer and waited for delayed acknowledgements from 64 KiB on
   // (80 ms a one-way trip at 128 KiB, 0.4 s at 1 MiB; alltoall 2.3 s at
-  // 4 MiB). Those and gloo::allreduce take gloo::barrier (unbound,
-  // torch.distributed's); the legacy algorithm classes (bcast,
-  // reduce_scatter, the allreduce's legacy choices), whose bound sends
+  // 4 MiB). The unbound operations (all but reduce_scatter and the
+  // allreduce's legacy choices) take gloo::barrier (unbound,
+  // torch.distributed's); the legacy algorithm classes, whose bound sends
   // size the buffer themselves, keep the legacy barrier.
-  const bool unbound = op == "latency" || op == "alltoall" || op == "allgather" || (op == "allreduce" && algo == "torch");
+  const bool unbound = op != "reduce_scatter" && (op != "allreduce" || algo == "torch");
   gloo::BarrierAllToAll legacyBarrier(ctx);
   auto barrier = [&]() {
     if (!unbound) {
@@ -151,8 +161,6 @@ int main(int argc, char** argv) {
       } else if (algo == "ring") alg.reset(new gloo::AllreduceRing<float>(ctx, ptrs, l.block));
       else if (algo == "halving_doubling") alg.reset(new gloo::AllreduceHalvingDoubling<float>(ctx, ptrs, l.block));
       else alg.reset(new gloo::AllreduceRingChunked<float>(ctx, ptrs, l.block));
-    } else if (op == "bcast") {
-      alg.reset(new gloo::BroadcastOneToAll<float>(ctx, ptrs, l.block, 0));
     } else if (op == "reduce_scatter") {
       alg.reset(new gloo::ReduceScatterHalvingDoubling<float>(ctx, ptrs, int(l.send), std::vector<int>(n, int(l.block))));
     } else if (op == "latency") {
@@ -168,6 +176,34 @@ int main(int argc, char** argv) {
         o.setOutput(a.data(), l.block);
         o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
         gloo::allreduce(o);
+      } else if (op == "bcast") {
+        gloo::BroadcastOptions o(ctx);
+        o.setOutput(a.data(), l.block);
+        o.setRoot(0);
+        gloo::broadcast(o);
+      } else if (op == "reduce") {
+        gloo::ReduceOptions o(ctx);
+        o.setInput(a.data(), l.block);
+        o.setOutput(b.data(), l.block);
+        o.setRoot(0);
+        o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+        gloo::reduce(o);
+      } else if (op == "gather") {
+        gloo::GatherOptions o(ctx);
+        o.setInput(a.data(), l.send);
+        if (rank == 0) o.setOutput(b.data(), l.recv);
+        o.setRoot(0);
+        gloo::gather(o);
+      } else if (op == "scatter") {
+        gloo::ScatterOptions o(ctx);
+        if (rank == 0) {
+          std::vector<float*> in(n);
+          for (int r = 0; r < n; r++) in[r] = a.data() + r * l.block;
+          o.setInputs(in, l.block);
+        }
+        o.setOutput(b.data(), l.recv);
+        o.setRoot(0);
+        gloo::scatter(o);
       } else if (op == "alltoall") {
         gloo::AlltoallOptions o(ctx);
         o.setInput(a.data(), l.send);
