@@ -343,7 +343,7 @@ var algoTable = []Algo{
 	// The flat tree: one batch of size-1 messages at the root, which
 	// reduces each in turn, priced as the linear broadcast is (its root
 	// receives and reduces the buffer size-1 times: small buffers). Taken
-	// outright on one crowded host of up to 16 ranks below 1 MiB, ahead of
+	// outright on one crowded host of up to 16 ranks below 8 MiB, ahead of
 	// the binomial tree's rule (the first the table lists wins): on 2
 	// cores over TCP (osu reduce, 2 alternating rounds, us, linear against
 	// binomial, 8 B, 64 B, 512 B, 4 KiB, 32 KiB, 256 KiB) 4 ranks
@@ -370,8 +370,8 @@ var algoTable = []Algo{
 		CrowdedUpTo: 16, CrowdedBelow: 8 << 20, CrowdedOneHost: true,
 		Doc: "every rank sends its buffer to the root itself, all at once, the root reducing them in turn (few ranks, small buffers; up to 16 ranks sharing fewer cores, below 8 MiB)"},
 	// Taken outright on one crowded host of up to 4 ranks, and of up to 16
-	// below 16 MiB,
-	// where the α-β model prices the ring from 256 KiB: on 2 cores over
+	// below 16 MiB, where the α-β model prices the ring from 256 KiB (and
+	// the chain for large buffers): on 2 cores over
 	// TCP (osu reduce -i 30, 2 alternating rounds, us, binomial against
 	// the ring, 256 KiB .. 2 MiB) 4 ranks 172-246 266-331 464-542 999-1011
 	// against 318-384 441-446 647-702 1070-1113; 8 ranks 555-642 906-928
@@ -394,7 +394,9 @@ var algoTable = []Algo{
 	// ring was faster over TCP from 16 MiB at 8 ranks (16, 32, 64 MiB:
 	// 24287-25038 48565-50362 101500-107896 against 25758-26833
 	// 56604-59018 109957-114396) and at 16 (32 MiB: 132860-136412
-	// against 147293-151039).
+	// against 147293-151039); there the model now prices the chain,
+	// faster still over TCP (8 ranks, 16 and 32 MiB: 21999-26317
+	// 56528-57709 against the ring's 30504-33143 61546-68368).
 	{Coll: CollReduce, Name: "binomial", Schedule: rooted(BinomialReduce), Pipelined: true, RootBound: true, Cost: func(p int, n float64) (int, float64) {
 		return log2Ceil(p), float64(log2Ceil(p)) * n
 	}, Reduced: func(p int, n float64) float64 { return float64(log2Ceil(p)) * n },
