@@ -138,6 +138,9 @@ int main(int argc, char** argv) {
     gloo::barrier(o);
   };
 
+  // The reduction of allreduce and reduce: float32 sum, as torch's.
+  const auto sumFloat = static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>);
+
   const Layout most = layout(op, maxb, n);
   std::vector<float> a(std::max(most.send, size_t(1)), 1.0f), b(std::max(most.recv, size_t(1)), 0.0f);
   std::vector<double> lats(n);
@@ -174,7 +177,7 @@ int main(int argc, char** argv) {
       } else if (op == "allreduce") {  // torch
         gloo::AllreduceOptions o(ctx);
         o.setOutput(a.data(), l.block);
-        o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+        o.setReduceFunction(sumFloat);
         gloo::allreduce(o);
       } else if (op == "bcast") {
         gloo::BroadcastOptions o(ctx);
@@ -186,7 +189,7 @@ int main(int argc, char** argv) {
         o.setInput(a.data(), l.block);
         o.setOutput(b.data(), l.block);
         o.setRoot(0);
-        o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+        o.setReduceFunction(sumFloat);
         gloo::reduce(o);
       } else if (op == "gather") {
         gloo::GatherOptions o(ctx);
