@@ -110,7 +110,7 @@ type outItem struct {
 }
 
 func newEndpoint(d *Device, q *cq, tok [16]byte) *endpoint {
-	e := &endpoint{dev: d, cq: q, token: tok}
+	e := &endpoint{dev: d, cq: q, token: tok, outq: make([]outItem, 0, queueCap)}
 	a := address{ip: d.host, port: d.port, token: tok}
 	e.blob = a.encode()
 	return e

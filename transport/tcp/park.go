@@ -40,7 +40,16 @@ type parker struct {
 // context end.
 const parkPollTimeout = 10 // ms
 
-func (p *parker) init() { p.efd.open() }
+// parkFds is the room a sleeper's poll list starts with (its lanes and
+// the eventfd), so that the first sleep of a small job does not allocate
+// in the middle of a caller's steady state.
+const parkFds = 8
+
+func (p *parker) init() {
+	p.efd.open()
+	p.fds = make([]unix.PollFd, 0, parkFds)
+	p.lanes = make([]*lane, 0, parkFds)
+}
 
 // ring wakes the Wait asleep in poll(2), if any.
 func (p *parker) ring() {

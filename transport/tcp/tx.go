@@ -56,9 +56,19 @@ type txSeg struct {
 	pbuf *[]byte // returned to the pool once b is written
 }
 
+// queueCap is the room the queue of frames (endpoint.outq) and the frames
+// taken from it (txState.pend) start with: the two slices swap, and each
+// grows to the longest queue it has held, so a queue that starts small
+// allocates whenever a burst (credits, acknowledgements and chunks of
+// several calls in flight) sets a new record, long after the warm-up.
+const queueCap = 32
+
 func (tx *txState) init() {
 	tx.buf = make([]byte, 0, writeBufferSize)
 	tx.iov = make([]unix.Iovec, 0, maxIov)
+	// A batch holds at most maxIov segments (see build).
+	tx.segs = make([]txSeg, 0, maxIov)
+	tx.pend = make([]outItem, 0, queueCap)
 }
 
 // txPass writes the batch in progress and the batches after it until the
