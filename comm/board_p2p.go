@@ -248,7 +248,7 @@ func (c *Comm) mailWaitOn(r *Request, k boardCall, p int, w *atomic.Uint64, e []
 			return nil
 		}
 		if !b.clockDue(i) {
-			continue
+			continue // no spinPause: the ping-pong was 5% slower with it
 		}
 		now := time.Now()
 		if start.IsZero() {
