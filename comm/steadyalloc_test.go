@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	. "github.com/goccl/goccl/comm"
 )
@@ -25,6 +29,7 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("SKIP: the race detector allocates on its own")
 	}
+	spareThreads(t, 12)
 	big := testOpts
 	big.ChunkSize, big.Slots = 0, 0
 	for _, kind := range []string{"tcp", "shm"} {
@@ -144,4 +149,44 @@ func steadyAllocs(t *testing.T, c *Comm, registered bool, counts ...int) error {
 		}
 	}
 	return nil
+}
+
+// spareThreads has the runtime give n goroutines a thread each at once
+// and leaves those threads idle for the test's later use. A system call
+// that blocks past sysmon's patience (on a loaded machine, the socket
+// calls here) hands its processor to another thread, and starting one
+// costs the runtime 7 allocations: CI counted them against goccl (0.12
+// allocations per call in 60 large calls; under two CPU hogs every such
+// window was the process's thread count going from 9 to 10, and no other
+// window came near). The goroutines block in read(2) on a pipe, each
+// holding its thread, until all of them have run; 12 of them left 16-17
+// threads (from 6-7), and 12 runs beside two CPU hogs created none in a
+// measured window (4 of 16 failed with 4 goroutines, 9 threads).
+func spareThreads(t *testing.T, n int) {
+	t.Helper()
+	var p [2]int
+	if err := syscall.Pipe(p[:]); err != nil {
+		t.Fatalf("pipe: %v", err)
+	}
+	defer syscall.Close(p[0])
+	defer syscall.Close(p[1])
+	var started atomic.Int32
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			started.Add(1)
+			var b [1]byte
+			syscall.Read(p[0], b[:]) // holds this thread until the write below
+		}()
+	}
+	// Each goroutine runs only once the runtime has a thread for it (the
+	// others hold theirs in read(2)); the last one gets a moment to block.
+	for deadline := time.Now().Add(5 * time.Second); started.Load() < int32(n) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond)
+	syscall.Write(p[1], make([]byte, n))
+	wg.Wait()
 }
