@@ -723,7 +723,11 @@ func (c *Comm) executeBoard(r *Request) error {
 		b.owe(seq, k, c.seq)
 		if r.kind == collScatter { // the root's own block
 			blk := len(r.recv)
-			b.take(b.me, seq, inLines, b.me*blk, r.recv)
+			if ownFromSend(r.send, r.recv) {
+				copy(r.recv, r.send[b.me*blk:(b.me+1)*blk])
+			} else {
+				b.take(b.me, seq, inLines, b.me*blk, r.recv)
+			}
 		}
 		return nil
 	case b.me:
@@ -756,11 +760,19 @@ func (c *Comm) executeBoard(r *Request) error {
 	case collAlltoall:
 		blk := n / b.n
 		for p := range b.n {
+			if p == b.me && ownFromSend(r.send, r.recv) {
+				copy(r.recv[p*blk:(p+1)*blk], r.send[p*blk:(p+1)*blk])
+				continue
+			}
 			b.take(p, seq, inLines, b.me*blk, r.recv[p*blk:(p+1)*blk])
 		}
 	case collGather:
 		if c.rank == r.root {
 			for p := range b.n {
+				if p == b.me && ownFromSend(r.send, r.recv) {
+					copy(r.recv[p*n:(p+1)*n], r.send)
+					continue
+				}
 				b.take(p, seq, inLines, 0, r.recv[p*n:(p+1)*n])
 			}
 		}
@@ -773,12 +785,31 @@ func (c *Comm) executeBoard(r *Request) error {
 		}
 	case collAllgather:
 		for p := range b.n {
-			if n > 0 && (p != b.me || &r.recv[p*n] != unsafe.SliceData(r.send)) {
+			switch {
+			case n == 0 || p == b.me && &r.recv[p*n] == unsafe.SliceData(r.send): // in place
+			case p == b.me && ownFromSend(r.send, r.recv):
+				copy(r.recv[p*n:(p+1)*n], r.send)
+			default:
 				b.take(p, seq, inLines, 0, r.recv[p*n:(p+1)*n])
 			}
 		}
 	}
 	return nil
+}
+
+// ownFromSend says whether a copying call (all-to-all, allgather, gather,
+// a scatter's root) may take this rank's own block from its send buffer
+// rather than from the lines or slot it has just written there: the
+// buffers do not overlap, or are the same bytes (in place, where the own
+// block already is where it goes). The lines are the slower source: their
+// stores may still wait for the cache lines to come back from the ranks
+// that poll them, and a load of part of a store that does not start where
+// the store started is not served from the store buffer, so it waits with
+// them. 2 ranks over shared memory, osu all-to-all of 32 B (each rank's
+// 16 B block at byte 16 of a 32-byte store): a memmove there took 8% of
+// the call's samples, and the call 0.56-0.60 us against 0.50-0.52 at 16 B.
+func ownFromSend(send, recv []byte) bool {
+	return !overlap(send, recv) || sameBytes(send, recv)
 }
 
 // Whom a board call waits for (boardWaitsFor), besides a rank number.
