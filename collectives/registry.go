@@ -222,6 +222,13 @@ type Algo struct {
 	// block), the rest of its hops local ones: Time prices those at the
 	// local links' cost.
 	Chain bool
+	// LocalBytes, if not nil, is what the busiest rank moves on one host
+	// (Topology.Hosts at most 1) where Cost counts only what it receives
+	// and it also sends a share: over shared memory or loopback TCP a
+	// send is a copy on the sender's own core (on loopback, the
+	// receiver's protocol work too), not a NIC's. Time prices the larger
+	// of the two.
+	LocalBytes func(size int, n float64) float64
 	// Reduced is how many bytes the busiest rank runs through the
 	// reduction kernel (the γ term); nil for none.
 	Reduced func(size int, n float64) float64
@@ -419,11 +426,24 @@ var algoTable = []Algo{
 		return p - 1, n
 	}, Reduced: func(p int, n float64) float64 { return n },
 		Doc: "chain toward the root, pipelined (large buffers)"},
+	// On one host the root's sends count too (LocalBytes): in the
+	// reduce-scatter it sends the ring's share as it receives one, so it
+	// moves 3(p-1)/p of the buffer where the flat tree's and the chain's
+	// root moves the buffer once at 2 ranks and reduces it alone. Priced
+	// on its receives only, the ring was taken for 2 ranks on one host
+	// from 1 MiB over TCP and 256 KiB over shared memory, where it was
+	// the slowest of the four (osu reduce, 2 ranks, 2 alternating rounds,
+	// us, 1, 2, 4, 8, 16 MiB: over TCP the ring 210-231 414-623 840-942
+	// 1820-1947 3740-3901 against the flat tree's 170-177 326-335 641-679
+	// 1472-1519 3201-3284; over shared memory, 256 KiB .. 16 MiB, 98-102
+	// 173-189 330 618-632 964-1051 2071-2111 against 61-80 105-151
+	// 279-289 527-549 721-783 1340-1550).
 	{Coll: CollReduce, Name: "ring", Schedule: rooted(RingReduce), Cost: func(p int, n float64) (int, float64) {
 		// The root receives the ring's share and every other segment.
 		return p, 2 * float64(p-1) / float64(p) * n
-	}, Reduced: func(p int, n float64) float64 { return float64(p-1) / float64(p) * n },
-		Doc: "ring reduce-scatter, then the segments gathered at the root (mid-size buffers; the chain from 4-64 MiB by the ranks)"},
+	}, LocalBytes: func(p int, n float64) float64 { return 3 * float64(p-1) / float64(p) * n },
+		Reduced: func(p int, n float64) float64 { return float64(p-1) / float64(p) * n },
+		Doc:     "ring reduce-scatter, then the segments gathered at the root (mid-size buffers; the chain from 4-64 MiB by the ranks)"},
 
 	// Taken outright on one crowded host of 5 to 16 ranks from 512 KiB a
 	// rank, where the α-β model prices it at (p-1) α, the others'

@@ -121,6 +121,9 @@ func (a *Algo) Time(nbytes int, t Topology, m Model) (float64, bool) {
 		// may carry more than the busiest rank sends.
 		c.Bytes = max(c.Bytes, a.NetBytes(t.Size, t.RanksPerHost(), float64(nbytes)))
 	}
+	if t.Hosts <= 1 && t.Size > 1 && a.LocalBytes != nil {
+		c.Bytes = max(c.Bytes, a.LocalBytes(t.Size, float64(nbytes)))
+	}
 	c.Window = m.Window
 	if b, ok := m.AlgoBeta[a.Coll][a.Name]; ok {
 		l.Beta = b
