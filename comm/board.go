@@ -202,8 +202,12 @@ type board struct {
 	// cannot be mapped here.
 	segs   map[[2]uint64][]byte
 	noSegs map[int]bool
-	tmp    [3][]byte // a direct allreduce's scratch
-	llTmp  []byte    // llCap bytes: a rank's contribution, out of its lines
+	tmp    [3][]byte // a direct reduction's scratch
+	// part is a direct reduce's scratch for this rank's part where it is
+	// not the root: in an shm segment where the device allocates them, so
+	// that the root reads it through a mapping (see partBuf).
+	part  ownedMem
+	llTmp []byte // llCap bytes: a rank's contribution, out of its lines
 	// mail: point-to-point calls go through the mailboxes
 	// (board_p2p.go); sent[d] and got[s] count the messages this rank
 	// sent to d and received from s.
@@ -635,7 +639,9 @@ func (c *Comm) boardTakes(r *Request) bool {
 		return true
 	case collAllreduce:
 		return !halfReduction(r) && (len(r.send) <= boardSlot || c.board.direct(len(r.send)))
-	case collReduce, collReduceScatter:
+	case collReduce:
+		return !halfReduction(r) && (len(r.send) <= boardSlot || c.board.direct(len(r.send)))
+	case collReduceScatter:
 		return !halfReduction(r) && len(r.send) <= boardSlot
 	case collBroadcast, collAllgather, collAlltoall, collGather:
 		return len(r.send) <= boardSlot || c.board.direct(len(r.send))

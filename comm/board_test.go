@@ -427,6 +427,74 @@ func TestBoardDirect(t *testing.T) {
 	}
 }
 
+// TestBoardDirectReduce: a reduce past the board's slots is a direct
+// call (board_direct.go: each rank reduces its part of every rank's
+// buffer, the root gathers the parts), exact in every element, with a
+// moving root, in place at the root, a nil receive buffer elsewhere,
+// parts of unequal size, every operation, on 2, 3 and 5 ranks.
+func TestBoardDirectReduce(t *testing.T) {
+	const slotFloats = 16 << 10 / 4
+	for _, n := range []int{2, 3, 5} {
+		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
+			runRanksOn(t, "shm", n, testOptsFast, func(c *Comm) error {
+				ctx := context.Background()
+				me := c.Rank()
+				val := func(r, i int) int32 { return int32(r*7 + i%11 + 1) }
+				for _, count := range []int{slotFloats + 1, 3*slotFloats + 7} {
+					for round, op := range []Op{Sum, Prod, Min, Max, Avg} {
+						root := (round + count) % n
+						inPlace := round%2 == 1
+						send := make([]int32, count)
+						for i := range send {
+							send[i] = val(me, i)
+						}
+						var recv []int32
+						switch {
+						case me == root && inPlace:
+							recv = send
+						case me == root:
+							recv = make([]int32, count)
+						}
+						req := ReduceAsync(c, send, recv, op, root)
+						if err := req.Wait(ctx); err != nil {
+							return err
+						}
+						if err := algoIs(req, "shm-board", "reduce", count); err != nil {
+							return err
+						}
+						if me != root {
+							continue
+						}
+						for i, got := range recv {
+							want := val(0, i)
+							for r := 1; r < n; r++ {
+								v := val(r, i)
+								switch op {
+								case Sum, Avg:
+									want += v
+								case Prod:
+									want *= v
+								case Min:
+									want = min(want, v)
+								case Max:
+									want = max(want, v)
+								}
+							}
+							if op == Avg {
+								want /= int32(n)
+							}
+							if got != want {
+								return fmt.Errorf("reduce(%v) of %d to %d (in place %v): element %d is %d, want %d", op, count, root, inPlace, i, got, want)
+							}
+						}
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
 // TestBoardBroadcastEither: a broadcast of 4-16 KiB goes direct when its
 // root's buffer is registered and through the slot when it is not
 // (broadcastEither), the receivers following the root's choice whatever

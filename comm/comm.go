@@ -306,6 +306,10 @@ func (c *Comm) teardown() error {
 	if c.rdv != nil {
 		errs = append(errs, c.rdv.Close())
 	}
+	if c.board != nil {
+		errs = append(errs, c.board.part.free())
+		c.board.part = ownedMem{}
+	}
 	errs = append(errs, c.devs.close())
 	c.board.release()
 	return errors.Join(errs...)
