@@ -163,3 +163,10 @@ func FusedPreCopied(c *Comm, coll, algo string, count, root int) (int, error) {
 	}
 	return n, nil
 }
+
+// BoardEarly says whether c's board takes calls it would not where a rank
+// is crowded (board.early), and CrowdedDirectReduce is the size from
+// which a reduce goes direct there.
+func BoardEarly(c *Comm) bool { return c.board != nil && c.board.early }
+
+const CrowdedDirectReduce = crowdedDirectReduce
