@@ -640,8 +640,7 @@ func (c *Comm) boardTakes(r *Request) bool {
 	case collAllreduce:
 		return !halfReduction(r) && (len(r.send) <= boardSlot || c.board.direct(len(r.send)))
 	case collReduce:
-		n := len(r.send)
-		return !halfReduction(r) && (n <= boardSlot || c.board.direct(n) && (c.board.early || n >= crowdedDirectReduce))
+		return !halfReduction(r) && (len(r.send) <= boardSlot || c.board.direct(len(r.send)))
 	case collReduceScatter:
 		return !halfReduction(r) && len(r.send) <= boardSlot
 	case collBroadcast, collAllgather, collAlltoall, collGather:
@@ -653,15 +652,6 @@ func (c *Comm) boardTakes(r *Request) bool {
 	}
 	return false
 }
-
-// crowdedDirectReduce: where a rank is crowded (not board.early), a
-// reduce goes direct from this many bytes; smaller ones through the
-// executor, whose flat tree waits for one round of scheduling where the
-// direct call waits for three. 4 ranks on 2 cores, osu reduce -T float32,
-// 2 alternating runs, µs, direct against the flat tree: 32 KiB 33-43
-// against 26, 64 KiB 36-39 against 36-38, 128 KiB 44-51 against 41-46,
-// 256 KiB 62-67 against 60-70, 512 KiB 91-98 against 175-202.
-const crowdedDirectReduce = 256 << 10
 
 // executeBoard runs r through the board (see the top of this file).
 func (c *Comm) executeBoard(r *Request) error {

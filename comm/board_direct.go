@@ -164,7 +164,9 @@ func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 	case collAllreduce:
 		return c.directReduction(r, seq, L, k, -1)
 	case collReduce:
-		return c.directReduction(r, seq, L, k, r.root)
+		if c.opts.StrictChecks || int64(b.n-1)*int64(L) > int64(rootReduceMax) {
+			return c.directReduction(r, seq, L, k, r.root)
+		}
 	}
 	src := r.send
 	switch {
@@ -181,18 +183,21 @@ func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 	}
 	b.setBuf(seq, 0, src)
 	b.publish(seq, k)
-	rooted := !c.opts.StrictChecks && (r.kind == collBroadcast || r.kind == collScatter || r.kind == collGather)
+	// A gather's or reduce's root reads every rank's buffer; a broadcast's
+	// or scatter's other ranks read the root's.
+	gathers := r.kind == collGather || r.kind == collReduce
+	rooted := !c.opts.StrictChecks && (r.kind == collBroadcast || r.kind == collScatter || gathers)
 	if rooted {
 		// Rooted (see boardWaitsFor): the ranks that read wait for the
 		// buffers they read, then raise bDone; the ranks whose buffer
 		// is read wait for that, and only those.
 		done, only := bDone, r.root // a gather's leaf waits for the root's reads
 		switch {
-		case r.kind == collGather && c.rank == r.root:
+		case gathers && c.rank == r.root:
 			done, only = bSeq, waitAll
-		case r.kind != collGather && c.rank == r.root:
+		case !gathers && c.rank == r.root:
 			only = waitAll
-		case r.kind != collGather:
+		case !gathers:
 			done = bSeq
 		}
 		if err := c.boardWaitWord(r, seq, k, only, c.seq, done, 1); err != nil {
@@ -246,6 +251,12 @@ func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 				return err
 			}
 		}
+	case collReduce:
+		if c.rank == r.root {
+			if err := c.rootReduce(r, seq, L, k); err != nil {
+				return err
+			}
+		}
 	case collAllgather, collGather:
 		if r.kind == collGather && c.rank != r.root {
 			break
@@ -264,7 +275,7 @@ func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 	}
 	if rooted {
 		b.raise(bDone, seq)
-		if r.kind != collGather {
+		if !gathers {
 			b.owe(seq, k, c.seq)
 		}
 		return nil
@@ -331,17 +342,12 @@ func (b *board) segmentBy(p int, id uint64, fd int) []byte {
 // while a peer reads it. With the buffers in shm segments (comm.Alloc)
 // every read is from a mapping.
 //
-// The reduce shares the work as the allreduce does, where a root that
-// reduced every rank's buffer alone would read them all and reduce them
-// all on its own processor. 2 ranks, osu reduce -T float32 (comm.Alloc
-// buffers), 32 KiB to 64 MiB, against the executor's flat tree over the
-// shm transport that ran it before, in µs: in the host's fast state
-// 1.3-1.5 against 3.2 at 32 KiB, 34.7 against 45-46 at 1 MiB, 333-340
-// against 407-422 at 8 MiB, 5537-7202 against 7818-8804 at 64 MiB; in its
-// slow state, alternating beside Open MPI (bin/peers -np 2 -transport shm
-// reduce), 7.8-8.2 against 12.5-17.5 at 64 KiB, 94-96 against 115-175 at
-// 1 MiB, 4530-4828 against 5260-5962 at 64 MiB: from 0.42-0.75 of Open
-// MPI's speed at 64 KiB-4 MiB to 0.62-1.12 there, 2.0-4.2 from 8 MiB.
+// A reduce runs here only past rootReduceMax (rootReduce below it); the
+// shared work was also its only way for a while, against the executor's
+// flat tree over the shm transport before it (2 ranks, osu reduce -T
+// float32, the host's slow state, alternating beside Open MPI): 64 KiB
+// 7.8-8.2 µs against 12.5-17.5, 1 MiB 94-96 against 115-175, 64 MiB
+// 4530-4828 against 5260-5962.
 func (c *Comm) directReduction(r *Request, seq uint64, L int, k boardCall, root int) error {
 	b, n, me := c.board, c.board.n, c.board.me
 	es := r.dt.Size()
@@ -435,6 +441,79 @@ func (c *Comm) directReduction(r *Request, seq uint64, L int, k boardCall, root 
 	b.seq++
 	b.publish(b.seq, k)
 	return c.boardWait(r, b.seq, k)
+}
+
+// rootReduceMax: a direct reduce whose root reads at most this many bytes
+// of its peers' buffers ((size-1) times the buffer) is the root's alone
+// (rootReduce: one round of waiting, the peers' buffers read where they
+// are), a larger one shared (directReduction: three rounds, the work on
+// every processor). osu reduce -T float32 over shm, comm.Alloc buffers,
+// 3 alternating runs, µs, the root alone against shared: 2 ranks 64 KiB
+// 1.7-1.8 against 7.7-9.1, 1 MiB 36-38 against 93-97, 4 MiB 160-183
+// against 367-390, 8 MiB 384-514 against 455-595, from 16 MiB either way
+// by run (64 MiB 5461-6214 against 4815-7020); 4 ranks on 2 cores (2
+// runs) 256 KiB 39 against 63-67, 2 MiB 208-222 against 293-299, 4 MiB
+// 610-629 against 560-572, 8 MiB 1617-1620 against 1036-1300.
+var rootReduceMax = 8 << 20
+
+// rootReduceChunk is how much of the buffer rootReduce reduces over every
+// rank before it moves on, so that the partial result stays in cache.
+const rootReduceChunk = 64 << 10
+
+// rootReduce is a direct reduce's root's work when it reduces alone:
+// every rank's buffer of call seq (published, L bytes), in rank order,
+// into its recv, a chunk at a time, each read in place from a mapped
+// segment or with process_vm_readv.
+func (c *Comm) rootReduce(r *Request, seq uint64, L int, k boardCall) error {
+	b, n, me := c.board, c.board.n, c.board.me
+	chunk := rootReduceChunk / r.dt.Size() * r.dt.Size()
+	inPlace := overlap(r.send, r.recv)
+	for lo := 0; lo < L; lo += chunk {
+		hi := min(lo+chunk, L)
+		dst := r.recv[lo:hi]
+		mine := r.send[lo:hi]
+		if inPlace && me >= 2 {
+			mine = b.temp(2, hi-lo)
+			copy(mine, r.send[lo:hi])
+		}
+		src := func(p, t int) ([]byte, error) {
+			if p == me {
+				return mine, nil
+			}
+			if v := b.view(p, seq, 0, uint64(lo), hi-lo); v != nil {
+				return v, nil
+			}
+			buf := b.temp(t, hi-lo)
+			if err := b.copyFrom(p, seq, 0, uint64(lo), buf); err != nil {
+				return nil, c.readFail(k, p, err)
+			}
+			return buf, nil
+		}
+		s0, err := src(0, 0)
+		if err != nil {
+			return err
+		}
+		s1, err := src(1, 1)
+		if err != nil {
+			return err
+		}
+		if err := collectives.ReduceTo(r.dt, r.op, dst, s0, s1); err != nil {
+			return c.boardFail(k, err)
+		}
+		for p := 2; p < n; p++ {
+			sp, err := src(p, 0)
+			if err != nil {
+				return err
+			}
+			if err := collectives.ReduceTo(r.dt, r.op, dst, dst, sp); err != nil {
+				return c.boardFail(k, err)
+			}
+		}
+		if err := collectives.Finish(r.dt, r.op, dst, n); err != nil {
+			return c.boardFail(k, err)
+		}
+	}
+	return nil
 }
 
 // partBuf returns n bytes of the board's part scratch (board.part),

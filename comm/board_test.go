@@ -428,29 +428,37 @@ func TestBoardDirect(t *testing.T) {
 }
 
 // TestBoardDirectReduce: a reduce past the board's slots is a direct
-// call (board_direct.go: each rank reduces its part of every rank's
-// buffer, the root gathers the parts), exact in every element, with a
-// moving root, in place at the root, a nil receive buffer elsewhere,
-// parts of unequal size, every operation, on 2, 3 and 5 ranks; where a
-// rank is crowded, only from CrowdedDirectReduce bytes (the executor's
-// flat tree below).
+// call (board_direct.go), exact in every element, with a moving root, in
+// place at the root, a nil receive buffer elsewhere, every operation, on
+// 2, 3 and 5 ranks: reduced by the root alone (rootReduce, chunk by
+// chunk, the last one short) and, past rootReduceMax (lowered here),
+// shared (directReduction: each rank its part of every rank's buffer,
+// parts of unequal size, the root gathering them).
 func TestBoardDirectReduce(t *testing.T) {
 	const slotFloats = 16 << 10 / 4
+	SetRootReduceMax(t, 1<<20)
 	for _, n := range []int{2, 3, 5} {
 		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
 			runRanksOn(t, "shm", n, testOptsFast, func(c *Comm) error {
 				ctx := context.Background()
 				me := c.Rank()
 				val := func(r, i int) int32 { return int32(r*7 + i%11 + 1) }
-				for _, count := range []int{slotFloats + 1, 3*slotFloats + 7, CrowdedDirectReduce/4 + 3} {
+				// The root alone (one chunk; three, the last short), then
+				// shared (the root would read more than 1 MiB).
+				for _, count := range []int{slotFloats + 1, 40000, 1<<20/4/(n-1) + 7} {
 					want := "shm-board"
-					if !BoardEarly(c) && 4*count < CrowdedDirectReduce {
-						want = "linear"
-					}
 					for round, op := range []Op{Sum, Prod, Min, Max, Avg} {
 						root := (round + count) % n
 						inPlace := round%2 == 1
+						// Odd rounds from comm.Alloc: the peers read them
+						// through their mappings, not process_vm_readv.
 						send := make([]int32, count)
+						if round%2 == 1 {
+							var err error
+							if send, err = Alloc[int32](c, count); err != nil {
+								return err
+							}
+						}
 						for i := range send {
 							send[i] = val(me, i)
 						}
@@ -467,6 +475,9 @@ func TestBoardDirectReduce(t *testing.T) {
 						}
 						if err := algoIs(req, want, "reduce", count); err != nil {
 							return err
+						}
+						if round%2 == 1 {
+							defer Free(c, send)
 						}
 						if me != root {
 							continue

@@ -164,9 +164,10 @@ func FusedPreCopied(c *Comm, coll, algo string, count, root int) (int, error) {
 	return n, nil
 }
 
-// BoardEarly says whether c's board takes calls it would not where a rank
-// is crowded (board.early), and CrowdedDirectReduce is the size from
-// which a reduce goes direct there.
-func BoardEarly(c *Comm) bool { return c.board != nil && c.board.early }
-
-const CrowdedDirectReduce = crowdedDirectReduce
+// SetRootReduceMax sets, until the test ends, the most bytes of its
+// peers' buffers a direct reduce's root reads alone (rootReduceMax).
+func SetRootReduceMax(t interface{ Cleanup(func()) }, n int) {
+	old := rootReduceMax
+	rootReduceMax = n
+	t.Cleanup(func() { rootReduceMax = old })
+}
