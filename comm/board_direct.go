@@ -253,7 +253,7 @@ func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 		}
 	case collReduce:
 		if c.rank == r.root {
-			if err := c.rootReduce(r, seq, L, k); err != nil {
+			if err := c.reduceAll(r, r.send, seq, L, k); err != nil {
 				return err
 			}
 		}
@@ -342,7 +342,7 @@ func (b *board) segmentBy(p int, id uint64, fd int) []byte {
 // while a peer reads it. With the buffers in shm segments (comm.Alloc)
 // every read is from a mapping.
 //
-// A reduce runs here only past rootReduceMax (rootReduce below it); the
+// A reduce runs here only past rootReduceMax (reduceAll below it); the
 // shared work was also its only way for a while, against the executor's
 // flat tree over the shm transport before it (2 ranks, osu reduce -T
 // float32, the host's slow state, alternating beside Open MPI): 64 KiB
@@ -445,36 +445,39 @@ func (c *Comm) directReduction(r *Request, seq uint64, L int, k boardCall, root 
 
 // rootReduceMax: a direct reduce whose root reads at most this many bytes
 // of its peers' buffers ((size-1) times the buffer) is the root's alone
-// (rootReduce: one round of waiting, the peers' buffers read where they
+// (reduceAll: one round of waiting, the peers' buffers read where they
 // are), a larger one shared (directReduction: three rounds, the work on
-// every processor). osu reduce -T float32 over shm, comm.Alloc buffers,
-// 3 alternating runs, µs, the root alone against shared: 2 ranks 64 KiB
-// 1.7-1.8 against 7.7-9.1, 1 MiB 36-38 against 93-97, 4 MiB 160-183
-// against 367-390, 8 MiB 384-514 against 455-595, from 16 MiB either way
-// by run (64 MiB 5461-6214 against 4815-7020); 4 ranks on 2 cores (2
-// runs) 256 KiB 39 against 63-67, 2 MiB 208-222 against 293-299, 4 MiB
-// 610-629 against 560-572, 8 MiB 1617-1620 against 1036-1300.
-var rootReduceMax = 8 << 20
+// every processor). 2 ranks over shm, comm.Alloc buffers, each rewritten
+// before every call (as an application's are), 2 alternating runs of 50
+// calls, µs, the root alone against shared: 64 KiB 4.5-4.7 against
+// 8.6-9.5, 1 MiB 48-58 against 101-108, 2 MiB 103-137 against 157-184, 4
+// MiB 245-416 against 328-341, 8 MiB 781-1089 against 803-830, 16 MiB
+// 1592-2465 against 1405-1767. With osu reduce's unchanged buffers (the
+// root finds its peers' data in its own cache after the first call), 4
+// ranks on 2 cores: 256 KiB 39 against 63-67, 2 MiB 208-222 against
+// 293-299, 4 MiB 610-629 against 560-572, 8 MiB 1617-1620 against
+// 1036-1300.
+var rootReduceMax = 4 << 20
 
-// rootReduceChunk is how much of the buffer rootReduce reduces over every
+// rootReduceChunk is how much of the buffer reduceAll reduces over every
 // rank before it moves on, so that the partial result stays in cache.
 const rootReduceChunk = 64 << 10
 
-// rootReduce is a direct reduce's root's work when it reduces alone:
-// every rank's buffer of call seq (published, L bytes), in rank order,
-// into its recv, a chunk at a time, each read in place from a mapped
-// segment or with process_vm_readv.
-func (c *Comm) rootReduce(r *Request, seq uint64, L int, k boardCall) error {
+// reduceAll reduces every rank's buffer of call seq (published, L
+// bytes; this rank's is send), in rank order, into r.recv, a chunk at a
+// time, each read in place from a mapped segment or with
+// process_vm_readv: a direct reduce's root that reduces alone.
+func (c *Comm) reduceAll(r *Request, send []byte, seq uint64, L int, k boardCall) error {
 	b, n, me := c.board, c.board.n, c.board.me
 	chunk := rootReduceChunk / r.dt.Size() * r.dt.Size()
-	inPlace := overlap(r.send, r.recv)
+	inPlace := overlap(send, r.recv)
 	for lo := 0; lo < L; lo += chunk {
 		hi := min(lo+chunk, L)
 		dst := r.recv[lo:hi]
-		mine := r.send[lo:hi]
+		mine := send[lo:hi]
 		if inPlace && me >= 2 {
 			mine = b.temp(2, hi-lo)
-			copy(mine, r.send[lo:hi])
+			copy(mine, send[lo:hi])
 		}
 		src := func(p, t int) ([]byte, error) {
 			if p == me {

@@ -427,14 +427,15 @@ func TestBoardDirect(t *testing.T) {
 	}
 }
 
-// TestBoardDirectReduce: a reduce past the board's slots is a direct
-// call (board_direct.go), exact in every element, with a moving root, in
-// place at the root, a nil receive buffer elsewhere, every operation, on
-// 2, 3 and 5 ranks: reduced by the root alone (rootReduce, chunk by
-// chunk, the last one short) and, past rootReduceMax (lowered here),
-// shared (directReduction: each rank its part of every rank's buffer,
-// parts of unequal size, the root gathering them).
-func TestBoardDirectReduce(t *testing.T) {
+// TestBoardDirectReductions: a reduce and an allreduce past the board's
+// slots are direct calls (board_direct.go), exact in every element, with
+// a moving root, in place at the root, a nil receive buffer elsewhere, an
+// allreduce in place on some ranks only, every operation, on 2, 3 and 5
+// ranks: the reduce by its root alone (reduceAll, chunk by chunk, the
+// last one short) and, past rootReduceMax (lowered here), shared
+// (directReduction, the allreduce's way: each rank its part of every
+// rank's buffer, parts of unequal size).
+func TestBoardDirectReductions(t *testing.T) {
 	const slotFloats = 16 << 10 / 4
 	SetRootReduceMax(t, 1<<20)
 	for _, n := range []int{2, 3, 5} {
@@ -476,6 +477,25 @@ func TestBoardDirectReduce(t *testing.T) {
 						if err := algoIs(req, want, "reduce", count); err != nil {
 							return err
 						}
+						// The allreduce of the same, in place on some
+						// ranks only (each rank chooses for itself).
+						all := make([]int32, count)
+						in := make([]int32, count)
+						for i := range in {
+							in[i] = val(me, i)
+						}
+						src := in
+						if (me+round)%2 == 1 {
+							copy(all, in)
+							src = all
+						}
+						areq := AllreduceAsync(c, src, all, op)
+						if err := areq.Wait(ctx); err != nil {
+							return err
+						}
+						if err := algoIs(areq, want, "allreduce", count); err != nil {
+							return err
+						}
 						if round%2 == 1 {
 							defer Free(c, send)
 						}
@@ -502,6 +522,9 @@ func TestBoardDirectReduce(t *testing.T) {
 							}
 							if got != want {
 								return fmt.Errorf("reduce(%v) of %d to %d (in place %v): element %d is %d, want %d", op, count, root, inPlace, i, got, want)
+							}
+							if all[i] != want {
+								return fmt.Errorf("allreduce(%v) of %d: element %d is %d, want %d", op, count, i, all[i], want)
 							}
 						}
 					}
