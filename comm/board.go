@@ -642,7 +642,7 @@ func (c *Comm) boardTakes(r *Request) bool {
 	case collReduce:
 		return !halfReduction(r) && (len(r.send) <= boardSlot || c.board.direct(len(r.send)))
 	case collReduceScatter:
-		return !halfReduction(r) && len(r.send) <= boardSlot
+		return !halfReduction(r) && (len(r.send) <= boardSlot || c.board.direct(len(r.send)))
 	case collBroadcast, collAllgather, collAlltoall, collGather:
 		return len(r.send) <= boardSlot || c.board.direct(len(r.send))
 	case collScatter:

@@ -163,6 +163,8 @@ func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 	switch r.kind {
 	case collAllreduce:
 		return c.directReduction(r, seq, L, k, -1)
+	case collReduceScatter:
+		return c.directReduceScatter(r, seq, k)
 	case collReduce:
 		if c.opts.StrictChecks || int64(b.n-1)*int64(L) > int64(rootReduceMax) {
 			return c.directReduction(r, seq, L, k, r.root)
@@ -459,6 +461,41 @@ func (c *Comm) directReduction(r *Request, seq uint64, L int, k boardCall, root 
 // 1036-1300.
 var rootReduceMax = 4 << 20
 
+// directReduceScatter runs a reduce-scatter past the board's slots as a
+// direct call in two rounds: each rank publishes its send buffer and
+// waits for every rank's, reduces its own block of every rank's buffer
+// into its recv (reduceRange: in place from the peers' mapped segments,
+// or with process_vm_readv), then publishes again and waits, so that no
+// rank changes a buffer a peer still reads. A recv that overlaps send
+// other than as this rank's own block (which no peer reads) gets the
+// result through a scratch buffer once the peers are done.
+func (c *Comm) directReduceScatter(r *Request, seq uint64, k boardCall) error {
+	b, me := c.board, c.board.me
+	blk := len(r.recv)
+	b.setBuf(seq, 0, r.send)
+	b.publish(seq, k)
+	if err := c.boardWait(r, seq, k); err != nil {
+		return err
+	}
+	out := r.recv
+	staged := overlap(r.send, r.recv) && !sameBytes(r.recv, r.send[me*blk:(me+1)*blk])
+	if staged {
+		out = b.temp(2, blk)
+	}
+	if err := c.reduceRange(r, r.send, out, seq, me*blk, k); err != nil {
+		return err
+	}
+	b.seq++
+	b.publish(b.seq, k)
+	if err := c.boardWait(r, b.seq, k); err != nil {
+		return err
+	}
+	if staged {
+		copy(r.recv, out)
+	}
+	return nil
+}
+
 // rootReduceChunk is how much of the buffer reduceAll reduces over every
 // rank before it moves on, so that the partial result stays in cache.
 const rootReduceChunk = 64 << 10
@@ -468,12 +505,22 @@ const rootReduceChunk = 64 << 10
 // time, each read in place from a mapped segment or with
 // process_vm_readv: a direct reduce's root that reduces alone.
 func (c *Comm) reduceAll(r *Request, send []byte, seq uint64, L int, k boardCall) error {
+	return c.reduceRange(r, send, r.recv[:L], seq, 0, k)
+}
+
+// reduceRange reduces bytes [base, base+len(out)) of every rank's
+// published buffer of call seq (this rank's is send) into out, in rank
+// order, a chunk at a time (see reduceAll). out may be this rank's own
+// range of send (in place).
+func (c *Comm) reduceRange(r *Request, send, out []byte, seq uint64, base int, k boardCall) error {
 	b, n, me := c.board, c.board.n, c.board.me
 	chunk := rootReduceChunk / r.dt.Size() * r.dt.Size()
-	inPlace := overlap(send, r.recv)
+	L := len(out)
+	send = send[base : base+L]
+	inPlace := overlap(send, out)
 	for lo := 0; lo < L; lo += chunk {
 		hi := min(lo+chunk, L)
-		dst := r.recv[lo:hi]
+		dst := out[lo:hi]
 		mine := send[lo:hi]
 		if inPlace && me >= 2 {
 			mine = b.temp(2, hi-lo)
@@ -483,11 +530,11 @@ func (c *Comm) reduceAll(r *Request, send []byte, seq uint64, L int, k boardCall
 			if p == me {
 				return mine, nil
 			}
-			if v := b.view(p, seq, 0, uint64(lo), hi-lo); v != nil {
+			if v := b.view(p, seq, 0, uint64(base+lo), hi-lo); v != nil {
 				return v, nil
 			}
 			buf := b.temp(t, hi-lo)
-			if err := b.copyFrom(p, seq, 0, uint64(lo), buf); err != nil {
+			if err := b.copyFrom(p, seq, 0, uint64(base+lo), buf); err != nil {
 				return nil, c.readFail(k, p, err)
 			}
 			return buf, nil

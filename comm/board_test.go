@@ -427,8 +427,10 @@ func TestBoardDirect(t *testing.T) {
 	}
 }
 
-// TestBoardDirectReductions: a reduce and an allreduce past the board's
-// slots are direct calls (board_direct.go), exact in every element, with
+// TestBoardDirectReductions: a reduce, an allreduce and a reduce-scatter
+// past the board's slots are direct calls (board_direct.go), exact in
+// every element (a reduce-scatter's recv apart, its own block of send or
+// another rank's), with
 // a moving root, in place at the root, a nil receive buffer elsewhere, an
 // allreduce in place on some ranks only, every operation, on 2, 3 and 5
 // ranks: the reduce by its root alone (reduceAll, chunk by chunk, the
@@ -495,6 +497,53 @@ func TestBoardDirectReductions(t *testing.T) {
 						}
 						if err := algoIs(areq, want, "allreduce", count); err != nil {
 							return err
+						}
+						// A reduce-scatter of blocks of count elements:
+						// apart, in place (recv is this rank's own block),
+						// and with recv over another rank's block of send.
+						rs := make([]int32, n*count)
+						for i := range rs {
+							rs[i] = val(me, i)
+						}
+						var rsOut []int32
+						switch round % 3 {
+						case 0:
+							rsOut = make([]int32, count)
+						case 1:
+							rsOut = rs[me*count : (me+1)*count]
+						case 2:
+							o := (me + 1) % n
+							rsOut = rs[o*count : (o+1)*count]
+						}
+						rsreq := ReduceScatterAsync(c, rs, rsOut, op)
+						if err := rsreq.Wait(ctx); err != nil {
+							return err
+						}
+						if err := algoIs(rsreq, want, "reduce-scatter", count); err != nil {
+							return err
+						}
+						for i, got := range rsOut {
+							x := me*count + i
+							w := val(0, x)
+							for r := 1; r < n; r++ {
+								v := val(r, x)
+								switch op {
+								case Sum, Avg:
+									w += v
+								case Prod:
+									w *= v
+								case Min:
+									w = min(w, v)
+								case Max:
+									w = max(w, v)
+								}
+							}
+							if op == Avg {
+								w /= int32(n)
+							}
+							if got != w {
+								return fmt.Errorf("reduce-scatter(%v) of %d (case %d): element %d is %d, want %d", op, count, round%3, i, got, w)
+							}
 						}
 						if round%2 == 1 {
 							defer Free(c, send)
