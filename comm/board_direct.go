@@ -372,52 +372,11 @@ func (c *Comm) directReduction(r *Request, seq uint64, L int, k boardCall, root 
 		return err
 	}
 	fail := func(p int, err error) error { return c.readFail(k, p, err) }
-	dst := out[outLo : outLo+hi-lo]
+	// This rank's part of every send, reduced in rank order (in place,
+	// reduceRange keeps this rank's own part before it overwrites it).
 	if hi > lo {
-		// This rank's part of every send, reduced in rank order. In place,
-		// this rank's own part is overwritten by the first step: keep it.
-		mine := r.send[lo:hi]
-		if overlap(r.send, dst) && me >= 2 {
-			mine = b.temp(2, hi-lo)
-			copy(mine, r.send[lo:hi])
-		}
-		// src is rank p's part: this rank's, a view of the peer's mapped
-		// segment, or a copy read into temp t.
-		src := func(p, t int) ([]byte, error) {
-			if p == me {
-				return mine, nil
-			}
-			if v := b.view(p, seq, 0, uint64(lo), hi-lo); v != nil {
-				return v, nil
-			}
-			buf := b.temp(t, hi-lo)
-			if err := b.copyFrom(p, seq, 0, uint64(lo), buf); err != nil {
-				return nil, fail(p, err)
-			}
-			return buf, nil
-		}
-		s0, err := src(0, 0)
-		if err != nil {
+		if err := c.reduceRange(r, r.send, out[outLo:outLo+hi-lo], seq, lo, k); err != nil {
 			return err
-		}
-		s1, err := src(1, 1)
-		if err != nil {
-			return err
-		}
-		if err := collectives.ReduceTo(r.dt, r.op, dst, s0, s1); err != nil {
-			return c.boardFail(k, err)
-		}
-		for p := 2; p < n; p++ {
-			sp, err := src(p, 0)
-			if err != nil {
-				return err
-			}
-			if err := collectives.ReduceTo(r.dt, r.op, dst, dst, sp); err != nil {
-				return c.boardFail(k, err)
-			}
-		}
-		if err := collectives.Finish(r.dt, r.op, dst, n); err != nil {
-			return c.boardFail(k, err)
 		}
 	}
 	b.seq++

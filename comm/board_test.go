@@ -446,6 +446,27 @@ func TestBoardDirectReductions(t *testing.T) {
 				ctx := context.Background()
 				me := c.Rank()
 				val := func(r, i int) int32 { return int32(r*7 + i%11 + 1) }
+				// reduced is element i of every rank's val reduced by op.
+				reduced := func(op Op, i int) int32 {
+					w := val(0, i)
+					for r := 1; r < n; r++ {
+						v := val(r, i)
+						switch op {
+						case Sum, Avg:
+							w += v
+						case Prod:
+							w *= v
+						case Min:
+							w = min(w, v)
+						case Max:
+							w = max(w, v)
+						}
+					}
+					if op == Avg {
+						w /= int32(n)
+					}
+					return w
+				}
 				// The root alone (one chunk; three, the last short), then
 				// shared (the root would read more than 1 MiB).
 				for _, count := range []int{slotFloats + 1, 40000, 1<<20/4/(n-1) + 7} {
@@ -498,6 +519,11 @@ func TestBoardDirectReductions(t *testing.T) {
 						if err := algoIs(areq, want, "allreduce", count); err != nil {
 							return err
 						}
+						for i, got := range all {
+							if w := reduced(op, i); got != w {
+								return fmt.Errorf("allreduce(%v) of %d (in place %v): element %d is %d, want %d", op, count, (me+round)%2 == 1, i, got, w)
+							}
+						}
 						// A reduce-scatter of blocks of count elements:
 						// apart, in place (recv is this rank's own block),
 						// and with recv over another rank's block of send.
@@ -523,25 +549,7 @@ func TestBoardDirectReductions(t *testing.T) {
 							return err
 						}
 						for i, got := range rsOut {
-							x := me*count + i
-							w := val(0, x)
-							for r := 1; r < n; r++ {
-								v := val(r, x)
-								switch op {
-								case Sum, Avg:
-									w += v
-								case Prod:
-									w *= v
-								case Min:
-									w = min(w, v)
-								case Max:
-									w = max(w, v)
-								}
-							}
-							if op == Avg {
-								w /= int32(n)
-							}
-							if got != w {
+							if w := reduced(op, me*count+i); got != w {
 								return fmt.Errorf("reduce-scatter(%v) of %d (case %d): element %d is %d, want %d", op, count, round%3, i, got, w)
 							}
 						}
@@ -552,28 +560,9 @@ func TestBoardDirectReductions(t *testing.T) {
 							continue
 						}
 						for i, got := range recv {
-							want := val(0, i)
-							for r := 1; r < n; r++ {
-								v := val(r, i)
-								switch op {
-								case Sum, Avg:
-									want += v
-								case Prod:
-									want *= v
-								case Min:
-									want = min(want, v)
-								case Max:
-									want = max(want, v)
-								}
-							}
-							if op == Avg {
-								want /= int32(n)
-							}
-							if got != want {
-								return fmt.Errorf("reduce(%v) of %d to %d (in place %v): element %d is %d, want %d", op, count, root, inPlace, i, got, want)
-							}
-							if all[i] != want {
-								return fmt.Errorf("allreduce(%v) of %d: element %d is %d, want %d", op, count, i, all[i], want)
+							w := reduced(op, i)
+							if got != w {
+								return fmt.Errorf("reduce(%v) of %d to %d (in place %v): element %d is %d, want %d", op, count, root, inPlace, i, got, w)
 							}
 						}
 					}
