@@ -255,7 +255,7 @@ func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 		}
 	case collReduce:
 		if c.rank == r.root {
-			if err := c.reduceAll(r, r.send, seq, L, k); err != nil {
+			if err := c.reduceRange(r, r.send, r.recv[:L], seq, 0, k); err != nil {
 				return err
 			}
 		}
@@ -344,7 +344,7 @@ func (b *board) segmentBy(p int, id uint64, fd int) []byte {
 // while a peer reads it. With the buffers in shm segments (comm.Alloc)
 // every read is from a mapping.
 //
-// A reduce runs here only past rootReduceMax (reduceAll below it); the
+// A reduce runs here only past rootReduceMax (its root alone below it); the
 // shared work was also its only way for a while, against the executor's
 // flat tree over the shm transport before it (2 ranks, osu reduce -T
 // float32, the host's slow state, alternating beside Open MPI): 64 KiB
@@ -406,7 +406,7 @@ func (c *Comm) directReduction(r *Request, seq uint64, L int, k boardCall, root 
 
 // rootReduceMax: a direct reduce whose root reads at most this many bytes
 // of its peers' buffers ((size-1) times the buffer) is the root's alone
-// (reduceAll: one round of waiting, the peers' buffers read where they
+// (reduceRange over the whole buffer: one round of waiting, the peers' buffers read where they
 // are), a larger one shared (directReduction: three rounds, the work on
 // every processor). 2 ranks over shm, comm.Alloc buffers, each rewritten
 // before every call (as an application's are), 2 alternating runs of 50
@@ -455,25 +455,20 @@ func (c *Comm) directReduceScatter(r *Request, seq uint64, k boardCall) error {
 	return nil
 }
 
-// rootReduceChunk is how much of the buffer reduceAll reduces over every
+// reduceChunk is how much of the buffer reduceRange reduces over every
 // rank before it moves on, so that the partial result stays in cache.
-const rootReduceChunk = 64 << 10
-
-// reduceAll reduces every rank's buffer of call seq (published, L
-// bytes; this rank's is send), in rank order, into r.recv, a chunk at a
-// time, each read in place from a mapped segment or with
-// process_vm_readv: a direct reduce's root that reduces alone.
-func (c *Comm) reduceAll(r *Request, send []byte, seq uint64, L int, k boardCall) error {
-	return c.reduceRange(r, send, r.recv[:L], seq, 0, k)
-}
+const reduceChunk = 64 << 10
 
 // reduceRange reduces bytes [base, base+len(out)) of every rank's
 // published buffer of call seq (this rank's is send) into out, in rank
-// order, a chunk at a time (see reduceAll). out may be this rank's own
-// range of send (in place).
+// order, reduceChunk bytes at a time through every rank, each read in
+// place from a mapped segment or with process_vm_readv: a direct reduce's
+// root that reduces alone (the whole buffer), a rank's part of a shared
+// reduction (directReduction) or its block of a reduce-scatter. out may
+// be this rank's own range of send (in place).
 func (c *Comm) reduceRange(r *Request, send, out []byte, seq uint64, base int, k boardCall) error {
 	b, n, me := c.board, c.board.n, c.board.me
-	chunk := rootReduceChunk / r.dt.Size() * r.dt.Size()
+	chunk := reduceChunk / r.dt.Size() * r.dt.Size()
 	L := len(out)
 	send = send[base : base+L]
 	inPlace := overlap(send, out)

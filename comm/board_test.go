@@ -433,7 +433,7 @@ func TestBoardDirect(t *testing.T) {
 // another rank's), with
 // a moving root, in place at the root, a nil receive buffer elsewhere, an
 // allreduce in place on some ranks only, every operation, on 2, 3 and 5
-// ranks: the reduce by its root alone (reduceAll, chunk by chunk, the
+// ranks: the reduce by its root alone (reduceRange, chunk by chunk, the
 // last one short) and, past rootReduceMax (lowered here), shared
 // (directReduction, the allreduce's way: each rank its part of every
 // rank's buffer, parts of unequal size).
