@@ -637,11 +637,7 @@ func (c *Comm) boardTakes(r *Request) bool {
 	switch r.kind {
 	case collBarrier:
 		return true
-	case collAllreduce:
-		return !halfReduction(r) && (len(r.send) <= boardSlot || c.board.direct(len(r.send)))
-	case collReduce:
-		return !halfReduction(r) && (len(r.send) <= boardSlot || c.board.direct(len(r.send)))
-	case collReduceScatter:
+	case collAllreduce, collReduce, collReduceScatter:
 		return !halfReduction(r) && (len(r.send) <= boardSlot || c.board.direct(len(r.send)))
 	case collBroadcast, collAllgather, collAlltoall, collGather:
 		return len(r.send) <= boardSlot || c.board.direct(len(r.send))

@@ -283,6 +283,14 @@ func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 		return nil
 	}
 	// Every rank done reading before any returns.
+	return c.boardRound(r, k)
+}
+
+// boardRound is a direct call's next round: this rank publishes the
+// board's next sequence number with call k and waits until every rank
+// has (no rank goes on while a peer still reads its buffers).
+func (c *Comm) boardRound(r *Request, k boardCall) error {
+	b := c.board
 	b.seq++
 	b.publish(b.seq, k)
 	return c.boardWait(r, b.seq, k)
@@ -379,9 +387,7 @@ func (c *Comm) directReduction(r *Request, seq uint64, L int, k boardCall, root 
 			return err
 		}
 	}
-	b.seq++
-	b.publish(b.seq, k)
-	if err := c.boardWait(r, b.seq, k); err != nil {
+	if err := c.boardRound(r, k); err != nil {
 		return err
 	}
 	if wants {
@@ -399,9 +405,7 @@ func (c *Comm) directReduction(r *Request, seq uint64, L int, k boardCall, root 
 			}
 		}
 	}
-	b.seq++
-	b.publish(b.seq, k)
-	return c.boardWait(r, b.seq, k)
+	return c.boardRound(r, k)
 }
 
 // rootReduceMax: a direct reduce whose root reads at most this many bytes
@@ -444,9 +448,7 @@ func (c *Comm) directReduceScatter(r *Request, seq uint64, k boardCall) error {
 	if err := c.reduceRange(r, r.send, out, seq, me*blk, k); err != nil {
 		return err
 	}
-	b.seq++
-	b.publish(b.seq, k)
-	if err := c.boardWait(r, b.seq, k); err != nil {
+	if err := c.boardRound(r, k); err != nil {
 		return err
 	}
 	if staged {
