@@ -363,10 +363,11 @@ func (k boardCall) String() string {
 		return s
 	}
 	s += fmt.Sprintf("(%s, %d", k.dt(), k.count())
-	if k.kind() == collAllreduce || k.kind() == collReduce {
+	info := k.kind().Info()
+	if info.Reducing {
 		s += ", " + k.op().String()
 	}
-	if k.kind() == collBroadcast || k.kind() == collReduce {
+	if info.Rooted {
 		s += fmt.Sprintf(", root=%d", k.root())
 	}
 	return s + ")"

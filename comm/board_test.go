@@ -236,6 +236,54 @@ func TestBoardMismatchInBarrier(t *testing.T) {
 	requireFastMismatch(t, errs, start)
 }
 
+// TestBoardMismatchNamesTheDifference: a mismatch on the board names
+// what differs between the two calls: a reduce-scatter's operation, a
+// gather's or scatter's root (the board's descriptions of the calls left
+// these out, so that both sides of such a mismatch read alike). Two ranks
+// that both take themselves for a scatter's root complete it and fail in
+// the next call, which checks the call they owe.
+func TestBoardMismatchNamesTheDifference(t *testing.T) {
+	cases := []struct {
+		name string
+		want [2]string // each side's difference, both in one rank's error
+		run  func(ctx context.Context, c *Comm) error
+	}{
+		{"reduce-scatter", [2]string{", sum)", ", max)"}, func(ctx context.Context, c *Comm) error {
+			return ReduceScatter(ctx, c, make([]float32, 4), make([]float32, 2), []Op{Sum, Max}[c.Rank()])
+		}},
+		{"gather", [2]string{"root=0)", "root=1)"}, func(ctx context.Context, c *Comm) error {
+			if err := Gather(ctx, c, make([]float32, 2), make([]float32, 4), c.Rank()); err != nil {
+				return err
+			}
+			return c.Barrier(ctx)
+		}},
+		{"scatter", [2]string{"root=0)", "root=1)"}, func(ctx context.Context, c *Comm) error {
+			if err := Scatter(ctx, c, make([]float32, 4), make([]float32, 2), c.Rank()); err != nil {
+				return err
+			}
+			return c.Barrier(ctx)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			start := time.Now()
+			errs := commtest.Run(ctx, "shm", 2, testOptsFast, func(c *Comm) error { return tc.run(ctx, c) })
+			requireFastMismatch(t, errs, start)
+			named := false
+			for _, err := range errs {
+				if err != nil && strings.Contains(err.Error(), tc.want[0]) && strings.Contains(err.Error(), tc.want[1]) {
+					named = true
+				}
+			}
+			if !named {
+				t.Errorf("no rank's error shows both %q and %q", tc.want[0], tc.want[1])
+			}
+		})
+	}
+}
+
 // TestCrowdedBarrierIsLinear: on a crowded host (here forced with
 // YieldWhenIdle) of up to 6 ranks the executor's barrier is the linear one
 // (collectives.Algo.CrowdedUpTo); on an uncrowded one, not.
