@@ -87,6 +87,16 @@ const (
 	// rank that waits for it follows the chain at its stall timeout, see
 	// stallChain).
 	bWaitOn = 144
+	// bExec: uint64, 1<<32 | the communicator's number of the last
+	// collective this rank ran off the board (through the executor: an
+	// algorithm asked for, a type the board does not reduce), 0 if none;
+	// bExecCall: that call (boardCall). A rank waiting on the board for a
+	// rank that runs the same call off it (the ranks disagree: an
+	// algorithm asked for on some ranks only, say) finds it at its next
+	// look (boardLook) and fails with a mismatch naming both calls,
+	// instead of waiting for its stall timeout.
+	bExec     = 152
+	bExecCall = 160
 	// Fourth line: a second buffer's bAddr...bSegFD (a direct allreduce's
 	// recv, read by the peers in its second half).
 	bBuf2 = 128
@@ -1336,8 +1346,50 @@ func (c *Comm) boardLook(r *Request, seq uint64, k boardCall, lo, hi, word int, 
 		if err := c.peerGone(p, k); err != nil {
 			return err
 		}
+		pn, pk, ok := b.offBoard(p)
+		switch {
+		case !ok:
+		case pn == c.seq:
+			return c.boardBlameAs(boardMismatched, k, c.rank, fmt.Errorf(
+				"collective mismatch: rank %d runs %s #%d off the shared-memory board (an algorithm asked for, or a call the board does not take) while rank %d called %s on it",
+				p, pk, pn, c.rank, k))
+		case pn < c.seq && !b.ranOff(pn):
+			// A call this rank made on the board, and completed without
+			// waiting for p (a broadcast's root or receiver, say).
+			return c.boardBlameAs(boardMismatched, k, c.rank, fmt.Errorf(
+				"collective mismatch: rank %d runs %s #%d off the shared-memory board (an algorithm asked for, or a call the board does not take) while rank %d made its call #%d on it",
+				p, pk, pn, c.rank, pn))
+		}
 	}
 	return nil
+}
+
+// markExec records in this rank's header that it runs its collective
+// number num, k, off the board (bExec).
+func (b *board) markExec(num uint32, k boardCall) {
+	h := b.hdr(b.me)
+	b.u64(h + bExecCall).Store(uint64(k))
+	b.u64(h + bExec).Store(1<<32 | uint64(num))
+}
+
+// offBoard reports the last collective rank p ran off the board (bExec):
+// its number and call; ok false if none.
+func (b *board) offBoard(p int) (num uint32, k boardCall, ok bool) {
+	h := b.hdr(p)
+	x := b.u64(h + bExec).Load()
+	if x == 0 {
+		return 0, 0, false
+	}
+	k = boardCall(b.u64(h + bExecCall).Load())
+	return uint32(x), k, b.u64(h+bExec).Load() == x // not rewritten meanwhile
+}
+
+// ranOff reports whether this rank may have run its collective number num
+// off the board: it ran none after it (every collective runs on the board
+// or off it, numbered in order).
+func (b *board) ranOff(num uint32) bool {
+	x := b.u64(b.hdr(b.me) + bExec).Load()
+	return x != 0 && uint32(x) >= num
 }
 
 // peerGone fails the call if rank p closed, failed or is gone.

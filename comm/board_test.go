@@ -284,6 +284,65 @@ func TestBoardMismatchNamesTheDifference(t *testing.T) {
 	}
 }
 
+// TestBoardMismatchOffTheBoard: ranks that ask for an algorithm while
+// others do not run the same call off the board and on it; the ranks on
+// the board find the others' call in their headers (bExec) at their next
+// look and fail with a mismatch, and the others, whose links they break
+// or who wait to connect to them, report it too: fast, not at the stall
+// timeout. A broadcast's root and a receiver that waited for the root
+// alone complete it on the board and find the difference in their next
+// call (the barrier).
+func TestBoardMismatchOffTheBoard(t *testing.T) {
+	allreduce := func(count int) func(ctx context.Context, c *Comm, opts []CallOption) error {
+		return func(ctx context.Context, c *Comm, opts []CallOption) error {
+			buf := make([]float32, count)
+			return Allreduce(ctx, c, buf, buf, Sum, opts...)
+		}
+	}
+	cases := []struct {
+		name  string
+		named string // in some rank's error
+		algo  string
+		asks  func(rank int) bool
+		run   func(ctx context.Context, c *Comm, opts []CallOption) error
+	}{
+		{"one rank asks", "runs allreduce(float32, 4, sum) #", "ring", func(rank int) bool { return rank == 2 }, allreduce(4)},
+		{"all but one ask", "runs allreduce(float32, 4, sum) #", "ring", func(rank int) bool { return rank != 2 }, allreduce(4)},
+		{"direct", "runs allreduce(float32, 65536, sum) #", "ring", func(rank int) bool { return rank == 1 }, allreduce(1 << 16)},
+		{"broadcast", "runs broadcast(float32, 4, root=0) #", "linear", func(rank int) bool { return rank == 2 },
+			func(ctx context.Context, c *Comm, opts []CallOption) error {
+				if err := Broadcast(ctx, c, make([]float32, 4), 0, opts...); err != nil {
+					return err
+				}
+				return c.Barrier(ctx)
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			start := time.Now()
+			errs := commtest.Run(ctx, "shm", 3, testOptsFast, func(c *Comm) error {
+				var opts []CallOption
+				if tc.asks(c.Rank()) {
+					opts = append(opts, WithAlgorithm(tc.algo))
+				}
+				return tc.run(ctx, c, opts)
+			})
+			requireFastMismatch(t, errs, start)
+			named := false
+			for _, err := range errs {
+				if err != nil && strings.Contains(err.Error(), tc.named) && strings.Contains(err.Error(), "off the shared-memory board") {
+					named = true
+				}
+			}
+			if !named {
+				t.Errorf("no rank's error names the call run off the board (%q)", tc.named)
+			}
+		})
+	}
+}
+
 // TestCrowdedBarrierIsLinear: on a crowded host (here forced with
 // YieldWhenIdle) of up to 6 ranks the executor's barrier is the linear one
 // (collectives.Algo.CrowdedUpTo); on an uncrowded one, not.

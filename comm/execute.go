@@ -129,6 +129,9 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 	if onBoard {
 		return c.executeBoard(r)
 	}
+	if c.board != nil && !r.kind.IsP2P() {
+		c.board.markExec(c.seq, mkCall(r.kind, r.dt, r.op, r.root, r.count))
+	}
 	var x callBufs
 	p, err := c.prepare(r, &x)
 	if err != nil {

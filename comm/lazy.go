@@ -324,10 +324,14 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 		case <-settle:
 			return connErr
 		case <-look.C:
-			if err := c.lookAround(call, rounds, func(p int) bool {
+			unseen := func(p int) bool {
 				i := slices.Index(peers, p)
 				return i >= 0 && !arrived[i]
-			}); err != nil {
+			}
+			if err := c.boardGone(unseen); err != nil {
+				return err
+			}
+			if err := c.lookAround(call, rounds, unseen); err != nil {
 				return err
 			}
 			rounds++
@@ -447,6 +451,32 @@ func (c *Comm) lookAround(call *collectives.Call, round int, unseen func(peer in
 			if err := c.passed(st, w, a); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// boardGone reports an error if, on a host with a shared-memory board, a
+// peer that has not published its address (unseen) marked its header
+// closed, failed or mismatched: it will not connect. (A rank that found
+// on the board that this rank runs the call off it, boardLook, fails
+// without writing to the store.)
+func (c *Comm) boardGone(unseen func(peer int) bool) error {
+	b := c.board
+	if b == nil {
+		return nil
+	}
+	for p := range b.n {
+		if p == c.rank || !unseen(p) {
+			continue
+		}
+		switch b.stateOf(p).Load() {
+		case boardMismatched:
+			return fmt.Errorf("collective mismatch: rank %d found that the ranks called different collectives (its error names the calls)", p)
+		case boardFailed:
+			return fmt.Errorf("rank %d failed", p)
+		case boardClosed:
+			return fmt.Errorf("rank %d closed the communicator", p)
 		}
 	}
 	return nil

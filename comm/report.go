@@ -112,6 +112,11 @@ func (c *Comm) headline(kv keyValue, f fault) string {
 	case collectives.NoticeMismatch:
 		return c.mismatchHeadline(kv, f)
 	case collectives.NoticeLost:
+		if b := c.board; b != nil && f.root >= 0 && f.root < b.n && f.root != c.rank && b.stateOf(f.root).Load() == boardMismatched {
+			// It broke its links on finding the calls differ (a call
+			// this rank runs off the board, say: boardLook).
+			return fmt.Sprintf("collective mismatch: rank %d found that the ranks called different collectives (its error names the calls)%s", f.root, by)
+		}
 		if f.root == c.rank {
 			return fmt.Sprintf("rank %d lost its connection to every peer", c.rank)
 		}
