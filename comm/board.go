@@ -1318,6 +1318,9 @@ func (b *board) stallChain(p int) (int, string) {
 // timeout, and the ranks not arrived: closed, failed or gone.
 func (c *Comm) boardLook(r *Request, seq uint64, k boardCall, lo, hi, word int, waited, idle time.Duration) error {
 	b := c.board
+	if err := c.offBoardLook(seq, k, lo, hi, word); err != nil {
+		return err
+	}
 	if r.ctx != nil && r.ctx.Err() != nil {
 		c.lifeCancel(fmt.Errorf("%s abandoned: %w", r.kind, context.Cause(r.ctx)))
 	}
@@ -1346,6 +1349,22 @@ func (c *Comm) boardLook(r *Request, seq uint64, k boardCall, lo, hi, word int, 
 		if err := c.peerGone(p, k); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// offBoardLook fails the call with a mismatch if a rank it waits for
+// (lo..hi-1, not published at word) runs a call off the board that this
+// rank made on it (bExec): the current call, or one this rank completed
+// without waiting for it (a broadcast's root or receiver, say). It comes
+// first in boardLook: the other rank's failure, which follows from this
+// one, would hide the cause.
+func (c *Comm) offBoardLook(seq uint64, k boardCall, lo, hi, word int) error {
+	b := c.board
+	for p := lo; p < hi; p++ {
+		if p == b.me || b.word(p, word, seq).Load() >= seq {
+			continue
+		}
 		pn, pk, ok := b.offBoard(p)
 		switch {
 		case !ok:
@@ -1354,8 +1373,6 @@ func (c *Comm) boardLook(r *Request, seq uint64, k boardCall, lo, hi, word int, 
 				"collective mismatch: rank %d runs %s #%d off the shared-memory board (an algorithm asked for, or a call the board does not take) while rank %d called %s on it",
 				p, pk, pn, c.rank, k))
 		case pn < c.seq && !b.ranOff(pn):
-			// A call this rank made on the board, and completed without
-			// waiting for p (a broadcast's root or receiver, say).
 			return c.boardBlameAs(boardMismatched, k, c.rank, fmt.Errorf(
 				"collective mismatch: rank %d runs %s #%d off the shared-memory board (an algorithm asked for, or a call the board does not take) while rank %d made its call #%d on it",
 				p, pk, pn, c.rank, pn))
