@@ -665,7 +665,7 @@ func (e *Executor) progress(c *Call) error {
 			}
 			ch := &p.chunks[idx]
 			region, off := e.source(c, ch)
-			l.imm = c.imm()
+			l.imm = c.chunkImm(c.P2P && e.sendHead[peer] == len(sends)-1)
 			roff := uint64(l.sendSlot * e.SlotSize)
 			if err := l.EP.PostWrite(withEpoch(makeID(idData, peer, idx), e.epoch), region, off, ch.len, l.Remote, roff, &l.imm); err != nil {
 				if errors.Is(err, transport.ErrQueueFull) {
@@ -743,7 +743,7 @@ func (e *Executor) steerAhead(c *Call, l *Link, recvs []int32) {
 		slot := (l.recvSlot + pos - head) % e.NSlots
 		t := &c.Bufs[ch.buf]
 		dst := t.Region.Bytes()[t.Off+ch.off : t.Off+ch.off+ch.len]
-		l.steered[slot] = l.steer.Steer(slot, l.Staging, slot*e.SlotSize, c.imm(), dst)
+		l.steered[slot] = l.steer.Steer(slot, l.Staging, slot*e.SlotSize, c.chunkImm(c.P2P && pos == len(recvs)-1), dst)
 	}
 	l.steerPos = pos
 }
@@ -789,6 +789,12 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 	if n != ch.len {
 		return fmt.Errorf("%s #%d (%s): rank %d <- %d: received %d bytes where this rank expects %d: the ranks called collectives with different sizes",
 			c.Desc(), c.Seq, p.Name, e.Rank, l.Peer, n, ch.len)
+	}
+	if c.P2P && l.arrP2P[slot] {
+		last := (uint32(seq)<<16|uint32(fp))&p2pLast != 0
+		if err := e.checkEnd(c, l.Peer, last, e.recvHead[l.Peer]+1 == len(p.recvs[l.Peer])); err != nil {
+			return err
+		}
 	}
 	steered := false
 	if l.steered != nil && l.steered[slot] {

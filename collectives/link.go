@@ -86,8 +86,12 @@ type Link struct {
 //     type, count, root and operation: receivers compare it with their
 //     own, so ranks that called different collectives get an error instead
 //     of a hang or corrupt data);
-//   - point-to-point data: the 30-bit tag, whole (tags match exactly; the
-//     receiver checks the length of every message);
+//   - point-to-point data: a bit set on the message's last chunk, then the
+//     29-bit tag, whole (tags match exactly; the receiver checks the
+//     length of every chunk, and that the sender's message ends where its
+//     receive does: without the bit, a message longer than the receive by
+//     whole chunks would end the receive early and leave its tail to the
+//     next call);
 //   - a credit: the number of credits in the low 16 bits; with bit 29 set
 //     it is a failure notice instead (see notice.go).
 const (
@@ -98,7 +102,9 @@ const (
 	seqBits   = 14
 	seqMask   = 1<<seqBits - 1
 	// MaxTag is the largest point-to-point tag.
-	MaxTag = 1<<30 - 1
+	MaxTag = 1<<29 - 1
+	// p2pLast marks a point-to-point message's last chunk.
+	p2pLast = 1 << 29
 )
 
 // credit counts the credits a credit immediate returns.
@@ -109,7 +115,12 @@ func (l *Link) credit(imm uint32) {
 }
 
 func dataImm(seq uint32, fp uint16) uint32 { return immData | (seq&seqMask)<<16 | uint32(fp) }
-func p2pImm(tag uint32) uint32             { return immP2P | tag&MaxTag }
+func p2pImm(tag uint32, last bool) uint32 {
+	if last {
+		return immP2P | p2pLast | tag&MaxTag
+	}
+	return immP2P | tag&MaxTag
+}
 func creditImm(n int) uint32               { return immCredit | uint32(n)&0xffff }
 
 // Work request ids: the low 32 bits carry the chunk index (writes of data)

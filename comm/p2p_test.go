@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/goccl/goccl/comm"
 )
@@ -56,7 +57,7 @@ func TestTagsMatchExactly(t *testing.T) {
 		}
 		return nil
 	})
-	for _, tags := range [][2]int{{1, 1<<14 + 1}, {1, 1<<16 + 1}, {5, 1<<29 + 5}} {
+	for _, tags := range [][2]int{{1, 1<<14 + 1}, {1, 1<<16 + 1}, {5, 1<<28 + 5}} {
 		var recvErr error
 		runRanks(t, 2, testOpts, func(c *Comm) error {
 			buf := []float32{1, 2}
@@ -74,6 +75,51 @@ func TestTagsMatchExactly(t *testing.T) {
 			t.Errorf("Send(tag %d) received by Recv(tag %d): %v, want an error naming both tags", tags[0], tags[1], recvErr)
 		} else {
 			t.Log(recvErr)
+		}
+	}
+}
+
+// TestP2PMessageEndsWhereTheReceiveEnds: a message longer or shorter
+// than its receive by whole chunks fails the receive at once, naming the
+// difference. Before, a longer message's receive took its first chunks and
+// returned nil, leaving the rest to the next call (which took it for its
+// own data, or failed on it), and a shorter one's waited for chunks that
+// never came until the stall timeout.
+func TestP2PMessageEndsWhereTheReceiveEnds(t *testing.T) {
+	const chunk = 4096 / 4 // testOpts.ChunkSize, in float32
+	for _, tc := range []struct {
+		name       string
+		send, recv int
+	}{
+		{"longer", 4 * chunk, 2 * chunk},
+		{"shorter", 2 * chunk, 4 * chunk},
+	} {
+		for _, kind := range []string{"mem", "tcp", "shm"} {
+			t.Run(tc.name+"/"+kind, func(t *testing.T) {
+				opts := testOpts
+				opts.StallTimeout = 30 * time.Second
+				var recvErr error
+				start := time.Now()
+				runRanksOn(t, kind, 2, opts, func(c *Comm) error {
+					ctx := context.Background()
+					if c.Rank() == 0 {
+						// Completes (its chunks fit the slots) or fails
+						// when the receiver does.
+						_ = Send(ctx, c, make([]float32, tc.send), 1, 3)
+						return nil
+					}
+					recvErr = Recv(ctx, c, make([]float32, tc.recv), 0, 3)
+					return nil
+				})
+				if recvErr == nil || !strings.Contains(recvErr.Error(), "different sizes") && !strings.Contains(recvErr.Error(), "point-to-point mismatch") {
+					t.Errorf("Send of %d float32 received by Recv of %d: %v, want an error naming the difference", tc.send, tc.recv, recvErr)
+				} else {
+					t.Log(recvErr)
+				}
+				if d := time.Since(start); d > 10*time.Second {
+					t.Errorf("the difference took %v to report", d)
+				}
+			})
 		}
 	}
 }

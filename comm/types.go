@@ -54,7 +54,7 @@ const (
 	TypeBFloat16 = collectives.BFloat16
 )
 
-// MaxTag is the largest tag of Send, Recv and SendRecv (2^30-1): tags
+// MaxTag is the largest tag of Send, Recv and SendRecv (2^29-1): tags
 // 0..MaxTag match exactly; others are refused.
 const MaxTag = collectives.MaxTag
 
