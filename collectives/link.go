@@ -121,7 +121,7 @@ func p2pImm(tag uint32, last bool) uint32 {
 	}
 	return immP2P | tag&MaxTag
 }
-func creditImm(n int) uint32               { return immCredit | uint32(n)&0xffff }
+func creditImm(n int) uint32 { return immCredit | uint32(n)&0xffff }
 
 // Work request ids: the low 32 bits carry the chunk index (writes of data)
 // or nothing, bits 32..47 the peer, bits 48..55 the run's epoch (so a late
