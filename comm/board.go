@@ -1424,8 +1424,8 @@ func (c *Comm) peerGone(p int, k boardCall) error {
 			return c.boardBlame(k, root, fmt.Errorf("rank %d failed (reported by rank %d)", root, p))
 		}
 		return c.boardBlame(k, p, fmt.Errorf("rank %d failed or aborted", p))
-	case boardMismatched:
-		return c.boardBlame(k, p, fmt.Errorf("collective mismatch: rank %d found that the ranks called different collectives (its error names the calls)", p))
+	case boardMismatched: // passed on as a mismatch, for the ranks that wait on this one
+		return c.boardBlameAs(boardMismatched, k, p, fmt.Errorf("collective mismatch: rank %d found that the ranks called different collectives (its error names the calls)", p))
 	}
 	if pid := int(b.u32(b.hdr(p) + bPid).Load()); pid != 0 && pid != int(b.pid) {
 		if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {

@@ -80,7 +80,11 @@ func (e *failed) Unwrap() error { return e.cause }
 // this rank's report and returns the error the user sees.
 func (c *Comm) fail(err error, call *collectives.Call) error {
 	f := c.classify(err, call)
-	c.board.markRoot(boardFailed, f.root)
+	state := uint32(boardFailed)
+	if f.reason == collectives.NoticeMismatch {
+		state = boardMismatched // the ranks waiting on the board say so
+	}
+	c.board.markRoot(state, f.root)
 	if f.root != c.rank || f.reason != collectives.NoticeFailed {
 		c.failRoot.Store(int64(f.root))
 	} else {

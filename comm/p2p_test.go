@@ -124,6 +124,56 @@ func TestP2PMessageEndsWhereTheReceiveEnds(t *testing.T) {
 	}
 }
 
+// TestAlltoallvCountsDifferByWholeChunks: an all-to-all-v whose receiver
+// expects more from a peer than the peer sends, by whole chunks, fails
+// with a mismatch on that receiver that names where the peer went on to
+// (its message read "went on to  while", with nothing between), and the
+// ranks that completed the call fail in their next one.
+func TestAlltoallvCountsDifferByWholeChunks(t *testing.T) {
+	const chunk = 4096 / 4 // testOpts.ChunkSize, in float32
+	for _, kind := range []string{"mem", "tcp", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			opts := testOptsFast
+			errs := make([]error, 3)
+			start := time.Now()
+			runRanksOn(t, kind, 3, opts, func(c *Comm) error {
+				ctx := context.Background()
+				p, me := c.Size(), c.Rank()
+				sc, sd, rc, rd := make([]int, p), make([]int, p), make([]int, p), make([]int, p)
+				st, rt := 0, 0
+				for i := range p {
+					sc[i], rc[i] = 2*chunk, 2*chunk
+					if me == 2 && i == 0 {
+						rc[i] = 3 * chunk // rank 0 sends two chunks
+					}
+					sd[i], rd[i] = st, rt
+					st += sc[i]
+					rt += rc[i]
+				}
+				err := Alltoallv(ctx, c, make([]float32, st), sc, sd, make([]float32, rt), rc, rd)
+				if err == nil {
+					err = c.Barrier(ctx)
+				}
+				errs[me] = err
+				return nil
+			})
+			for r, err := range errs {
+				switch {
+				case err == nil || !strings.Contains(err.Error(), "mismatch") && !strings.Contains(err.Error(), "different sizes"):
+					t.Errorf("rank %d: %v, want a mismatch", r, err)
+				case strings.Contains(err.Error(), "went on to  "):
+					t.Errorf("rank %d: the error does not say where the peer went on to: %v", r, err)
+				default:
+					t.Logf("rank %d: %v", r, err)
+				}
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("the mismatch took %v to report", d)
+			}
+		})
+	}
+}
+
 // TestSendToSelf checks point-to-point calls of a rank with itself, which
 // MPI allows (issue 11 item 14c: they were refused): Send then Recv,
 // SendRecv with itself on one or both sides, and a Recv with nothing sent

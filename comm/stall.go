@@ -282,8 +282,12 @@ type disagreement struct {
 
 func (d *disagreement) Error() string {
 	if d.Passed {
-		return fmt.Sprintf("collective mismatch: rank %d went on to %s while rank %d waits on it in %s: rank %d completed collective #%d without what this call needs from it (a rooted call with another root, or another collective)",
-			d.Peer, d.PeerCall, d.Rank, d.Call, d.Peer, d.Seq)
+		next := d.PeerCall // known only if the peer is stalled there
+		if next == "" {
+			next = fmt.Sprintf("collective #%d", d.PeerSeq)
+		}
+		return fmt.Sprintf("collective mismatch: rank %d went on to %s while rank %d waits on it in %s: rank %d completed collective #%d without what this call needs from it (a rooted call with another root, another collective, or other counts)",
+			d.Peer, next, d.Rank, d.Call, d.Peer, d.Seq)
 	}
 	if d.PeerCall == "" {
 		return fmt.Sprintf("rank %d is in a different call #%d (fingerprint %#04x) while rank %d waits on it in %s (fingerprint %#04x)", d.Peer, d.PeerSeq, d.PeerFP, d.Rank, d.Call, d.OwnFP)
