@@ -969,10 +969,33 @@ func (e *Executor) checkDown(c *Call, peer int) error {
 		return nil
 	}
 	if e.sendHead[peer] < len(p.sends[peer]) || e.recvHead[peer]+l.arrived < len(p.recvs[peer]) || !e.confirmedPeer(c, peer) {
+		if err := e.arrivedEnd(c, l); err != nil {
+			return err // the peer's message ended early, then it closed
+		}
 		if n, ok := decodeNotice(l.notice, peer, e.Size); ok && n.Reason == NoticeClosed && !c.P2P {
 			return &ClosedError{Call: fmt.Sprintf("%s #%d", c.Desc(), c.Seq), Seq: c.Seq, Rank: e.Rank, Peer: peer, PeerSeq: n.Seq}
 		}
 		return &PeerError{Peer: peer, Err: fmt.Errorf("%s #%d (%s): rank %d <-> %d: connection lost: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, l.down)}
+	}
+	return nil
+}
+
+// arrivedEnd checks the point-to-point chunks that arrived from l's peer
+// and are not consumed yet for one that ends the peer's message before
+// this rank's receive ends: a peer whose message was shorter may close
+// before they are consumed, and its flushed receives must not hide the
+// cause behind "connection lost".
+func (e *Executor) arrivedEnd(c *Call, l *Link) error {
+	if !c.P2P {
+		return nil
+	}
+	n := len(c.Plan.recvs[l.Peer])
+	for k := 0; k < l.arrived; k++ {
+		slot := (l.recvSlot + k) % e.NSlots
+		if !l.arrP2P[slot] || (uint32(l.arrSeq[slot])<<16|uint32(l.arrFP[slot]))&p2pLast == 0 {
+			continue
+		}
+		return e.checkEnd(c, l.Peer, true, e.recvHead[l.Peer]+k+1 == n)
 	}
 	return nil
 }
