@@ -43,9 +43,15 @@ type outcome struct {
 // outcome. The job must end within limit.
 func runCall(t *testing.T, n int, opts Options, limit time.Duration, call func(ctx context.Context, c *Comm) error) []outcome {
 	t.Helper()
+	return runCallOn(t, "mem", n, opts, limit, call)
+}
+
+// runCallOn is runCall over the named transport (commtest.Kinds).
+func runCallOn(t *testing.T, kind string, n int, opts Options, limit time.Duration, call func(ctx context.Context, c *Comm) error) []outcome {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit+20*time.Second)
 	defer cancel()
-	comms, err := commtest.Connect(ctx, "mem", n, opts)
+	comms, err := commtest.Connect(ctx, kind, n, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,33 +306,47 @@ func TestBadInputFailsEveryRank(t *testing.T) {
 			return Scatter(ctx, c, f32(10*c.Size()), recv, 0)
 		}},
 	}
-	const late = "returned nil, next call: "
-	for _, strict := range []bool{true, false} {
-		for _, tc := range cases {
-			t.Run(fmt.Sprintf("strict=%v/%s", strict, tc.what), func(t *testing.T) {
-				opts := testOptsFast
-				opts.StrictChecks = strict
-				n := 3
-				if !strict {
-					n = 1 // the same detection as strict's, the next call after
+	// Over shared memory the calls run on the board, whose waits found a
+	// refusing rank marked failed and said only "rank 1 failed or
+	// aborted": they read its report now (reportedCause).
+	for _, kind := range []string{"mem", "shm"} {
+		for _, strict := range []bool{true, false} {
+			for _, tc := range cases {
+				if kind == "shm" && !strict {
+					continue // the board checks the same way either way
 				}
-				for trial := range trials(t, n) {
-					out := runCall(t, tc.ranks, opts, 5*time.Second, func(ctx context.Context, c *Comm) error {
-						err := tc.call(ctx, c, c.Rank() == bad)
-						if err == nil && !strict {
-							// A rank that only sent, or whose part of a
-							// tree agreed: its next call fails.
-							buf := make([]float32, 4)
-							if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
-								return fmt.Errorf("%s%w", late, err)
-							}
-						}
-						return err
-					})
-					checkBadInput(t, trial, out, tc.want)
-				}
-			})
+				t.Run(fmt.Sprintf("%s/strict=%v/%s", kind, strict, tc.what), func(t *testing.T) {
+					badInputCase(t, kind, strict, tc.ranks, tc.want, tc.call)
+				})
+			}
 		}
+	}
+}
+
+// badInputCase runs one case of TestBadInputFailsEveryRank.
+func badInputCase(t *testing.T, kind string, strict bool, ranks int, want []string, call func(ctx context.Context, c *Comm, isBad bool) error) {
+	const bad = 1
+	const late = "returned nil, next call: "
+	opts := testOptsFast
+	opts.StrictChecks = strict
+	n := 3
+	if !strict || kind != "mem" {
+		n = 1 // the same detection as strict's, the next call after
+	}
+	for trial := range trials(t, n) {
+		out := runCallOn(t, kind, ranks, opts, 5*time.Second, func(ctx context.Context, c *Comm) error {
+			err := call(ctx, c, c.Rank() == bad)
+			if err == nil && !strict {
+				// A rank that only sent, or whose part of a
+				// tree agreed: its next call fails.
+				buf := make([]float32, 4)
+				if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
+					return fmt.Errorf("%s%w", late, err)
+				}
+			}
+			return err
+		})
+		checkBadInput(t, trial, out, want)
 	}
 }
 

@@ -1423,7 +1423,7 @@ func (c *Comm) peerGone(p int, k boardCall) error {
 			}
 			return c.boardBlame(k, root, fmt.Errorf("rank %d failed (reported by rank %d)", root, p))
 		}
-		return c.boardBlame(k, p, fmt.Errorf("rank %d failed or aborted", p))
+		return c.boardBlame(k, p, c.reportedCause(p))
 	case boardMismatched: // passed on as a mismatch, for the ranks that wait on this one
 		return c.boardBlameAs(boardMismatched, k, p, fmt.Errorf("collective mismatch: rank %d found that the ranks called different collectives (its error names the calls)", p))
 	}
@@ -1509,12 +1509,46 @@ func (c *Comm) boardBlameAs(state uint32, k boardCall, root int, cause error) er
 	c.board.markRoot(state, root)
 	c.failRoot.Store(int64(root))
 	var err error
+	call := fmt.Sprintf("%s #%d", k, c.seq)
 	if k.kind().IsP2P() {
+		call = k.String()
 		err = fmt.Errorf("comm: %s (shm-mailbox): rank %d: %w", k, c.rank, cause)
 	} else {
 		err = fmt.Errorf("comm: %s #%d (shm-board): rank %d: %w", k, c.seq, c.rank, cause)
 	}
 	c.exec.Fail(err)
 	c.breakLinks()
+	if kv := kvOf(c.rdv); kv != nil {
+		// As fail does for a failure the executor found: the ranks this
+		// one fails for read the cause (peerGone, headline).
+		reason := collectives.NoticeFailed
+		if state == boardMismatched {
+			reason = collectives.NoticeMismatch
+		}
+		c.publish(kv, report{reason: reason, root: root, peer: -1, seq: c.seq, call: call, cause: cause.Error()})
+	}
 	return err
+}
+
+// reportedCause is why rank p, marked failed on the board without
+// blaming another rank, failed: the cause its report in the store gives
+// (boardBlameAs, fail, refuse and Abort publish one), read for at most
+// reportWait. Without it a peer of a rank whose receive found the sizes
+// differ, or that refused its arguments, said only "rank 1 failed or
+// aborted", where the ranks over TCP named the cause.
+func (c *Comm) reportedCause(p int) error {
+	if kv := kvOf(c.rdv); kv != nil {
+		if r, ok := c.readReports(kv, []int{p}, reportWait)[p]; ok && r.cause != "" {
+			switch {
+			case r.reason == collectives.NoticeBadArgs && r.call != "":
+				return fmt.Errorf("rank %d refused its arguments to %s: %s", p, r.call, r.cause)
+			case r.reason == collectives.NoticeAborted:
+				return fmt.Errorf("rank %d aborted: %s", p, r.cause)
+			case r.call != "":
+				return fmt.Errorf("rank %d failed in %s: %s", p, r.call, r.cause)
+			}
+			return fmt.Errorf("rank %d failed: %s", p, r.cause)
+		}
+	}
+	return fmt.Errorf("rank %d failed or aborted", p)
 }

@@ -275,6 +275,12 @@ func (c *Comm) Abort(cause error) {
 	// running collective; Close below tears down the rest.
 	c.lifeCancel(cause)
 	c.board.mark(boardFailed) // ranks waiting on this one's board slot fail now
+	if kv := kvOf(c.rdv); kv != nil && c.size > 1 {
+		// For the peers that find the mark (reportedCause); not waited
+		// for: Abort never waits on a peer, and the store may be one.
+		rep := report{reason: collectives.NoticeAborted, root: c.rank, peer: -1, cause: cause.Error()}
+		go c.publish(kv, rep)
+	}
 	c.Close()
 }
 

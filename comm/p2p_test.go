@@ -98,19 +98,29 @@ func TestP2PMessageEndsWhereTheReceiveEnds(t *testing.T) {
 			t.Run(tc.name+"/"+kind, func(t *testing.T) {
 				opts := testOpts
 				opts.StallTimeout = 30 * time.Second
-				var recvErr error
+				var recvErr, sendErr error
 				start := time.Now()
 				runRanksOn(t, kind, 2, opts, func(c *Comm) error {
 					ctx := context.Background()
 					if c.Rank() == 0 {
 						// Completes (its chunks fit the slots) or fails
-						// when the receiver does.
-						_ = Send(ctx, c, make([]float32, tc.send), 1, 3)
+						// when the receiver does; if it completes, its
+						// next call fails.
+						if sendErr = Send(ctx, c, make([]float32, tc.send), 1, 3); sendErr == nil {
+							sendErr = c.Barrier(ctx)
+						}
 						return nil
 					}
 					recvErr = Recv(ctx, c, make([]float32, tc.recv), 0, 3)
 					return nil
 				})
+				// The sender learns the cause too (over shared memory it
+				// read "rank 1 failed or aborted": reportedCause).
+				if sendErr == nil || !strings.Contains(sendErr.Error(), "different sizes") && !strings.Contains(sendErr.Error(), "point-to-point mismatch") {
+					t.Errorf("the sender of %d float32 to a Recv of %d: %v, want an error naming the difference", tc.send, tc.recv, sendErr)
+				} else {
+					t.Log(sendErr)
+				}
 				if recvErr == nil || !strings.Contains(recvErr.Error(), "different sizes") && !strings.Contains(recvErr.Error(), "point-to-point mismatch") {
 					t.Errorf("Send of %d float32 received by Recv of %d: %v, want an error naming the difference", tc.send, tc.recv, recvErr)
 				} else {

@@ -99,7 +99,7 @@ func (c *Comm) publish(kv keyValue, r report) {
 // details other ranks' reports give.
 func (c *Comm) headline(kv keyValue, f fault) string {
 	by := ""
-	if f.via >= 0 {
+	if f.via >= 0 && f.via != f.root { // not "rank 1 failed (reported by rank 1)"
 		by = fmt.Sprintf(" (reported by rank %d)", f.via)
 	}
 	var reps map[int]report
