@@ -474,7 +474,7 @@ func (c *Comm) boardGone(unseen func(peer int) bool) error {
 		case boardMismatched:
 			return fmt.Errorf("collective mismatch: rank %d found that the ranks called different collectives (its error names the calls)", p)
 		case boardFailed:
-			return fmt.Errorf("rank %d failed", p)
+			return c.reportedCause(p)
 		case boardClosed:
 			return fmt.Errorf("rank %d closed the communicator", p)
 		}
