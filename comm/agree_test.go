@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -284,6 +285,15 @@ func TestBadInputFailsEveryRank(t *testing.T) {
 				displs = []int{0, 4, 9}
 			}
 			return Allgatherv(ctx, c, f32(4), f32(12), []int{4, 4, 4}, displs)
+		}},
+		// d+count overflowed past the buffer's end check: accepted, the
+		// ranks ran the call with a count of -2^63+1.
+		{"count that overflows", 3, []string{"rank 1", "outside a buffer of 12 elements"}, func(ctx context.Context, c *Comm, isBad bool) error {
+			counts := []int{4, 4, 4}
+			if isBad {
+				counts[2] = math.MaxInt - 2
+			}
+			return Allgatherv(ctx, c, f32(4), f32(12), counts, []int{0, 4, 8})
 		}},
 		{"empty buffer", 3, []string{"rank 1 called allreduce(float32, 0, sum)", "allreduce(float32, 16, sum)"}, func(ctx context.Context, c *Comm, isBad bool) error {
 			if isBad {

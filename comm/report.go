@@ -249,6 +249,9 @@ func (c *Comm) mismatchHeadline(kv keyValue, f fault) string {
 		groups[s.call] = append(groups[s.call], s)
 	}
 	if len(groups) < 2 {
+		if f.via < 0 { // not "(reported by rank -1)"
+			return fmt.Sprintf("collective mismatch with rank %d", b)
+		}
 		return fmt.Sprintf("collective mismatch with rank %d (reported by rank %d)", b, f.via)
 	}
 	calls := make([]string, 0, len(groups))

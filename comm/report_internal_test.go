@@ -36,3 +36,27 @@ func TestMismatchHeadlineFindsTheOddCall(t *testing.T) {
 	require.Contains(t, h, "root=4", h)
 	require.True(t, strings.HasPrefix(h, "collective mismatch: rank 4 called"), h)
 }
+
+// TestHeadlineNamesNoReporterItHasNot: a headline names the rank that
+// reported a failure only if there is one, other than the failed rank
+// itself: it read "collective mismatch with rank 1 (reported by rank -1)"
+// (two ranks that each refused the other's counts, both calls alike as
+// this rank knew them) and "rank 1 failed (reported by rank 1)".
+func TestHeadlineNamesNoReporterItHasNot(t *testing.T) {
+	c := &Comm{id: "t", rank: 0, size: 2}
+	kv := NewLocalGroup(2).Member(0).(keyValue)
+	ctx := context.Background()
+	call := (&collectives.Call{Coll: "allgatherv", Type: TypeFloat32, Count: 12}).Desc() + " #4"
+	rep := report{reason: collectives.NoticeMismatch, root: 0, peer: 0, seq: 4, call: call, cause: "counts"}
+	require.NoError(t, kv.Set(ctx, c.reportKey(1), rep.encode()))
+	f := fault{reason: collectives.NoticeMismatch, root: 1, peer: 1, via: -1, call: call, seq: 4, about: 4}
+	h := c.mismatchHeadline(kv, f)
+	require.NotContains(t, h, "reported by", h)
+	require.Contains(t, h, "rank 1", h)
+
+	rep = report{reason: collectives.NoticeFailed, root: 1, peer: -1, seq: 4, call: call, cause: "its receive found the sizes differ"}
+	require.NoError(t, kv.Set(ctx, c.reportKey(1), rep.encode()))
+	h = c.headline(kv, fault{reason: collectives.NoticeFailed, root: 1, peer: -1, via: 1, seq: 4, about: 4})
+	require.NotContains(t, h, "reported by", h)
+	require.Contains(t, h, "its receive found the sizes differ", h)
+}

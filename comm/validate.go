@@ -181,7 +181,7 @@ func (c *Comm) checkV(k collKind, dt DataType, what string, counts, displs []int
 		if displs != nil {
 			d = displs[j]
 		}
-		if cnt < 0 || d < 0 || d+cnt > n {
+		if cnt < 0 || d < 0 || d > n || cnt > n-d { // not d+cnt > n: it overflows
 			return nil, c.errorf(k, dt, "%s block of rank %d (%d elements at %d) outside a buffer of %d elements", what, j, cnt, d, n)
 		}
 		out[j] = d
