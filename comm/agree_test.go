@@ -295,6 +295,15 @@ func TestBadInputFailsEveryRank(t *testing.T) {
 			}
 			return Allgatherv(ctx, c, f32(4), f32(12), counts, []int{0, 4, 8})
 		}},
+		// MPI: no location of recv may be written more than once. They
+		// were accepted, and two ranks' blocks landed in whatever order.
+		{"overlapping receive blocks", 3, []string{"rank 1", "recv blocks of ranks 1 (4 elements at 4) and 2 (4 elements at 6) overlap"}, func(ctx context.Context, c *Comm, isBad bool) error {
+			displs := []int{0, 4, 8}
+			if isBad {
+				displs[2] = 6
+			}
+			return Allgatherv(ctx, c, f32(4), f32(12), []int{4, 4, 4}, displs)
+		}},
 		{"empty buffer", 3, []string{"rank 1 called allreduce(float32, 0, sum)", "allreduce(float32, 16, sum)"}, func(ctx context.Context, c *Comm, isBad bool) error {
 			if isBad {
 				return Allreduce[float32](ctx, c, nil, nil, Sum)

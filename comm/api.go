@@ -115,8 +115,9 @@ func AllgatherAsync[T Number](c *Comm, send, recv []T, opts ...CallOption) *Requ
 // counts[j] elements, placed at element displs[j] of recv on every rank
 // (displs nil: packed in rank order). Every rank passes the same counts and
 // displs; len(send) is counts[Rank()], and send may be this rank's own
-// block of recv (in place). Elements of recv outside the blocks are left
-// untouched.
+// block of recv (in place). The blocks may not overlap (as in MPI, no
+// element of recv is written twice); elements of recv outside them are
+// left untouched.
 func Allgatherv[T Number](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, opts ...CallOption) error {
 	return c.allgatherv(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), counts, displs).wait()
 }
@@ -168,8 +169,8 @@ func AlltoallAsync[T Number](c *Comm, send, recv []T, opts ...CallOption) *Reque
 // and receives recvCounts[j] elements from rank j at element recvDispls[j]
 // of recv. sendCounts[j] on rank i must equal recvCounts[i] on rank j.
 // Displacements may be nil (packed in rank order). send may be recv (in
-// place, as Alltoall); elements of recv outside the blocks are left
-// untouched.
+// place, as Alltoall). The blocks of recv may not overlap (those of send
+// may); elements of recv outside them are left untouched.
 func Alltoallv[T Number](ctx context.Context, c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int, opts ...CallOption) error {
 	return c.alltoallv(applyOpts(c.newBlocking(ctx), opts), asBytes(send), sendCounts, sendDispls, asBytes(recv), recvCounts, recvDispls, TypeOf[T]()).wait()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"github.com/goccl/goccl/collectives"
@@ -187,7 +188,46 @@ func (c *Comm) checkV(k collKind, dt DataType, what string, counts, displs []int
 		out[j] = d
 		pos = d + cnt
 	}
+	if what == "recv" && displs != nil {
+		if i, j, ok := overlapping(counts, out); ok {
+			// MPI: no location of recv may be written more than once;
+			// the ranks' blocks would land in an order nobody chose.
+			return nil, c.errorf(k, dt, "recv blocks of ranks %d (%d elements at %d) and %d (%d elements at %d) overlap",
+				i, counts[i], out[i], j, counts[j], out[j])
+		}
+	}
 	return out, nil
+}
+
+// overlapping finds two non-empty blocks (counts[i] elements at displs[i])
+// that share an element: by pairs for a few ranks, else in the order of
+// the displacements.
+func overlapping(counts, displs []int) (int, int, bool) {
+	n := len(counts)
+	if n <= 16 {
+		for i := range n {
+			for j := i + 1; j < n; j++ {
+				if counts[i] > 0 && counts[j] > 0 && displs[i] < displs[j]+counts[j] && displs[j] < displs[i]+counts[i] {
+					return i, j, true
+				}
+			}
+		}
+		return 0, 0, false
+	}
+	order := make([]int, 0, n)
+	for i, cnt := range counts {
+		if cnt > 0 {
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int { return displs[a] - displs[b] })
+	for x := 1; x < len(order); x++ {
+		i, j := order[x-1], order[x]
+		if displs[j] < displs[i]+counts[i] {
+			return min(i, j), max(i, j), true
+		}
+	}
+	return 0, 0, false
 }
 
 func (c *Comm) allgatherv(r *Request, send, recv []byte, dt DataType, counts, displs []int) *Request {
