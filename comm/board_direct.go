@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/goccl/goccl/collectives"
@@ -147,8 +148,30 @@ func (c *Comm) broadcastEither(r *Request, seq uint64, L int, k boardCall) error
 	if err := b.copyFrom(r.root, seq, 0, 0, r.recv[:L]); err != nil {
 		return c.readFail(k, r.root, err)
 	}
+	if err := c.readStood(k, r.root); err != nil {
+		return err
+	}
 	b.raise(bDone, seq)
 	return nil
+}
+
+// readStood checks, after this rank read rank p's buffer in a rooted
+// direct call (or a large message from p's), that p did not leave the
+// call meanwhile. p returns only once its readers raised bDone, or once it
+// has marked its header failed (its context ended, a peer failed): a
+// reader that finds it still live after the read read a buffer that did
+// not change. One that finds it marked may have read bytes p's caller
+// wrote after the call returned: the read fails. Before, it returned nil
+// with them (a 16 MiB broadcast whose root gave up 0-5 ms in and then
+// rewrote its buffer: every receiver returned nil with part of each).
+func (c *Comm) readStood(k boardCall, p int) error {
+	if c.board.stateOf(p).Load() == boardLive {
+		return nil
+	}
+	if err := c.peerGone(p, k); err != nil {
+		return err
+	}
+	return c.boardBlame(k, p, fmt.Errorf("rank %d left the call while this rank read its buffer", p))
 }
 
 // executeDirect runs r, whose contribution is L bytes, as a direct call
@@ -276,6 +299,15 @@ func (c *Comm) executeDirect(r *Request, seq uint64, L int, k boardCall) error {
 		}
 	}
 	if rooted {
+		// The buffers read must have stood still (see readStood): the
+		// root's, or a gather's or reduce's root every leaf's.
+		for p := range b.n {
+			if p != me && (p == r.root || c.rank == r.root) {
+				if err := c.readStood(k, p); err != nil {
+					return err
+				}
+			}
+		}
 		b.raise(bDone, seq)
 		if !gathers {
 			b.owe(seq, k, c.seq)

@@ -189,6 +189,8 @@ func (c *Comm) mailTake(r *Request, k boardCall) error {
 		copy(r.recv, e[mData:mData+size])
 	} else if err := b.copyLarge(s, e, r.recv); err != nil {
 		return c.readFail(k, s, err)
+	} else if err := c.readStood(k, s); err != nil {
+		return err // the sender left its send while this rank read it
 	}
 	b.got[s] = n + 1
 	storeRelease(b.u64(b.box(s, b.me)), n+1)

@@ -1178,3 +1178,113 @@ func TestBoardQuickWay(t *testing.T) {
 		})
 	}
 }
+
+// TestBoardReadOfALeftBuffer: in a rooted direct call (and a large
+// message through the mailbox) the ranks that read a peer's buffer do not
+// make the peer wait for a second round; the peer waits for their bDone.
+// When the peer left the call instead (its context ended) and its caller
+// rewrote the buffer, a reader that was still copying it returned nil
+// with part of each (a 16 MiB broadcast whose root gave up 0-5 ms in: all
+// 40 trials). The reader must fail, or hold the data as it was. Over the
+// in-memory transport a send given up while its plan was compiled left
+// the receiver waiting for its stall timeout (30 s): a trial must end
+// within seconds.
+func TestBoardReadOfALeftBuffer(t *testing.T) {
+	for _, kind := range []string{"shm", "mem"} {
+		t.Run(kind, func(t *testing.T) { readOfALeftBuffer(t, kind) })
+	}
+}
+
+func readOfALeftBuffer(t *testing.T, kind string) {
+	n := 4 << 20 // float32 elements: 16 MiB
+	if raceEnabled || testing.Short() {
+		n = 1 << 20
+	}
+	SetRootReduceMax(t, 4*n) // the reduce's root reads its leaf alone
+	cases := []struct {
+		name  string
+		owner int // the rank whose buffer is read, which leaves
+		call  func(ctx context.Context, c *Comm, send, recv []float32) error
+		want  float32 // in the reader's recv
+	}{
+		{"broadcast", 0, func(ctx context.Context, c *Comm, send, recv []float32) error {
+			if c.Rank() == 0 {
+				return Broadcast(ctx, c, send, 0)
+			}
+			return Broadcast(ctx, c, recv, 0)
+		}, 1},
+		{"scatter", 0, func(ctx context.Context, c *Comm, send, recv []float32) error {
+			return Scatter(ctx, c, send, recv[:len(recv)/2], 0)
+		}, 1},
+		{"gather", 1, func(ctx context.Context, c *Comm, send, recv []float32) error {
+			return Gather(ctx, c, send[:len(send)/2], recv, 0)
+		}, 1},
+		{"reduce", 1, func(ctx context.Context, c *Comm, send, recv []float32) error {
+			return Reduce(ctx, c, send, recv, Sum, 0)
+		}, 2},
+		{"send", 0, func(ctx context.Context, c *Comm, send, recv []float32) error {
+			if c.Rank() == 0 {
+				return Send(ctx, c, send, 1, 7)
+			}
+			return Recv(ctx, c, recv, 0, 7)
+		}, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			torn := 0
+			for trial := range 8 {
+				delay := time.Duration(trial) * 500 * time.Microsecond
+				start := time.Now()
+				errs := commtest.Run(context.Background(), kind, 2, testOptsFast, func(c *Comm) error {
+					send, err := Alloc[float32](c, n)
+					if err != nil {
+						return err
+					}
+					recv, err := Alloc[float32](c, n)
+					if err != nil {
+						return err
+					}
+					for i := range send {
+						send[i] = 1
+					}
+					ctx := context.Background()
+					if c.Rank() == tc.owner {
+						cctx, cancel := context.WithCancel(ctx)
+						go func() { time.Sleep(delay); cancel() }()
+						if tc.call(cctx, c, send, recv) != nil {
+							for i := range send {
+								send[i] = 5 // the caller's buffer again
+							}
+						}
+						return nil
+					}
+					if tc.call(ctx, c, send, recv) != nil {
+						return nil // failed: fine
+					}
+					m := n
+					if tc.name == "scatter" {
+						m = n / 2
+					}
+					for i, v := range recv[:m] {
+						if v != tc.want {
+							return fmt.Errorf("returned nil with element %d = %v, want %v", i, v, tc.want)
+						}
+					}
+					return nil
+				})
+				for r, err := range errs {
+					if err != nil {
+						torn++
+						t.Errorf("delay %v: rank %d: %v", delay, r, err)
+					}
+				}
+				if d := time.Since(start); d > 10*time.Second {
+					t.Errorf("delay %v: the trial took %v", delay, d)
+				}
+			}
+			if torn > 0 {
+				t.Logf("%d of 8 trials returned torn data", torn)
+			}
+		})
+	}
+}

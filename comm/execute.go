@@ -136,6 +136,19 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 	var x callBufs
 	p, err := c.prepare(r, &x)
 	if err != nil {
+		if c.size > 1 && c.life.Err() != nil {
+			// Given up (its context ended) or aborted while it was
+			// prepared: the peers wait for this rank in the call, so
+			// tell them, as a failed run does. (A send given up while its
+			// plan was compiled left its receiver waiting for its stall
+			// timeout.) An algorithm this rank does not know stays its
+			// own error, as an argument the peers pass too.
+			call := &collectives.Call{Type: r.dt, Op: r.op, Seq: c.seq, Coll: r.kind.String(), Count: r.count, Root: r.root}
+			if r.kind.IsP2P() {
+				call.Seq, call.P2P, call.CollSeq = uint32(r.args.tag), true, c.seq
+			}
+			return c.fail(fmt.Errorf("%s: rank %d: %w", r.kind, c.rank, err), call)
+		}
 		return c.callErr(r, err)
 	}
 	algo, bufs := r.used, x.bufs
