@@ -265,6 +265,19 @@ func (c *Call) Desc() string {
 // Err returns the error that broke the executor, if any.
 func (e *Executor) Err() error { return e.err }
 
+// compBuf returns the buffer the completions are polled into, made on
+// first use: by a run, or by the failure path of a call that failed
+// before its first run (its set-up of links), whose Notify polled into an
+// empty buffer (the queue refused it at once), so the notice was not
+// waited for, and was dropped when the links closed: the peer waited for
+// its stall timeout.
+func (e *Executor) compBuf() []transport.Completion {
+	if e.comps == nil {
+		e.comps = make([]transport.Completion, 64)
+	}
+	return e.comps
+}
+
 // Fail breaks the executor with err (Abort uses it); later Runs return it.
 func (e *Executor) Fail(err error) {
 	if e.err == nil {
@@ -306,9 +319,7 @@ func (e *Executor) reset(p *Plan) {
 			l.steerPos = 0
 		}
 	}
-	if e.comps == nil {
-		e.comps = make([]transport.Completion, 64)
-	}
+	e.compBuf()
 	if cap(e.copyReady) < len(p.copies) {
 		e.copyReady = make([]int32, 0, len(p.copies))
 	}
@@ -513,7 +524,7 @@ func (e *Executor) repay(l *Link) {
 // error completion of a send, or ctx's error.
 func (e *Executor) Drain(ctx context.Context) error {
 	for e.inflight > 0 && e.err == nil {
-		n, err := e.CQ.Wait(ctx, e.comps)
+		n, err := e.CQ.Wait(ctx, e.compBuf())
 		if err != nil {
 			return fmt.Errorf("rank %d: waiting for %d sends to be acknowledged: %w", e.Rank, e.inflight, err)
 		}

@@ -245,7 +245,7 @@ func (e *Executor) PeerState(peer int) (down bool, n Notice, noticed bool) {
 // called on a failed executor.
 func (e *Executor) Absorb() {
 	for {
-		n := e.CQ.Poll(e.comps)
+		n := e.CQ.Poll(e.compBuf())
 		if n == 0 {
 			return
 		}
@@ -300,7 +300,7 @@ func (e *Executor) Notify(ctx context.Context, n Notice, skip ...int) {
 // pollAftermath waits for completions after a failure and records what
 // they say about the links; it returns false if the queue is closed.
 func (e *Executor) pollAftermath(ctx context.Context) bool {
-	n, err := e.CQ.Wait(ctx, e.comps)
+	n, err := e.CQ.Wait(ctx, e.compBuf())
 	if err != nil {
 		return ctx.Err() != nil
 	}

@@ -240,6 +240,22 @@ func (c *Comm) connectPeers(call *collectives.Call, kv keyValue, peers []int) er
 	c.connecting = peers
 	halves := make([]*halfLink, len(peers))
 	defer func() { // what did not become a link
+		var keys []string
+		for _, h := range halves {
+			if h != nil {
+				keys = append(keys, c.linkKey(c.rank, h.peer, c.linkGen[h.peer]))
+			}
+		}
+		if d, ok := kv.(deleter); ok && len(keys) > 0 {
+			// Withdrawn first: a peer that reads the address of a closed
+			// half and accepts (it does not dial) waits for a connection
+			// that never comes, until its stall timeout; without the
+			// address it waits in its set-up, which ends at this rank's
+			// failure key (await).
+			ctx, cancel := context.WithTimeout(context.Background(), queryWait)
+			d.Delete(ctx, keys...)
+			cancel()
+		}
 		for _, h := range halves {
 			if h != nil {
 				h.close(c.dev)
@@ -253,7 +269,15 @@ func (c *Comm) connectPeers(call *collectives.Call, kv keyValue, peers []int) er
 		}
 		halves[i] = h
 		if err := kv.Set(c.life, c.linkKey(c.rank, peer, c.linkGen[peer]), blob); err != nil {
-			return c.lifeErr(fmt.Errorf("publish the address for rank %d: %w", peer, err))
+			if c.life.Err() == nil {
+				return fmt.Errorf("publish the address for rank %d: %w", peer, err)
+			}
+			// Given up meanwhile: the address may be in the store, and a
+			// peer that read it may have connected its side. await's
+			// grace connects the halves made so far whose peers'
+			// addresses are there, for the notice of the failure.
+			halves = halves[:i+1]
+			break
 		}
 	}
 	return c.lifeErr(c.await(call, kv, halves))
@@ -267,6 +291,15 @@ func (c *Comm) connectPeers(call *collectives.Call, kv keyValue, peers []int) er
 // connected yet).
 func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) error {
 	ctx, cancel := context.WithCancel(c.life)
+	// A rank that gives up its call (its context ends) while it sets up
+	// links goes on for up to notifyWait (grace): it reads the addresses
+	// its peers published and finishes the connects, so that the notice
+	// of its failure reaches the peers that connected their side, which
+	// wait for data. (Cut at once, a dial left such a peer waiting for its
+	// stall timeout: a peer that accepts does not wait for the dial in its
+	// set-up.) The addresses and connects run under fctx, which outlives
+	// ctx until await returns.
+	fctx, fcancel := context.WithCancel(context.WithoutCancel(ctx))
 	type got struct {
 		i    int // index in halves; -1 the failure key, -2-i peer i closed
 		v    []byte
@@ -278,7 +311,11 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 	var wg sync.WaitGroup
 	watch := func(i int, key string) {
 		defer wg.Done()
-		v, err := kv.Get(ctx, key)
+		wctx := ctx
+		if i >= 0 {
+			wctx = fctx // a peer's address: read in the grace too
+		}
+		v, err := kv.Get(wctx, key)
 		ch <- got{i: i, v: v, err: err}
 	}
 	peers := make([]int, len(halves))
@@ -292,6 +329,7 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 	go watch(-1, c.failedKey())
 	defer func() {
 		cancel()
+		fcancel()
 		wg.Wait()
 		close(ch)
 		for g := range ch { // connects that finished meanwhile
@@ -318,12 +356,22 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 	// peer that failed, or closed, drops its half of the connection).
 	var connErr error
 	var settle <-chan time.Time
+	var gaveUp error // the life's end, in the grace
+	var grace <-chan time.Time
+	lifeDone := c.life.Done()
 	for left > 0 {
 		poke := c.poke.Load()
+		pokeDone := poke.ctx.Done()
+		lookC := look.C
+		if gaveUp != nil {
+			pokeDone, lookC = nil, nil // only the links, in the grace
+		}
 		select {
+		case <-grace:
+			return gaveUp
 		case <-settle:
 			return connErr
-		case <-look.C:
+		case <-lookC:
 			unseen := func(p int) bool {
 				i := slices.Index(peers, p)
 				return i >= 0 && !arrived[i]
@@ -360,6 +408,9 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 				if ctx.Err() != nil {
 					continue // the life context's end is handled below
 				}
+				if gaveUp != nil {
+					continue
+				}
 				return fmt.Errorf("waiting for the addresses of %s: %w", rankList(c.connecting), g.err)
 			case g.i >= 0:
 				addrs, regions, err := parseBlobs(g.v, 1)
@@ -371,9 +422,11 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					l, err := c.finish(ctx, halves[g.i], addrs[0], regions[0])
+					l, err := c.finish(fctx, halves[g.i], addrs[0], regions[0])
 					ch <- got{i: g.i, link: l, err: err, conn: true}
 				}()
+			case gaveUp != nil:
+				continue // this rank failed first
 			case g.i == -1:
 				return c.peerFailed(kv, call, g.v)
 			default:
@@ -384,11 +437,13 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 				n, _ := strconv.ParseUint(string(g.v), 10, 32)
 				return &collectives.ClosedError{Call: c.callName(call), Seq: call.Seq, Rank: c.rank, Peer: peers[i], PeerSeq: uint16(n % collectives.SeqMod)}
 			}
-		case <-c.life.Done():
-			return context.Cause(c.life)
-		case <-poke.ctx.Done():
+		case <-lifeDone:
+			gaveUp, grace, lifeDone = context.Cause(c.life), time.After(notifyWait), nil
+		case <-pokeDone:
 			if c.life.Err() != nil {
-				return context.Cause(c.life)
+				// The poke ends with the life: the grace, as above.
+				gaveUp, grace, lifeDone = context.Cause(c.life), time.After(notifyWait), nil
+				continue
 			}
 			// The stall watchdog's poke: compare this call with the
 			// unconnected peers' (stall.go); a disagreement fails the call.
@@ -399,6 +454,9 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 				c.renewPoke()
 			}
 		}
+	}
+	if gaveUp != nil {
+		return gaveUp // with every link made, for the notice
 	}
 	if d, ok := kv.(deleter); ok {
 		// The store need not keep what was read (best effort: a key left

@@ -128,3 +128,39 @@ func TestLinkSetupSeesClosedPeer(t *testing.T) {
 		t.Logf("rank %d after %v: %v", r, o.took.Round(time.Millisecond), o.err)
 	}
 }
+
+// TestGivenUpWhileConnecting: a rank whose send is given up (its context
+// ends) while it sets up the link to the receiver tells the receiver at
+// once. Before, if the rank was the dialing side and had already published
+// its address, the receiver connected its side, ran the receive and waited
+// for a connection that never came, until its stall timeout, which said
+// the rank "does not answer": 1-2 of 8 trials over TCP.
+func TestGivenUpWhileConnecting(t *testing.T) {
+	opts := testOptsFast
+	opts.StallTimeout = 20 * time.Second
+	const n = 1 << 18
+	for trial := range 24 {
+		delay := time.Duration(trial%8) * 500 * time.Microsecond
+		start := time.Now()
+		errs := make([]error, 2)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		commtest.Run(ctx, "tcp", 2, opts, func(c *Comm) error {
+			buf := make([]float32, n)
+			if c.Rank() == 0 {
+				cctx, cancel := context.WithCancel(ctx)
+				go func() { time.Sleep(delay); cancel() }()
+				errs[0] = Send(cctx, c, buf, 1, 7)
+				return nil
+			}
+			errs[1] = Recv(ctx, c, buf, 0, 7)
+			return nil
+		})
+		cancel()
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("delay %v: the receiver learnt after %v: %v", delay, d, errs[1])
+		}
+		if errs[0] != nil && errs[1] == nil {
+			t.Errorf("delay %v: the send failed (%v), the receive returned nil", delay, errs[0])
+		}
+	}
+}

@@ -385,6 +385,15 @@ func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
 			a, ok := answers[w]
 			switch {
 			case !ok:
+				// A rank that failed and closed answers no more, but its
+				// report says why (a rank that gave up its call while it
+				// dialled this one, which waited for the connection).
+				if rep, ok := c.readReports(kv, []int{w}, queryWait)[w]; ok && rep.cause != "" {
+					if rep.root >= 0 && rep.root < c.size && rep.root != w {
+						return rep.root, fmt.Sprintf("rank %d failed and found rank %d at the root: %s", w, rep.root, rep.cause), nil
+					}
+					return w, fmt.Sprintf("rank %d failed and left: %s", w, rep.cause), nil
+				}
 				return w, fmt.Sprintf("rank %d does not answer (stopped, hung or unreachable)", w), nil
 			case a.failed && a.root >= 0:
 				return a.root, fmt.Sprintf("rank %d failed and found rank %d at the root", w, a.root), nil
