@@ -1328,8 +1328,8 @@ func (c *Comm) boardLook(r *Request, seq uint64, k boardCall, lo, hi, word int, 
 	switch {
 	case c.life.Err() != nil:
 		return c.boardFail(k, fmt.Errorf("waiting for %s: %w", missing(), context.Cause(c.life)))
-	case waited > c.opts.Timeout:
-		return c.boardFail(k, fmt.Errorf("waiting for %s: %w", missing(), &timeoutError{d: c.opts.Timeout}))
+	case waited > c.callTimeout():
+		return c.boardFail(k, fmt.Errorf("waiting for %s: %w", missing(), &timeoutError{d: c.callTimeout()}))
 	case idle > c.opts.StallTimeout:
 		ms := c.boardMissing(seq, lo, hi, word)
 		first := -1
@@ -1467,8 +1467,8 @@ func (c *Comm) timesUp(r *Request, k boardCall, p int, waited, idle time.Duratio
 	switch {
 	case c.life.Err() != nil:
 		return c.boardFail(k, fmt.Errorf("%s: %w", waiting(), context.Cause(c.life)))
-	case waited > c.opts.Timeout:
-		return c.boardFail(k, fmt.Errorf("%s: %w", waiting(), &timeoutError{d: c.opts.Timeout}))
+	case waited > c.callTimeout():
+		return c.boardFail(k, fmt.Errorf("%s: %w", waiting(), &timeoutError{d: c.callTimeout()}))
 	case idle > c.opts.StallTimeout:
 		return c.stallBlame(k, p, waiting())
 	case idle >= c.stallMark() && !c.board.waitMarked:

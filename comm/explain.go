@@ -149,7 +149,12 @@ func (c *Comm) classify(err error, call *collectives.Call) fault {
 	case errors.As(err, &pe):
 		c.blameLost(&f, pe.Peer, call != nil && call.P2P)
 	case errors.As(err, &se) || errors.As(err, &te):
-		if call == nil {
+		if call == nil || call.Plan == nil {
+			// Ended before it ran (its plan compiled, its links set up):
+			// it waits on nobody yet, and the cause says why it ended.
+			if te != nil {
+				f.detail = te.Error()
+			}
 			break
 		}
 		root, why, derr := c.blameStall(call)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	. "github.com/goccl/goccl/comm"
+	"github.com/goccl/goccl/comm/commtest"
 
 	"github.com/goccl/goccl/transport/mem"
 )
@@ -82,5 +83,39 @@ func testDeadRankNamed(t *testing.T, n, victim int) {
 			t.Errorf("rank %d: failure took %v to surface", r, took[r])
 		}
 		t.Logf("rank %d after %v: %v", r, took[r].Round(time.Millisecond), err)
+	}
+}
+
+// TestTimeoutSparesTheMeasurement: Options.Timeout bounds the user's
+// collectives, not the measurement at New, whose calls (up to 1 MiB, on
+// links set up as they go) are the library's own. GOCCL_TIMEOUT=20ms
+// failed Init on this VM ("measuring the transport: rank 0 is at the root
+// of a stall"); the timeout still ends a user's call that outlives it.
+func TestTimeoutSparesTheMeasurement(t *testing.T) {
+	opts := testOpts
+	opts.Alpha, opts.Beta = 0, 0 // measure at New
+	opts.Timeout = 5 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	comms, err := commtest.Connect(ctx, "tcp", 2, opts)
+	if err != nil {
+		t.Fatalf("New with a 5 ms timeout: %v", err)
+	}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			buf := make([]float32, 16<<20) // 64 MiB: longer than 5 ms
+			errs[r] = Allreduce(ctx, c, buf, buf, Sum)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "timeout") {
+			t.Errorf("rank %d: a 64 MiB allreduce with a 5 ms timeout: %v, want a timeout", r, err)
+		}
 	}
 }

@@ -80,6 +80,11 @@ func (c *Comm) tune(ctx context.Context) error {
 	defer func() {
 		// Every measuring call has returned: no run goes on.
 		c.tuning.Store(false)
+		if c.watchdog.Stop() {
+			// Armed with the measurement's longer bound (callTimeout):
+			// the user's first call arms it again with its own.
+			c.dogArmed.Store(false)
+		}
 		c.seq, c.debug = 0, debug
 		c.exec.SetSettled(0) // the measurement's calls numbered from SeqMod/2
 		c.forgetChoices()
