@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -187,11 +188,17 @@ const (
 )
 
 type board struct {
-	mem   []byte // the mapping (rank 0: the memory it allocated)
-	own   []byte // rank 0: the Alloc'd memory, freed at Close
-	n, me int
-	seq   uint64
-	pid   uint32
+	mem []byte // the mapping (rank 0: the memory it allocated)
+	own []byte // rank 0: the Alloc'd memory, freed at Close
+	// markMu: markRoot (which Abort calls from any goroutine) against
+	// release (Close's teardown, on another): a mark between release's
+	// unmap and its nil store wrote to unmapped memory (the race detector
+	// found it, Abort beside Close). Calls and waits do not take it: Close
+	// tears down only once no call runs.
+	markMu sync.RWMutex
+	n, me  int
+	seq    uint64
+	pid    uint32
 	// crowded: the host's ranks outnumber its processors, so a waiting
 	// rank yields at once instead of spinning on the processor that a
 	// rank it waits for needs.
@@ -594,6 +601,8 @@ func (b *board) release() {
 	if b == nil {
 		return
 	}
+	b.markMu.Lock()
+	defer b.markMu.Unlock()
 	for k, m := range b.segs {
 		unix.Munmap(m)
 		delete(b.segs, k)
@@ -624,7 +633,12 @@ func (b *board) reportedRoot(p int) (int, bool) {
 // markRoot is mark for a failure whose root (the rank that failed first,
 // as this rank found) is root: the ranks that see the mark blame root.
 func (b *board) markRoot(state uint32, root int) {
-	if b == nil || b.mem == nil {
+	if b == nil {
+		return
+	}
+	b.markMu.RLock()
+	defer b.markMu.RUnlock()
+	if b.mem == nil {
 		return
 	}
 	if root < 0 || root >= b.n {

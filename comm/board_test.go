@@ -1288,3 +1288,54 @@ func readOfALeftBuffer(t *testing.T, kind string) {
 		})
 	}
 }
+
+// TestAbortBesideClose: Abort may be called from any goroutine, also while
+// another closes the communicator and calls run. Abort's mark on the board
+// raced with Close's unmapping of it (the race detector reported it; a
+// mark between the unmap and its nil store wrote to unmapped memory).
+// Every call returns, within seconds.
+func TestAbortBesideClose(t *testing.T) {
+	for trial := range 10 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		comms, err := commtest.Connect(ctx, "shm", 2, testOptsFast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		start := time.Now()
+		for r, c := range comms {
+			wg.Add(4)
+			go func() {
+				defer wg.Done()
+				for range 50 {
+					if Allreduce(ctx, c, make([]float32, 256), make([]float32, 256), Sum) != nil {
+						return
+					}
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(trial) * 100 * time.Microsecond)
+				c.Close()
+			}()
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(trial) * 150 * time.Microsecond)
+				if r == 1 {
+					c.Abort(nil)
+				} else {
+					c.Close()
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				BroadcastAsync(c, make([]float32, 1<<16), 0).Wait(ctx)
+			}()
+		}
+		wg.Wait()
+		cancel()
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("trial %d took %v", trial, d)
+		}
+	}
+}
