@@ -97,3 +97,34 @@ func TestMismatchDetected(t *testing.T) {
 		})
 	}
 }
+
+// TestLaterCallsReturnTheFailure: once a call failed and broke the
+// communicator, the calls after it return the same error, headline and
+// all. Over TCP they returned the executor's own error instead: "collective
+// mismatch: rank 1 called a different collective, algorithm, type, count,
+// root or operation (fingerprint 0xd0c8) than rank 0's ...", where the
+// failed call had named both calls.
+func TestLaterCallsReturnTheFailure(t *testing.T) {
+	for _, kind := range []string{"tcp", "shm", "mem"} {
+		t.Run(kind, func(t *testing.T) {
+			runRanksOn(t, kind, 2, testOptsFast, func(c *Comm) error {
+				ctx := context.Background()
+				var first error
+				if c.Rank() == 0 {
+					first = Allreduce(ctx, c, make([]float32, 64), make([]float32, 64), Sum)
+				} else {
+					first = Allgather(ctx, c, make([]float32, 32), make([]float32, 64))
+				}
+				if first == nil {
+					return fmt.Errorf("rank %d: the mismatched call returned nil", c.Rank())
+				}
+				for i := range 2 {
+					if err := c.Barrier(ctx); err == nil || err.Error() != first.Error() {
+						return fmt.Errorf("rank %d: call %d after the failure: %v, want the failure: %v", c.Rank(), i+1, err, first)
+					}
+				}
+				return nil
+			})
+		})
+	}
+}

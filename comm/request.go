@@ -345,16 +345,20 @@ func (c *Comm) run(r *Request) {
 		c.caller.unwatch()
 	}
 	if r.err != nil {
-		c.breakOn()
+		c.breakOn(r.err)
 	}
 }
 
-// breakOn makes the executor's error, if any, the communicator's: a call
-// failed.
-func (c *Comm) breakOn() {
+// breakOn makes a call's error the communicator's if the call broke it
+// (the executor has an error): the calls after it return that error, as
+// the failed call did, with its headline naming the rank at the root.
+// (They returned the executor's own error, without it: a raw "collective
+// mismatch: rank 1 called a different collective ... (fingerprint
+// 0xd0c8)" where the failed call had named both calls.)
+func (c *Comm) breakOn(err error) {
 	c.mu.Lock()
 	if c.err == nil && c.exec.Err() != nil {
-		c.err = c.exec.Err()
+		c.err = err
 		c.gate.Or(gateBroken)
 	}
 	c.mu.Unlock()
@@ -401,7 +405,7 @@ func (c *Comm) runBoard(r *Request) error {
 	}
 	storeRelease(&c.callNo, n+1)
 	if err != nil {
-		c.breakOn()
+		c.breakOn(err)
 	}
 	return err
 }
