@@ -29,7 +29,8 @@ type Options struct {
 	// link (default 8, env GOCCL_SLOTS).
 	Slots int
 	// Timeout bounds every collective that is not given a context deadline
-	// (default 10 minutes, env GOCCL_TIMEOUT).
+	// (default 10 minutes, env GOCCL_TIMEOUT). The measurement of the
+	// transport at New is bounded by the longer of it and StallTimeout.
 	Timeout time.Duration
 	// StallTimeout fails a collective that sees no completion at all for
 	// this long (default 60 s, env GOCCL_STALL_TIMEOUT): the liveness check
