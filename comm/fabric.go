@@ -188,8 +188,13 @@ func (c *Comm) route() error {
 			c.via[peer], usesShm = viaShm, true
 		case c.devs.net != nil:
 			c.via[peer], usesNet = viaNet, true
+		case c.opts.Transport == "auto":
+			// auto opens no network device when the launcher says every
+			// rank is on this host (its local size); the host identities
+			// disagree (Options.HostID, or a launcher's wrong local size).
+			return fmt.Errorf("rank %d is on another host, but the launcher's local size said every rank is on this one, so only shared memory was opened (GOCCL_TRANSPORT=auto): correct the local size (LOCAL_SIZE, GOCCL_LOCAL_SIZE) or set GOCCL_TRANSPORT=tcp", peer)
 		default:
-			return fmt.Errorf("rank %d is on another host and only shared memory is in use (GOCCL_TRANSPORT=shm)", peer)
+			return fmt.Errorf("rank %d is on another host and only shared memory is in use (GOCCL_TRANSPORT=%s)", peer, c.opts.Transport)
 		}
 	}
 	switch {
