@@ -25,11 +25,14 @@ type segment struct {
 	regs atomic.Int64
 }
 
-// segments is the process's table of Alloc'd segments, sorted by address.
+// segments is the process's table of Alloc'd segments, sorted by address;
+// retired holds, by size, the address ranges of freed segments (mapped to
+// anonymous zeros by Free), which Alloc maps again.
 var segments struct {
-	mu   sync.RWMutex
-	list []*segment
-	next uint64
+	mu      sync.RWMutex
+	list    []*segment
+	next    uint64
+	retired map[int][]unsafe.Pointer
 }
 
 // Alloc returns n bytes of zeroed, page-aligned memory in a shared mapping:
@@ -51,10 +54,26 @@ func Alloc(n int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shm: alloc %d bytes: %w", n, err)
 	}
-	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("shm: alloc %d bytes: mmap: %w", n, err)
+	segments.mu.Lock()
+	var at unsafe.Pointer
+	if r := segments.retired[size]; len(r) > 0 {
+		at, segments.retired[size] = r[len(r)-1], r[:len(r)-1]
+	}
+	segments.mu.Unlock()
+	var mem []byte
+	if at != nil {
+		// Over a freed segment's range (its placeholder goes).
+		if _, err = unix.MmapPtr(fd, 0, at, uintptr(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_FIXED); err == nil {
+			mem = unsafe.Slice((*byte)(at), size)
+		} else {
+			retireLater(at, size) // still the placeholder: keep it for later
+		}
+	}
+	if mem == nil {
+		if mem, err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("shm: alloc %d bytes: mmap: %w", n, err)
+		}
 	}
 	s := &segment{fd: fd, mem: mem}
 	segments.mu.Lock()
@@ -71,7 +90,12 @@ func Alloc(n int) ([]byte, error) {
 // Free releases memory returned by Alloc. The slice must be the one Alloc
 // returned (not a subslice) and must not be used afterwards. Memory that
 // is still registered with a device is not freed: Free returns an error
-// wrapping transport.ErrInvalid (deregister it first).
+// wrapping transport.ErrInvalid (deregister it first). The pages go, but
+// the addresses stay mapped, to anonymous zeros, as transport.Free keeps
+// its memory: a stale slice never faults (it did: comm.Free of an Alloc'd
+// buffer over shared memory, then a write through the old slice, crashed
+// the program with SIGSEGV, where the README promises it does not), and a
+// later Alloc of the same size maps its segment there again.
 func Free(b []byte) error {
 	if cap(b) == 0 {
 		return nil
@@ -90,12 +114,27 @@ func Free(b []byte) error {
 	}
 	segments.list = append(segments.list[:i], segments.list[i+1:]...)
 	segments.mu.Unlock()
-	err := unix.Munmap(s.mem)
+	var err error
+	if retire(s.mem) {
+		retireLater(unsafe.Pointer(unsafe.SliceData(s.mem)), len(s.mem))
+	} else {
+		err = unix.Munmap(s.mem)
+	}
 	unix.Close(s.fd)
 	if err != nil {
 		return fmt.Errorf("shm: free %d bytes: munmap: %w", len(s.mem), err)
 	}
 	return nil
+}
+
+// retireLater keeps the retired range at (size bytes) for a later Alloc.
+func retireLater(at unsafe.Pointer, size int) {
+	segments.mu.Lock()
+	defer segments.mu.Unlock()
+	if segments.retired == nil {
+		segments.retired = map[int][]unsafe.Pointer{}
+	}
+	segments.retired[size] = append(segments.retired[size], at)
 }
 
 func (s *segment) base() uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(s.mem))) }

@@ -150,3 +150,43 @@ func revokeRound(t *testing.T, alloc bool, opts func(*Options), delay time.Durat
 		}
 	}
 }
+
+// TestFreeKeepsTheAddressesMapped: memory Free releases stays mapped, to
+// anonymous zeros, as transport.Free keeps its memory: a write through a
+// stale slice does not fault (it crashed the process with SIGSEGV: Free
+// unmapped it), and a later Alloc of the same size maps its new segment
+// over the range, zeroed, shared as ever.
+func TestFreeKeepsTheAddressesMapped(t *testing.T) {
+	const n = 3 << 16
+	mem, err := Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem[7] = 9
+	if err := Free(mem); err != nil {
+		t.Fatal(err)
+	}
+	mem[7] = 5 // the stale slice: no fault
+	if mem[7] != 5 {
+		t.Fatalf("the stale slice reads %d after a write of 5", mem[7])
+	}
+	again, err := Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Free(again)
+	if &again[0] != &mem[0] {
+		t.Logf("the new segment is elsewhere (%p, the old at %p)", &again[0], &mem[0])
+	}
+	for i, b := range again {
+		if b != 0 {
+			t.Fatalf("Alloc after Free: byte %d is %d, want zeroed memory", i, b)
+		}
+	}
+	if _, ok := LookupSegment(again); !ok {
+		t.Fatal("the new memory is not a segment of Alloc's")
+	}
+	if _, ok := LookupSegment(mem); ok && &again[0] != &mem[0] {
+		t.Fatal("the freed memory is still taken for a segment")
+	}
+}
