@@ -2,7 +2,9 @@ package comm_test
 
 import (
 	"context"
+	"fmt"
 	"runtime/debug"
+	"strings"
 	"testing"
 
 	. "github.com/goccl/goccl/comm"
@@ -60,4 +62,25 @@ func staleAllocNoFault(t *testing.T, kind string) {
 		}()
 		kept[0] = 3
 	}()
+}
+
+// TestFreeNamesItself: Free of something that is not a live buffer from
+// Alloc (freed already, a subslice, a plain slice) says "free", not
+// "deregister", which the caller never called.
+func TestFreeNamesItself(t *testing.T) {
+	runRanks(t, 2, testOpts, func(c *Comm) error {
+		b, err := Alloc[float32](c, 1000)
+		if err != nil {
+			return err
+		}
+		if err := Free(c, b); err != nil {
+			return err
+		}
+		for name, bad := range map[string][]float32{"freed already": b, "a subslice": b[10:], "a plain slice": make([]float32, 5)} {
+			if err := Free(c, bad); err == nil || !strings.Contains(err.Error(), "free ") || strings.Contains(err.Error(), "deregister") {
+				return fmt.Errorf("Free of %s: %v, want an error naming free", name, err)
+			}
+		}
+		return nil
+	})
 }

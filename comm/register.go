@@ -121,6 +121,9 @@ func (c *Comm) deregister(mem []byte, owned bool) error {
 			return err
 		}
 	}
+	if owned {
+		return fmt.Errorf("comm: rank %d: free %#x: not a live buffer from Alloc (freed already, or a subslice)", c.rank, start)
+	}
 	return fmt.Errorf("comm: rank %d: deregister %#x: not a registered buffer", c.rank, start)
 }
 
