@@ -802,8 +802,7 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 			c.Desc(), c.Seq, p.Name, e.Rank, l.Peer, n, ch.len)
 	}
 	if c.P2P && l.arrP2P[slot] {
-		last := (uint32(seq)<<16|uint32(fp))&p2pLast != 0
-		if err := e.checkEnd(c, l.Peer, last, e.recvHead[l.Peer]+1 == len(p.recvs[l.Peer])); err != nil {
+		if err := e.checkEnd(c, l.Peer, endsMessage(seq, fp), e.recvHead[l.Peer]+1 == len(p.recvs[l.Peer])); err != nil {
 			return err
 		}
 	}
@@ -1003,7 +1002,7 @@ func (e *Executor) arrivedEnd(c *Call, l *Link) error {
 	n := len(c.Plan.recvs[l.Peer])
 	for k := 0; k < l.arrived; k++ {
 		slot := (l.recvSlot + k) % e.NSlots
-		if !l.arrP2P[slot] || (uint32(l.arrSeq[slot])<<16|uint32(l.arrFP[slot]))&p2pLast == 0 {
+		if !l.arrP2P[slot] || !endsMessage(l.arrSeq[slot], l.arrFP[slot]) {
 			continue
 		}
 		return e.checkEnd(c, l.Peer, true, e.recvHead[l.Peer]+k+1 == n)

@@ -15,6 +15,10 @@ func (c *Call) chunkImm(last bool) uint32 {
 	return dataImm(c.Seq, c.fingerprint())
 }
 
+// endsMessage reports whether a point-to-point write whose immediate
+// carried seq and fp (its tag's high and low bits) is its message's last.
+func endsMessage(seq, fp uint16) bool { return (uint32(seq)<<16|uint32(fp))&p2pLast != 0 }
+
 // checkEnd checks that a point-to-point chunk from peer that ends the
 // peer's message (last, its immediate's bit) ends this rank's receive
 // from it (ends) too.

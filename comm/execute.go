@@ -143,11 +143,8 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 			// plan was compiled left its receiver waiting for its stall
 			// timeout.) An algorithm this rank does not know stays its
 			// own error, as an argument the peers pass too.
-			call := &collectives.Call{Type: r.dt, Op: r.op, Seq: c.seq, Coll: r.kind.String(), Count: r.count, Root: r.root}
-			if r.kind.IsP2P() {
-				call.Seq, call.P2P, call.CollSeq = uint32(r.args.tag), true, c.seq
-			}
-			return c.fail(fmt.Errorf("%s: rank %d: %w", r.kind, c.rank, err), call)
+			call := c.describe(r)
+			return c.fail(fmt.Errorf("%s: rank %d: %w", r.kind, c.rank, err), &call)
 		}
 		return c.callErr(r, err)
 	}
@@ -157,11 +154,8 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		// Call of its own per run escaped to the heap, an allocation on
 		// every collective.
 		call := &c.call
-		*call = collectives.Call{Plan: p, Bufs: bufs, Type: r.dt, Op: r.op, Seq: c.seq,
-			Coll: r.kind.String(), Count: r.count, Root: r.root}
-		if r.kind.IsP2P() {
-			call.Seq, call.P2P, call.CollSeq = uint32(r.args.tag), true, c.seq
-		}
+		*call = c.describe(r)
+		call.Plan, call.Bufs = p, bufs
 		call.VarCount = r.kind == collAlltoallv
 		// Rooted collectives on a tree or chain: senders wait until their
 		// receivers complete, so that a disagreement reaches them (see
@@ -192,6 +186,16 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		return c.callErr(r, err)
 	}
 	return nil
+}
+
+// describe is the Call of r without its plan and buffers: what it is, and
+// its number (a point-to-point call's is its tag).
+func (c *Comm) describe(r *Request) collectives.Call {
+	call := collectives.Call{Type: r.dt, Op: r.op, Seq: c.seq, Coll: r.kind.String(), Count: r.count, Root: r.root}
+	if r.kind.IsP2P() {
+		call.Seq, call.P2P, call.CollSeq = uint32(r.args.tag), true, c.seq
+	}
+	return call
 }
 
 // callErr names the call and this rank in an error of execute's.

@@ -97,24 +97,15 @@ func TestTimeoutSparesTheMeasurement(t *testing.T) {
 	opts.Timeout = 5 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	comms, err := commtest.Connect(ctx, "tcp", 2, opts)
-	if err != nil {
-		t.Fatalf("New with a 5 ms timeout: %v", err)
-	}
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r, c := range comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer c.Close()
-			buf := make([]float32, 16<<20) // 64 MiB: longer than 5 ms
-			errs[r] = Allreduce(ctx, c, buf, buf, Sum)
-		}()
-	}
-	wg.Wait()
+	errs := commtest.Run(ctx, "tcp", 2, opts, func(c *Comm) error {
+		buf := make([]float32, 16<<20) // 64 MiB: longer than 5 ms
+		return Allreduce(ctx, c, buf, buf, Sum)
+	})
 	for r, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), "timeout") {
+		switch {
+		case err != nil && strings.Contains(err.Error(), "measuring the transport"):
+			t.Errorf("rank %d: New with a 5 ms timeout: %v", r, err)
+		case err == nil || !strings.Contains(err.Error(), "timeout"):
 			t.Errorf("rank %d: a 64 MiB allreduce with a 5 ms timeout: %v, want a timeout", r, err)
 		}
 	}
