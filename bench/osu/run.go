@@ -99,6 +99,9 @@ func run[T comm.Number](ctx context.Context, c *comm.Comm, cfg *Config, stdout, 
 		r.opts = []comm.CallOption{comm.WithAlgorithm(cfg.Algorithm)}
 	}
 	r.maxSize = r.limitMemory()
+	if err := r.someSizeFits(); err != nil {
+		return err
+	}
 	maxCount := r.maxSize / r.es
 	sendLen, recvLen, _ := layout(b.Coll, maxCount, r.n, cfg.NCCL)
 	if r.send, err = comm.Alloc[T](c, sendLen); err != nil {
@@ -159,6 +162,37 @@ func (r *runner[T]) sizes() []int {
 		}
 	}
 	return s
+}
+
+// fits reports whether a message of size bytes runs: it holds at least
+// one element (one per rank where the test divides the message among the
+// ranks). Smaller sizes of the range are skipped, as OSU does.
+func (r *runner[T]) fits(size int) bool {
+	if r.b.NoSize && !r.cfg.NCCL {
+		return true
+	}
+	count := size / r.es
+	if r.b.Kind != KindColl && r.b.Kind != KindNBC {
+		return count > 0
+	}
+	_, _, block := layout(r.b.Coll, count, r.n, r.cfg.NCCL)
+	return count > 0 && (block > 0 || r.b.Coll == "barrier")
+}
+
+// someSizeFits returns a usage error if no size of the range runs, so that
+// a range below the element size is refused, not answered with an empty
+// table.
+func (r *runner[T]) someSizeFits() error {
+	for _, size := range r.sizes() {
+		if r.fits(size) {
+			return nil
+		}
+	}
+	need := fmt.Sprintf("one %s element (%d bytes)", r.cfg.Type, r.es)
+	if divided := r.cfg.NCCL || r.b.Coll == "reduce_scatter"; divided && r.b.Kind != KindLatency && r.b.Kind != KindBandwidth && r.b.Kind != KindBiBandwidth {
+		need = fmt.Sprintf("one %s element (%d bytes) for each of the %d ranks (%d bytes)", r.cfg.Type, r.es, r.n, r.es*r.n)
+	}
+	return usageErr("no message size from %d to %d bytes (-m) holds %s", r.cfg.MinSize, r.maxSize, need)
 }
 
 // warmupFor is how long the calls of a size warm up before its -x

@@ -28,7 +28,7 @@ func (r *runner[T]) runColl() error {
 	for _, size := range sizes {
 		count := size / r.es
 		sendLen, recvLen, block := layout(r.b.Coll, count, r.n, false)
-		if !r.b.NoSize && (count == 0 || block == 0) {
+		if !r.fits(size) {
 			continue
 		}
 		send, recv := r.send[:sendLen], r.recv[:recvLen]
@@ -161,7 +161,7 @@ func (r *runner[T]) runNBC() error {
 	for _, size := range r.sizes() {
 		count := size / r.es
 		sendLen, recvLen, block := layout(r.b.Coll, count, r.n, false)
-		if count == 0 || block == 0 {
+		if !r.fits(size) {
 			continue
 		}
 		sz := &nbcSize[T]{runner: r, send: r.send[:sendLen], recv: r.recv[:recvLen], block: block}

@@ -45,7 +45,7 @@ func (r *runner[T]) runNCCL() error {
 	for _, size := range r.sizes() {
 		count := size / r.es
 		sendLen, recvLen, block := layout(r.b.Coll, count, r.n, true)
-		if count == 0 || (block == 0 && r.b.Coll != "barrier") {
+		if !r.fits(size) {
 			continue
 		}
 		send, recv := r.send[:sendLen], r.recv[:recvLen]

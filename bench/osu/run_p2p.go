@@ -31,7 +31,7 @@ func (r *runner[T]) runP2P() error {
 	first := true
 	for _, size := range r.sizes() {
 		count := size / r.es
-		if count == 0 {
+		if !r.fits(size) {
 			continue
 		}
 		if d := r.warmupFor(size, first); d > 0 && r.b.Kind == KindLatency {

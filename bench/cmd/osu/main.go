@@ -28,7 +28,9 @@
 // method). A benchmark whose collective goccl's comm package does not
 // offer yet fails with "not yet supported" and exit status 1.
 // Wrong usage exits 2 with a one-line error naming the problem and the help
-// (osu BENCHMARK -h); under a launcher only rank 0 prints it. A failed run
+// (osu BENCHMARK -h); under a launcher only rank 0 prints it. A size range
+// in which no message holds an element of the type (or one for each rank,
+// where the test divides the message) is wrong usage too. A failed run
 // or a validation error exits 1.
 package main
 
@@ -120,7 +122,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cerr := c.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, osu.ErrUsage):
+		return complain(stderr, fmt.Sprintf("%s: %v (%s -h lists the options)", prog, err, prog))
+	case err != nil:
 		fmt.Fprintf(stderr, "%s: rank %d: %v\n", prog, c.Rank(), err)
 		return 1
 	}

@@ -69,19 +69,33 @@ func TestUsageErrorUnderGorun(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, "gorun"), "-n", "3", filepath.Join(dir, "osu"), "allreduce", "-q")
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-		t.Fatalf("gorun: %v, want exit status 2:\n%s", err, out)
-	}
-	text := string(out)
-	if strings.Count(text, "unknown option -q") != 1 || !strings.Contains(text, "[0] osu allreduce: unknown option -q (osu allreduce -h lists the options)") {
-		t.Errorf("want the error once, from rank 0:\n%s", text)
-	}
-	if strings.Contains(text, "Usage:") || strings.Contains(text, "--message-size") {
-		t.Errorf("usage printed on a bad option:\n%s", text)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"allreduce", "-q"}, "osu allreduce: unknown option -q (osu allreduce -h lists the options)"},
+		// Found once the ranks know the type and their number: an empty
+		// table with exit status 0 before.
+		{[]string{"allreduce", "-m", "1:4", "-T", "float64"},
+			"osu allreduce: no message size from 1 to 4 bytes (-m) holds one float64 element (8 bytes) (osu allreduce -h lists the options)"},
+		{[]string{"reduce_scatter", "-m", "8:16", "-T", "float64"},
+			"osu reduce_scatter: no message size from 8 to 16 bytes (-m) holds one float64 element (8 bytes) for each of the 3 ranks (24 bytes)"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, filepath.Join(dir, "gorun"), append([]string{"-n", "3", filepath.Join(dir, "osu")}, tc.args...)...)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("gorun osu %q: %v, want exit status 2:\n%s", tc.args, err, out)
+			continue
+		}
+		text := string(out)
+		if strings.Count(text, "] osu ") != 1 || !strings.Contains(text, "[0] "+tc.want) {
+			t.Errorf("gorun osu %q: want %q once, from rank 0:\n%s", tc.args, tc.want, text)
+		}
+		if strings.Contains(text, "Usage:") || strings.Contains(text, "--message-size") || strings.Contains(text, "# Size") {
+			t.Errorf("gorun osu %q: usage or a table printed on a bad option:\n%s", tc.args, text)
+		}
 	}
 }
