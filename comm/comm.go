@@ -83,8 +83,9 @@ func (c *Comm) Size() int {
 // creates an endpoint and staging slots per peer, exchanges their addresses
 // through rdv, connects every peer and waits until all ranks are ready.
 // The fields opts leaves zero take the environment's values
-// (OptionsFromEnv). The communicator owns rdv (closed by Close); dev is
-// closed by Close only if opts.OwnDevice is set.
+// (OptionsFromEnv). The communicator owns rdv and, if opts.OwnDevice is
+// set, dev: Close closes them, or, while communicators split from this
+// one are open, the last of them to close.
 func New(ctx context.Context, rdv Rendezvous, dev transport.Device, opts Options) (*Comm, error) {
 	return newFromEnv(ctx, rdv, devices{net: dev, own: opts.OwnDevice}, opts)
 }
@@ -99,7 +100,8 @@ type Devices struct {
 
 // NewWith is New over several transports: shared memory for the peers on
 // this host, the network device for the others. Close closes the devices
-// if opts.OwnDevice is set.
+// if opts.OwnDevice is set (see New: the communicators split from this one
+// share them).
 func NewWith(ctx context.Context, rdv Rendezvous, devs Devices, opts Options) (*Comm, error) {
 	if devs.Net == nil && devs.Shm == nil {
 		rdv.Close()
@@ -121,8 +123,18 @@ func newFromEnv(ctx context.Context, rdv Rendezvous, devs devices, opts Options)
 }
 
 // newComm is New over devs with the communicator's id (its prefix in the
-// store). It reads no environment.
+// store). It reads no environment. The communicator holds devs and rdv
+// alone (until Split shares them).
 func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id string) (*Comm, error) {
+	return newHeld(ctx, rdv, &holders{n: 1, devs: devs, rdv: rdv}, opts, id)
+}
+
+// newHeld is newComm over the devices and root rendezvous of h, which
+// holds one reference for the new communicator: released by its Close,
+// or here if it fails. rdv is the communicator's own rendezvous: h's, or
+// a sub-communicator's over h's store.
+func newHeld(ctx context.Context, rdv Rendezvous, h *holders, opts Options, id string) (*Comm, error) {
+	devs := h.devs
 	err := opts.fill()
 	var algoForced map[collKind]string
 	if err == nil {
@@ -136,11 +148,10 @@ func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id
 		}
 	}
 	if err != nil {
-		rdv.Close()
-		devs.close()
+		h.leave()
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
-	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, fabric: fabric{devs: devs},
+	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, fabric: fabric{devs: devs, held: h},
 		callQueue: newCallQueue(), callState: newCallState(), debug: debugOn(opts.Logger), selection: newSelection(algoForced)}
 	c.startLife(c.opts.Timeout, c.watchdogTick)
 	c.caller.onEnd = c.abandoned
@@ -309,14 +320,13 @@ func (c *Comm) teardown() error {
 			*sb = scratchBuf{}
 		}
 	}
-	if c.rdv != nil {
-		errs = append(errs, c.rdv.Close())
-	}
 	if c.board != nil {
 		errs = append(errs, c.board.part.free())
 		c.board.part = ownedMem{}
 	}
-	errs = append(errs, c.devs.close())
+	// The rendezvous and the devices, if no communicator split from this
+	// one (or the one this was split from) still uses them.
+	errs = append(errs, c.held.leave())
 	c.board.release()
 	return errors.Join(errs...)
 }

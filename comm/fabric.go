@@ -22,6 +22,45 @@ type devices struct {
 	own      bool // Close closes them
 }
 
+// holders counts the communicators that share one set of devices and one
+// root rendezvous (with its store): the communicator built by New, Init
+// or NewWith and every communicator split from it or from those. The last
+// to leave closes them (the devices only if owned), so that a split
+// communicator outlives its parent, as in MPI.
+type holders struct {
+	mu   sync.Mutex
+	n    int
+	devs devices
+	rdv  Rendezvous
+}
+
+// join adds a holder: a communicator about to be split off.
+func (h *holders) join() {
+	h.mu.Lock()
+	h.n++
+	h.mu.Unlock()
+}
+
+// leave removes a holder and, for the last, closes the rendezvous and the
+// devices.
+func (h *holders) leave() error {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	h.n--
+	last := h.n == 0
+	h.mu.Unlock()
+	if !last {
+		return nil
+	}
+	var err error
+	if h.rdv != nil {
+		err = h.rdv.Close()
+	}
+	return errors.Join(err, h.devs.close())
+}
+
 func (d devices) close() error {
 	if !d.own {
 		return nil
@@ -48,6 +87,8 @@ const (
 // slots, and the executor that runs plans over them.
 type fabric struct {
 	devs devices
+	// held counts the communicators using devs and the root rendezvous.
+	held *holders
 	dev  transport.Device
 	cq   transport.CompletionQueue
 	// readier is cq's transport.Readier, if it is one (set once, read by

@@ -15,8 +15,9 @@ import (
 //
 // The new communicator has its own connections (on the same transport
 // device), its own sequence of collectives and its own failure reports, so
-// its messages never mix with c's or a sibling's; c stays usable. Close it
-// before c.
+// its messages never mix with c's or a sibling's; c stays usable. Either
+// may close first: the devices and the store they share close with the
+// last of them (as MPI_Comm_free of a parent leaves its children).
 func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	if err := c.usable("split"); err != nil {
 		return nil, err
@@ -53,12 +54,12 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	id := c.id + "/split" + strconv.Itoa(c.splits) + "/color" + strconv.Itoa(color)
 	rdv := &subRendezvous{kv: kv, id: id, rank: rank, size: len(members)}
 	opts := c.opts
-	opts.OwnDevice = false
 	opts.Alpha, opts.Beta = c.alpha, c.beta // same transport: no need to measure again
 	if c.selection.crowded && (opts.YieldWhenIdle == "" || opts.YieldWhenIdle == "auto") {
 		opts.YieldWhenIdle = "1" // fewer ranks, the same crowded host
 	}
-	sub, err := newComm(ctx, rdv, devices{net: c.devs.net, shm: c.devs.shm}, opts, id)
+	c.held.join()
+	sub, err := newHeld(ctx, rdv, c.held, opts, id)
 	if err != nil {
 		return nil, fmt.Errorf("comm: split (color %d, key %d): rank %d: %w", color, key, c.rank, err)
 	}

@@ -2,10 +2,13 @@ package comm_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	. "github.com/goccl/goccl/comm"
+	"github.com/goccl/goccl/comm/commtest"
 )
 
 // TestSplit splits 7 ranks (5 over TCP under -race) by parity with keys in reverse order, checks
@@ -70,6 +73,78 @@ func TestSplit(t *testing.T) {
 					}
 				}
 				return nil
+			})
+		})
+	}
+}
+
+// A sub-communicator outlives the communicator it was split from, as in
+// MPI (MPI_Comm_free of the parent leaves its children working): the
+// parent closed first, the children still run collectives, split again
+// and close cleanly. Over TCP the parent's Close closed the device the
+// children used ("register staging buffer: device: closed").
+func TestSplitOutlivesItsParent(t *testing.T) {
+	for _, kind := range commtest.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			const n = 4
+			runRanksOn(t, kind, n, testOpts, func(c *Comm) error {
+				ctx := context.Background()
+				sub, err := c.Split(ctx, c.Rank()%2, c.Rank())
+				if err != nil {
+					return err
+				}
+				dup, err := c.Dup(ctx)
+				if err != nil {
+					sub.Close()
+					return err
+				}
+				if err := c.Close(); err != nil {
+					sub.Close()
+					dup.Close()
+					return fmt.Errorf("parent close: %w", err)
+				}
+				for i, cc := range []*Comm{sub, dup} {
+					// Registered (staging) and user memory, small and large.
+					for _, count := range []int{3, 1 << 16} {
+						buf, err := Alloc[float64](cc, count)
+						if err != nil {
+							return fmt.Errorf("communicator %d: alloc: %w", i, err)
+						}
+						for j := range buf {
+							buf[j] = float64(c.Rank())
+						}
+						plain := slices.Clone(buf)
+						if err := Allreduce(ctx, cc, buf, buf, Sum); err != nil {
+							return fmt.Errorf("communicator %d: allreduce of %d: %w", i, count, err)
+						}
+						if err := Allreduce(ctx, cc, plain, plain, Max); err != nil {
+							return fmt.Errorf("communicator %d: allreduce of %d (max): %w", i, count, err)
+						}
+						want, wantMax := 0.0, 0.0
+						for r := range n {
+							if i == 1 || r%2 == c.Rank()%2 {
+								want += float64(r)
+								wantMax = max(wantMax, float64(r))
+							}
+						}
+						if buf[count-1] != want || plain[count-1] != wantMax {
+							return fmt.Errorf("communicator %d: allreduce of %d: got %v and %v, want %v and %v", i, count, buf[count-1], plain[count-1], want, wantMax)
+						}
+						if err := Free(cc, buf); err != nil {
+							return err
+						}
+					}
+				}
+				// A grandchild, split after its grandparent closed.
+				half, err := dup.Split(ctx, c.Rank()/2, 0)
+				if err != nil {
+					return fmt.Errorf("split of the duplicate: %w", err)
+				}
+				v := []int32{1}
+				if err := Allreduce(ctx, half, v, v, Sum); err != nil || v[0] != 2 {
+					return fmt.Errorf("grandchild allreduce: %v, %w", v, err)
+				}
+				return errors.Join(half.Close(), dup.Close(), sub.Close())
 			})
 		})
 	}
