@@ -85,15 +85,15 @@ func run[T comm.Number](ctx context.Context, c *comm.Comm, cfg *Config, stdout, 
 	switch b.Kind {
 	case KindLatency, KindBandwidth, KindBiBandwidth:
 		if r.n != 2 {
-			return fmt.Errorf("osu: %s: this test requires exactly two processes, got %d", b.Name, r.n)
+			return usageErr("this test requires exactly two processes, got %d", r.n)
 		}
 	default:
 		if r.n < 2 {
-			return fmt.Errorf("osu: %s: this test requires at least two processes, got %d", b.Name, r.n)
+			return usageErr("this test requires at least two processes, got %d", r.n)
 		}
 	}
 	if cfg.Root >= r.n {
-		return fmt.Errorf("osu: %s: root rank %d (-k) is not below the number of processes %d", b.Name, cfg.Root, r.n)
+		return usageErr("root rank %d (-k) is not below the number of processes %d", cfg.Root, r.n)
 	}
 	if cfg.Algorithm != "" {
 		r.opts = []comm.CallOption{comm.WithAlgorithm(cfg.Algorithm)}

@@ -28,9 +28,11 @@
 // method). A benchmark whose collective goccl's comm package does not
 // offer yet fails with "not yet supported" and exit status 1.
 // Wrong usage exits 2 with a one-line error naming the problem and the help
-// (osu BENCHMARK -h); under a launcher only rank 0 prints it. A size range
-// in which no message holds an element of the type (or one for each rank,
-// where the test divides the message) is wrong usage too. A failed run
+// (osu BENCHMARK -h); under a launcher only rank 0 prints it. So are, once
+// the ranks know their number, a number of processes the test cannot run
+// on, a root (-k) that is no rank, and a size range in which no message
+// holds an element of the type (or one for each rank, where the test
+// divides the message). A failed run
 // or a validation error exits 1.
 package main
 
@@ -124,7 +126,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case errors.Is(err, osu.ErrUsage):
-		return complain(stderr, fmt.Sprintf("%s: %v (%s -h lists the options)", prog, err, prog))
+		// Found once the ranks know their number: the options or the
+		// launch do not fit the test. The message names the option.
+		return complain(stderr, fmt.Sprintf("%s: %v", prog, err))
 	case err != nil:
 		fmt.Fprintf(stderr, "%s: rank %d: %v\n", prog, c.Rank(), err)
 		return 1

@@ -77,9 +77,12 @@ func TestUsageErrorUnderGorun(t *testing.T) {
 		// Found once the ranks know the type and their number: an empty
 		// table with exit status 0 before.
 		{[]string{"allreduce", "-m", "1:4", "-T", "float64"},
-			"osu allreduce: no message size from 1 to 4 bytes (-m) holds one float64 element (8 bytes) (osu allreduce -h lists the options)"},
+			"osu allreduce: no message size from 1 to 4 bytes (-m) holds one float64 element (8 bytes)\n"},
 		{[]string{"reduce_scatter", "-m", "8:16", "-T", "float64"},
-			"osu reduce_scatter: no message size from 8 to 16 bytes (-m) holds one float64 element (8 bytes) for each of the 3 ranks (24 bytes)"},
+			"osu reduce_scatter: no message size from 8 to 16 bytes (-m) holds one float64 element (8 bytes) for each of the 3 ranks (24 bytes)\n"},
+		// "osu latency: rank 2: osu: latency: this test requires ...", exit 1.
+		{[]string{"latency"}, "osu latency: this test requires exactly two processes, got 3\n"},
+		{[]string{"bcast", "-k", "5"}, "osu bcast: root rank 5 (-k) is not below the number of processes 3\n"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		cmd := exec.CommandContext(ctx, filepath.Join(dir, "gorun"), append([]string{"-n", "3", filepath.Join(dir, "osu")}, tc.args...)...)

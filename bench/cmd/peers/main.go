@@ -23,7 +23,8 @@
 //	-x N             untimed warm-up calls per size (default: a tenth of -i, plus one)
 //	-rounds N        times each program runs, alternating (3)
 //	-peers LIST      mpi-tcp, mpi-shm, gloo-tcp, comma-separated (mpi-tcp,gloo-tcp)
-//	-transport T     goccl's transport in the default command (osu --transport; default: goccl's choice)
+//	-transport T     goccl's transport in the default command (osu --transport; default: the peers' own when
+//	                 they share one, tcp for mpi-tcp,gloo-tcp and shm for mpi-shm; otherwise goccl's choice)
 //	-gloo-allreduce A  Gloo's allreduce: torch (default: gloo::allreduce, as torch.distributed calls it), ring_chunked, ring, halving_doubling
 //	-bin DIR         where the peers' drivers are built (default: a directory in the user's cache)
 //	-no-install      fail instead of installing missing Debian packages
@@ -260,7 +261,7 @@ func newFlagSet(o *options, sizes *string) *flag.FlagSet {
 		}
 		return nil
 	})
-	fs.StringVar(&c.Transport, "transport", "", "goccl's transport in the default command (osu --transport)")
+	fs.StringVar(&c.Transport, "transport", "", "goccl's transport in the default command (osu --transport; default: the peers' own if they share one, else goccl's choice)")
 	fs.StringVar(&c.GlooAlgo, "gloo-allreduce", "torch", "Gloo's allreduce: torch (gloo::allreduce, as torch.distributed calls it), ring_chunked, ring, halving_doubling")
 	fs.StringVar(&c.Method, "method", peers.MethodOSU, "how every program times a size: osu (each call alone, a barrier after it) or b2b (the calls together, no barrier between them; goccl's osu --back-to-back)")
 	fs.DurationVar(&c.RunTimeout, "timeout", 15*time.Minute, "bound on one run of one program")
@@ -335,7 +336,26 @@ func parseArgs(args []string) (*options, error) {
 	if err := o.cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if o.cfg.Transport == "" && o.command == nil {
+		o.cfg.Transport = peersTransport(o.cfg.Peers)
+	}
 	return o, nil
+}
+
+// peersTransport is the transport every peer uses (tcp for mpi-tcp and
+// gloo-tcp, shm for mpi-shm), or "" if they differ: goccl's default in a
+// comparison, so that it runs on the same footing as the peers and not on
+// its own choice (shared memory on one host) against their TCP.
+func peersTransport(names []string) string {
+	t := ""
+	for i, name := range names {
+		_, suffix, _ := strings.Cut(name, "-")
+		if i > 0 && suffix != t {
+			return ""
+		}
+		t = suffix
+	}
+	return t
 }
 
 // parseSizes reads MIN:MAX (or MAX alone, from 1) with K, M, G suffixes.

@@ -71,6 +71,23 @@ func TestParseArgs(t *testing.T) {
 		strings.Join(c.Peers, ",") != "mpi-tcp,gloo-tcp" || o.command != nil || c.Method != "osu" {
 		t.Errorf("defaults %+v", c)
 	}
+	// goccl runs over the peers' transport unless told otherwise (it ran
+	// over shared memory against their TCP).
+	for _, tc := range []struct{ args, want string }{
+		{"allreduce", "tcp"},
+		{"-peers mpi-tcp,gloo-tcp allreduce", "tcp"},
+		{"-peers mpi-shm allreduce", "shm"},
+		{"-peers mpi-shm,gloo-tcp allreduce", ""},
+		{"-peers mpi-shm -transport tcp allreduce", "tcp"},
+		{"allreduce -- sh -c x", ""},
+	} {
+		o, err := parseArgs(strings.Fields(tc.args))
+		if err != nil {
+			t.Errorf("%s: %v", tc.args, err)
+		} else if o.cfg.Transport != tc.want {
+			t.Errorf("%s: transport %q, want %q", tc.args, o.cfg.Transport, tc.want)
+		}
+	}
 	o, err = parseArgs([]string{"-method", "b2b", "bcast"})
 	if err != nil || o.cfg.Method != "b2b" || !strings.Contains(title(&o.cfg, ""), "timed back to back") {
 		t.Errorf("-method b2b: %+v, %v", o, err)
