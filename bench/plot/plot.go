@@ -217,8 +217,12 @@ func Label(name string, recs []osu.Record) string {
 	}
 	r := recs[0]
 	parts := []string{r.Transport}
-	if r.Algorithm != "" {
-		parts = append(parts, r.Algorithm)
+	if alg := r.Algorithm; alg != "" {
+		// "auto(ring|tree|...)": the candidates do not fit a legend.
+		if i := strings.IndexByte(alg, '('); i > 0 {
+			alg = alg[:i]
+		}
+		parts = append(parts, alg)
 	}
 	parts = append(parts, fmt.Sprintf("np=%d", r.Ranks))
 	return name + " (" + strings.Join(parts, ", ") + ")"
