@@ -37,8 +37,13 @@ type Comm struct {
 	rank, size int
 	id         string // names the communicator in bootstrap keys
 	splits     int    // Split calls so far (names the children)
-	opts       Options
-	rdv        Rendezvous
+	// world maps this communicator's ranks to the world's (the
+	// communicator Init or New made), nil in the world itself; worldText
+	// says it in errors (inSub).
+	world     []int
+	worldText string
+	opts      Options
+	rdv       Rendezvous
 
 	fabric // the transports, links to the peers, the executor (fabric.go)
 

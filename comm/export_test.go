@@ -171,3 +171,5 @@ func SetRootReduceMax(t interface{ Cleanup(func()) }, n int) {
 	rootReduceMax = n
 	t.Cleanup(func() { rootReduceMax = old })
 }
+
+var DescribeWorld = describeWorld

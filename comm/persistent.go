@@ -67,7 +67,7 @@ func (p *Persistent) Wait(ctx context.Context) error {
 	select {
 	case <-p.r.done:
 		p.running = false
-		return p.r.err
+		return p.r.c.inSub(p.r.err)
 	case <-ctx.Done():
 		return fmt.Errorf("comm: rank %d: waiting for %s: %w", p.r.c.Rank(), p.r.kind, ctx.Err())
 	}

@@ -71,18 +71,18 @@ func (r *Request) wait() error {
 		c, err := r.c, r.err
 		*r = Request{}
 		c.endInline()
-		return err
+		return c.inSub(err)
 	}
 	if !r.inlined {
 		<-r.done
 	}
-	err := r.err
+	c, err := r.c, r.err
 	if r.pooled && !r.persistent {
 		done := r.done
 		*r = Request{done: done, pooled: true}
 		requestPool.Put(r)
 	}
-	return err
+	return c.inSub(err)
 }
 
 // finish marks r done.
@@ -109,7 +109,7 @@ func (r *Request) Wait(ctx context.Context) error {
 	}
 	select {
 	case <-r.done:
-		return r.err
+		return r.c.inSub(r.err)
 	case <-ctx.Done():
 		return fmt.Errorf("comm: rank %d: waiting for %s: %w", r.c.Rank(), r.kind, ctx.Err())
 	}
@@ -123,7 +123,7 @@ func (r *Request) Test() (bool, error) {
 	}
 	select {
 	case <-r.done:
-		return true, r.err
+		return true, r.c.inSub(r.err)
 	default:
 		return false, nil
 	}
@@ -177,7 +177,7 @@ func (c *Comm) usable(op string) error {
 
 func (c *Comm) usableLocked(op string) error {
 	if c.err != nil {
-		return c.err
+		return c.inSub(c.err)
 	}
 	if c.closed {
 		return fmt.Errorf("comm: rank %d: %s: %w", c.rank, op, ErrClosed)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Split partitions the communicator as MPI_Comm_split does: ranks that
@@ -64,6 +65,11 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		return nil, fmt.Errorf("comm: split (color %d, key %d): rank %d: %w", color, key, c.rank, err)
 	}
 	sub.gamma = c.gamma
+	sub.world = make([]int, len(members))
+	for i, m := range members {
+		sub.world[i] = c.worldRank(m)
+	}
+	sub.worldText = describeWorld(sub.id, sub.world)
 	return sub, nil
 }
 
@@ -132,3 +138,72 @@ func (s *subRendezvous) Delete(ctx context.Context, keys ...string) error {
 	}
 	return nil
 }
+
+// worldRank is rank p's rank in the world.
+func (c *Comm) worldRank(p int) int {
+	if c.world == nil {
+		return p
+	}
+	return c.world[p]
+}
+
+// describeWorld says where a sub-communicator's ranks are in the world,
+// for its errors: "sub-communicator world/split1/color1, whose ranks 0-3
+// are world ranks 1-7 step 2". Its ranks count up from 0, the world's
+// are written as runs (a run of three or more with one step as
+// "first-last step k").
+func describeWorld(id string, world []int) string {
+	identity := true
+	for i, w := range world {
+		identity = identity && i == w
+	}
+	if identity {
+		return "sub-communicator " + id + ", whose ranks are the world's"
+	}
+	var parts []string
+	for i := 0; i < len(world); {
+		j := i + 1
+		if j < len(world) {
+			step := world[j] - world[i]
+			for j+1 < len(world) && world[j+1]-world[j] == step {
+				j++
+			}
+			if j-i >= 2 && step != 0 {
+				run := fmt.Sprintf("%d-%d", world[i], world[j])
+				if step != 1 {
+					run += fmt.Sprintf(" step %d", step)
+				}
+				parts = append(parts, run)
+				i = j + 1
+				continue
+			}
+		}
+		parts = append(parts, strconv.Itoa(world[i]))
+		i++
+	}
+	ranks := "rank 0 is world rank "
+	if len(world) > 1 {
+		ranks = fmt.Sprintf("ranks 0-%d are world ranks ", len(world)-1)
+	}
+	return "sub-communicator " + id + ", whose " + ranks + strings.Join(parts, ", ")
+}
+
+// inSub names the sub-communicator, and where its ranks are in the world,
+// in an error of its calls: the ranks an error names are the
+// sub-communicator's, and the launcher's output is tagged with the
+// world's. err itself in the world.
+func (c *Comm) inSub(err error) error {
+	if err == nil || c == nil || c.worldText == "" {
+		return err
+	}
+	return &subErr{err: err, where: c.worldText}
+}
+
+// subErr is an error of a sub-communicator's call (inSub).
+type subErr struct {
+	err   error
+	where string
+}
+
+func (e *subErr) Error() string { return e.err.Error() + " [" + e.where + "]" }
+func (e *subErr) Unwrap() error { return e.err }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	. "github.com/goccl/goccl/comm"
@@ -147,5 +148,69 @@ func TestSplitOutlivesItsParent(t *testing.T) {
 				return errors.Join(half.Close(), dup.Close(), sub.Close())
 			})
 		})
+	}
+}
+
+// An error of a sub-communicator's call names it and where its ranks are
+// in the world: the ranks the error names are the sub-communicator's,
+// while the launcher tags each rank's output with its world rank.
+func TestSubCommunicatorErrorsSayWhere(t *testing.T) {
+	const n = 4
+	runRanksOn(t, "mem", n, testOpts, func(c *Comm) error {
+		ctx := context.Background()
+		sub, err := c.Split(ctx, c.Rank()%2, c.Rank())
+		if err != nil {
+			return err
+		}
+		defer sub.Close()
+		dup, err := c.Dup(ctx)
+		if err != nil {
+			return err
+		}
+		defer dup.Close()
+		if c.Rank() == 3 {
+			sub.Abort(nil)
+			dup.Abort(nil)
+			return Allreduce(ctx, c, []float32{1}, []float32{0}, Sum)
+		}
+		want := []string{"[sub-communicator world/split1/color0, whose ranks 0-1 are world ranks 0, 2]",
+			"[sub-communicator world/split1/color1, whose ranks 0-1 are world ranks 1, 3]"}[c.Rank()%2]
+		if c.Rank()%2 == 1 {
+			err := Allreduce(ctx, sub, []float32{1}, []float32{0}, Sum)
+			if err == nil || !strings.HasSuffix(err.Error(), want) || !strings.Contains(err.Error(), "rank 1") {
+				return fmt.Errorf("sub-communicator error %v, want it to end with %q", err, want)
+			}
+			// The next call says it too.
+			if err := sub.Barrier(ctx); err == nil || !strings.HasSuffix(err.Error(), want) {
+				return fmt.Errorf("later call: %v", err)
+			}
+		}
+		err = Allreduce(ctx, dup, []float32{1}, []float32{0}, Sum)
+		if want := "[sub-communicator world/split2/color0, whose ranks are the world's]"; err == nil || !strings.HasSuffix(err.Error(), want) {
+			return fmt.Errorf("duplicate's error %v, want it to end with %q", err, want)
+		}
+		// The world's own errors are as they were.
+		if err := Allreduce(ctx, c, []float32{1}, []float32{0}, Sum); err != nil {
+			return err
+		}
+		return nil
+	})
+}
+
+func TestDescribeWorld(t *testing.T) {
+	for _, tc := range []struct {
+		world []int
+		want  string
+	}{
+		{[]int{0, 1, 2}, "whose ranks are the world's"},
+		{[]int{5}, "whose rank 0 is world rank 5"},
+		{[]int{1, 3, 5, 7}, "whose ranks 0-3 are world ranks 1-7 step 2"},
+		{[]int{4, 5, 6, 7, 9, 0}, "whose ranks 0-5 are world ranks 4-7, 9, 0"},
+		{[]int{2, 0}, "whose ranks 0-1 are world ranks 2, 0"},
+		{[]int{6, 4, 2, 1}, "whose ranks 0-3 are world ranks 6-2 step -2, 1"},
+	} {
+		if got := DescribeWorld("x", tc.world); got != "sub-communicator x, "+tc.want {
+			t.Errorf("%v: %q, want %q", tc.world, got, tc.want)
+		}
 	}
 }
