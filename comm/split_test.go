@@ -214,3 +214,44 @@ func TestDescribeWorld(t *testing.T) {
 		}
 	}
 }
+
+// A parent closed by one goroutine while another runs calls on a child:
+// the child's calls go on and stay right (a data-parallel group closing
+// while a tensor-parallel one still works).
+func TestParentClosesWhileChildRuns(t *testing.T) {
+	for _, kind := range []string{"mem", "tcp", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			const n = 4
+			runRanksOn(t, kind, n, testOpts, func(c *Comm) error {
+				ctx := context.Background()
+				sub, err := c.Split(ctx, c.Rank()/2, 0)
+				if err != nil {
+					return err
+				}
+				defer sub.Close()
+				done := make(chan error, 1)
+				go func() {
+					for i := range 20 {
+						v := []int64{1}
+						if err := Allreduce(ctx, c, v, v, Sum); err != nil || v[0] != n {
+							done <- fmt.Errorf("parent call %d: %v, %w", i, v, err)
+							return
+						}
+					}
+					done <- c.Close()
+				}()
+				for i := range 200 {
+					v := []int64{int64(c.Rank()), int64(i)}
+					if err := Allreduce(ctx, sub, v, v, Sum); err != nil {
+						return fmt.Errorf("child call %d: %w", i, err)
+					}
+					lo := int64(c.Rank() / 2 * 2)
+					if v[0] != 2*lo+1 || v[1] != int64(2*i) {
+						return fmt.Errorf("child call %d: %v", i, v)
+					}
+				}
+				return <-done
+			})
+		})
+	}
+}
