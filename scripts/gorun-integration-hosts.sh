@@ -146,7 +146,7 @@ part_hosts() {
 	for slots in 1 2; do
 		name=hosts-allreduce-$slots
 		t0=$(date +%s%N)
-		in_h0 timeout 120 "${gorun[@]}" -H "$(hostlist $slots)" "$T/allreduce" -count 100000 -iters 3 >"$T/$name.out" 2>"$T/$name.err"
+		in_h0 timeout -k 5 120 "${gorun[@]}" -H "$(hostlist $slots)" "$T/allreduce" -count 100000 -iters 3 >"$T/$name.out" 2>"$T/$name.err"
 		RC=$?
 		if ((RC == 0)) && check_allreduce "$T/$name.out" $((NHOSTS * slots)); then
 			ok "gorun -H $(hostlist $slots) allreduce: $(grep -o 'over .*' "$T/$name.out" | head -c 120) ($(ms "$t0") ms)"
@@ -160,7 +160,7 @@ part_hosts() {
 	#     2 hosts of 3 ranks: shared memory within a host, TCP between.
 	name=hosts-collcheck
 	t0=$(date +%s%N)
-	in_h0 timeout 300 "${gorun[@]}" -H "$(hostip 0):3,$(hostip 1):3" "$T/collcheck" -counts 1,13,1000 -types float32 \
+	in_h0 timeout -k 5 300 "${gorun[@]}" -H "$(hostip 0):3,$(hostip 1):3" "$T/collcheck" -counts 1,13,1000 -types float32 \
 		>"$T/$name.out" 2>"$T/$name.err"
 	RC=$?
 	if ((RC == 0)) && grep -q "collcheck: 6 ranks via .*shm.*: every collective and algorithm verified for float32 x 1000" "$T/$name.out"; then
@@ -182,7 +182,7 @@ part_hosts() {
 	# the retry is reported.
 	local n try
 	for try in 1 2; do
-		in_h0 timeout 150 "${gorun[@]}" -H "$(hostip 1):16,$(hostip 2):16" /bin/sh -c \
+		in_h0 timeout -k 5 150 "${gorun[@]}" -H "$(hostip 1):16,$(hostip 2):16" /bin/sh -c \
 			'echo "rank $RANK local $LOCAL_RANK/$LOCAL_WORLD_SIZE on $(hostname -I)"' >"$T/$name.out" 2>"$T/$name.err"
 		RC=$?
 		n=$(grep -cE '^\[([0-9]+)\] rank \1 local [0-9]+/16 on 10\.77\.0\.[23] *$' "$T/$name.out")

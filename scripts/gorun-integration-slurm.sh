@@ -15,9 +15,9 @@
 slurm_down() {
 	local pid p
 	if [[ -n "${SLURM_CONF:-}" ]]; then
-		slurm_client timeout 5 scancel --quiet --user=root 2>/dev/null
+		slurm_client timeout -k 5 5 scancel --quiet --user=root 2>/dev/null
 		local end=$((SECONDS + 3))
-		while [[ -n "$(slurm_client timeout 2 squeue -h 2>/dev/null)" ]] && ((SECONDS < end)); do sleep 0.2; done
+		while [[ -n "$(slurm_client timeout -k 5 2 squeue -h 2>/dev/null)" ]] && ((SECONDS < end)); do sleep 0.2; done
 	fi
 	for pid in "${SLURM_PIDS[@]}"; do
 		kill "$pid" 2>/dev/null
@@ -143,13 +143,13 @@ sbatch_wait() {
 	local name=$1 id end code info state
 	shift
 	RC=1
-	id=$(slurm_client timeout 10 sbatch --parsable -o "$T/$name.out" "$@" 2>"$T/$name.err") || return
+	id=$(slurm_client timeout -k 5 10 sbatch --parsable -o "$T/$name.out" "$@" 2>"$T/$name.err") || return
 	# Wait for a final JobState: an empty squeue (a client that timed out
 	# under load) is not an ended job, and a running job's ExitCode reads
 	# 0:0 too (CI once read it before the job had written its output).
 	end=$((SECONDS + 60))
 	while :; do
-		info=$(slurm_client timeout 5 scontrol show job "$id" 2>/dev/null)
+		info=$(slurm_client timeout -k 5 5 scontrol show job "$id" 2>/dev/null)
 		state=$(grep -o 'JobState=[A-Z_]*' <<<"$info" | head -n1)
 		case "$state" in
 		JobState=COMPLETED | JobState=FAILED | JobState=CANCELLED | JobState=TIMEOUT | JobState=NODE_FAIL | JobState=OUT_OF_MEMORY | JobState=PREEMPTED | JobState=BOOT_FAIL | JobState=DEADLINE) break ;;
@@ -229,14 +229,14 @@ slurm_one() {
 	#    alone.
 	name=slurm-srun
 	t0=$(date +%s%N)
-	slurm_client timeout 60 srun -n 4 "${args[@]}" >"$T/$name.out" 2>"$T/$name.err"
+	slurm_client timeout -k 5 60 srun -n 4 "${args[@]}" >"$T/$name.out" 2>"$T/$name.err"
 	RC=$?
 	slurm_check "$name" "srun -n 4 allreduce (no gorun)" 4
 
 	# 2. gorun inside salloc -n 4: it starts the ranks with srun.
 	name=slurm-salloc
 	t0=$(date +%s%N)
-	slurm_client timeout 60 salloc -n 4 "$T/gorun" -v "${args[@]}" >"$T/$name.out" 2>"$T/$name.err"
+	slurm_client timeout -k 5 60 salloc -n 4 "$T/gorun" -v "${args[@]}" >"$T/$name.out" 2>"$T/$name.err"
 	RC=$?
 	slurm_check "$name" "salloc -n 4 gorun allreduce, ranks started by srun" 4 '^gorun: ranks 0-3: srun --ntasks=4 '
 
@@ -250,7 +250,7 @@ slurm_one() {
 	#    gorun names the rank and exits with its status.
 	name=slurm-fail
 	t0=$(date +%s%N)
-	slurm_client timeout 60 salloc -n 4 "$T/gorun" sh -c 'if [ "$RANK" = 2 ]; then exit 3; fi; exec sleep 30' >"$T/$name.out" 2>"$T/$name.err"
+	slurm_client timeout -k 5 60 salloc -n 4 "$T/gorun" sh -c 'if [ "$RANK" = 2 ]; then exit 3; fi; exec sleep 30' >"$T/$name.out" 2>"$T/$name.err"
 	RC=$?
 	if ((RC == 3)) && grep -q '^gorun: rank 2 on .* exited with status 3 (reported by srun)' "$T/$name.err"; then
 		ok "salloc gorun, rank 2 exits 3: gorun exit 3 after $(ms "$t0") ms: $(grep '^gorun: rank' "$T/$name.err")"
@@ -267,7 +267,7 @@ slurm_one() {
 	#    and no line from task 1, though it exited 0 on INT). So: SIGINT
 	#    reached a task, every task ended, and gorun reports the signal.
 	name=slurm-sigint
-	slurm_client timeout 60 salloc -n 2 "$T/gorun" sh -c 'trap "echo got INT; exit 0" INT; echo up; sleep 30 & wait' >"$T/$name.out" 2>"$T/$name.err" &
+	slurm_client timeout -k 5 60 salloc -n 2 "$T/gorun" sh -c 'trap "echo got INT; exit 0" INT; echo up; sleep 30 & wait' >"$T/$name.out" 2>"$T/$name.err" &
 	local spid=$! gpid="" end=$((SECONDS + 20)) p
 	until [[ "$(grep -c '\] up$' "$T/$name.out")" == 2 ]] || ((SECONDS >= end)); do sleep 0.1; done
 	for p in $(pids_of "$T/gorun"); do
@@ -301,7 +301,7 @@ slurm_multi() {
 	#    MASTER_ADDR names task 0's node.
 	name=slurm4-srun
 	t0=$(date +%s%N)
-	slurm_client env MASTER_ADDR="$(hostip 0)" timeout 60 srun -N 4 -n 4 "${args[@]}" >"$T/$name.out" 2>"$T/$name.err"
+	slurm_client env MASTER_ADDR="$(hostip 0)" timeout -k 5 60 srun -N 4 -n 4 "${args[@]}" >"$T/$name.out" 2>"$T/$name.err"
 	RC=$?
 	slurm_check "$name" "4 nodes: srun -N 4 -n 4 allreduce (no gorun, MASTER_ADDR=$(hostip 0))" 4
 
@@ -309,7 +309,7 @@ slurm_multi() {
 	#    them, with the right local ranks; then the example.
 	name=slurm4-place
 	t0=$(date +%s%N)
-	slurm_client timeout 60 salloc -N 4 -n 8 "$T/gorun" /bin/sh -c 'echo "rank $RANK node $(hostname) local $LOCAL_RANK/$LOCAL_WORLD_SIZE"' >"$T/$name.out" 2>"$T/$name.err"
+	slurm_client timeout -k 5 60 salloc -N 4 -n 8 "$T/gorun" /bin/sh -c 'echo "rank $RANK node $(hostname) local $LOCAL_RANK/$LOCAL_WORLD_SIZE"' >"$T/$name.out" 2>"$T/$name.err"
 	RC=$?
 	local n i
 	n=0
@@ -324,7 +324,7 @@ slurm_multi() {
 	fi
 	name=slurm4-salloc
 	t0=$(date +%s%N)
-	slurm_client timeout 60 salloc -N 4 -n 8 "$T/gorun" -v "${args[@]}" >"$T/$name.out" 2>"$T/$name.err"
+	slurm_client timeout -k 5 60 salloc -N 4 -n 8 "$T/gorun" -v "${args[@]}" >"$T/$name.out" 2>"$T/$name.err"
 	RC=$?
 	slurm_check "$name" "4 nodes: salloc -N 4 -n 8 gorun allreduce, store on $(hostip 0)" 8 "^gorun: bootstrap store listening on $(hostip 0):"
 
@@ -341,7 +341,7 @@ part_mpirun() {
 	install_pkgs openmpi-bin || { skipped "mpirun: cannot install openmpi-bin"; return; }
 	mkdir -p "$T/mpi-home"
 	t0=$(date +%s%N)
-	(cd "$T" && HOME="$T/mpi-home" timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 \
+	(cd "$T" && HOME="$T/mpi-home" timeout -k 5 60 mpirun --allow-run-as-root --oversubscribe -np 2 \
 		"$T/allreduce" -count 100000 -iters 3) >"$T/$name.out" 2>"$T/$name.err"
 	RC=$?
 	if ((RC == 0)) && check_allreduce "$T/$name.out" 2; then

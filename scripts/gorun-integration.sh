@@ -61,8 +61,18 @@ cleanup() {
 	[[ -n "${GORUN_IT_KEEP:-}" ]] || rm -rf "$T"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# Interrupted (a CI job cancelled, timeout(1)): say so, not "done", and
+# clean up. The signal often reaches the Slurm daemons too (the same
+# process group), after which a Slurm client would retry for minutes:
+# every client and launcher here runs under timeout -k, so the command
+# the script waits on ends within its bound and the trap runs.
+# The message goes to fd 9, a copy of the script's standard output: a trap
+# runs where the signal is handled, which may be inside a function call
+# whose output is redirected to a check's file (slurm_client ... >file),
+# and that file is gone with the rest at cleanup.
+exec 9>&1
+trap 'say "interrupted by SIGINT: $pass passed, $fail failed, $skip skipped so far" >&9; exit 130' INT
+trap 'say "interrupted by SIGTERM: $pass passed, $fail failed, $skip skipped so far" >&9; exit 143' TERM
 
 # pids_of EXE: the pids of processes running the file EXE, anywhere. The
 # test is bash's own (same device and inode), not a readlink process per
