@@ -335,11 +335,7 @@ func (ts transportSetup) openTCP(advertise string) (transport.Device, error) {
 	// Listen on the advertised address only, as NCCL binds to its
 	// interface's: not on every interface of the host, where a job on
 	// loopback would be open to the network.
-	listen := ""
-	if advertise != "" {
-		listen = net.JoinHostPort(advertise, "0")
-	}
-	d, err := tcp.NewDevice(tcp.Options{ListenAddress: listen, AdvertiseHost: advertise, UserTimeout: ts.opts.SocketTimeout,
+	d, err := tcp.NewDevice(tcp.Options{ListenAddress: net.JoinHostPort(advertise, "0"), AdvertiseHost: advertise, UserTimeout: ts.opts.SocketTimeout,
 		Congestion: ts.opts.TCPCongestion, SpinTime: ts.opts.SpinTime, Oversubscribed: ts.opts.crowded(ts.info.LocalSize), Logger: ts.opts.Logger})
 	if err != nil {
 		return nil, err

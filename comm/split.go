@@ -196,14 +196,5 @@ func (c *Comm) inSub(err error) error {
 	if err == nil || c == nil || c.worldText == "" {
 		return err
 	}
-	return &subErr{err: err, where: c.worldText}
+	return fmt.Errorf("%w [%s]", err, c.worldText)
 }
-
-// subErr is an error of a sub-communicator's call (inSub).
-type subErr struct {
-	err   error
-	where string
-}
-
-func (e *subErr) Error() string { return e.err.Error() + " [" + e.where + "]" }
-func (e *subErr) Unwrap() error { return e.err }

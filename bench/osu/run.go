@@ -172,12 +172,17 @@ func (r *runner[T]) fits(size int) bool {
 		return true
 	}
 	count := size / r.es
-	if r.b.Kind != KindColl && r.b.Kind != KindNBC {
+	if !r.collective() {
 		return count > 0
 	}
 	_, _, block := layout(r.b.Coll, count, r.n, r.cfg.NCCL)
 	return count > 0 && (block > 0 || r.b.Coll == "barrier")
 }
+
+// collective reports whether the benchmark times a collective (blocking
+// or not), whose message layout depends on the ranks; else it is
+// point-to-point.
+func (r *runner[T]) collective() bool { return r.b.Kind == KindColl || r.b.Kind == KindNBC }
 
 // someSizeFits returns a usage error if no size of the range runs, so that
 // a range below the element size is refused, not answered with an empty
@@ -189,7 +194,7 @@ func (r *runner[T]) someSizeFits() error {
 		}
 	}
 	need := fmt.Sprintf("one %s element (%d bytes)", r.cfg.Type, r.es)
-	if divided := r.cfg.NCCL || r.b.Coll == "reduce_scatter"; divided && r.b.Kind != KindLatency && r.b.Kind != KindBandwidth && r.b.Kind != KindBiBandwidth {
+	if divided := r.cfg.NCCL || r.b.Coll == "reduce_scatter"; divided && r.collective() {
 		need = fmt.Sprintf("one %s element (%d bytes) for each of the %d ranks (%d bytes)", r.cfg.Type, r.es, r.n, r.es*r.n)
 	}
 	return usageErr("no message size from %d to %d bytes (-m) holds %s", r.cfg.MinSize, r.maxSize, need)
