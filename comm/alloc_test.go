@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	. "github.com/goccl/goccl/comm"
+	"github.com/goccl/goccl/comm/commtest"
 )
 
 // TestStaleAllocNoFault writes through slices from Alloc after Free and
@@ -83,4 +84,124 @@ func TestFreeNamesItself(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestFreeRefusesABufferInUse frees and deregisters buffers that
+// asynchronous calls still use (queued behind a running call, or running
+// while the peer is late), and those of a started Persistent: each is
+// refused with an error naming the call, nothing is released, the calls
+// finish with the right results, and once their requests are waited for
+// the buffers are released. Before, Free and Deregister released them
+// silently, and the calls went on in memory a later Alloc could hand out.
+func TestFreeRefusesABufferInUse(t *testing.T) {
+	for _, kind := range commtest.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			// Rank 1 joins each group of calls once rank 0 has tried to
+			// release its buffers: until then rank 0's calls cannot finish.
+			tried := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+			runRanksOn(t, kind, 2, testOpts, func(c *Comm) error { return freeInUse(c, tried) })
+		})
+	}
+}
+
+func freeInUse(c *Comm, tried [2]chan struct{}) error {
+	ctx := context.Background()
+	late := c.Rank() == 1
+	release := func(i int) { // rank 0's, once
+		select {
+		case <-tried[i]:
+		default:
+			close(tried[i])
+		}
+	}
+	if !late {
+		defer release(0) // also if rank 0 fails early: rank 1 never waits for good
+		defer release(1)
+	}
+	// refused checks that err refuses to release a buffer kind uses.
+	refused := func(what string, err error, kind string) error {
+		if err == nil || !strings.Contains(err.Error(), kind+" (") || !strings.Contains(err.Error(), "still uses the buffer") {
+			return fmt.Errorf("%s of a buffer %s uses: got %v, want a refusal naming %s", what, kind, err, kind)
+		}
+		return nil
+	}
+	a, err := Alloc[float64](c, 1<<14)
+	if err != nil {
+		return err
+	}
+	b, err := Alloc[int32](c, 100)
+	if err != nil {
+		return err
+	}
+	plain := make([]float32, 1000)
+	if err := Register(c, plain); err != nil {
+		return err
+	}
+	for i := range a {
+		a[i] = float64(c.Rank() + 1)
+	}
+	for i := range b {
+		b[i] = int32(c.Rank()*10 + i)
+	}
+	if late {
+		<-tried[0]
+	}
+	r1 := AllreduceAsync(c, a, a, Sum)
+	r2 := BroadcastAsync(c, b, 0) // queued behind r1
+	r3 := AllreduceAsync(c, plain, plain, Max)
+	if !late {
+		err := refused("free", Free(c, a), "allreduce")
+		if err == nil {
+			err = refused("free", Free(c, b), "broadcast")
+		}
+		if err == nil {
+			err = refused("deregister", Deregister(c, plain), "allreduce")
+		}
+		release(0)
+		if err != nil {
+			return err
+		}
+	}
+	for i, r := range []*Request{r1, r2, r3} {
+		if err := r.Wait(ctx); err != nil {
+			return fmt.Errorf("call %d: %w", i+1, err)
+		}
+	}
+	if a[len(a)-1] != 3 || b[7] != 7 {
+		return fmt.Errorf("results: allreduce %v (want 3), broadcast %v (want 7)", a[len(a)-1], b[7])
+	}
+	// A started Persistent holds its buffers until its Wait.
+	p, err := AllreduceInit(c, a, a, Sum)
+	if err != nil {
+		return err
+	}
+	if late {
+		<-tried[1]
+	}
+	if err := p.Start(); err != nil {
+		return err
+	}
+	if !late {
+		err := refused("free", Free(c, a), "allreduce")
+		release(1)
+		if err != nil {
+			return err
+		}
+	}
+	if err := p.Wait(ctx); err != nil {
+		return err
+	}
+	if a[0] != 6 {
+		return fmt.Errorf("persistent allreduce: %v, want 6", a[0])
+	}
+	if err := Free(c, a); err != nil {
+		return fmt.Errorf("free after wait: %w", err)
+	}
+	if err := Free(c, b); err != nil {
+		return fmt.Errorf("free after wait: %w", err)
+	}
+	if err := Deregister(c, plain); err != nil {
+		return fmt.Errorf("deregister after wait: %w", err)
+	}
+	return nil
 }

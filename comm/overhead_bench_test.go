@@ -26,6 +26,16 @@ func BenchmarkCallOverhead(b *testing.B) {
 			}
 		}
 	})
+	// The asynchronous way: the request goes through the queue to the
+	// worker goroutine, and Wait takes its signal.
+	b.Run("allreduce-async", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := AllreduceAsync(c, buf, buf, Sum).Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("broadcast", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

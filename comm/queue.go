@@ -35,12 +35,16 @@ import (
 // under mu, with the fields.
 type callQueue struct {
 	qhead, qtail *Request
-	wake         chan struct{}
-	stop         chan struct{}
-	inlineDone   chan struct{}
-	wg           sync.WaitGroup
-	pending      atomic.Int64
-	gate         atomic.Uint32
+	// active is the request the worker took from the queue and has not
+	// finished (guarded by mu, like the list): with the list, what Free
+	// and Deregister look at before they release a buffer (inUseLocked).
+	active     *Request
+	wake       chan struct{}
+	stop       chan struct{}
+	inlineDone chan struct{}
+	wg         sync.WaitGroup
+	pending    atomic.Int64
+	gate       atomic.Uint32
 	// own is the request of the blocking call that holds the inline claim
 	// (newBlocking): no pool round trip on the calls that run inline.
 	own Request

@@ -50,7 +50,10 @@ func Alloc[T Number](c *Comm, n int) ([]T, error) {
 }
 
 // Free releases a slice returned by Alloc (Close releases those not
-// freed). Do not use the slice afterwards. If it is used anyway, nothing
+// freed). It refuses, with an error naming the call, a slice that a call
+// of this communicator has not finished with: an asynchronous call (or a
+// started Persistent) still queued or running; wait for its request
+// first. Do not use the slice afterwards. If it is used anyway, nothing
 // faults, unlike C's free: the memory stays mapped (its pages go back to
 // the system) and a later Alloc may hand it out again, zeroed, so a stale
 // slice reads and writes that later buffer. The same holds after Close.
@@ -75,7 +78,8 @@ func Register[T Number](c *Comm, buf []T) error {
 	return c.register(asBytes(buf), ownedMem{})
 }
 
-// Deregister undoes Register.
+// Deregister undoes Register. Like Free, it refuses a slice that a call
+// still queued or running uses.
 func Deregister[T Number](c *Comm, buf []T) error {
 	if len(buf) == 0 {
 		return nil
@@ -111,6 +115,17 @@ func (c *Comm) deregister(mem []byte, owned bool) error {
 	defer c.mu.Unlock()
 	for i, r := range c.regs {
 		if r.start == start && r.owned == owned {
+			if q := c.inUseLocked(r.start, r.end); q != nil {
+				what := "free"
+				if !owned {
+					what = "deregister"
+				}
+				state := "queued"
+				if q == c.active {
+					state = "running"
+				}
+				return fmt.Errorf("comm: rank %d: %s %#x: %s (%s) still uses the buffer: wait for its request first", c.rank, what, start, q.kind, state)
+			}
 			c.regs = append(c.regs[:i], c.regs[i+1:]...)
 			err := c.dev.Deregister(r.region)
 			if owned {
@@ -125,6 +140,33 @@ func (c *Comm) deregister(mem []byte, owned bool) error {
 		return fmt.Errorf("comm: rank %d: free %#x: not a live buffer from Alloc (freed already, or a subslice)", c.rank, start)
 	}
 	return fmt.Errorf("comm: rank %d: deregister %#x: not a registered buffer", c.rank, start)
+}
+
+// inUseLocked returns a call, queued or running on the worker, whose
+// buffers overlap [start, end), or nil. A blocking call that runs on its
+// caller's goroutine is not seen: another goroutine that frees its buffer
+// meanwhile races with it, as with any memory two goroutines share.
+func (c *Comm) inUseLocked(start, end uintptr) *Request {
+	touches := func(r *Request) bool {
+		for _, b := range [2][]byte{r.send, r.recv} {
+			if len(b) > 0 {
+				b0 := uintptr(unsafe.Pointer(&b[0]))
+				if b0 < end && start < b0+uintptr(len(b)) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if c.active != nil && touches(c.active) {
+		return c.active
+	}
+	for r := c.qhead; r != nil; r = r.next {
+		if touches(r) {
+			return r
+		}
+	}
+	return nil
 }
 
 // lookup finds the registered region holding b, if any.

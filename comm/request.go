@@ -248,6 +248,7 @@ func (c *Comm) worker() {
 	for {
 		c.mu.Lock()
 		r := c.dequeueLocked()
+		c.active = r
 		closed := c.closed
 		c.mu.Unlock()
 		if r != nil {
@@ -269,6 +270,22 @@ func (c *Comm) runQueued(r *Request) {
 	c.pending.Add(-1)
 }
 
+// finishRun signals the end of r's run. The worker's request stops being
+// active first, under mu, so that a Free that its caller makes once Wait
+// returns finds the buffer free (and one made before finds it in use); a
+// request run inline (a blocking call on its caller's goroutine) never
+// was.
+func (c *Comm) finishRun(r *Request) {
+	if !r.inlined {
+		c.mu.Lock()
+		if c.active == r {
+			c.active = nil
+		}
+		c.mu.Unlock()
+	}
+	r.finish()
+}
+
 // abandoned ends the communicator's life: the context of the running
 // call, a kind, ended.
 func (c *Comm) abandoned(kind collKind, cause error) {
@@ -276,7 +293,7 @@ func (c *Comm) abandoned(kind collKind, cause error) {
 }
 
 func (c *Comm) run(r *Request) {
-	defer r.finish()
+	defer c.finishRun(r)
 	var err error
 	if c.gate.Load()&gateBroken != 0 {
 		c.mu.Lock()
