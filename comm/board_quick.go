@@ -38,7 +38,7 @@ func (c *Comm) quickBroadcast(ctx context.Context, buf []byte, dt DataType, root
 // quickAllreduce is Allreduce's quick way (see above).
 func (c *Comm) quickAllreduce(ctx context.Context, send, recv []byte, dt DataType, op Op) (bool, error) {
 	if c == nil || !c.quick || len(recv) > boardSlot || len(send) != len(recv) || !dt.Valid() || dt.Half() ||
-		!op.Valid() || len(recv)&(dt.Size()-1) != 0 {
+		!op.Valid() || len(recv)&(dt.Size()-1) != 0 || overlapNotIn(send, recv, recv) {
 		return false, nil
 	}
 	return c.runQuick(ctx, collAllreduce, send, recv, dt, op, -1, elems(len(recv), dt))
@@ -47,7 +47,7 @@ func (c *Comm) quickAllreduce(ctx context.Context, send, recv []byte, dt DataTyp
 // quickAllgather is Allgather's quick way (see above).
 func (c *Comm) quickAllgather(ctx context.Context, send, recv []byte, dt DataType) (bool, error) {
 	if c == nil || !c.quick || len(send) > boardSlot || len(recv) != c.size*len(send) || !dt.Valid() ||
-		len(send)&(dt.Size()-1) != 0 {
+		len(send)&(dt.Size()-1) != 0 || overlapNotIn(send, recv, block(recv, c.rank, len(send))) {
 		return false, nil
 	}
 	return c.runQuick(ctx, collAllgather, send, recv, dt, 0, -1, elems(len(send), dt))
@@ -65,7 +65,8 @@ func (c *Comm) quickAlltoall(ctx context.Context, send, recv []byte, dt DataType
 // quickReduce is Reduce's quick way (see above).
 func (c *Comm) quickReduce(ctx context.Context, send, recv []byte, dt DataType, op Op, root int) (bool, error) {
 	if c == nil || !c.quick || len(send) > boardSlot || uint(root) >= uint(c.size) || !dt.Valid() || dt.Half() ||
-		!op.Valid() || (len(send)|len(recv))&(dt.Size()-1) != 0 || (c.rank == root && len(recv) != len(send)) {
+		!op.Valid() || (len(send)|len(recv))&(dt.Size()-1) != 0 ||
+		(c.rank == root && (len(recv) != len(send) || overlapNotIn(send, recv, recv))) {
 		return false, nil
 	}
 	return c.runQuick(ctx, collReduce, send, recv, dt, op, root, elems(len(send), dt))
@@ -74,7 +75,7 @@ func (c *Comm) quickReduce(ctx context.Context, send, recv []byte, dt DataType, 
 // quickReduceScatter is ReduceScatter's quick way (see above).
 func (c *Comm) quickReduceScatter(ctx context.Context, send, recv []byte, dt DataType, op Op) (bool, error) {
 	if c == nil || !c.quick || len(send) > boardSlot || len(send) != c.size*len(recv) || !dt.Valid() || dt.Half() ||
-		!op.Valid() || len(recv)&(dt.Size()-1) != 0 {
+		!op.Valid() || len(recv)&(dt.Size()-1) != 0 || overlapNotIn(recv, send, block(send, c.rank, len(recv))) {
 		return false, nil
 	}
 	return c.runQuick(ctx, collReduceScatter, send, recv, dt, op, -1, elems(len(recv), dt))
@@ -83,7 +84,8 @@ func (c *Comm) quickReduceScatter(ctx context.Context, send, recv []byte, dt Dat
 // quickGather is Gather's quick way (see above).
 func (c *Comm) quickGather(ctx context.Context, send, recv []byte, dt DataType, root int) (bool, error) {
 	if c == nil || !c.quick || len(send) > boardSlot || uint(root) >= uint(c.size) || !dt.Valid() ||
-		(len(send)|len(recv))&(dt.Size()-1) != 0 || (c.rank == root && len(recv) != c.size*len(send)) {
+		(len(send)|len(recv))&(dt.Size()-1) != 0 ||
+		(c.rank == root && (len(recv) != c.size*len(send) || overlapNotIn(send, recv, block(recv, root, len(send))))) {
 		return false, nil
 	}
 	return c.runQuick(ctx, collGather, send, recv, dt, 0, root, elems(len(send), dt))
@@ -95,8 +97,7 @@ func (c *Comm) quickScatter(ctx context.Context, send, recv []byte, dt DataType,
 		(len(send)|len(recv))&(dt.Size()-1) != 0 {
 		return false, nil
 	}
-	if c.rank == root && (len(send) != c.size*len(recv) ||
-		overlap(send, recv) && !sameBytes(recv, send[root*len(recv):(root+1)*len(recv)])) {
+	if c.rank == root && (len(send) != c.size*len(recv) || overlapNotIn(recv, send, block(send, root, len(recv)))) {
 		return false, nil
 	}
 	return c.runQuick(ctx, collScatter, send, recv, dt, 0, root, elems(len(recv), dt))

@@ -377,6 +377,16 @@ func sameBytes(a, b []byte) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
+// overlapNotIn reports whether a and b share memory other than as the
+// in-place form of a call: a is exactly place (a part of b, or b).
+func overlapNotIn(a, b, place []byte) bool {
+	return overlap(a, b) && !sameBytes(a, place)
+}
+
+// block returns block i of n bytes of buf (whose length the caller
+// checked to hold it).
+func block(buf []byte, i, n int) []byte { return buf[i*n : (i+1)*n] }
+
 // overlap reports whether a and b share memory.
 func overlap(a, b []byte) bool {
 	if len(a) == 0 || len(b) == 0 {

@@ -115,6 +115,9 @@ func (c *Comm) prepAllreduce(r *Request, send, recv []byte, dt DataType, op Op) 
 	if len(send) != len(recv) {
 		return c.errorf(k, dt, "send has %d bytes but recv has %d", len(send), len(recv))
 	}
+	if overlapNotIn(send, recv, recv) {
+		return c.errorf(k, dt, "send and recv overlap (in place, send is recv)")
+	}
 	r.c = c
 	r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count = k, send, recv, dt, op, -1, elems(len(recv), dt)
 	return nil
@@ -145,6 +148,9 @@ func (c *Comm) reduce(r *Request, send, recv []byte, dt DataType, op Op, root in
 	if err == nil && c.rank == root && len(recv) != len(send) {
 		err = c.errorf(k, dt, "root's recv has %d bytes but send has %d", len(recv), len(send))
 	}
+	if err == nil && c.rank == root && overlapNotIn(send, recv, recv) {
+		err = c.errorf(k, dt, "root's send and recv overlap (in place, send is recv)")
+	}
 	r.kind, r.send, r.recv, r.dt, r.op, r.root = k, send, recv, dt, op, root
 	if err == nil {
 		r.count = elems(len(send), dt)
@@ -157,6 +163,9 @@ func (c *Comm) allgather(r *Request, send, recv []byte, dt DataType) *Request {
 	err := c.checkType(k, dt, send, recv)
 	if err == nil && len(recv) != c.size*len(send) {
 		err = c.errorf(k, dt, "recv has %d bytes, want %d ranks x %d bytes of send", len(recv), c.size, len(send))
+	}
+	if err == nil && overlapNotIn(send, recv, block(recv, c.rank, len(send))) {
+		err = c.errorf(k, dt, "send and recv overlap (in place, send is this rank's block of recv)")
 	}
 	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, -1
 	if err == nil {
@@ -240,6 +249,9 @@ func (c *Comm) allgatherv(r *Request, send, recv []byte, dt DataType, counts, di
 	if err == nil && len(send) != counts[c.rank]*dt.Size() {
 		err = c.errorf(k, dt, "send has %d elements but counts[%d] is %d", elems(len(send), dt), c.rank, counts[c.rank])
 	}
+	if err == nil && overlapNotIn(send, recv, recv[r.args.recvDispls[c.rank]*dt.Size():][:len(send)]) {
+		err = c.errorf(k, dt, "send and recv overlap (in place, send is this rank's block of recv)")
+	}
 	if err == nil {
 		r.args.recvCounts = append([]int(nil), counts...)
 		r.count = sum(counts)
@@ -255,6 +267,9 @@ func (c *Comm) reduceScatter(r *Request, send, recv []byte, dt DataType, op Op) 
 	}
 	if err == nil && len(send) != c.size*len(recv) {
 		err = c.errorf(k, dt, "send has %d bytes, want %d ranks x %d bytes of recv", len(send), c.size, len(recv))
+	}
+	if err == nil && overlapNotIn(recv, send, block(send, c.rank, len(recv))) {
+		err = c.errorf(k, dt, "send and recv overlap (in place, recv is this rank's block of send)")
 	}
 	r.kind, r.send, r.recv, r.dt, r.op, r.root = k, send, recv, dt, op, -1
 	if err == nil {
@@ -312,6 +327,9 @@ func (c *Comm) gather(r *Request, send, recv []byte, dt DataType, root int) *Req
 	if err == nil && c.rank == root && len(recv) != c.size*len(send) {
 		err = c.errorf(k, dt, "root's recv has %d bytes, want %d ranks x %d bytes of send", len(recv), c.size, len(send))
 	}
+	if err == nil && c.rank == root && overlapNotIn(send, recv, block(recv, root, len(send))) {
+		err = c.errorf(k, dt, "root's send overlaps recv other than as root's own block (in place)")
+	}
 	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, root
 	if err == nil {
 		r.count = elems(len(send), dt)
@@ -328,7 +346,7 @@ func (c *Comm) scatter(r *Request, send, recv []byte, dt DataType, root int) *Re
 	if err == nil && c.rank == root && len(send) != c.size*len(recv) {
 		err = c.errorf(k, dt, "root's send has %d bytes, want %d ranks x %d bytes of recv", len(send), c.size, len(recv))
 	}
-	if err == nil && c.rank == root && overlap(send, recv) && !sameBytes(recv, send[root*len(recv):(root+1)*len(recv)]) {
+	if err == nil && c.rank == root && overlapNotIn(recv, send, block(send, root, len(recv))) {
 		err = c.errorf(k, dt, "root's recv overlaps send other than as root's own block (in place)")
 	}
 	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, root
