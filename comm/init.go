@@ -369,17 +369,26 @@ func logTransport(l *slog.Logger, rank int, devs devices, why string, firstOnHos
 // address of the connection to the bootstrap store, unless that is a
 // loopback address while ranks run on other hosts (a host name that
 // /etc/hosts maps to 127.0.1.1, say), in which case the first up,
-// non-loopback IPv4 address.
+// non-loopback IPv4 address. A named interface's loopback address (lo) is
+// taken when it has no other, if every rank runs on this host.
 func advertiseIP(storeLocal net.IP, info bootstrap.Info, ifname, setting string) (string, error) {
 	if ifname != "" {
 		ifi, err := net.InterfaceByName(ifname)
 		if err != nil {
 			return "", fmt.Errorf("%s=%q: %w", setting, ifname, err)
 		}
-		if ip := firstIPv4(ifi); ip != nil {
-			return ip.String(), nil
+		ip := firstIPv4(ifi, false)
+		if ip == nil {
+			ip = firstIPv4(ifi, true)
 		}
-		return "", fmt.Errorf("%s=%q: interface has no IPv4 address", setting, ifname)
+		switch {
+		case ip == nil:
+			return "", fmt.Errorf("%s=%q: interface has no IPv4 address", setting, ifname)
+		case ip.IsLoopback() && info.LocalSize < info.Size:
+			return "", fmt.Errorf("%s=%q: its address %v is a loopback address, which the ranks on other hosts cannot reach (%d of the %d ranks run on this host)",
+				setting, ifname, ip, info.LocalSize, info.Size)
+		}
+		return ip.String(), nil
 	}
 	if storeLocal != nil && (!storeLocal.IsLoopback() || info.LocalSize >= info.Size) {
 		return storeLocal.String(), nil
@@ -392,7 +401,7 @@ func advertiseIP(storeLocal net.IP, info bootstrap.Info, ifname, setting string)
 		if ifs[i].Flags&net.FlagUp == 0 || ifs[i].Flags&net.FlagLoopback != 0 {
 			continue
 		}
-		if ip := firstIPv4(&ifs[i]); ip != nil {
+		if ip := firstIPv4(&ifs[i], false); ip != nil {
 			return ip.String(), nil
 		}
 	}
@@ -402,13 +411,15 @@ func advertiseIP(storeLocal net.IP, info bootstrap.Info, ifname, setting string)
 	return "127.0.0.1", nil
 }
 
-func firstIPv4(ifi *net.Interface) net.IP {
+// firstIPv4 returns the first IPv4 address of ifi, a loopback one only if
+// loopback is set (and then only a loopback one).
+func firstIPv4(ifi *net.Interface, loopback bool) net.IP {
 	addrs, err := ifi.Addrs()
 	if err != nil {
 		return nil
 	}
 	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsLoopback() == loopback {
 			return n.IP
 		}
 	}
