@@ -99,7 +99,7 @@
 //	    kernel and remote ranks are stopped by their wrappers.
 //
 //	OPTIONS
-//	    -n N
+//	    -n N, -np N
 //	        Number of ranks, 1-4096. Default: the slots of -H or --hostfile, or
 //	        SLURM_NTASKS under Slurm; required otherwise.
 //	    -H host[:slots],...
@@ -113,9 +113,9 @@
 //	        Bind the ranks started on this host to disjoint blocks of the CPUs
 //	        gorun may use (mpirun's --bind-to core), so that two ranks that
 //	        poll while they wait do not share a core. Default: $GORUN_BIND_TO,
-//	        else auto: as core when the ranks of this host do not outnumber its
-//	        CPUs, else each rank to one CPU, round robin (ranks that share a
-//	        core take turns on it instead of migrating). core fails when the
+//	        else $GOCCL_BIND, else auto: as core when the ranks of this host do
+//	        not outnumber its CPUs, else each rank to one CPU, round robin (ranks
+//	        that share a core take turns on it instead of migrating). core fails when the
 //	        ranks outnumber the CPUs. A rank bound to k CPUs runs with
 //	        GOMAXPROCS k unless it is set. A rank started over ssh binds itself
 //	        the same way on its host, at comm.Init (gorun passes the mode in

@@ -185,6 +185,11 @@ func (j *job) startStore(hosts []host, resolve resolver) (*store, error) {
 		if abs, err := filepath.Abs(p); err == nil {
 			st.prog = abs
 		}
+	} else if !strings.Contains(st.prog, "/") {
+		if fi, err := os.Stat(st.prog); err == nil && fi.Mode().IsRegular() {
+			srv.Close()
+			return nil, fmt.Errorf("%q is not in $PATH; for the one in this directory, say ./%s", st.prog, st.prog)
+		}
 	}
 	st.argv = append([]string{st.prog}, j.cfg.args...)
 	return st, nil

@@ -80,6 +80,7 @@ func newFlags(lookup func(string) (string, bool)) *flags {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	f.n = fs.Int("n", 0, "")
+	fs.IntVar(f.n, "np", 0, "") // mpirun's spelling
 	f.hostList = fs.String("H", "", "")
 	f.hostfile = fs.String("hostfile", "", "")
 	fs.BoolVar(&cfg.oversubscribe, "oversubscribe", false, "")
@@ -101,7 +102,7 @@ func newFlags(lookup func(string) (string, bool)) *flags {
 	fs.StringVar(&cfg.outputDir, "output-dir", "", "")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "")
 	fs.DurationVar(&cfg.grace, "grace", 3*time.Second, "")
-	fs.StringVar(&cfg.bindTo, "bind-to", envOr(lookup, "GORUN_BIND_TO", "auto"), "")
+	fs.StringVar(&cfg.bindTo, "bind-to", envOr(lookup, "GORUN_BIND_TO", envOr(lookup, "GOCCL_BIND", "auto")), "")
 	return f
 }
 
@@ -114,6 +115,7 @@ func (f *flags) config(lookup func(string) (string, bool)) (config, error) {
 	}
 	set := map[string]bool{}
 	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	set["n"] = set["n"] || set["np"]
 	var err error
 	if cfg.hosts, err = f.hosts(set); err != nil {
 		return config{}, err
@@ -131,7 +133,14 @@ func (f *flags) config(lookup func(string) (string, bool)) (config, error) {
 		return config{}, fmt.Errorf("--launcher %q: want auto, ssh or srun", *f.launcher)
 	}
 	if !slices.Contains(affinity.Modes, cfg.bindTo) {
-		return config{}, fmt.Errorf("--bind-to %q: want auto, core or none", cfg.bindTo)
+		from := "--bind-to"
+		if !set["bind-to"] {
+			from = "GORUN_BIND_TO"
+			if v, _ := lookup("GORUN_BIND_TO"); v == "" {
+				from = "GOCCL_BIND (gorun's --bind-to for the ranks it starts)"
+			}
+		}
+		return config{}, fmt.Errorf("%s %q: want auto, core or none", from, cfg.bindTo)
 	}
 	cfg.n = *f.n
 	if !set["n"] {
@@ -150,6 +159,9 @@ func (f *flags) config(lookup func(string) (string, bool)) (config, error) {
 	}
 	switch {
 	case !set["n"] && cfg.n == 0:
+		if slices.ContainsFunc(f.fs.Args(), func(a string) bool { return a == "-n" || a == "-np" || a == "--n" }) {
+			return config{}, errors.New("-n is required (or -H, --hostfile, or a Slurm allocation); gorun's options go before the program: gorun -n 2 prog args...")
+		}
 		return config{}, errors.New("-n is required (or -H, --hostfile, or a Slurm allocation)")
 	case cfg.n < 1 || cfg.n > maxRanks:
 		return config{}, fmt.Errorf("-n must be between 1 and %d, got %d", maxRanks, cfg.n)

@@ -213,6 +213,7 @@ func TestUsageGolden(t *testing.T) {
 		{"x-bad-name", []string{"-n", "2", "-x", "1A=b", "prog"}, 2, false},
 		{"bad-launcher", []string{"-n", "2", "--launcher", "pbs", "prog"}, 2, false},
 		{"srun-with-hosts", []string{"-H", "a", "--launcher", "srun", "prog"}, 2, false},
+		{"flags-after-prog", []string{"prog", "-n", "2"}, 2, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -514,6 +515,46 @@ func TestSIGINTForwarded(t *testing.T) {
 		t.Errorf("stderr:\n%s", e.String())
 	}
 	t.Logf("gorun exited %v after SIGINT", time.Since(start))
+}
+
+// TestMPIRunHabits: mpirun's -np is -n; GOCCL_BIND in gorun's environment
+// is its --bind-to for the ranks it starts, and a wrong value is refused
+// naming it (it was ignored: gorun set GOCCL_BIND=none for its ranks);
+// a program in the working directory named without ./ gets a hint.
+func TestMPIRunHabits(t *testing.T) {
+	env := func(vars ...string) func(string) (string, bool) {
+		return func(k string) (string, bool) {
+			for i := 0; i+1 < len(vars); i += 2 {
+				if vars[i] == k {
+					return vars[i+1], true
+				}
+			}
+			return "", false
+		}
+	}
+	var o, e bytes.Buffer
+	if cfg, code := parseArgs([]string{"-np", "3", "prog"}, env(), &o, &e); code != -1 || cfg.n != 3 {
+		t.Fatalf("-np 3: n %d, status %d, stderr %q", cfg.n, code, e.String())
+	}
+	if cfg, code := parseArgs([]string{"-n", "2", "prog"}, env("GOCCL_BIND", "core"), &o, &e); code != -1 || cfg.bindTo != "core" {
+		t.Fatalf("GOCCL_BIND=core: --bind-to %q, status %d", cfg.bindTo, code)
+	}
+	if cfg, code := parseArgs([]string{"-n", "2", "--bind-to", "none", "prog"}, env("GOCCL_BIND", "core"), &o, &e); code != -1 || cfg.bindTo != "none" {
+		t.Fatalf("--bind-to none with GOCCL_BIND=core: %q, status %d", cfg.bindTo, code)
+	}
+	e.Reset()
+	if _, code := parseArgs([]string{"-n", "2", "prog"}, env("GOCCL_BIND", "cores"), &o, &e); code != 2 || !strings.Contains(e.String(), `GOCCL_BIND (gorun's --bind-to for the ranks it starts) "cores": want auto, core or none`) {
+		t.Fatalf("GOCCL_BIND=cores: status %d, stderr %q", code, e.String())
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "myprog"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	e.Reset()
+	if code := run(context.Background(), []string{"-n", "1", "myprog"}, &o, &e); code == 0 || !strings.Contains(e.String(), "say ./myprog") {
+		t.Fatalf("myprog in the working directory: exit %d, stderr %q", code, e.String())
+	}
 }
 
 func TestStartFailure(t *testing.T) {
