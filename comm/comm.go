@@ -124,6 +124,9 @@ func newFromEnv(ctx context.Context, rdv Rendezvous, devs devices, opts Options)
 		devs.close()
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
+	if rdv.Rank() == 0 {
+		warnMisspelled(resolveLogger(opts.Logger, opts.Debug), 0, os.Environ())
+	}
 	return newComm(ctx, rdv, devs, opts, "world")
 }
 

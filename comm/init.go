@@ -66,6 +66,9 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	if err != nil && !single {
 		return nil, fmt.Errorf("comm: init: %w", err)
 	}
+	if info.Rank == 0 {
+		warnMisspelled(resolveLogger(opts.Logger, opts.Debug), 0, os.Environ())
+	}
 	if single {
 		info = bootstrap.Info{Size: 1, LocalSize: 1}
 	}
