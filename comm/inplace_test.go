@@ -327,6 +327,10 @@ func TestPartialOverlapsRefused(t *testing.T) {
 		"reduce-scatter": func(ctx context.Context, c *Comm, buf []float32, k int) error {
 			return ReduceScatter(ctx, c, buf[:n*k], buf[n*k-k/2:n*k-k/2+k], Sum)
 		},
+		"reduce-scatter into another rank's block": func(ctx context.Context, c *Comm, buf []float32, k int) error {
+			o := (c.Rank() + 1) % n
+			return ReduceScatter(ctx, c, buf[:n*k], buf[o*k:(o+1)*k], Sum)
+		},
 		"gather": func(ctx context.Context, c *Comm, buf []float32, k int) error {
 			return Gather(ctx, c, buf[2:k+2], buf[:n*k], 0) // refused by the root
 		},
