@@ -239,8 +239,8 @@ func (m *MismatchError) Error() string {
 			m.Peer, m.PeerSeq, 1<<seqBits, m.Rank, m.Call, m.Seq)
 	}
 	if m.PeerCall != "" {
-		return fmt.Sprintf("collective mismatch: rank %d called %s while rank %d called %s #%d",
-			m.Peer, m.PeerCall, m.Rank, m.Call, m.Seq)
+		return fmt.Sprintf("collective mismatch: rank %d called %s #%d while rank %d called %s #%d",
+			m.Peer, m.PeerCall, m.Seq, m.Rank, m.Call, m.Seq)
 	}
 	return fmt.Sprintf("collective mismatch: rank %d called a different collective, algorithm, type, count, root or operation (fingerprint %#04x) than rank %d's %s #%d (%s, fingerprint %#04x)",
 		m.Peer, m.PeerFingerprint, m.Rank, m.Call, m.Seq, m.Algo, m.Fingerprint)

@@ -1510,7 +1510,7 @@ func (c *Comm) boardFail(k boardCall, cause error) error { return c.boardBlame(k
 // boardMismatch fails this rank's call k (the communicator's call num):
 // rank p called pk.
 func (c *Comm) boardMismatch(k boardCall, p int, pk boardCall, num uint32) error {
-	return c.boardBlameAs(boardMismatched, k, c.rank, fmt.Errorf("collective mismatch: rank %d called %s while rank %d called %s #%d", p, pk, c.rank, k, num))
+	return c.boardBlameAs(boardMismatched, k, c.rank, fmt.Errorf("collective mismatch: rank %d called %s #%d while rank %d called %s #%d", p, pk, num, c.rank, k, num))
 }
 
 // boardBlame is boardFail for a failure whose root is rank root.
