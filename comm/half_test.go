@@ -102,3 +102,14 @@ func within(got, want, rel float64) error {
 	}
 	return nil
 }
+
+// Float16 and BFloat16 print as numbers (fmt's %v went through uint16:
+// 17536 for 4.5).
+func TestHalfStrings(t *testing.T) {
+	if got := fmt.Sprint(F16(4.5), " ", BF16(-0.75), " ", []Float16{F16(1), F16(2.5)}); got != "4.5 -0.75 [1 2.5]" {
+		t.Fatalf("got %q", got)
+	}
+	if got := fmt.Sprintf("%v %v", F16(float32(math.Inf(1))), BF16(float32(math.NaN()))); got != "+Inf NaN" {
+		t.Fatalf("got %q", got)
+	}
+}

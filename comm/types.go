@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"strconv"
 	"unsafe"
 
 	"github.com/goccl/goccl/collectives"
@@ -25,11 +26,17 @@ func F16(f float32) Float16 { return Float16(collectives.F32ToF16(f)) }
 // Float32 widens a Float16.
 func (h Float16) Float32() float32 { return collectives.F16ToF32(uint16(h)) }
 
+// String formats the value as a number (fmt's %v), not as its bits.
+func (h Float16) String() string { return strconv.FormatFloat(float64(h.Float32()), 'g', -1, 32) }
+
 // BF16 converts a float32 to the nearest BFloat16.
 func BF16(f float32) BFloat16 { return BFloat16(collectives.F32ToBF16(f)) }
 
 // Float32 widens a BFloat16.
 func (h BFloat16) Float32() float32 { return collectives.BF16ToF32(uint16(h)) }
+
+// String formats the value as a number (fmt's %v), not as its bits.
+func (h BFloat16) String() string { return strconv.FormatFloat(float64(h.Float32()), 'g', -1, 32) }
 
 // DataType names an element type for the byte-level API (the ...Bytes
 // calls). Its constants are named Type and the Go type's name:
