@@ -151,6 +151,9 @@ var rankFromEnv = bootstrap.RankFromEnv
 // not started with it, say), so the error is never lost.
 func complain(stderr io.Writer, msg string) int {
 	if r, ok := rankFromEnv(); ok && r != 0 {
+		// The launcher's SIGTERM ends the wait at once: not caught (as
+		// the run's context does) and waited out until its SIGKILL.
+		signal.Reset(os.Interrupt, syscall.SIGTERM)
 		time.Sleep(otherRankWait)
 	}
 	fmt.Fprintln(stderr, msg)

@@ -85,9 +85,17 @@ func TestUsageErrorUnderGorun(t *testing.T) {
 		{[]string{"bcast", "-k", "5"}, "osu bcast: root rank 5 (-k) is not below the number of processes 3\n"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		cmd := exec.CommandContext(ctx, filepath.Join(dir, "gorun"), append([]string{"-n", "3", filepath.Join(dir, "osu")}, tc.args...)...)
+		// A grace period longer than the other ranks' wait (otherRankWait):
+		// they must end on gorun's SIGTERM, not wait it out (3.5 s a
+		// usage error with gorun's default grace, before).
+		cmd := exec.CommandContext(ctx, filepath.Join(dir, "gorun"), append([]string{"-n", "3", "--grace", "30s", filepath.Join(dir, "osu")}, tc.args...)...)
+		start := time.Now()
 		out, err := cmd.CombinedOutput()
+		took := time.Since(start)
 		cancel()
+		if took >= otherRankWait {
+			t.Errorf("gorun osu %q took %v: the other ranks waited out their %v instead of ending on SIGTERM", tc.args, took.Round(time.Millisecond), otherRankWait)
+		}
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 			t.Errorf("gorun osu %q: %v, want exit status 2:\n%s", tc.args, err, out)
