@@ -148,7 +148,7 @@ var options = []option{
 	{'M', "mem-limit", true, "memory limit per rank in bytes"},
 	{'t', "num-test-calls", true, "Test calls during the compute of non-blocking tests"},
 	{'o', "output", true, "text (default) or json (one JSON object per row, with run metadata)"},
-	{0, "nccl", false, "print nccl-tests' layout (size count type redop root time algbw busbw #wrong)"},
+	{0, "nccl", false, "print nccl-tests' layout (size count type redop root time algbw busbw #wrong), with its defaults where -i, -x, -T are not given: 20 iterations after 5 warm-ups, float32, every result checked"},
 	{0, "back-to-back", false, "blocking collectives: time the calls of a size back to back, one span over all of them with no barrier between (not OSU's method: a rank may run ahead of a slower one, as in nccl-tests); OSU's layout"},
 	{0, "transport", true, "transport: auto, shm, tcp or verbs (sets GOCCL_TRANSPORT)"},
 	{0, "algorithm", true, "algorithm of every call (comm.WithAlgorithm; GOCCL_ALGO works too)"},
@@ -418,12 +418,23 @@ func Usage(b *Benchmark, prog string) string {
 	fmt.Fprintf(&sb, "Usage: %s [options]\n", prog)
 	fmt.Fprintf(&sb, "%s: OSU Micro-Benchmarks' %s over goccl.\n", b.Name, b.Title)
 	fmt.Fprintf(&sb, "Options:\n")
+	def := Config{Bench: b}
+	def.defaults()
 	for _, o := range options {
 		short := "    "
 		if o.short != 0 {
 			short = fmt.Sprintf("  -%c,", o.short)
 		}
-		fmt.Fprintf(&sb, "%s --%-20s%s\n", short, o.long, o.help)
+		help := o.help
+		switch o.short {
+		case 'm':
+			help += fmt.Sprintf(" (default %d:%d)", def.MinSize, def.MaxSize)
+		case 'i':
+			help += fmt.Sprintf(" (default %d; %d above %d bytes)", def.Iters, def.ItersLarge, largeMessageSize)
+		case 'x':
+			help += fmt.Sprintf(" (default %d; %d above %d bytes)", def.Skip, def.SkipLarge, largeMessageSize)
+		}
+		fmt.Fprintf(&sb, "%s --%-20s%s\n", short, o.long, help)
 	}
 	return sb.String()
 }
