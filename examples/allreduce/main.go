@@ -60,6 +60,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "allreduce: -count and -iters must be >= 0 and no arguments are taken")
 		return 2
 	}
+	switch *typ {
+	case "float32", "float64", "int32", "int64":
+	default:
+		// Before Init: a usage error should not wait for the other ranks.
+		fmt.Fprintf(stderr, "allreduce: unknown -type %q (want float32, float64, int32 or int64)\n", *typ)
+		return 2
+	}
 	start := time.Now()
 	c, err := comm.Init(ctx, comm.Options{})
 	if err != nil {
@@ -80,9 +87,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runTyped[int32](ctx, c, *count, *iters, *registered, stdout)
 	case "int64":
 		err = runTyped[int64](ctx, c, *count, *iters, *registered, stdout)
-	default:
-		fmt.Fprintf(stderr, "allreduce: unknown -type %q\n", *typ)
-		return 2
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "allreduce:", err)
@@ -146,8 +150,12 @@ func runTyped[T comm.Number](ctx context.Context, c *comm.Comm, count, iters int
 		if count > 0 {
 			sample = fmt.Sprintf("element[0] = %v, element[%d] = %v", buf[0], count-1, buf[count-1])
 		}
-		fmt.Fprintf(stdout, "allreduce(sum) of %d %T (%d bytes) over %d ranks via %s: verified on every rank (%s); %v per call, busbw %.2f GB/s\n",
-			count, z, bytes, n, transports(c), sample, per, busbw)
+		ranks := "ranks"
+		if n == 1 {
+			ranks = "rank"
+		}
+		fmt.Fprintf(stdout, "allreduce(sum) of %d %T (%d bytes) over %d %s via %s: verified on every rank (%s); %v per call, busbw %.2f GB/s\n",
+			count, z, bytes, n, ranks, transports(c), sample, per, busbw)
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ func TestSingleRank(t *testing.T) {
 	if code := run(context.Background(), []string{"-count", "1000", "-iters", "2"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	if !strings.Contains(out.String(), "verified on every rank") || !strings.Contains(out.String(), "over 1 ranks") {
+	if !strings.Contains(out.String(), "verified on every rank") || !strings.Contains(out.String(), "over 1 rank via") {
 		t.Fatalf("unexpected output %q", out.String())
 	}
 }
@@ -41,6 +41,15 @@ func TestBadFlags(t *testing.T) {
 		if code := run(context.Background(), args, &out, &errb); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+	// The type is checked before Init (which waits for the other ranks),
+	// and the message lists the types.
+	errb.Reset()
+	t.Setenv("GOCCL_RANK", "0")
+	t.Setenv("GOCCL_SIZE", "2")
+	t.Setenv("GOCCL_BOOTSTRAP", "127.0.0.1:1")
+	if code := run(context.Background(), []string{"-type", "float16"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "want float32, float64, int32 or int64") {
+		t.Errorf("-type float16 in a 2-rank job: exit %d, stderr %q; want 2 and the types, before Init", code, errb.String())
 	}
 }
 
