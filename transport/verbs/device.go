@@ -2,10 +2,12 @@ package verbs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/goccl/goccl/transport"
@@ -93,6 +95,11 @@ func openLib(lib ibv.Lib, cfg Config) (*Device, error) {
 		return nil, err
 	}
 	names, err := lib.DeviceNames()
+	if errors.Is(err, syscall.ENOSYS) {
+		// libibverbs says so when the kernel has no RDMA subsystem
+		// (no /sys/class/infiniband): no driver, no device, ever.
+		return nil, fmt.Errorf("verbs: no RDMA device: this kernel has no RDMA support (%w); use the tcp or shm transport: %w", err, transport.ErrNotSupported)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("verbs: no RDMA device: %w: %w", err, transport.ErrNotSupported)
 	}

@@ -357,3 +357,22 @@ func TestWaitBlockingAllocatesNothing(t *testing.T) {
 		t.Fatalf("%.2f allocations per blocking wait and post; want none", allocs)
 	}
 }
+
+// A kernel without RDMA makes ibv_get_device_list fail with ENOSYS: the
+// error says so and names the other transports, instead of libibverbs'
+// "function not implemented" alone; other failures keep their cause.
+func TestNoRDMAKernel(t *testing.T) {
+	f := ibvfake.New()
+	f.AddDevice(ibvfake.DeviceConfig{})
+	f.FailNext("DeviceNames", syscall.ENOSYS)
+	_, err := openLib(f, Config{GIDIndex: -1})
+	if !errors.Is(err, transport.ErrNotSupported) || !errors.Is(err, syscall.ENOSYS) ||
+		!strings.Contains(err.Error(), "this kernel has no RDMA support") || !strings.Contains(err.Error(), "tcp or shm") {
+		t.Fatalf("ENOSYS: %v", err)
+	}
+	f.FailNext("DeviceNames", syscall.EACCES)
+	_, err = openLib(f, Config{GIDIndex: -1})
+	if !errors.Is(err, transport.ErrNotSupported) || !errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "kernel") {
+		t.Fatalf("EACCES: %v", err)
+	}
+}
