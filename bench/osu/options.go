@@ -142,7 +142,7 @@ var options = []option{
 	{'i', "iterations", true, "iterations per size"},
 	{'x', "warmup", true, "warm-up iterations per size"},
 	{'c', "validation", false, "check every result"},
-	{'T', "type", true, "data type: MPI_CHAR, MPI_INT, MPI_FLOAT or a goccl type (int8 uint8 int32 uint32 int64 uint64 float32 float64)"},
+	{'T', "type", true, "data type: MPI_CHAR, MPI_INT, MPI_FLOAT or a goccl type (int8 uint8 int32 uint32 int64 uint64 float32 float64 float16 bfloat16; half for float16)"},
 	{'k', "root-rank", true, "root: fixed:N, N, or rotate"},
 	{'W', "window-size", true, "messages in flight per iteration (bw, bibw)"},
 	{'M', "mem-limit", true, "memory limit per rank in bytes"},
@@ -389,6 +389,8 @@ func (c *Config) setType(val string) error {
 		t = "float32"
 	case "double":
 		t = "float64"
+	case "half":
+		t = "float16"
 	}
 	if _, ok := typeByName(t); !ok {
 		return usageErr("unknown data type %q", val)

@@ -49,6 +49,10 @@ func Run(ctx context.Context, c *comm.Comm, cfg *Config, stdout, stderr io.Write
 		return run[float32](ctx, c, cfg, stdout, stderr)
 	case "float64":
 		return run[float64](ctx, c, cfg, stdout, stderr)
+	case "float16":
+		return run[comm.Float16](ctx, c, cfg, stdout, stderr)
+	case "bfloat16":
+		return run[comm.BFloat16](ctx, c, cfg, stdout, stderr)
 	}
 	return typeErr(cfg.Type)
 }

@@ -604,3 +604,29 @@ func TestBackToBackLetsTheRootRunAhead(t *testing.T) {
 		t.Errorf("back to back, the root (%v) did not finish ahead of the receiver (%v) by several naps of %v", b2b[0], b2b[1], nap)
 	}
 }
+
+// The 16-bit float types (-T float16, bfloat16; nccl-tests' "half"), whose
+// values a plain conversion would take as bits: every result checked, on 3
+// ranks, for the reductions and a copy; nccl-tests' layout names them.
+func TestHalfTypes(t *testing.T) {
+	for _, typ := range []string{"float16", "bfloat16", "half"} {
+		for _, b := range []string{"allreduce", "reduce_scatter", "alltoall"} {
+			t.Run(typ+"/"+b, func(t *testing.T) {
+				out := runBench(t, 3, b, "-m", "6:96", "-i", "2", "-x", "1", "-c", "-T", typ)
+				r := rows(out)
+				if len(r) < 4 {
+					t.Fatalf("%d rows:\n%s", len(r), out)
+				}
+				for _, l := range r {
+					if !strings.HasSuffix(l, "Pass") {
+						t.Errorf("row %q: not Pass", l)
+					}
+				}
+			})
+		}
+	}
+	out := runBench(t, 2, "allreduce", "--nccl", "-m", "8:16", "-T", "float16")
+	if !strings.Contains(out, " half ") {
+		t.Errorf("nccl-tests' layout does not name float16 half:\n%s", out)
+	}
+}

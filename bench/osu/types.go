@@ -9,6 +9,7 @@ import (
 var typeNames = map[string]comm.DataType{
 	"int8": comm.TypeInt8, "uint8": comm.TypeUint8, "int32": comm.TypeInt32, "uint32": comm.TypeUint32,
 	"int64": comm.TypeInt64, "uint64": comm.TypeUint64, "float32": comm.TypeFloat32, "float64": comm.TypeFloat64,
+	"float16": comm.TypeFloat16, "bfloat16": comm.TypeBFloat16,
 }
 
 func typeByName(name string) (comm.DataType, bool) {
@@ -23,6 +24,8 @@ func ncclTypeName(t string) string {
 		return "float"
 	case "float64":
 		return "double"
+	case "float16":
+		return "half"
 	}
 	return t
 }
@@ -55,8 +58,32 @@ func layout(coll string, count, n int, nccl bool) (sendLen, recvLen, block int) 
 // few ranks compare exactly (integer sums may wrap, identically on both
 // sides). It depends on i only through i mod period, so that buffers are
 // filled and checked at memory speed from one period.
-func val[T comm.Number](src, i, iter int) T {
-	return T((src*7+i%period+iter%5)%100 + 1)
+func val[T comm.Number](src, i, iter int) T { return fromInt[T](rawVal[T](src, i, iter)) }
+
+// rawVal is val as an int: 1 to 100, or to 8 in the 16-bit float types,
+// whose sums stay exact (every partial sum, in any order) up to 32 ranks
+// in bfloat16 (integers to 256) and 256 in float16 (to 2048).
+func rawVal[T comm.Number](src, i, iter int) int {
+	m := 100
+	switch any(*new(T)).(type) {
+	case comm.Float16, comm.BFloat16:
+		m = 8
+	}
+	return (src*7+i%period+iter%5)%m + 1
+}
+
+// fromInt converts v to T: the nearest value in the 16-bit float types
+// (a plain conversion would take v as their bits), else T(v), which wraps
+// in the narrow integer types as their sums do.
+func fromInt[T comm.Number](v int) T {
+	var z T
+	switch any(z).(type) {
+	case comm.Float16:
+		return any(comm.F16(float32(v))).(T)
+	case comm.BFloat16:
+		return any(comm.BF16(float32(v))).(T)
+	}
+	return T(v)
 }
 
 const period = 61
@@ -70,13 +97,16 @@ func pattern[T comm.Number](src, iter int) *[period]T {
 	return &p
 }
 
-// sumPattern is one period of the sum of every rank's values.
+// sumPattern is one period of the sum of every rank's values (summed as
+// ints, then converted: the same as T's own additions, wrapping included).
 func sumPattern[T comm.Number](n, iter int) *[period]T {
 	var p [period]T
-	for r := range n {
-		for k := range p {
-			p[k] += val[T](r, k, iter)
+	for k := range p {
+		sum := 0
+		for r := range n {
+			sum += rawVal[T](r, k, iter)
 		}
+		p[k] = fromInt[T](sum)
 	}
 	return &p
 }
