@@ -69,7 +69,7 @@ func TestInitExplicitOptionsWin(t *testing.T) {
 	algo, err := c.Algorithm("allreduce", TypeFloat32, 1<<20)
 	require.NoError(t, err)
 	require.Equal(t, "tree", algo)
-	require.Equal(t, 1, rec.Count("INFO goccl: rank 0: transports shm (Options.Transport=shm)"), "log:\n%s", rec.String())
+	require.Equal(t, 1, rec.Count("INFO goccl: rank 0: transports shm (Options.Transport=shm; no launcher in the environment (gorun, torchrun, Open MPI, Slurm): a job of one rank)"), "log:\n%s", rec.String())
 }
 
 // TestInitReadsEnvironment: the fields Init's Options leave zero take the
@@ -89,7 +89,7 @@ func TestInitReadsEnvironment(t *testing.T) {
 	algo, err := c.Algorithm("allreduce", TypeFloat32, 1<<20)
 	require.NoError(t, err)
 	require.Equal(t, "ring", algo)
-	require.Equal(t, 1, rec.Count("INFO goccl: rank 0: transports tcp (GOCCL_TRANSPORT=tcp)"), "log:\n%s", rec.String())
+	require.Equal(t, 1, rec.Count("INFO goccl: rank 0: transports tcp (GOCCL_TRANSPORT=tcp; no launcher in the environment (gorun, torchrun, Open MPI, Slurm): a job of one rank)"), "log:\n%s", rec.String())
 	require.NoError(t, c.Close())
 
 	t.Setenv("GOCCL_SLOTS", "abc")

@@ -97,6 +97,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		if derr != nil {
 			return nil, fmt.Errorf("comm: init single rank: %w", derr)
 		}
+		why += "; no launcher in the environment (gorun, torchrun, Open MPI, Slurm): a job of one rank"
 		logTransport(opts.Logger, 0, devs, why, true)
 		return newComm(ctx, NewLocalGroup(1).Member(0), devs, opts, "world")
 	}
