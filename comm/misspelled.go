@@ -8,12 +8,11 @@ import (
 )
 
 // misspelled returns the variables of env (os.Environ's form) named
-// GOCCL_* (in any case) that goccl does not read but that are, in capitals,
-// within two edits (a letter added, dropped or changed, or two swapped)
-// of one it does, each
-// with the name meant: GOCCL_TRASNPORT=tcp would otherwise be ignored
-// without a word. Names further from every variable (a script's own
-// GOCCL_VM_MEM) are not goccl's business.
+// GOCCL_* (in any case) that goccl does not read but that are, in
+// capitals, within two edits (a letter added, dropped or changed, or two
+// swapped) of one it does, each with the name meant: GOCCL_TRASNPORT=tcp
+// would otherwise be ignored without a word. Names further from every
+// variable (a script's own GOCCL_VM_MEM) are not goccl's business.
 func misspelled(env []string) [][2]string {
 	var out [][2]string
 	for _, kv := range env {
@@ -35,6 +34,7 @@ func misspelled(env []string) [][2]string {
 	return out
 }
 
+// known reports whether goccl reads the variable name.
 func known(name string) bool {
 	for i := range envVars {
 		if envVars[i].Name == name {
