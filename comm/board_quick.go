@@ -162,5 +162,5 @@ func (c *Comm) quickRun(r *Request) error {
 	r.c, r.ctx, r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count, r.used = nil, nil, 0, nil, nil, 0, 0, 0, 0, ""
 	r.args.peer, r.args.src, r.args.tag, r.args.recvCount = 0, 0, 0, 0
 	c.endInline()
-	return err
+	return c.inSub(err) // as wait does for the general way
 }

@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -43,11 +44,10 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		}
 	}
 	slices.SortStableFunc(members, func(a, b int) int {
-		if d := all[2*a+1] - all[2*b+1]; d != 0 {
-			if d < 0 {
-				return -1
-			}
-			return 1
+		// Compared, not subtracted: keys span int64 (MinInt64-MaxInt64
+		// overflowed and ordered the members wrongly).
+		if c := cmp.Compare(all[2*a+1], all[2*b+1]); c != 0 {
+			return c
 		}
 		return a - b
 	})
@@ -193,8 +193,8 @@ func describeWorld(id string, world []int) string {
 // sub-communicator's, and the launcher's output is tagged with the
 // world's. err itself in the world.
 func (c *Comm) inSub(err error) error {
-	if err == nil || c == nil || c.worldText == "" {
-		return err
+	if err == nil || c == nil || c.worldText == "" || strings.Contains(err.Error(), "["+c.worldText+"]") {
+		return err // the communicator's sticky error may carry it already
 	}
 	return fmt.Errorf("%w [%s]", err, c.worldText)
 }

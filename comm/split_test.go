@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -155,8 +156,20 @@ func TestSplitOutlivesItsParent(t *testing.T) {
 // in the world: the ranks the error names are the sub-communicator's,
 // while the launcher tags each rank's output with its world rank.
 func TestSubCommunicatorErrorsSayWhere(t *testing.T) {
+	// Over shared memory a blocking call takes the board's quick way,
+	// which said nothing of the sub-communicator; and a later call's
+	// error, made of the communicator's first, said it twice.
+	for _, kind := range []string{"mem", "shm", "tcp"} {
+		t.Run(kind, func(t *testing.T) { subErrorsSayWhere(t, kind) })
+	}
+}
+
+func subErrorsSayWhere(t *testing.T, kind string) {
 	const n = 4
-	runRanksOn(t, "mem", n, testOpts, func(c *Comm) error {
+	once := func(err error, want string) bool {
+		return err != nil && strings.HasSuffix(err.Error(), want) && strings.Count(err.Error(), want) == 1
+	}
+	runRanksOn(t, kind, n, testOpts, func(c *Comm) error {
 		ctx := context.Background()
 		sub, err := c.Split(ctx, c.Rank()%2, c.Rank())
 		if err != nil {
@@ -177,16 +190,19 @@ func TestSubCommunicatorErrorsSayWhere(t *testing.T) {
 			"[sub-communicator world/split1/color1, whose ranks 0-1 are world ranks 1, 3]"}[c.Rank()%2]
 		if c.Rank()%2 == 1 {
 			err := Allreduce(ctx, sub, []float32{1}, []float32{0}, Sum)
-			if err == nil || !strings.HasSuffix(err.Error(), want) || !strings.Contains(err.Error(), "rank 1") {
-				return fmt.Errorf("sub-communicator error %v, want it to end with %q", err, want)
+			if !once(err, want) || !strings.Contains(err.Error(), "rank 1") {
+				return fmt.Errorf("sub-communicator error %v, want it to end with %q, once", err, want)
 			}
-			// The next call says it too.
-			if err := sub.Barrier(ctx); err == nil || !strings.HasSuffix(err.Error(), want) {
+			// The next calls say it too, once.
+			if err := sub.Barrier(ctx); !once(err, want) {
 				return fmt.Errorf("later call: %v", err)
+			}
+			if err := Allreduce(ctx, sub, []float32{1}, []float32{0}, Sum); !once(err, want) {
+				return fmt.Errorf("later allreduce: %v", err)
 			}
 		}
 		err = Allreduce(ctx, dup, []float32{1}, []float32{0}, Sum)
-		if want := "[sub-communicator world/split2/color0, whose ranks are the world's]"; err == nil || !strings.HasSuffix(err.Error(), want) {
+		if want := "[sub-communicator world/split2/color0, whose ranks are the world's]"; !once(err, want) {
 			return fmt.Errorf("duplicate's error %v, want it to end with %q", err, want)
 		}
 		// The world's own errors are as they were.
@@ -254,4 +270,22 @@ func TestParentClosesWhileChildRuns(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Split orders a color's ranks by key over the whole int64 range: keys
+// MaxInt64, MinInt64 and 0 give ranks 2, 0 and 1 (the subtraction that
+// compared them overflowed: 1, 2 and 0).
+func TestSplitExtremeKeys(t *testing.T) {
+	keys := []int{math.MaxInt64, math.MinInt64, 0}
+	runRanksOn(t, "mem", 3, testOpts, func(c *Comm) error {
+		sub, err := c.Split(context.Background(), 0, keys[c.Rank()])
+		if err != nil {
+			return err
+		}
+		defer sub.Close()
+		if want := []int{2, 0, 1}[c.Rank()]; sub.Rank() != want {
+			return fmt.Errorf("key %d: rank %d in the split, want %d", keys[c.Rank()], sub.Rank(), want)
+		}
+		return nil
+	})
 }
