@@ -205,3 +205,22 @@ func freeInUse(c *Comm, tried [2]chan struct{}) error {
 	}
 	return nil
 }
+
+// Misuse that panicked or misreported: a zero Persistent started (a nil
+// dereference), and an Alloc whose byte count overflows ("alloc
+// -9223372036854775808 bytes").
+func TestZeroPersistentAndHugeAlloc(t *testing.T) {
+	var p Persistent
+	if err := p.Start(); err == nil || !strings.Contains(err.Error(), "not made by") {
+		t.Errorf("Start of a zero Persistent: %v", err)
+	}
+	if err := p.Wait(context.Background()); err != nil {
+		t.Errorf("Wait of a zero Persistent (never started): %v", err)
+	}
+	runRanks(t, 1, testOpts, func(c *Comm) error {
+		if _, err := Alloc[float64](c, 1<<60); err == nil || !strings.Contains(err.Error(), "1152921504606846976 elements of 8 bytes") {
+			return fmt.Errorf("Alloc of 2^60 float64: %v", err)
+		}
+		return nil
+	})
+}

@@ -45,6 +45,9 @@ func (p *Persistent) Start() error {
 	if p == nil {
 		return errors.New("comm: Start of a nil *Persistent")
 	}
+	if p.r.c == nil {
+		return errors.New("comm: Start of a Persistent not made by an ...Init function")
+	}
 	if p.running {
 		return fmt.Errorf("comm: %s: %w", p.r.kind, ErrRunning)
 	}

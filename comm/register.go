@@ -2,6 +2,7 @@ package comm
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/goccl/goccl/collectives"
@@ -37,6 +38,9 @@ func Alloc[T Number](c *Comm, n int) ([]T, error) {
 	var z T
 	if n == 0 {
 		return []T{}, nil
+	}
+	if size := int(unsafe.Sizeof(z)); n > math.MaxInt/size {
+		return nil, fmt.Errorf("comm: rank %d: alloc: %d elements of %d bytes is more than %d bytes", c.rank, n, size, math.MaxInt)
 	}
 	m, err := allocFrom(c.dev, n*int(unsafe.Sizeof(z)))
 	if err != nil {
