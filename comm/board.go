@@ -1356,9 +1356,26 @@ func (c *Comm) boardLook(r *Request, seq uint64, k boardCall, lo, hi, word int, 
 			c.markWait(ms[0])
 		}
 	}
+	// The ranks not there first: their own failure names the cause (a
+	// refused argument, say) that the others' reports only pass on.
 	for p := lo; p < hi; p++ {
 		if p == b.me || b.word(p, word, seq).Load() >= seq {
 			continue
+		}
+		if err := c.peerGone(p, k); err != nil {
+			return err
+		}
+	}
+	// Then those that are there: one that failed since (its deadline,
+	// Abort) or died fails the call now, as over the network, not once the
+	// ranks still missing arrive. One that closed after its part did not
+	// fail.
+	for p := lo; p < hi; p++ {
+		if p == b.me || b.word(p, word, seq).Load() < seq || b.stateOf(p).Load() == boardClosed {
+			continue
+		}
+		if root, ok := b.reportedRoot(p); ok && root != p && root >= lo && root < hi && b.word(root, word, seq).Load() < seq {
+			continue // it blames a rank this one waits for, which will say why itself
 		}
 		if err := c.peerGone(p, k); err != nil {
 			return err

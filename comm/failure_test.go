@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,5 +109,49 @@ func TestTimeoutSparesTheMeasurement(t *testing.T) {
 		case err == nil || !strings.Contains(err.Error(), "timeout"):
 			t.Errorf("rank %d: a 64 MiB allreduce with a 5 ms timeout: %v, want a timeout", r, err)
 		}
+	}
+}
+
+// A rank that published its part of a board call and then failed (here,
+// Abort while its asynchronous allreduce waits for a late rank) fails the
+// call of the ranks that wait for that late rank at once, as over the
+// network: they found out only once the late rank arrived (a rank that
+// died the same way left them waiting as long).
+func TestBoardNoticesAFailureOfARankThatIsThere(t *testing.T) {
+	var rank1Done, lateCalled atomic.Bool
+	released := make(chan struct{})
+	runRanksOn(t, "shm", 3, testOpts, func(c *Comm) error {
+		ctx := context.Background()
+		x := []float32{1, 2, 3, 4}
+		switch c.Rank() {
+		case 0:
+			req := AllreduceAsync(c, x, x, Sum)
+			time.Sleep(50 * time.Millisecond) // its part is on the board
+			c.Abort(nil)
+			req.Wait(ctx)
+			return nil
+		case 2: // late: it calls once rank 1 has its answer (or after 20 s)
+			select {
+			case <-released:
+			case <-time.After(20 * time.Second):
+			}
+			lateCalled.Store(true)
+			Allreduce(ctx, c, x, x, Sum)
+			return nil
+		}
+		err := Allreduce(ctx, c, x, x, Sum)
+		late := lateCalled.Load()
+		rank1Done.Store(true)
+		close(released)
+		if err == nil || !strings.Contains(err.Error(), "rank 0") {
+			return fmt.Errorf("allreduce with rank 0 aborted: %v, want an error naming rank 0", err)
+		}
+		if late {
+			return fmt.Errorf("the error came only once the late rank called: %v", err)
+		}
+		return nil
+	})
+	if !rank1Done.Load() {
+		t.Fatal("rank 1 never returned")
 	}
 }
