@@ -43,6 +43,13 @@ func staleAllocNoFault(t *testing.T, kind string) {
 			return err
 		}
 		buf[0], buf[len(buf)-1] = 1, 2 // stale writes
+		// The ranks are goroutines of one process, whose freed shm
+		// ranges any of them may get again: every stale write before any
+		// Alloc (rank 0 got rank 1's range while rank 1 still wrote to
+		// it, under -race).
+		if err := c.Barrier(context.Background()); err != nil {
+			return err
+		}
 		again, err := Alloc[float64](c, 1<<16)
 		if err != nil {
 			return err
