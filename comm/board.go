@@ -238,6 +238,10 @@ type board struct {
 	owed    boardCall
 	owedSeq uint64
 	owedNum uint32
+	// settling is owedNum while boardSettle checks that call: a failure
+	// found then is that call's, and its error names it so (not the
+	// later call's number with the earlier call's kind).
+	settling uint32
 	// The broadcast stream (board_stream.go): sPos[r], the line of root
 	// r's ring where this rank's next call on it begins (waitPos: the
 	// one a wait polls); rSeq, rCall and rNum, the calls this rank's
@@ -906,6 +910,8 @@ func (c *Comm) boardSettle(r *Request) error {
 	}
 	seq := b.owedSeq
 	b.owedSeq = 0
+	b.settling = b.owedNum
+	defer func() { b.settling = 0 }()
 	return c.boardWaitOn(r, seq, b.owed, waitAll, b.owedNum, 1)
 }
 
@@ -1540,12 +1546,16 @@ func (c *Comm) boardBlameAs(state uint32, k boardCall, root int, cause error) er
 	c.board.markRoot(state, root)
 	c.failRoot.Store(int64(root))
 	var err error
-	call := fmt.Sprintf("%s #%d", k, c.seq)
+	num := c.seq
+	if s := c.board.settling; s != 0 {
+		num = s // an earlier call's failure, found by this one (boardSettle)
+	}
+	call := fmt.Sprintf("%s #%d", k, num)
 	if k.kind().IsP2P() {
 		call = k.String()
 		err = fmt.Errorf("comm: %s (shm-mailbox): rank %d: %w", k, c.rank, cause)
 	} else {
-		err = fmt.Errorf("comm: %s #%d (shm-board): rank %d: %w", k, c.seq, c.rank, cause)
+		err = fmt.Errorf("comm: %s #%d (shm-board): rank %d: %w", k, num, c.rank, cause)
 	}
 	c.exec.Fail(err)
 	c.breakLinks()

@@ -155,3 +155,25 @@ func TestBoardNoticesAFailureOfARankThatIsThere(t *testing.T) {
 		t.Fatal("rank 1 never returned")
 	}
 }
+
+// A rooted call's disagreement that the shared-memory board finds only at
+// the next call (a root that did not wait for its receivers) is named as
+// that earlier call: the error said "broadcast(...) #2" when #2 was an
+// allreduce (the earlier call's kind with the later call's number).
+func TestBoardLateMismatchNamesTheCall(t *testing.T) {
+	runRanksOn(t, "shm", 3, testOpts, func(c *Comm) error {
+		ctx := context.Background()
+		x := []float32{1, 2, 3, 4}
+		errB := Broadcast(ctx, c, x, c.Rank()%2) // ranks 0 and 2 say root 0, rank 1 root 1
+		errA := Allreduce(ctx, c, x, x, Sum)
+		for _, err := range []error{errB, errA} {
+			if err != nil && strings.Contains(err.Error(), "broadcast(float32, 4, root=0) #2") {
+				return fmt.Errorf("an error names the broadcast with the allreduce's number: %v", err)
+			}
+		}
+		if errB == nil && errA == nil {
+			return fmt.Errorf("broadcasts with roots 0 and 1 and the allreduce after them succeeded")
+		}
+		return nil
+	})
+}
