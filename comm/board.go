@@ -911,8 +911,9 @@ func (c *Comm) boardSettle(r *Request) error {
 	seq := b.owedSeq
 	b.owedSeq = 0
 	b.settling = b.owedNum
-	defer func() { b.settling = 0 }()
-	return c.boardWaitOn(r, seq, b.owed, waitAll, b.owedNum, 1)
+	err := c.boardWaitOn(r, seq, b.owed, waitAll, b.owedNum, 1)
+	b.settling = 0
+	return err
 }
 
 // publish writes k as this rank's call seq and publishes seq.

@@ -125,7 +125,7 @@ func newFromEnv(ctx context.Context, rdv Rendezvous, devs devices, opts Options)
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
 	}
 	if rdv.Rank() == 0 {
-		warnMisspelled(resolveLogger(opts.Logger, opts.Debug), 0, os.Environ())
+		warnMisspelled(resolveLogger(opts.Logger, opts.Debug), os.Environ())
 	}
 	return newComm(ctx, rdv, devs, opts, "world")
 }

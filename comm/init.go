@@ -67,7 +67,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		return nil, fmt.Errorf("comm: init: %w", err)
 	}
 	if info.Rank == 0 {
-		warnMisspelled(resolveLogger(opts.Logger, opts.Debug), 0, os.Environ())
+		warnMisspelled(resolveLogger(opts.Logger, opts.Debug), os.Environ())
 	}
 	if single {
 		info = bootstrap.Info{Size: 1, LocalSize: 1}

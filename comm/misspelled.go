@@ -70,14 +70,15 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// warnMisspelledOnce logs, once per process, each misspelled variable of
-// env (see misspelled).
+// warnMisspelledOnce makes warnMisspelled log once per process.
 var warnMisspelledOnce sync.Once
 
-func warnMisspelled(l *slog.Logger, rank int, env []string) {
+// warnMisspelled logs each misspelled variable of env (see misspelled);
+// rank 0 alone calls it.
+func warnMisspelled(l *slog.Logger, env []string) {
 	warnMisspelledOnce.Do(func() {
 		for _, m := range misspelled(env) {
-			l.Warn(fmt.Sprintf("goccl: rank %d: %s is not a goccl variable and is ignored: did you mean %s?", rank, m[0], m[1]))
+			l.Warn(fmt.Sprintf("goccl: rank 0: %s is not a goccl variable and is ignored: did you mean %s?", m[0], m[1]))
 		}
 	})
 }

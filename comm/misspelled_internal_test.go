@@ -49,8 +49,8 @@ func TestMisspelledVariables(t *testing.T) {
 	var buf bytes.Buffer
 	l := slog.New(slog.NewTextHandler(&buf, nil))
 	warnMisspelledOnce = sync.Once{}
-	warnMisspelled(l, 0, env)
-	warnMisspelled(l, 0, env)
+	warnMisspelled(l, env)
+	warnMisspelled(l, env)
 	if n := strings.Count(buf.String(), "did you mean GOCCL_TRANSPORT?"); n != 2 || !strings.Contains(buf.String(), "level=WARN") {
 		t.Fatalf("log: %q; want each misspelling once, as a warning", buf.String())
 	}

@@ -46,8 +46,8 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	slices.SortStableFunc(members, func(a, b int) int {
 		// Compared, not subtracted: keys span int64 (MinInt64-MaxInt64
 		// overflowed and ordered the members wrongly).
-		if c := cmp.Compare(all[2*a+1], all[2*b+1]); c != 0 {
-			return c
+		if o := cmp.Compare(all[2*a+1], all[2*b+1]); o != 0 {
+			return o
 		}
 		return a - b
 	})
