@@ -660,7 +660,7 @@ func (b *board) markRoot(state uint32, root int) {
 // implements, small enough, with no algorithm asked for. The choice
 // depends only on arguments every rank must pass alike.
 func (c *Comm) boardTakes(r *Request) bool {
-	if c.board == nil || r.algo != "" || c.forcedFor(r.kind, "") != "" {
+	if c.board == nil || r.algo != "" || r.label != "" || c.forcedFor(r.kind, "") != "" {
 		return false
 	}
 	switch r.kind {

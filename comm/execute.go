@@ -177,7 +177,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 	} else {
 		// One rank: only the schedule's local copies.
 		call := &c.call
-		*call = collectives.Call{Plan: p, Bufs: bufs, Coll: r.kind.String(), Root: r.root}
+		*call = collectives.Call{Plan: p, Bufs: bufs, Coll: r.name(), Root: r.root}
 		if err := c.exec.Run(ctx, call); err != nil {
 			return fmt.Errorf("comm: %w", err)
 		}
@@ -191,7 +191,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 // describe is the Call of r without its plan and buffers: what it is, and
 // its number (a point-to-point call's is its tag).
 func (c *Comm) describe(r *Request) collectives.Call {
-	call := collectives.Call{Type: r.dt, Op: r.op, Seq: c.seq, Coll: r.kind.String(), Count: r.count, Root: r.root}
+	call := collectives.Call{Type: r.dt, Op: r.op, Seq: c.seq, Coll: r.name(), Count: r.count, Root: r.root}
 	if r.kind.IsP2P() {
 		call.Seq, call.P2P, call.CollSeq = uint32(r.args.tag), true, c.seq
 	}

@@ -19,6 +19,11 @@ type Request struct {
 	root  int
 	count int // elements of the buffer, or of one block for block collectives
 	algo  string
+	// label names an internal call in place of its kind (Split's
+	// allgather is "split"): the name is part of the call's fingerprint,
+	// so a user's call of the same kind and size at the same turn is a
+	// mismatch, and such a call stays off the board.
+	label string
 	args  callArgs
 	// refused is why this rank refused the call's arguments: the call
 	// fails in its turn and breaks the communicator (see refuse).
@@ -44,6 +49,15 @@ type Request struct {
 var requestPool = sync.Pool{New: func() any {
 	return &Request{done: make(chan struct{}, 1), pooled: true}
 }}
+
+// name is the collective's name in the call's fingerprint and errors:
+// its kind's, or the label of an internal call.
+func (r *Request) name() string {
+	if r.label != "" {
+		return r.label
+	}
+	return r.kind.String()
+}
 
 // newBlocking returns the request of a blocking call. When nothing is
 // queued or running it claims the communicator for an inline run (see

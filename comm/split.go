@@ -30,8 +30,13 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	}
 	mine := []int64{int64(color), int64(key)}
 	all := make([]int64, 2*c.size)
-	if err := Allgather(ctx, c, mine, all); err != nil {
-		return nil, fmt.Errorf("comm: split: %w", err)
+	// Labelled, so that a rank calling Allgather of two int64 at this
+	// turn is a mismatch, not a colour and key.
+	r := c.newBlocking(ctx)
+	r.label = "split"
+	if err := c.allgather(r, asBytes(mine), asBytes(all), TypeInt64).wait(); err != nil {
+		return nil, err // it names the call: "split(int64, 2) #N"
+
 	}
 	c.splits++
 	if color < 0 {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/goccl/goccl/comm"
 	"github.com/goccl/goccl/comm/commtest"
@@ -288,4 +289,42 @@ func TestSplitExtremeKeys(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestSplitAgainstAnAllgatherIsAMismatch: Split gathers each rank's color
+// and key as two int64. A rank that calls Allgather of two int64 while
+// another calls Split made the same call on the wire: the allgather
+// returned nil holding the split's color and key, and the splitting rank
+// formed a communicator from the allgather's data. Both fail now, as any
+// other mismatch.
+func TestSplitAgainstAnAllgatherIsAMismatch(t *testing.T) {
+	for _, kind := range []string{"mem", "tcp", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			errs := make([]error, 2)
+			opts := testOpts
+			opts.Timeout = 20 * time.Second
+			runRanksOn(t, kind, 2, opts, func(c *Comm) error {
+				ctx := context.Background()
+				if c.Rank() == 0 {
+					sub, err := c.Split(ctx, 0, 0)
+					if sub != nil {
+						sub.Close()
+					}
+					errs[0] = err
+					return nil
+				}
+				recv := make([]int64, 4)
+				errs[1] = Allgather(ctx, c, []int64{7, 7}, recv)
+				if errs[1] == nil {
+					errs[1] = fmt.Errorf("allgather returned nil with %v", recv)
+				}
+				return nil
+			})
+			for r, err := range errs {
+				if err == nil || !strings.Contains(err.Error(), "mismatch") {
+					t.Errorf("rank %d: %v, want a collective mismatch", r, err)
+				}
+			}
+		})
+	}
 }
