@@ -123,6 +123,10 @@ func (c *Client) Close() error {
 	for _, ch := range pending {
 		close(ch)
 	}
+	if open {
+		// On purpose: the store drops this connection's wills.
+		_ = c.write(frame{typ: typeBye})
+	}
 	if hc, ok := c.conn.(interface{ CloseWrite() error }); ok && open && hc.CloseWrite() == nil {
 		t := time.NewTimer(closeDrain)
 		select {
@@ -255,6 +259,25 @@ func (c *Client) Set(ctx context.Context, key string, value []byte) error {
 		return fmt.Errorf("bootstrap: %s: value of %d bytes exceeds %d", op, len(value), MaxValueLen)
 	}
 	_, err := c.call(ctx, op, request{typ: typeSet, key: key, value: value})
+	return err
+}
+
+// Will asks the store to set key to value when this connection ends for
+// any reason but Close: the process exited without closing the client or
+// was killed, or its host or link failed (found by the store's keepalive
+// probes). Ranks that wait for a peer watch its will's key and fail at
+// once instead of at their timeout, under any launcher. A connection
+// holds up to 64 wills, of at most 4 KiB each; a later Will of the same
+// key replaces the value. It blocks until the store has the will.
+func (c *Client) Will(ctx context.Context, key string, value []byte) error {
+	op := fmt.Sprintf("will %q", key)
+	if err := checkKey(op, key); err != nil {
+		return err
+	}
+	if len(value) > maxWillValue {
+		return fmt.Errorf("bootstrap: %s: value of %d bytes exceeds %d", op, len(value), maxWillValue)
+	}
+	_, err := c.call(ctx, op, request{typ: typeWill, key: key, value: value})
 	return err
 }
 

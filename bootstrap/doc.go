@@ -58,5 +58,10 @@
 // authenticated: the store defends against stray and mistaken connections,
 // not an active attacker on the path.
 //
+// A client may leave wills (Client.Will): keys the store sets when the
+// connection ends without a bye, which Client.Close sends first. A killed
+// process, or a host or link that failed (found by keepalive), sets its
+// wills; the ranks that wait for it watch them.
+//
 // This package may import only the standard library and golang.org/x/sys.
 package bootstrap

@@ -31,6 +31,8 @@ const (
 	maxWaitKeys   = 1 << 16  // most keys in one Wait
 	maxWaitFrame  = 1 << 20  // longest Wait payload
 	maxErrMessage = 1 << 12  // longest error message
+	maxWillValue  = 1 << 12  // longest value of a will
+	maxWills      = 64       // most wills one connection may hold
 )
 
 // Frame types.
@@ -45,6 +47,8 @@ const (
 	typeAdd       byte = 13 // key, delta
 	typeCancel    byte = 14 // (id of the request to cancel)
 	typeDelete    byte = 15 // count, keys
+	typeWill      byte = 16 // key, value: set when the connection ends without a bye
+	typeBye       byte = 17 // (empty): the client closes on purpose; no reply
 	typeOK        byte = 20 // (empty)
 	typeValue     byte = 21 // value
 	typeInt       byte = 22 // int64
@@ -71,11 +75,13 @@ func maxPayload(typ byte) int {
 		return 4 + MaxKeyLen + 4 + MaxValueLen
 	case typeGet:
 		return 4 + MaxKeyLen
+	case typeWill:
+		return 4 + MaxKeyLen + 4 + maxWillValue
 	case typeWait, typeDelete:
 		return maxWaitFrame
 	case typeAdd:
 		return 4 + MaxKeyLen + 8
-	case typeCancel, typeOK:
+	case typeCancel, typeOK, typeBye:
 		return 0
 	case typeValue:
 		return 4 + MaxValueLen
@@ -214,7 +220,7 @@ type request struct {
 	id    uint32
 	key   string
 	keys  []string // typeWait, typeDelete
-	value []byte   // typeSet
+	value []byte   // typeSet, typeWill
 	delta int64    // typeAdd
 }
 
@@ -227,6 +233,9 @@ func decodeRequest(f frame) (request, error) {
 	case typeSet:
 		q.key = string(r.bytes(MaxKeyLen, "key"))
 		q.value = r.bytes(MaxValueLen, "value")
+	case typeWill:
+		q.key = string(r.bytes(MaxKeyLen, "key"))
+		q.value = r.bytes(maxWillValue, "value")
 	case typeGet:
 		q.key = string(r.bytes(MaxKeyLen, "key"))
 	case typeAdd:
@@ -243,7 +252,7 @@ func decodeRequest(f frame) (request, error) {
 				q.keys = append(q.keys, string(r.bytes(MaxKeyLen, "key")))
 			}
 		}
-	case typeCancel:
+	case typeCancel, typeBye:
 	default:
 		return request{}, fmt.Errorf("%w: type %d is not a command", errFrame, f.typ)
 	}
@@ -257,7 +266,7 @@ func decodeRequest(f frame) (request, error) {
 func encodeRequest(q request) frame {
 	var p []byte
 	switch q.typ {
-	case typeSet:
+	case typeSet, typeWill:
 		p = appendBytes(p, []byte(q.key))
 		p = appendBytes(p, q.value)
 	case typeGet:

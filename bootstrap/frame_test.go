@@ -20,6 +20,8 @@ func TestRequestRoundTrip(t *testing.T) {
 		{typ: typeWait, id: 5, keys: []string{"a", "", "ccc"}},
 		{typ: typeCancel, id: 6},
 		{typ: typeDelete, id: 7, keys: []string{"x"}},
+		{typ: typeWill, id: 8, key: "goccl/gone/3", value: []byte("pid 77")},
+		{typ: typeBye, id: 0},
 	} {
 		b := appendFrame(nil, encodeRequest(q))
 		f, err := readFrame(bytes.NewReader(b), maxPayload(typeSet))
@@ -82,6 +84,8 @@ func TestDecodeRejects(t *testing.T) {
 		"wait zero keys":        {typ: typeWait, payload: []byte{0, 0, 0, 0}},
 		"wait count past end":   {typ: typeWait, payload: []byte{0, 0, 0, 3, 0, 0, 0, 0}},
 		"add truncated":         {typ: typeAdd, payload: []byte{0, 0, 0, 0, 1, 2}},
+		"will value too long":   {typ: typeWill, payload: append([]byte{0, 0, 0, 1, 'k', 0, 0, 0x10, 0x01}, make([]byte, 4097)...)},
+		"bye with a payload":    {typ: typeBye, payload: []byte{1}},
 		"reply type as command": {typ: typeOK},
 	} {
 		if _, err := decodeRequest(f); !errors.Is(err, errFrame) {
@@ -183,6 +187,8 @@ func seedFrames() [][]byte {
 		{typ: typeWait, id: 4, keys: []string{"a", "b"}},
 		{typ: typeCancel, id: 5},
 		{typ: typeDelete, id: 6, keys: []string{"a", "b"}},
+		{typ: typeWill, id: 7, key: "goccl/gone/1", value: []byte("pid 9")},
+		{typ: typeBye},
 	} {
 		seeds = append(seeds, appendFrame(nil, encodeRequest(q)))
 	}

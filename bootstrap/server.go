@@ -60,6 +60,10 @@ type serverConn struct {
 	c       net.Conn
 	wmu     sync.Mutex
 	pending map[uint32]*waiter // guarded by Server.mu
+	// wills are set when the connection ends, unless the client said
+	// bye first (guarded by Server.mu; see Client.Will).
+	wills map[string][]byte
+	bye   bool
 }
 
 // waiter is a Get or Wait that is blocked until keys exist.
@@ -186,6 +190,13 @@ func (s *Server) serve(sc *serverConn) {
 		for _, w := range sc.pending {
 			s.removeWaiterLocked(w)
 		}
+		if !sc.bye && !s.closed {
+			// The client died, or its host or link failed: tell the
+			// clients that watch for it.
+			for k, v := range sc.wills {
+				s.setLocked(k, v)
+			}
+		}
 		if authed {
 			s.authed--
 			if s.authed == 0 {
@@ -275,12 +286,25 @@ func (s *Server) handle(sc *serverConn, q request) (reply frame, ok bool) {
 		}
 		return frame{}, false
 	}
+	if q.typ == typeBye {
+		sc.bye = true
+		return frame{}, false
+	}
 	if _, dup := sc.pending[q.id]; dup {
 		return errorReply(q.id, "request id %d already pending", q.id), true
 	}
 	switch q.typ {
 	case typeSet:
 		s.setLocked(q.key, q.value)
+		return encodeResponse(response{typ: typeOK, id: q.id}), true
+	case typeWill:
+		if _, ok := sc.wills[q.key]; !ok && len(sc.wills) >= maxWills {
+			return errorReply(q.id, "will %q: this connection holds %d wills already", q.key, maxWills), true
+		}
+		if sc.wills == nil {
+			sc.wills = make(map[string][]byte)
+		}
+		sc.wills[q.key] = q.value
 		return encodeResponse(response{typ: typeOK, id: q.id}), true
 	case typeAdd:
 		var n int64

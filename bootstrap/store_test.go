@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -548,5 +549,58 @@ func TestCloseWithAnswersInFlight(t *testing.T) {
 	s.Close()
 	if strings.Contains(logs.String(), "dropped") {
 		t.Fatalf("the store logged dropped connections:\n%s", logs.String())
+	}
+}
+
+// TestWillSetWhenTheConnectionDies: a client's wills are set when its
+// connection ends without Close (a killed process, a failed link), and
+// dropped when it closes.
+func TestWillSetWhenTheConnectionDies(t *testing.T) {
+	s, _ := newTestServer(t)
+	watcher := dialTest(t, s.Addr())
+	ctx := testCtx(t, 10*time.Second)
+
+	dying, err := Dial(ctx, s.Addr(), testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dying.Will(ctx, "gone/1", []byte("rank 1 died")); err != nil {
+		t.Fatal(err)
+	}
+	if err := dying.Will(ctx, "gone/1", []byte("rank 1 (pid 7) died")); err != nil { // replaces
+		t.Fatal(err)
+	}
+	got := make(chan []byte, 1)
+	go func() { v, _ := watcher.Get(ctx, "gone/1"); got <- v }()
+	time.Sleep(20 * time.Millisecond)
+	start := time.Now()
+	dying.conn.Close() // as the kernel does for a killed process: no bye
+	select {
+	case v := <-got:
+		if string(v) != "rank 1 (pid 7) died" {
+			t.Fatalf("will = %q", v)
+		}
+		t.Logf("will set %v after the connection ended", time.Since(start).Round(time.Microsecond))
+	case <-time.After(5 * time.Second):
+		t.Fatal("the will was not set 5 s after the connection ended")
+	}
+
+	closing := dialTest(t, s.Addr())
+	if err := closing.Will(ctx, "gone/2", []byte("rank 2 died")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxWills {
+		if err := closing.Will(ctx, "k/"+strconv.Itoa(i), nil); err != nil && i < maxWills-1 {
+			t.Fatalf("will %d: %v", i, err)
+		}
+	}
+	if err := closing.Will(ctx, "one/too/many", nil); err == nil || !strings.Contains(err.Error(), "holds 64 wills") {
+		t.Fatalf("will past the limit: %v", err)
+	}
+	closing.Close()
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if v, err := watcher.Get(short, "gone/2"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("after Close the will was set: %q, %v", v, err)
 	}
 }

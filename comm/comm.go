@@ -134,7 +134,9 @@ func newFromEnv(ctx context.Context, rdv Rendezvous, devs devices, opts Options)
 // store). It reads no environment. The communicator holds devs and rdv
 // alone (until Split shares them).
 func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id string) (*Comm, error) {
-	return newHeld(ctx, rdv, &holders{n: 1, devs: devs, rdv: rdv}, opts, id)
+	h := &holders{n: 1, devs: devs, rdv: rdv}
+	h.leaveWill(ctx, id)
+	return newHeld(ctx, rdv, h, opts, id)
 }
 
 // newHeld is newComm over the devices and root rendezvous of h, which

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +34,38 @@ type holders struct {
 	n    int
 	devs devices
 	rdv  Rendezvous
+	// gone is the store key prefix of the ranks' wills (goneKey), "" when
+	// the store takes no wills.
+	gone string
+}
+
+// willer is a store that sets a key when a client's connection ends
+// without a close (bootstrap.Client.Will).
+type willer interface {
+	Will(ctx context.Context, key string, value []byte) error
+}
+
+// goneKey is the key the store sets when the process of world rank w
+// ends (killed, or exited without closing goccl) or loses the store: a
+// rank waiting for w to connect fails at once (await), under any
+// launcher, instead of at its stall timeout.
+func (h *holders) goneKey(w int) string { return h.gone + strconv.Itoa(w) }
+
+// leaveWill asks the store to set this rank's goneKey when its
+// connection ends without a close. A store without wills, or one that
+// refuses, leaves gone empty: peers then find a death at their stall
+// timeout, as before.
+func (h *holders) leaveWill(ctx context.Context, id string) {
+	w, ok := kvOf(h.rdv).(willer)
+	if !ok || h.rdv.Size() < 2 {
+		return
+	}
+	prefix := "goccl/" + id + "/gone/"
+	host, _ := os.Hostname()
+	what := fmt.Sprintf("rank %d (pid %d on %s)", h.rdv.Rank(), os.Getpid(), host)
+	if err := w.Will(ctx, prefix+strconv.Itoa(h.rdv.Rank()), []byte(what)); err == nil {
+		h.gone = prefix
+	}
 }
 
 // join adds a holder: a communicator about to be split off.

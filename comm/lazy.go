@@ -306,6 +306,7 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 		err  error
 		link *collectives.Link // a finished connect
 		conn bool
+		gone bool // peer i's process is gone (holders.goneKey)
 	}
 	ch := make(chan got, 3*len(halves)+1)
 	var wg sync.WaitGroup
@@ -318,12 +319,23 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 		v, err := kv.Get(wctx, key)
 		ch <- got{i: i, v: v, err: err}
 	}
+	watchGone := func(i int, key string) {
+		defer wg.Done()
+		v, err := kv.Get(ctx, key)
+		if err == nil {
+			ch <- got{i: i, v: v, gone: true}
+		}
+	}
 	peers := make([]int, len(halves))
 	for i, h := range halves {
 		peers[i] = h.peer
 		wg.Add(2)
 		go watch(i, c.linkKey(h.peer, c.rank, c.linkGen[h.peer]))
 		go watch(-2-i, c.closedKey(h.peer))
+		if c.held.gone != "" {
+			wg.Add(1)
+			go watchGone(i, c.held.goneKey(c.worldRank(h.peer)))
+		}
 	}
 	wg.Add(1)
 	go watch(-1, c.failedKey())
@@ -388,6 +400,18 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 			}
 		case g := <-ch:
 			switch {
+			case g.gone:
+				if arrived[g.i] || gaveUp != nil {
+					continue // its address is here: the connect tells
+				}
+				// Fail, in the grace: the other peers' connects go
+				// on, so that the notice of the failure reaches them
+				// (they would otherwise blame this rank, which exits).
+				gaveUp = &collectives.PeerError{Peer: peers[g.i], Err: fmt.Errorf(
+					"%s: rank %d: rank %d is gone before it connected: %s lost the bootstrap store without closing goccl (killed, exited, or its host or link failed)",
+					c.callName(call), c.rank, peers[g.i], g.v)}
+				grace, lifeDone = time.After(notifyWait), nil
+				left--
 			case g.conn:
 				if g.err != nil {
 					if connErr == nil {

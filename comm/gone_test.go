@@ -1,0 +1,141 @@
+package comm_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl/bootstrap"
+	. "github.com/goccl/goccl/comm"
+)
+
+// TestMain runs this test binary as a rank of a job when a test started
+// it so (GOCCL_TEST_CHILD), else the tests.
+func TestMain(m *testing.M) {
+	if os.Getenv("GOCCL_TEST_CHILD") == "gone" {
+		os.Exit(goneChild())
+	}
+	os.Exit(m.Run())
+}
+
+// goneVictim is the rank that dies in TestPeerGoneBeforeConnecting.
+const goneVictim = 2
+
+// goneChild is a rank of TestPeerGoneBeforeConnecting: it splits off a
+// communicator of every rank; the victim dies (SIGKILL) before the
+// sub-communicator's first call, and the others run an allreduce on it,
+// whose first call connects the peers.
+func goneChild() int {
+	ctx := context.Background()
+	c, err := Init(ctx, Options{})
+	if err != nil {
+		fmt.Println("init:", err)
+		return 1
+	}
+	sub, err := c.Split(ctx, 0, c.Rank())
+	if err != nil {
+		fmt.Println("split:", err)
+		return 1
+	}
+	if c.Rank() == goneVictim {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	start := time.Now()
+	buf := make([]float32, 1<<16)
+	err = Allreduce(ctx, sub, buf, buf, Sum)
+	fmt.Printf("after %v: %v\n", time.Since(start).Round(time.Millisecond), err)
+	return 0
+}
+
+// TestPeerGoneBeforeConnecting: a rank killed before a communicator's
+// first call with some peer (links are made at first use) was found only
+// by the peers' stall timeout, 60 s by default, when the launcher does
+// not stop the job (gorun does, 250 ms after a death; a job under
+// torchrun, mpirun or srun without --kill-on-bad-exit may go on). The
+// store now sets a dead rank's will, and the peers that wait for its
+// address fail at once naming it.
+func TestPeerGoneBeforeConnecting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; skipped with -short")
+	}
+	secret := []byte("gone-test-secret-0123456789abcdef")
+	srv, err := bootstrap.NewServer("127.0.0.1:0", secret, bootstrap.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	const n, stall = 4, 30 * time.Second
+	outs := make([]*bytes.Buffer, n)
+	cmds := make([]*exec.Cmd, n)
+	for r := range n {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		var env []string
+		for _, kv := range os.Environ() {
+			if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "GOCCL_") && !strings.HasPrefix(k, "OMPI_") && !strings.HasPrefix(k, "SLURM_") {
+				env = append(env, kv)
+			}
+		}
+		cmd.Env = append(env, "GOCCL_TEST_CHILD=gone", "GOCCL_TRANSPORT=tcp", "GOCCL_RANK="+strconv.Itoa(r), "GOCCL_SIZE="+strconv.Itoa(n),
+			"GOCCL_LOCAL_RANK="+strconv.Itoa(r), "GOCCL_LOCAL_SIZE="+strconv.Itoa(n), "GOCCL_BOOTSTRAP="+srv.Addr(),
+			"GOCCL_SECRET="+hex.EncodeToString(secret), "GOCCL_STALL_TIMEOUT="+stall.String())
+		outs[r] = &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = outs[r], outs[r]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[r] = cmd
+	}
+	done := make(chan struct{})
+	go func() {
+		for _, cmd := range cmds {
+			cmd.Wait()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2*stall + 30*time.Second):
+		for _, cmd := range cmds {
+			cmd.Process.Kill()
+		}
+		<-done
+		t.Fatal("the job did not end")
+	}
+	for r := range n {
+		if r == goneVictim {
+			continue
+		}
+		out := outs[r].String()
+		line := ""
+		for l := range strings.Lines(out) {
+			if strings.HasPrefix(l, "after ") {
+				line = strings.TrimSpace(l)
+			}
+		}
+		if line == "" {
+			t.Errorf("rank %d reported nothing:\n%s", r, out)
+			continue
+		}
+		t.Logf("rank %d %s", r, line)
+		took, err := time.ParseDuration(strings.TrimSuffix(strings.Fields(line)[1], ":"))
+		switch {
+		case err != nil:
+			t.Errorf("rank %d: no time in %q", r, line)
+		case !strings.Contains(line, fmt.Sprintf("rank %d", goneVictim)):
+			t.Errorf("rank %d does not name rank %d: %s", r, goneVictim, line)
+		case took > 10*time.Second:
+			t.Errorf("rank %d failed %v after its call started (stall timeout %v): %s", r, took, stall, line)
+		}
+	}
+}
