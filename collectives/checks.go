@@ -81,7 +81,7 @@ func (e *Executor) checkArrival(c *Call, l *Link, seq, fp uint16, p2p bool) erro
 func (e *Executor) noticed(c *Call, l *Link, imm uint32) error {
 	n, ok := decodeNotice(imm, l.Peer, e.Size)
 	if !ok {
-		return fmt.Errorf("%s #%d (%s): rank %d <- %d: bad notice %#x", c.Desc(), c.Seq, c.Plan.Name, e.Rank, l.Peer, imm)
+		return fmt.Errorf("%s %s (%s): rank %d <- %d: bad notice %#x", c.Desc(), c.Num(), c.Plan.Name, e.Rank, l.Peer, imm)
 	}
 	if l.notice == 0 {
 		l.notice = imm
@@ -97,7 +97,7 @@ func (e *Executor) noticed(c *Call, l *Link, imm uint32) error {
 }
 
 func (e *Executor) noticeError(c *Call, peer int, n Notice) error {
-	return &NoticeError{Call: fmt.Sprintf("%s #%d (%s)", c.Desc(), c.Seq, c.Plan.Name), Rank: e.Rank, Peer: peer, Notice: n}
+	return &NoticeError{Call: fmt.Sprintf("%s %s (%s)", c.Desc(), c.Num(), c.Plan.Name), Rank: e.Rank, Peer: peer, Notice: n}
 }
 
 // laterNotice returns the error of a failure notice kept from an earlier

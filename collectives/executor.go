@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -246,6 +247,15 @@ func (m *MismatchError) Error() string {
 		m.Peer, m.PeerFingerprint, m.Rank, m.Call, m.Seq, m.Algo, m.Fingerprint)
 }
 
+// Num is the call's number as errors give it: "#N" for a collective,
+// "tag N" for a point-to-point call (whose Seq is its tag).
+func (c *Call) Num() string {
+	if c.P2P {
+		return "tag " + strconv.FormatUint(uint64(c.Seq), 10)
+	}
+	return "#" + strconv.FormatUint(uint64(c.Seq), 10)
+}
+
 // Desc is how errors name the call.
 func (c *Call) Desc() string {
 	s := c.Coll
@@ -460,7 +470,7 @@ func (e *Executor) run(ctx context.Context, c *Call) error {
 		if err != nil {
 			// A collective abandoned half way leaves the links out of step
 			// with the peers: the executor is broken whatever the cause.
-			err = fmt.Errorf("%s #%d (%s): rank %d: %w (%s)", c.Desc(), c.Seq, p.Name, e.Rank, err, e.pendingString(p))
+			err = fmt.Errorf("%s %s (%s): rank %d: %w (%s)", c.Desc(), c.Num(), p.Name, e.Rank, err, e.pendingString(p))
 			e.Fail(err)
 			return err
 		}
@@ -683,7 +693,7 @@ func (e *Executor) progress(c *Call) error {
 					e.stall(peer) // posted again after the next poll
 					break
 				}
-				err = fmt.Errorf("%s #%d (%s): rank %d -> %d: post write: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, err)
+				err = fmt.Errorf("%s %s (%s): rank %d -> %d: post write: %w", c.Desc(), c.Num(), p.Name, e.Rank, peer, err)
 				if errors.Is(err, transport.ErrInvalid) {
 					return err // this rank's mistake, not the peer's
 				}
@@ -798,8 +808,8 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 			PeerSeq: seq, PeerFingerprint: fp, Fingerprint: c.fingerprint()}
 	}
 	if n != ch.len {
-		return fmt.Errorf("%s #%d (%s): rank %d <- %d: received %d bytes where this rank expects %d: the ranks called collectives with different sizes",
-			c.Desc(), c.Seq, p.Name, e.Rank, l.Peer, n, ch.len)
+		return fmt.Errorf("%s %s (%s): rank %d <- %d: received %d bytes where this rank expects %d: the ranks called collectives with different sizes",
+			c.Desc(), c.Num(), p.Name, e.Rank, l.Peer, n, ch.len)
 	}
 	if c.P2P && l.arrP2P[slot] {
 		if err := e.checkEnd(c, l.Peer, endsMessage(seq, fp), e.recvHead[l.Peer]+1 == len(p.recvs[l.Peer])); err != nil {
@@ -824,7 +834,7 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 				a = in.Region.Bytes()[in.Off+ch.off : in.Off+ch.off+n]
 			}
 			if err := ReduceTo(c.Type, c.Op, dst, a, src); err != nil {
-				return fmt.Errorf("%s #%d (%s): rank %d <- %d: %w", c.Desc(), c.Seq, p.Name, e.Rank, l.Peer, err)
+				return fmt.Errorf("%s %s (%s): rank %d <- %d: %w", c.Desc(), c.Num(), p.Name, e.Rank, l.Peer, err)
 			}
 		} else {
 			copy(dst, src)
@@ -874,7 +884,7 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 			what = "bye"
 		}
 		if comp.Op == transport.OpRemoteError || peer >= len(e.Links) || e.Links[peer] == nil {
-			return fmt.Errorf("%s #%d (%s): rank %d: %s: %w", c.Desc(), c.Seq, p.Name, e.Rank, what, comp.Err)
+			return fmt.Errorf("%s %s (%s): rank %d: %s: %w", c.Desc(), c.Num(), p.Name, e.Rank, what, comp.Err)
 		}
 		stale := comp.ID&idKind == idData && idEpoch(comp.ID) != e.epoch
 		if kind := comp.ID & idKind; kind == idToken || kind == idCredit || kind == idBye || stale {
@@ -889,7 +899,7 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 			e.win.note(peer)
 			return e.checkDown(c, peer)
 		}
-		err := fmt.Errorf("%s #%d (%s): rank %d <-> %d: %s: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, what, comp.Err)
+		err := fmt.Errorf("%s %s (%s): rank %d <-> %d: %s: %w", c.Desc(), c.Num(), p.Name, e.Rank, peer, what, comp.Err)
 		if errors.Is(comp.Err, transport.ErrRemoteAccess) || errors.Is(comp.Err, transport.ErrLength) {
 			return err // a protocol error of this rank's or the peer's, not a lost peer
 		}
@@ -928,12 +938,12 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 			e.stall(peer)
 		}
 		if !comp.HasImm {
-			return fmt.Errorf("%s #%d (%s): rank %d <- %d: unexpected message without immediate", c.Desc(), c.Seq, p.Name, e.Rank, peer)
+			return fmt.Errorf("%s %s (%s): rank %d <- %d: unexpected message without immediate", c.Desc(), c.Num(), p.Name, e.Rank, peer)
 		}
 		switch comp.Imm & immType {
 		case immData, immP2P:
 			if l.arrived >= e.NSlots {
-				return fmt.Errorf("%s #%d (%s): rank %d <- %d: peer overran the %d staging slots", c.Desc(), c.Seq, p.Name, e.Rank, peer, e.NSlots)
+				return fmt.Errorf("%s %s (%s): rank %d <- %d: peer overran the %d staging slots", c.Desc(), c.Num(), p.Name, e.Rank, peer, e.NSlots)
 			}
 			slot := (l.recvSlot + l.arrived) % e.NSlots
 			fp, seq := uint16(comp.Imm), uint16(comp.Imm>>16&seqMask)
@@ -956,10 +966,10 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 			}
 			l.credit(comp.Imm)
 			if l.credits > e.NSlots {
-				return fmt.Errorf("%s #%d (%s): rank %d <- %d: peer returned more credits than slots", c.Desc(), c.Seq, p.Name, e.Rank, peer)
+				return fmt.Errorf("%s %s (%s): rank %d <- %d: peer returned more credits than slots", c.Desc(), c.Num(), p.Name, e.Rank, peer)
 			}
 		default:
-			return fmt.Errorf("%s #%d (%s): rank %d <- %d: bad immediate %#x", c.Desc(), c.Seq, p.Name, e.Rank, peer, comp.Imm)
+			return fmt.Errorf("%s %s (%s): rank %d <- %d: bad immediate %#x", c.Desc(), c.Num(), p.Name, e.Rank, peer, comp.Imm)
 		}
 		e.markDirty(peer)
 	default:
@@ -983,9 +993,9 @@ func (e *Executor) checkDown(c *Call, peer int) error {
 			return err // the peer's message ended early, then it closed
 		}
 		if n, ok := decodeNotice(l.notice, peer, e.Size); ok && n.Reason == NoticeClosed && !c.P2P {
-			return &ClosedError{Call: fmt.Sprintf("%s #%d", c.Desc(), c.Seq), Seq: c.Seq, Rank: e.Rank, Peer: peer, PeerSeq: n.Seq}
+			return &ClosedError{Call: c.Desc() + " " + c.Num(), Seq: c.Seq, Rank: e.Rank, Peer: peer, PeerSeq: n.Seq}
 		}
-		return &PeerError{Peer: peer, Err: fmt.Errorf("%s #%d (%s): rank %d <-> %d: connection lost: %w", c.Desc(), c.Seq, p.Name, e.Rank, peer, l.down)}
+		return &PeerError{Peer: peer, Err: fmt.Errorf("%s %s (%s): rank %d <-> %d: connection lost: %w", c.Desc(), c.Num(), p.Name, e.Rank, peer, l.down)}
 	}
 	return nil
 }

@@ -242,6 +242,8 @@ type board struct {
 	// found then is that call's, and its error names it so (not the
 	// later call's number with the earlier call's kind).
 	settling uint32
+	// tag is the running point-to-point call's tag, for its errors.
+	tag int
 	// The broadcast stream (board_stream.go): sPos[r], the line of root
 	// r's ring where this rank's next call on it begins (waitPos: the
 	// one a wait polls); rSeq, rCall and rNum, the calls this rank's
@@ -1553,8 +1555,8 @@ func (c *Comm) boardBlameAs(state uint32, k boardCall, root int, cause error) er
 	}
 	call := fmt.Sprintf("%s #%d", k, num)
 	if k.kind().IsP2P() {
-		call = k.String()
-		err = fmt.Errorf("comm: %s (shm-mailbox): rank %d: %w", k, c.rank, cause)
+		call = fmt.Sprintf("%s tag %d", k, c.board.tag)
+		err = fmt.Errorf("comm: %s (shm-mailbox): rank %d: %w", call, c.rank, cause)
 	} else {
 		err = fmt.Errorf("comm: %s #%d (shm-board): rank %d: %w", k, num, c.rank, cause)
 	}

@@ -261,3 +261,36 @@ func TestSendToSelf(t *testing.T) {
 		})
 	}
 }
+
+// TestP2PErrorsNameTheTag: a point-to-point call's number is its tag,
+// and its errors say "tag N", never "#N" (which numbers collectives).
+func TestP2PErrorsNameTheTag(t *testing.T) {
+	for _, kind := range []string{"tcp", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			var sendErr error
+			opts := testOpts
+			opts.Timeout = 20 * time.Second
+			runRanksOn(t, kind, 2, opts, func(c *Comm) error {
+				ctx := context.Background()
+				if c.Rank() == 1 {
+					// Half of what rank 0 sends, then close.
+					if err := Recv(ctx, c, make([]float32, 1<<17), 0, 4321); err == nil {
+						return errors.New("a receive shorter than the send succeeded")
+					}
+					c.Abort(errors.New("test: rank 1 leaves"))
+					return nil
+				}
+				sendErr = Send(ctx, c, make([]float32, 1<<18), 1, 4321)
+				return nil
+			})
+			if sendErr == nil {
+				t.Fatal("send to a rank that left succeeded")
+			}
+			t.Log(sendErr)
+			msg := sendErr.Error()
+			if strings.Contains(msg, "#4321") || !strings.Contains(msg, "tag 4321") {
+				t.Errorf("the send's error does not name its tag as \"tag 4321\": %v", sendErr)
+			}
+		})
+	}
+}
