@@ -268,7 +268,9 @@ func (c *Client) Set(ctx context.Context, key string, value []byte) error {
 // probes). Ranks that wait for a peer watch its will's key and fail at
 // once instead of at their timeout, under any launcher. A connection
 // holds up to 64 wills, of at most 4 KiB each; a later Will of the same
-// key replaces the value. It blocks until the store has the will.
+// key replaces the value. Will removes the key's current value, if any (an
+// earlier connection's will: this one is here). It blocks until the store
+// has the will.
 func (c *Client) Will(ctx context.Context, key string, value []byte) error {
 	op := fmt.Sprintf("will %q", key)
 	if err := checkKey(op, key); err != nil {

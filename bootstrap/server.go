@@ -305,6 +305,7 @@ func (s *Server) handle(sc *serverConn, q request) (reply frame, ok bool) {
 			sc.wills = make(map[string][]byte)
 		}
 		sc.wills[q.key] = q.value
+		delete(s.data, q.key) // the client is here: not gone (an earlier one's will)
 		return encodeResponse(response{typ: typeOK, id: q.id}), true
 	case typeAdd:
 		var n int64

@@ -585,6 +585,17 @@ func TestWillSetWhenTheConnectionDies(t *testing.T) {
 		t.Fatal("the will was not set 5 s after the connection ended")
 	}
 
+	// A new connection's will clears the key an earlier one's set.
+	again := dialTest(t, s.Addr())
+	if err := again.Will(ctx, "gone/1", []byte("rank 1 died again")); err != nil {
+		t.Fatal(err)
+	}
+	short0, cancel0 := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel0()
+	if v, err := watcher.Get(short0, "gone/1"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a new will left the earlier one's value: %q, %v", v, err)
+	}
+
 	closing := dialTest(t, s.Addr())
 	if err := closing.Will(ctx, "gone/2", []byte("rank 2 died")); err != nil {
 		t.Fatal(err)

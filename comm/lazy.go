@@ -308,7 +308,7 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 		conn bool
 		gone bool // peer i's process is gone (holders.goneKey)
 	}
-	ch := make(chan got, 3*len(halves)+1)
+	ch := make(chan got, 4*len(halves)+1) // at most 4 sends per peer, and the failure key
 	var wg sync.WaitGroup
 	watch := func(i int, key string) {
 		defer wg.Done()
@@ -319,10 +319,19 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 		v, err := kv.Get(wctx, key)
 		ch <- got{i: i, v: v, err: err}
 	}
-	watchGone := func(i int, key string) {
+	watchGone := func(i int, key, addr string) {
 		defer wg.Done()
 		v, err := kv.Get(ctx, key)
-		if err == nil {
+		if err != nil {
+			return
+		}
+		// A peer that published its address before it went (an eager
+		// root that sent and exited without Close, say): the address
+		// watcher delivers it, and the connect tells.
+		qctx, cancel := context.WithTimeout(ctx, goneLook)
+		_, err = kv.Get(qctx, addr)
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			ch <- got{i: i, v: v, gone: true}
 		}
 	}
@@ -334,7 +343,7 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 		go watch(-2-i, c.closedKey(h.peer))
 		if c.held.gone != "" {
 			wg.Add(1)
-			go watchGone(i, c.held.goneKey(c.worldRank(h.peer)))
+			go watchGone(i, c.held.goneKey(c.worldRank(h.peer)), c.linkKey(h.peer, c.rank, c.linkGen[h.peer]))
 		}
 	}
 	wg.Add(1)
@@ -491,6 +500,10 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 	}
 	return nil
 }
+
+// goneLook bounds the look for the address of a peer whose will the
+// store set (see watchGone).
+const goneLook = 10 * time.Millisecond
 
 // firstLook is when a rank waiting for its peers' addresses first
 // compares its call with theirs; it looks again at doubling intervals
