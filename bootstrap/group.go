@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,10 @@ import (
 // shutdownLinger bounds how long the rank hosting the store waits, in
 // Close, for the other ranks to disconnect before it stops the store.
 const shutdownLinger = 10 * time.Second
+
+// joinLinger bounds how long the rank hosting the store waits, in Close,
+// for ranks that never connected (see Close).
+const joinLinger = 3 * time.Second
 
 // Bootstrap is one rank's membership in a group that meets at a store:
 // its rank and size and the group operations the communicator needs before
@@ -30,6 +35,16 @@ type Bootstrap struct {
 	prefix string
 	ns     *namespace
 	owner  bool // Close closes client and server
+	// gone is the key prefix of the ranks' gone markers (GoneKey), on
+	// the group Connect made; "" on views, whose waits do not watch them.
+	gone string
+}
+
+// goneMark is the value of a rank's gone marker when its connection to
+// the store ended without Close: its will.
+func goneMark(rank int) []byte {
+	host, _ := os.Hostname()
+	return fmt.Appendf(nil, "rank %d (pid %d on %s) lost the store without closing goccl (killed, exited, or its host or link failed)", rank, os.Getpid(), host)
 }
 
 // namespace numbers a view's calls and remembers the keys each call left,
@@ -82,8 +97,88 @@ func Connect(ctx context.Context, info Info, opts ...ServerOption) (*Bootstrap, 
 		return nil, fmt.Errorf("bootstrap: rank %d: %w", info.Rank, err)
 	}
 	b.client = c
+	// A rank that dies from here on is known at once to the ranks that
+	// wait for it (see GoneKey). A store that refuses the will still
+	// serves the group: its waits then end at their timeout.
+	if err := c.Will(ctx, b.GoneKey(info.Rank), goneMark(info.Rank)); err == nil {
+		b.gone = gonePrefix
+	}
 	return b, nil
 }
+
+// GoneKey is the store key that says rank is gone: set by the store when
+// the rank's connection ends without Close (its will: the process was
+// killed or exited, or its host or link failed) and by Fail. Its value
+// says why. The group's own waits (Allgather, Barrier) watch the markers
+// of the ranks they wait for; the communicator's link set-up watches them
+// too.
+func (b *Bootstrap) GoneKey(rank int) string { return gonePrefix + strconv.Itoa(rank) }
+
+const gonePrefix = "goccl/gone/"
+
+// Watching reports whether the group's waits watch the gone markers (the
+// group Connect made, on a store that took its will).
+func (b *Bootstrap) Watching() bool { return b.gone != "" }
+
+// Fail marks this rank gone with err as the reason (see GoneKey), for a
+// rank that will not take part: its Init failed. The ranks waiting for it
+// fail at once with the reason instead of at their timeout.
+func (b *Bootstrap) Fail(ctx context.Context, err error) error {
+	return b.client.Set(ctx, b.GoneKey(b.info.Rank), fmt.Appendf(nil, "rank %d failed to join: %v", b.info.Rank, err))
+}
+
+// Announce tells the group described by info that this rank failed to
+// join with err, for a rank whose start failed before it connected: it
+// connects (hosting the store if info says so), marks itself gone (Fail)
+// and closes (see Close: the rank hosting the store keeps it up for the
+// others). Best effort: it gives up when ctx ends.
+func Announce(ctx context.Context, info Info, err error, opts ...ServerOption) {
+	b, cerr := Connect(ctx, info, opts...)
+	if cerr != nil {
+		return
+	}
+	_ = b.Fail(ctx, err)
+	b.Close()
+}
+
+// getFirst returns the index and value of the first of keys that is set,
+// waiting until one is, ctx ends or the connection does.
+func (b *Bootstrap) getFirst(ctx context.Context, keys ...string) (int, []byte, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type got struct {
+		i   int
+		v   []byte
+		err error
+	}
+	ch := make(chan got, len(keys))
+	for i, k := range keys {
+		go func() {
+			v, err := b.client.Get(ctx, k)
+			ch <- got{i, v, err}
+		}()
+	}
+	var first error
+	for range keys {
+		g := <-ch
+		if g.err == nil {
+			return g.i, g.v, nil
+		}
+		if first == nil {
+			first = g.err
+		}
+		if ctx.Err() == nil {
+			return -1, nil, g.err // the connection ended
+		}
+	}
+	return -1, nil, first
+}
+
+// goneErr is the error of a wait that found a rank's gone marker (why
+// is the marker's value, which names the rank).
+type goneErr struct{ why string }
+
+func (e *goneErr) Error() string { return e.why }
 
 // Rank is this rank's index in the group.
 func (b *Bootstrap) Rank() int { return b.info.Rank }
@@ -173,7 +268,21 @@ func (b *Bootstrap) Allgather(ctx context.Context, data []byte) ([][]byte, error
 		if err := b.client.Set(ctx, base+strconv.Itoa(b.info.Rank), data); err != nil {
 			return fail("%w", err)
 		}
-		v, err := b.client.Get(ctx, all)
+		var v []byte
+		if b.gone == "" {
+			v, err = b.client.Get(ctx, all)
+		} else {
+			// Rank 0 gathers and publishes all, or says which rank it
+			// found gone (abort); or is gone itself.
+			var i int
+			i, v, err = b.getFirst(ctx, all, base+"abort", b.GoneKey(0))
+			switch i {
+			case 1:
+				return fail("%w", &goneErr{why: string(v)})
+			case 2:
+				return fail("%w", &goneErr{why: string(v)})
+			}
+		}
 		if err != nil {
 			return fail("waiting for rank 0: %w", err)
 		}
@@ -191,6 +300,12 @@ func (b *Bootstrap) Allgather(ctx context.Context, data []byte) ([][]byte, error
 	out := make([][]byte, b.info.Size)
 	out[0] = append([]byte(nil), data...)
 	if err := b.getAll(ctx, keys[1:], out[1:]); err != nil {
+		var g *goneErr
+		if errors.As(err, &g) {
+			// Tell the ranks that wait for the gathered values.
+			_ = b.client.Set(ctx, base+"abort", []byte(g.why))
+			b.leave(n, base+"abort")
+		}
 		return fail("%w", err)
 	}
 	enc := encodeGathered(out)
@@ -225,11 +340,26 @@ func (b *Bootstrap) getAll(ctx context.Context, keys []string, out [][]byte) err
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			v, err := b.client.Get(ctx, k)
+			var v []byte
+			var err error
+			rank := k[strings.LastIndexByte(k, '/')+1:]
+			if b.gone == "" {
+				v, err = b.client.Get(ctx, k)
+			} else {
+				var j int
+				j, v, err = b.getFirst(ctx, k, b.gone+rank)
+				if j == 1 {
+					err = &goneErr{why: string(v)}
+				}
+			}
 			if err != nil {
 				mu.Lock()
-				if first == nil {
-					first = fmt.Errorf("waiting for rank %s: %w", k[strings.LastIndexByte(k, '/')+1:], err)
+				var g *goneErr
+				switch {
+				case errors.As(err, &g) && (first == nil || !errors.As(first, new(*goneErr))):
+					first = g // the cause, not the others' cancelled waits
+				case first == nil:
+					first = fmt.Errorf("waiting for rank %s: %w", rank, err)
 				}
 				mu.Unlock()
 				cancel()
@@ -281,6 +411,11 @@ func decodeGathered(b []byte, size int) ([][]byte, error) {
 // Barrier returns once every rank has called it, or fails when ctx is done
 // or the store connection ends.
 func (b *Bootstrap) Barrier(ctx context.Context) error {
+	if b.gone != "" {
+		// An allgather of nothing, which watches the ranks it waits for.
+		_, err := b.Allgather(ctx, nil)
+		return err
+	}
 	n, err := b.begin(ctx)
 	fail := func(err error) error {
 		return fmt.Errorf("bootstrap: barrier #%d: rank %d: %w", n, b.info.Rank, err)
@@ -308,16 +443,20 @@ func (b *Bootstrap) Barrier(ctx context.Context) error {
 }
 
 // Close leaves the group. On a view from WithPrefix it does nothing. On the
-// rank hosting the store it first waits (at most 10 s) for the other ranks
-// to disconnect, so that a rank finishing early does not cut the others
-// off; then it stops the store. It stops accepting connections at once, so
-// call it only after every rank has connected (after any collective call).
+// rank hosting the store it first waits (at most 3 s) until every rank
+// has connected once, so that a rank still starting when this one gave up
+// (its Init failed) finds the store and learns why, and then (at most 10
+// s) until they have disconnected, so that a rank finishing early does not
+// cut the others off; then it stops the store.
 func (b *Bootstrap) Close() error {
 	if !b.owner {
 		return nil
 	}
 	err := b.client.Close()
 	if b.server != nil {
+		for start := time.Now(); b.server.joined() < b.info.Size && time.Since(start) < joinLinger; {
+			time.Sleep(10 * time.Millisecond)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownLinger)
 		defer cancel()
 		err = errors.Join(err, b.server.Shutdown(ctx))

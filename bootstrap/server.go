@@ -53,6 +53,7 @@ type Server struct {
 	waiters map[string]map[*waiter]struct{}
 	conns   map[*serverConn]struct{}
 	authed  int           // authenticated connections open
+	joins   int           // authenticated connections ever
 	drained chan struct{} // closed and replaced when authed drops to 0
 }
 
@@ -128,6 +129,13 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	s.warns.stop()
 	return err
+}
+
+// joined is the number of connections that have authenticated.
+func (s *Server) joined() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.joins
 }
 
 // Shutdown stops accepting connections, waits until every authenticated
@@ -220,6 +228,7 @@ func (s *Server) serve(sc *serverConn) {
 	s.mu.Lock()
 	authed = true
 	s.authed++
+	s.joins++
 	s.mu.Unlock()
 
 	for {

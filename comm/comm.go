@@ -135,7 +135,9 @@ func newFromEnv(ctx context.Context, rdv Rendezvous, devs devices, opts Options)
 // alone (until Split shares them).
 func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id string) (*Comm, error) {
 	h := &holders{n: 1, devs: devs, rdv: rdv}
-	h.leaveWill(ctx, id)
+	if g, ok := rdv.(goneMarker); ok && g.Watching() {
+		h.gone = g.GoneKey
+	}
 	return newHeld(ctx, rdv, h, opts, id)
 }
 
@@ -157,9 +159,21 @@ func newHeld(ctx context.Context, rdv Rendezvous, h *holders, opts Options, id s
 			err = fmt.Errorf("Options.SIMD: %w", err)
 		}
 	}
+	// A communicator over h's own rendezvous (Init's, New's) that cannot
+	// be made marks this rank gone in the store as h closes it (see
+	// holders.failed), for the ranks that wait for it; a split one's
+	// failure leaves h to its parent.
+	top := rdv == h.rdv
+	failing := func(err error) error {
+		if top {
+			h.failed = err
+		}
+		return err
+	}
 	if err != nil {
+		err = failing(fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err))
 		h.leave()
-		return nil, fmt.Errorf("comm: init rank %d of %d: %w", rdv.Rank(), rdv.Size(), err)
+		return nil, err
 	}
 	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, fabric: fabric{devs: devs, held: h},
 		callQueue: newCallQueue(), callState: newCallState(), debug: debugOn(opts.Logger), selection: newSelection(algoForced)}
@@ -168,8 +182,9 @@ func newHeld(ctx context.Context, rdv Rendezvous, h *holders, opts Options, id s
 	c.startStall(min(time.Second, c.opts.StallTimeout/2), c.stallTick)
 	c.renewPoke()
 	if err := c.connect(ctx); err != nil {
+		err = failing(fmt.Errorf("comm: init rank %d of %d: %w", c.rank, c.size, err))
 		c.teardown()
-		return nil, fmt.Errorf("comm: init rank %d of %d: %w", c.rank, c.size, err)
+		return nil, err
 	}
 	if kv := kvOf(c.rdv); kv != nil && c.size > 1 {
 		rctx, cancel := context.WithCancel(context.Background())
@@ -179,12 +194,14 @@ func newHeld(ctx context.Context, rdv Rendezvous, h *holders, opts Options, id s
 	c.wg.Add(1)
 	go c.worker()
 	if err := c.tune(ctx); err != nil {
+		err = failing(fmt.Errorf("comm: init rank %d of %d: measuring the transport: %w", c.rank, c.size, err))
 		c.Close()
-		return nil, fmt.Errorf("comm: init rank %d of %d: measuring the transport: %w", c.rank, c.size, err)
+		return nil, err
 	}
 	if err := c.setupBoard(ctx); err != nil {
+		err = failing(fmt.Errorf("comm: init rank %d of %d: %w", c.rank, c.size, err))
 		c.Close()
-		return nil, fmt.Errorf("comm: init rank %d of %d: %w", c.rank, c.size, err)
+		return nil, err
 	}
 	return c, nil
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,38 +32,25 @@ type holders struct {
 	n    int
 	devs devices
 	rdv  Rendezvous
-	// gone is the store key prefix of the ranks' wills (goneKey), "" when
-	// the store takes no wills.
-	gone string
+	// gone is the store key that says world rank w is gone
+	// (bootstrap.Bootstrap.GoneKey: set when its process died, or exited
+	// without closing goccl, or its Init failed), nil when the store
+	// keeps no such markers. A rank waiting for a peer's address watches
+	// it (await) and fails at once, under any launcher, instead of at its
+	// stall timeout.
+	gone func(w int) string
+	// failed is why the communicator over rdv itself (Init's, New's)
+	// could not be made: the last leave marks this rank gone with it
+	// (goneMarker.Fail) before it closes rdv.
+	failed error
 }
 
-// willer is a store that sets a key when a client's connection ends
-// without a close (bootstrap.Client.Will).
-type willer interface {
-	Will(ctx context.Context, key string, value []byte) error
-}
-
-// goneKey is the key the store sets when the process of world rank w
-// ends (killed, or exited without closing goccl) or loses the store: a
-// rank waiting for w to connect fails at once (await), under any
-// launcher, instead of at its stall timeout.
-func (h *holders) goneKey(w int) string { return h.gone + strconv.Itoa(w) }
-
-// leaveWill asks the store to set this rank's goneKey when its
-// connection ends without a close. A store without wills, or one that
-// refuses, leaves gone empty: peers then find a death at their stall
-// timeout, as before.
-func (h *holders) leaveWill(ctx context.Context, id string) {
-	w, ok := kvOf(h.rdv).(willer)
-	if !ok || h.rdv.Size() < 2 {
-		return
-	}
-	prefix := "goccl/" + id + "/gone/"
-	host, _ := os.Hostname()
-	what := fmt.Sprintf("rank %d (pid %d on %s)", h.rdv.Rank(), os.Getpid(), host)
-	if err := w.Will(ctx, prefix+strconv.Itoa(h.rdv.Rank()), []byte(what)); err == nil {
-		h.gone = prefix
-	}
+// goneMarker is a rendezvous whose store marks gone ranks
+// (bootstrap.Bootstrap).
+type goneMarker interface {
+	Watching() bool
+	GoneKey(rank int) string
+	Fail(ctx context.Context, err error) error
 }
 
 // join adds a holder: a communicator about to be split off.
@@ -89,6 +74,11 @@ func (h *holders) leave() error {
 		return nil
 	}
 	var err error
+	if g, ok := h.rdv.(goneMarker); ok && h.failed != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), notifyWait)
+		g.Fail(ctx, h.failed)
+		cancel()
+	}
 	if h.rdv != nil {
 		err = h.rdv.Close()
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -22,8 +23,17 @@ import (
 // TestMain runs this test binary as a rank of a job when a test started
 // it so (GOCCL_TEST_CHILD), else the tests.
 func TestMain(m *testing.M) {
-	if os.Getenv("GOCCL_TEST_CHILD") == "gone" {
+	switch os.Getenv("GOCCL_TEST_CHILD") {
+	case "gone":
 		os.Exit(goneChild())
+	case "initfail":
+		start := time.Now()
+		c, err := Init(context.Background(), Options{})
+		fmt.Printf("after %v: %v\n", time.Since(start).Round(time.Millisecond), err)
+		if err == nil {
+			c.Close()
+		}
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
@@ -80,13 +90,7 @@ func TestPeerGoneBeforeConnecting(t *testing.T) {
 	cmds := make([]*exec.Cmd, n)
 	for r := range n {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		var env []string
-		for _, kv := range os.Environ() {
-			if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "GOCCL_") && !strings.HasPrefix(k, "OMPI_") && !strings.HasPrefix(k, "SLURM_") {
-				env = append(env, kv)
-			}
-		}
-		cmd.Env = append(env, "GOCCL_TEST_CHILD=gone", "GOCCL_TRANSPORT=tcp", "GOCCL_RANK="+strconv.Itoa(r), "GOCCL_SIZE="+strconv.Itoa(n),
+		cmd.Env = append(launcherFreeEnv(), "GOCCL_TEST_CHILD=gone", "GOCCL_TRANSPORT=tcp", "GOCCL_RANK="+strconv.Itoa(r), "GOCCL_SIZE="+strconv.Itoa(n),
 			"GOCCL_LOCAL_RANK="+strconv.Itoa(r), "GOCCL_LOCAL_SIZE="+strconv.Itoa(n), "GOCCL_BOOTSTRAP="+srv.Addr(),
 			"GOCCL_SECRET="+hex.EncodeToString(secret), "GOCCL_STALL_TIMEOUT="+stall.String())
 		outs[r] = &bytes.Buffer{}
@@ -96,35 +100,14 @@ func TestPeerGoneBeforeConnecting(t *testing.T) {
 		}
 		cmds[r] = cmd
 	}
-	done := make(chan struct{})
-	go func() {
-		for _, cmd := range cmds {
-			cmd.Wait()
-		}
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(2*stall + 30*time.Second):
-		for _, cmd := range cmds {
-			cmd.Process.Kill()
-		}
-		<-done
-		t.Fatal("the job did not end")
-	}
+	waitAll(t, cmds, 2*stall+30*time.Second)
 	for r := range n {
 		if r == goneVictim {
 			continue
 		}
-		out := outs[r].String()
-		line := ""
-		for l := range strings.Lines(out) {
-			if strings.HasPrefix(l, "after ") {
-				line = strings.TrimSpace(l)
-			}
-		}
+		line := lastLine(outs[r].String(), "after ")
 		if line == "" {
-			t.Errorf("rank %d reported nothing:\n%s", r, out)
+			t.Errorf("rank %d reported nothing:\n%s", r, outs[r])
 			continue
 		}
 		t.Logf("rank %d %s", r, line)
@@ -138,4 +121,113 @@ func TestPeerGoneBeforeConnecting(t *testing.T) {
 			t.Errorf("rank %d failed %v after its call started (stall timeout %v): %s", r, took, stall, line)
 		}
 	}
+}
+
+// TestInitFailureReachesTheOthers: a rank whose Init fails (here on a
+// wrong GOCCL_CHUNK_SIZE, before it joined) left the others waiting for
+// it until their InitTimeout (5 min by default) under a launcher that
+// does not stop the job when a rank exits (srun without
+// --kill-on-bad-exit); now it tells them through the store (hosting it
+// for them if it is the rank that hosts it), and they fail at once
+// naming it and its reason.
+func TestInitFailureReachesTheOthers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; skipped with -short")
+	}
+	for _, victim := range []int{0, 2} {
+		t.Run(fmt.Sprintf("rank%d", victim), func(t *testing.T) {
+			const n, initTimeout = 4, 60 * time.Second
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := l.Addr().(*net.TCPAddr).Port
+			l.Close()
+			outs := make([]*bytes.Buffer, n)
+			cmds := make([]*exec.Cmd, n)
+			for r := range n {
+				cmd := exec.Command(os.Args[0], "-test.run=^$")
+				// torchrun's variables: rank 0 hosts the store.
+				cmd.Env = append(launcherFreeEnv(), "GOCCL_TEST_CHILD=initfail", "GOCCL_TRANSPORT=tcp", "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n),
+					"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
+					"GOCCL_INIT_TIMEOUT="+initTimeout.String())
+				if r == victim {
+					cmd.Env = append(cmd.Env, "GOCCL_CHUNK_SIZE=1")
+				}
+				outs[r] = &bytes.Buffer{}
+				cmd.Stdout, cmd.Stderr = outs[r], outs[r]
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				cmds[r] = cmd
+			}
+			waitAll(t, cmds, initTimeout+30*time.Second)
+			for r := range n {
+				line := lastLine(outs[r].String(), "after ")
+				t.Logf("rank %d %s", r, line)
+				took, err := time.ParseDuration(strings.TrimSuffix(strings.Fields(line + " x x")[1], ":"))
+				want := fmt.Sprintf("rank %d failed to join", victim)
+				if r == victim {
+					want = "GOCCL_CHUNK_SIZE"
+				}
+				switch {
+				case line == "":
+					t.Errorf("rank %d reported nothing:\n%s", r, outs[r])
+				case err != nil:
+					t.Errorf("rank %d: no time in %q", r, line)
+				case !strings.Contains(line, want) || !strings.Contains(line, "GOCCL_CHUNK_SIZE"):
+					t.Errorf("rank %d does not say %q and GOCCL_CHUNK_SIZE: %s", r, want, line)
+				case took > 10*time.Second:
+					t.Errorf("rank %d failed %v after it started (InitTimeout %v): %s", r, took, initTimeout, line)
+				}
+			}
+		})
+	}
+}
+
+// launcherFreeEnv is the environment without any launcher's variables.
+func launcherFreeEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "GOCCL_"), strings.HasPrefix(k, "OMPI_"), strings.HasPrefix(k, "SLURM_"), strings.HasPrefix(k, "PMIX_"):
+		case k == "RANK", k == "WORLD_SIZE", k == "LOCAL_RANK", k == "LOCAL_WORLD_SIZE", k == "MASTER_ADDR", k == "MASTER_PORT":
+		default:
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// waitAll waits for cmds, killing them after d.
+func waitAll(t *testing.T, cmds []*exec.Cmd, d time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		for _, cmd := range cmds {
+			cmd.Wait()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		for _, cmd := range cmds {
+			cmd.Process.Kill()
+		}
+		<-done
+		t.Fatal("the job did not end")
+	}
+}
+
+// lastLine is the last line of out that begins with prefix, trimmed.
+func lastLine(out, prefix string) string {
+	line := ""
+	for l := range strings.Lines(out) {
+		if strings.HasPrefix(l, prefix) {
+			line = strings.TrimSpace(l)
+		}
+	}
+	return line
 }

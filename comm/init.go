@@ -58,22 +58,34 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	if opts.SocketInterface != "" {
 		ifSetting = "Options.SocketInterface"
 	}
-	if err := opts.applyEnv(os.LookupEnv); err != nil {
-		return nil, fmt.Errorf("comm: init: %w", err)
-	}
 	info, err := bootstrap.FromEnv()
 	single := errors.Is(err, bootstrap.ErrNoLauncher)
 	if err != nil && !single {
 		return nil, fmt.Errorf("comm: init: %w", err)
 	}
-	if info.Rank == 0 {
-		warnMisspelled(resolveLogger(opts.Logger, opts.Debug), os.Environ())
-	}
 	if single {
 		info = bootstrap.Info{Size: 1, LocalSize: 1}
 	}
+	// A rank that fails before it joins tells the others, which would
+	// otherwise wait for it until their InitTimeout (a launcher that does
+	// not stop a job when one rank exits: srun without
+	// --kill-on-bad-exit, a user's own scripts).
+	refuse := func(err error) (*Comm, error) {
+		if !single {
+			actx, cancel := context.WithTimeout(ctx, announceWait)
+			bootstrap.Announce(actx, info, err, bootstrap.WithLogger(slog.New(slog.DiscardHandler)))
+			cancel()
+		}
+		return nil, err
+	}
+	if err := opts.applyEnv(os.LookupEnv); err != nil {
+		return refuse(fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err))
+	}
+	if info.Rank == 0 {
+		warnMisspelled(resolveLogger(opts.Logger, opts.Debug), os.Environ())
+	}
 	if err := bindSelf(opts.Bind, info); err != nil {
-		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
+		return refuse(fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err))
 	}
 	if opts.SpinPolls == 0 && opts.crowded(info.LocalSize) {
 		// More ranks than cores on this host: a rank that spins while it
@@ -81,7 +93,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		opts.SpinPolls = 1
 	}
 	if err := opts.fill(); err != nil {
-		return nil, fmt.Errorf("comm: init: %w", err)
+		return refuse(fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err))
 	}
 	// Joining is bounded even when ctx is not: a rank that never shows up
 	// must not hang the others.
@@ -105,15 +117,21 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
 	}
+	joinFailed := func(err error) (*Comm, error) {
+		err = fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
+		fctx, cancel := context.WithTimeout(ctx, notifyWait)
+		b.Fail(fctx, err) // the others fail at once, naming this rank and why
+		cancel()
+		b.Close()
+		return nil, err
+	}
 	advertise, err := advertiseIP(b.Client().LocalIP(), info, opts.SocketInterface, ifSetting)
 	if err != nil {
-		b.Close()
-		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
+		return joinFailed(err)
 	}
 	devs, why, err := ts.open(advertise)
 	if err != nil {
-		b.Close()
-		return nil, fmt.Errorf("comm: init rank %d of %d: %w", info.Rank, info.Size, err)
+		return joinFailed(err)
 	}
 	logTransport(opts.Logger, info.Rank, devs, why, info.LocalRank == 0)
 	// newComm closes b and devs itself if it fails.
@@ -123,6 +141,11 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	}
 	return c, err
 }
+
+// announceWait bounds how long a rank whose start failed before it
+// joined spends telling the others (bootstrap.Announce): reaching the
+// store, and on the rank that hosts it, keeping it up for them.
+const announceWait = 10 * time.Second
 
 // settleTime is how long settleRuntime sleeps: the Go runtime monitor's
 // fast phase, 50 sleeps of 20 µs that take 70-120 µs each (120 on this

@@ -341,9 +341,9 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 		wg.Add(2)
 		go watch(i, c.linkKey(h.peer, c.rank, c.linkGen[h.peer]))
 		go watch(-2-i, c.closedKey(h.peer))
-		if c.held.gone != "" {
+		if c.held.gone != nil {
 			wg.Add(1)
-			go watchGone(i, c.held.goneKey(c.worldRank(h.peer)), c.linkKey(h.peer, c.rank, c.linkGen[h.peer]))
+			go watchGone(i, c.held.gone(c.worldRank(h.peer)), c.linkKey(h.peer, c.rank, c.linkGen[h.peer]))
 		}
 	}
 	wg.Add(1)
@@ -417,7 +417,7 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 				// on, so that the notice of the failure reaches them
 				// (they would otherwise blame this rank, which exits).
 				gaveUp = &collectives.PeerError{Peer: peers[g.i], Err: fmt.Errorf(
-					"%s: rank %d: rank %d is gone before it connected: %s lost the bootstrap store without closing goccl (killed, exited, or its host or link failed)",
+					"%s: rank %d: rank %d is gone before it connected: %s",
 					c.callName(call), c.rank, peers[g.i], g.v)}
 				grace, lifeDone = time.After(notifyWait), nil
 				left--
