@@ -141,9 +141,17 @@ func Announce(ctx context.Context, info Info, err error, opts ...ServerOption) {
 	b.Close()
 }
 
-// getFirst returns the index and value of the first of keys that is set,
-// waiting until one is, ctx ends or the connection does.
+// getFirst is GetFirst on b's store.
 func (b *Bootstrap) getFirst(ctx context.Context, keys ...string) (int, []byte, error) {
+	return GetFirst(ctx, b.client, keys...)
+}
+
+// GetFirst returns the index and value of the first of keys that store
+// has, waiting until one is set, ctx ends or the store fails (a Client,
+// or anything with its Get).
+func GetFirst(ctx context.Context, store interface {
+	Get(ctx context.Context, key string) ([]byte, error)
+}, keys ...string) (int, []byte, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type got struct {
@@ -154,7 +162,7 @@ func (b *Bootstrap) getFirst(ctx context.Context, keys ...string) (int, []byte, 
 	ch := make(chan got, len(keys))
 	for i, k := range keys {
 		go func() {
-			v, err := b.client.Get(ctx, k)
+			v, err := store.Get(ctx, k)
 			ch <- got{i, v, err}
 		}()
 	}

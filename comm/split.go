@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/goccl/goccl/bootstrap"
 )
 
 // Split partitions the communicator as MPI_Comm_split does: ranks that
@@ -58,7 +60,10 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	})
 	rank := slices.Index(members, c.rank)
 	id := c.id + "/split" + strconv.Itoa(c.splits) + "/color" + strconv.Itoa(color)
-	rdv := &subRendezvous{kv: kv, id: id, rank: rank, size: len(members)}
+	rdv := &subRendezvous{kv: kv, id: id, rank: rank, size: len(members), gone: c.held.gone}
+	for _, m := range members {
+		rdv.world = append(rdv.world, c.worldRank(m))
+	}
 	opts := c.opts
 	opts.Alpha, opts.Beta = c.alpha, c.beta // same transport: no need to measure again
 	if c.selection.crowded && (opts.YieldWhenIdle == "" || opts.YieldWhenIdle == "auto") {
@@ -93,6 +98,10 @@ type subRendezvous struct {
 	id         string
 	rank, size int
 	seq        int
+	// gone and world: a member whose process is gone (holders.gone of
+	// its world rank) fails the waits for it at once.
+	gone  func(w int) string
+	world []int
 }
 
 func (s *subRendezvous) Rank() int    { return s.rank }
@@ -111,7 +120,17 @@ func (s *subRendezvous) Allgather(ctx context.Context, data []byte) ([][]byte, e
 	}
 	out := make([][]byte, s.size)
 	for r := range s.size {
-		v, err := s.kv.Get(ctx, s.key(s.seq, r))
+		var v []byte
+		var err error
+		if s.gone == nil {
+			v, err = s.kv.Get(ctx, s.key(s.seq, r))
+		} else {
+			var i int
+			i, v, err = bootstrap.GetFirst(ctx, s.kv, s.key(s.seq, r), s.gone(s.world[r]))
+			if i == 1 {
+				return nil, fmt.Errorf("sub-communicator %s: rank %d is gone: %s", s.id, r, v)
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("sub-communicator %s: waiting for rank %d: %w", s.id, r, err)
 		}
