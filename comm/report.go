@@ -279,6 +279,11 @@ func (c *Comm) mismatchHeadline(kv keyValue, f fault) string {
 		// that a rank which only sent completed once sent (Call.Eager),
 		// taking another rank for its root.
 		what = "sequence mismatch (the ranks called different numbers of collectives, or some completed an earlier rooted call they disagreed on)"
+		if strings.HasPrefix(odd.call, "alltoallv(") || strings.HasPrefix(other.call, "alltoallv(") {
+			// The usual cause: a rank sent a peer fewer elements than
+			// the peer's counts expect, completed the call and went on.
+			what = "collective mismatch (the ranks' alltoallv counts disagree: a rank sent a peer fewer elements than the peer expects from it, and went on; or they called different numbers of collectives)"
+		}
 	}
 	if f.earlier {
 		what += " in an earlier collective, which this rank completed"
