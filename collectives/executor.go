@@ -569,6 +569,20 @@ func (e *Executor) Settled() uint32 { return e.settled.Load() }
 // calls).
 func (e *Executor) SetSettled(seq uint32) { e.settled.Store(seq) }
 
+// ForgetProofs drops the proofs Confirm would wait for (noteUnconfirmed)
+// of the calls run so far: calls that cannot disagree, such as a
+// communicator's own measurement at its creation (whose last broadcast's
+// proof, held back by a peer that died later, made Close wait out the
+// stall timeout and name the measurement's internal call number). Not
+// while a run goes on.
+func (e *Executor) ForgetProofs() {
+	for _, l := range e.Links {
+		if l != nil {
+			l.proveAt = 0
+		}
+	}
+}
+
 // settle records that the last completed collective is settled if no
 // inline send is waiting for its acknowledgement.
 func (e *Executor) settle() {

@@ -274,3 +274,47 @@ func TestEagerCloseAfterReceiverDied(t *testing.T) {
 	require.Contains(t, closeErr.Error(), "sent rank 1 data that rank 1 never took")
 	require.Less(t, took, 5*time.Second, "Close waited for the stall timeout (%v)", opts.StallTimeout)
 }
+
+// TestCloseAfterMeasurementPeerDied: the measurement at New (tune) ends
+// with broadcasts whose proof a peer may hold back; a peer that died
+// after New, before any call of the user's, made Close report that this
+// rank's "collective #8221" (the measurement's internal number) was never
+// taken. The measurement cannot disagree: Close has nothing to prove.
+func TestCloseAfterMeasurementPeerDied(t *testing.T) {
+	network := mem.NewNetwork(mem.Options{})
+	g := NewLocalGroup(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts := testOptsFast
+	opts.OwnDevice = true
+	opts.Alpha, opts.Beta = 0, 0 // measure
+	var closeErr error
+	var wg, made sync.WaitGroup
+	made.Add(3)
+	for r := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dev := network.NewDevice()
+			c, err := NewWith(ctx, g.Member(r), Devices{Net: dev}, opts)
+			made.Done()
+			if err != nil {
+				t.Errorf("rank %d: %v", r, err)
+				return
+			}
+			made.Wait() // every rank made it
+			if r != 0 {
+				time.Sleep(50 * time.Millisecond)
+				dev.Close() // dies without a word
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+			closeErr = c.Close()
+		}()
+	}
+	wg.Wait()
+	t.Logf("rank 0's Close: %v", closeErr)
+	if closeErr != nil && strings.Contains(closeErr.Error(), "never took") {
+		t.Fatalf("Close reports data of the measurement untaken: %v", closeErr)
+	}
+}

@@ -86,7 +86,8 @@ func (c *Comm) tune(ctx context.Context) error {
 			c.dogArmed.Store(false)
 		}
 		c.seq, c.debug = 0, debug
-		c.exec.SetSettled(0) // the measurement's calls numbered from SeqMod/2
+		c.exec.SetSettled(0)  // the measurement's calls numbered from SeqMod/2
+		c.exec.ForgetProofs() // its calls cannot disagree: Close need not prove them
 		c.forgetChoices()
 	}()
 	buf, err := Alloc[float32](c, tuneLarge/4)
