@@ -17,6 +17,10 @@ import (
 // Close, for the other ranks to disconnect before it stops the store.
 const shutdownLinger = 10 * time.Second
 
+// abortLook bounds the look for rank 0's abort of an allgather once its
+// gone marker is set (see Allgather).
+const abortLook = 10 * time.Millisecond
+
 // joinLinger bounds how long the rank hosting the store waits, in Close,
 // for ranks that never connected (see Close).
 const joinLinger = 3 * time.Second
@@ -288,6 +292,14 @@ func (b *Bootstrap) Allgather(ctx context.Context, data []byte) ([][]byte, error
 			case 1:
 				return fail("%w", &goneErr{why: string(v)})
 			case 2:
+				// Rank 0 is gone; if for a rank it found gone, it said
+				// so under abort first: name that rank and its reason,
+				// not rank 0 relaying it.
+				actx, cancel := context.WithTimeout(ctx, abortLook)
+				if a, aerr := b.client.Get(actx, base+"abort"); aerr == nil {
+					v = a
+				}
+				cancel()
 				return fail("%w", &goneErr{why: string(v)})
 			}
 		}

@@ -177,6 +177,10 @@ func TestInitFailureReachesTheOthers(t *testing.T) {
 					t.Errorf("rank %d: no time in %q", r, line)
 				case !strings.Contains(line, want) || !strings.Contains(line, "GOCCL_CHUNK_SIZE"):
 					t.Errorf("rank %d does not say %q and GOCCL_CHUNK_SIZE: %s", r, want, line)
+				case r != victim && victim != 0 && strings.Contains(line, "rank 0 failed to join"):
+					// Rank 0 relays the failure it found: the victim is
+					// named, not the relay.
+					t.Errorf("rank %d names rank 0 as failing to join: %s", r, line)
 				case took > 10*time.Second:
 					t.Errorf("rank %d failed %v after it started (InitTimeout %v): %s", r, took, initTimeout, line)
 				}
