@@ -3,6 +3,7 @@ package collectives
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // What a run checks beyond its schedule, so that ranks that disagree fail
@@ -196,16 +197,24 @@ func (e *Executor) noteUnconfirmed(c *Call) {
 // are placed (a peer waiting here for this rank's notice learns of the
 // disagreement from it).
 func (e *Executor) Confirm(ctx context.Context) error {
+	start := time.Now()
 	for {
 		var waiting *Link
+		gone := false // a waiting link's posts fail (Notify): its connection is gone
 		for _, l := range e.Links {
 			if l == nil || l.proveAt <= l.credited {
 				continue
+			}
+			if l.down == nil && l.postErr != nil && time.Since(start) >= postErrSettle {
+				// What the peer sent before it went (its credits, its
+				// closing notice) has had the time to be taken.
+				l.down = l.postErr
 			}
 			if err := e.unconfirmed(l, ""); err != nil {
 				return err
 			}
 			waiting = l
+			gone = gone || l.postErr != nil
 		}
 		if waiting == nil {
 			return nil
@@ -213,11 +222,21 @@ func (e *Executor) Confirm(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return e.unconfirmed(waiting, fmt.Sprintf("not taken within the stall timeout (%v)", context.Cause(ctx)))
 		}
-		if !e.pollAftermath(ctx) {
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if gone {
+			pctx, cancel = context.WithTimeout(ctx, postErrSettle)
+		}
+		ok := e.pollAftermath(pctx)
+		cancel()
+		if !ok {
 			return e.unconfirmed(waiting, "the completion queue failed")
 		}
 	}
 }
+
+// postErrSettle is how long Confirm takes completions for a link whose
+// posts fail before it counts the link down (see Link.postErr).
+const postErrSettle = 200 * time.Millisecond
 
 // PeerFailed returns, at close, the failure notice of a peer that failed
 // in a collective this rank also made (number seq or before), if any: a

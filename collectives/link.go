@@ -64,9 +64,13 @@ type Link struct {
 	proveAt  uint64
 	proveSeq uint32
 	notice   uint32 // the peer's failure notice (immediate), 0 if none
-	deferred bool   // a credit kept until the run completes (see deferCredit)
-	unplaced int    // this run's sends posted and not yet placed at the peer
-	inline   int    // sends done at post whose acknowledgement has not come
+	// postErr: a post on the link failed because its connection is gone
+	// (Notify's); Confirm counts the link down once the completions
+	// queued before have been taken.
+	postErr  error
+	deferred bool // a credit kept until the run completes (see deferCredit)
+	unplaced int  // this run's sends posted and not yet placed at the peer
+	inline   int  // sends done at post whose acknowledgement has not come
 	// batched: credits returned lazily in a row by batchCredit since the
 	// last credit written at once.
 	batched int

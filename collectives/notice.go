@@ -285,13 +285,13 @@ func (e *Executor) Notify(ctx context.Context, n Notice, skip ...int) {
 			err = l.EP.PostWrite(makeID(idNotice, peer, 0), l.Staging, 0, 0, l.Remote, 0, &e.noticeOut)
 		}
 		if err != nil {
-			if !errors.Is(err, transport.ErrQueueFull) && l.down == nil {
+			if !errors.Is(err, transport.ErrQueueFull) {
 				// The connection is gone: Confirm, which waits for the
-				// peer's credits, must not wait for it (a peer that died
-				// with a credit it held back for later, no request of
-				// this rank pending to be flushed: Close waited out the
-				// stall timeout).
-				l.down = err
+				// peer's credits, must not wait for it past what is
+				// queued already (a peer that died with a credit it held
+				// back for later, no request of this rank pending to be
+				// flushed: Close waited out the stall timeout).
+				l.postErr = err
 			}
 			continue // the connection is gone (or the queue stays full)
 		}
