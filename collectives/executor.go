@@ -548,7 +548,8 @@ func (e *Executor) Drain(ctx context.Context) error {
 				continue
 			}
 			if comp.Err != nil {
-				return fmt.Errorf("rank %d -> %d: send: %w", e.Rank, idPeer(comp.ID), comp.Err)
+				p := idPeer(comp.ID)
+				return fmt.Errorf("rank %d -> %d: a send of the last calls was not acknowledged: rank %d's connection ended first (it left without closing the communicator, or died): %w", e.Rank, p, p, comp.Err)
 			}
 			e.inflight--
 		}
