@@ -12,6 +12,22 @@ import (
 // ErrClosed is returned by calls on a Client after Close.
 var ErrClosed = errors.New("bootstrap: client closed")
 
+// ErrStoreLost is wrapped by the errors of calls on a Client whose
+// connection to the store ended other than by Close: the store (or the
+// rank hosting it) went away, or the link to it failed.
+var ErrStoreLost = errors.New("connection to the store lost")
+
+// storeLost is the cause a Client's connection ended with.
+type storeLost struct {
+	addr string
+	err  error
+}
+
+func (e *storeLost) Error() string {
+	return fmt.Sprintf("bootstrap: connection to store %s lost: %v", e.addr, e.err)
+}
+func (e *storeLost) Unwrap() []error { return []error{ErrStoreLost, e.err} }
+
 // Client is one connection to the store. Its methods may be called from
 // many goroutines at once; requests are multiplexed over the connection.
 // When the connection breaks or the server closes, every pending and later
@@ -179,7 +195,7 @@ func (c *Client) readLoop() {
 				continue
 			}
 		}
-		c.finish(fmt.Errorf("bootstrap: connection to store %s lost: %w", c.addr, err))
+		c.finish(&storeLost{c.addr, err})
 		return
 	}
 }
@@ -203,7 +219,7 @@ func (c *Client) call(ctx context.Context, op string, q request) (response, erro
 	c.mu.Unlock()
 
 	if err := c.write(encodeRequest(q)); err != nil {
-		c.finish(fmt.Errorf("bootstrap: connection to store %s lost: %w", c.addr, err))
+		c.finish(&storeLost{c.addr, err})
 	}
 	select {
 	case s, ok := <-ch:

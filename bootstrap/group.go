@@ -120,6 +120,18 @@ func (b *Bootstrap) GoneKey(rank int) string { return gonePrefix + strconv.Itoa(
 
 const gonePrefix = "goccl/gone/"
 
+// StoreHost is the rank that hosts the store, or -1 when none does (gorun
+// hosts it, or the store is the caller's): rank 0 under torchrun's, Open
+// MPI's and Slurm's variables. A rank that loses the store knows whom to
+// blame.
+func (b *Bootstrap) StoreHost() int {
+	switch b.info.Source {
+	case "torchrun", "ompi", "slurm":
+		return 0
+	}
+	return -1
+}
+
 // Watching reports whether the group's waits watch the gone markers (the
 // group Connect made, on a store that took its will).
 func (b *Bootstrap) Watching() bool { return b.gone != "" }

@@ -134,9 +134,12 @@ func newFromEnv(ctx context.Context, rdv Rendezvous, devs devices, opts Options)
 // store). It reads no environment. The communicator holds devs and rdv
 // alone (until Split shares them).
 func newComm(ctx context.Context, rdv Rendezvous, devs devices, opts Options, id string) (*Comm, error) {
-	h := &holders{n: 1, devs: devs, rdv: rdv}
-	if g, ok := rdv.(goneMarker); ok && g.Watching() {
-		h.gone = g.GoneKey
+	h := &holders{n: 1, devs: devs, rdv: rdv, storeHost: -1}
+	if g, ok := rdv.(goneMarker); ok {
+		h.storeHost = g.StoreHost()
+		if g.Watching() {
+			h.gone = g.GoneKey
+		}
 	}
 	return newHeld(ctx, rdv, h, opts, id)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/goccl/goccl/bootstrap"
@@ -176,8 +177,31 @@ func (c *Comm) classify(err error, call *collectives.Call) fault {
 		}
 	case c.aborted.Load():
 		f.reason = collectives.NoticeAborted
+	case errors.Is(err, bootstrap.ErrStoreLost):
+		// The store went away: with it, as a rule, the rank that hosted
+		// it (rank 0 under torchrun), whose links this rank may not have
+		// yet (it was setting them up).
+		if h := c.rankOfWorld(c.held.storeHost); h >= 0 && h != c.rank {
+			f.reason, f.root = collectives.NoticeLost, h
+			f.detail = fmt.Sprintf("the bootstrap store, which rank %d hosted, is gone: %v", h, err)
+		}
 	}
 	return f
+}
+
+// rankOfWorld is this communicator's rank of world rank w, -1 if w is not
+// a member (or w < 0).
+func (c *Comm) rankOfWorld(w int) int {
+	if w < 0 {
+		return -1
+	}
+	if c.world == nil {
+		if w < c.size {
+			return w
+		}
+		return -1
+	}
+	return slices.Index(c.world, w)
 }
 
 // noticeFrom returns a failure notice some peer sent, if any: from the

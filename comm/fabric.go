@@ -39,6 +39,9 @@ type holders struct {
 	// it (await) and fails at once, under any launcher, instead of at its
 	// stall timeout.
 	gone func(w int) string
+	// storeHost is the world rank that hosts the bootstrap store, -1 if
+	// none does (bootstrap.Bootstrap.StoreHost).
+	storeHost int
 	// failed is why the communicator over rdv itself (Init's, New's)
 	// could not be made: the last leave marks this rank gone with it
 	// (goneMarker.Fail) before it closes rdv.
@@ -48,6 +51,7 @@ type holders struct {
 // goneMarker is a rendezvous whose store marks gone ranks
 // (bootstrap.Bootstrap).
 type goneMarker interface {
+	StoreHost() int
 	Watching() bool
 	GoneKey(rank int) string
 	Fail(ctx context.Context, err error) error
