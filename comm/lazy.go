@@ -306,7 +306,7 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 		err  error
 		link *collectives.Link // a finished connect
 		conn bool
-		gone bool // peer i's process is gone (holders.goneKey)
+		gone bool // peer i's process is gone (holders.gone)
 	}
 	ch := make(chan got, 4*len(halves)+1) // at most 4 sends per peer, and the failure key
 	var wg sync.WaitGroup
