@@ -461,14 +461,24 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 			case gaveUp != nil:
 				continue // this rank failed first
 			case g.i == -1:
-				return c.peerFailed(kv, call, g.v)
+				// Fail, in the grace (as for a gone peer): a peer that
+				// read this rank's address and accepts (it does not dial)
+				// waits for the connection, which must come, with the
+				// notice of this failure; withdrawn at once, it waited
+				// for its connect timeout (a duplicate communicator whose
+				// rank 3 aborted, under load: its rank 0 waited 60 s for
+				// rank 2).
+				gaveUp = c.peerFailed(kv, call, g.v)
+				grace, lifeDone = time.After(notifyWait), nil
 			default:
 				i := -2 - g.i
 				if arrived[i] {
 					continue // it closed after it published: its Connect tells
 				}
 				n, _ := strconv.ParseUint(string(g.v), 10, 32)
-				return &collectives.ClosedError{Call: c.callName(call), Seq: call.Seq, Rank: c.rank, Peer: peers[i], PeerSeq: uint16(n % collectives.SeqMod)}
+				gaveUp = &collectives.ClosedError{Call: c.callName(call), Seq: call.Seq, Rank: c.rank, Peer: peers[i], PeerSeq: uint16(n % collectives.SeqMod)}
+				grace, lifeDone = time.After(notifyWait), nil
+				left-- // it will not connect
 			}
 		case <-lifeDone:
 			gaveUp, grace, lifeDone = context.Cause(c.life), time.After(notifyWait), nil
