@@ -140,7 +140,13 @@ func (c *Comm) finish(ctx context.Context, h *halfLink, addr []byte, remote tran
 		return nil, &collectives.PeerError{Peer: h.peer,
 			Err: fmt.Errorf("connect rank %d -> %d (%s): %w", c.rank, h.peer, c.PeerTransport(h.peer), err)}
 	}
-	return collectives.NewLink(h.peer, h.ep, h.region, remote, c.opts.Slots)
+	l, err := collectives.NewLink(h.peer, h.ep, h.region, remote, c.opts.Slots)
+	if err != nil {
+		// Connected, and then the peer closed its side (it failed, say):
+		// the peer's doing, as a refused connect is.
+		return nil, &collectives.PeerError{Peer: h.peer, Err: err}
+	}
+	return l, nil
 }
 
 // ensureLinks connects the peers of call's plan that are not connected
@@ -307,6 +313,7 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 		link *collectives.Link // a finished connect
 		conn bool
 		gone bool // peer i's process is gone (holders.gone)
+		addr bool // gone: its address is in the store
 	}
 	ch := make(chan got, 4*len(halves)+1) // at most 4 sends per peer, and the failure key
 	var wg sync.WaitGroup
@@ -331,8 +338,8 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 		qctx, cancel := context.WithTimeout(ctx, goneLook)
 		_, err = kv.Get(qctx, addr)
 		cancel()
-		if err != nil && ctx.Err() == nil {
-			ch <- got{i: i, v: v, gone: true}
+		if ctx.Err() == nil {
+			ch <- got{i: i, v: v, gone: true, addr: err == nil}
 		}
 	}
 	peers := make([]int, len(halves))
@@ -373,10 +380,14 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 	look := time.NewTimer(early)
 	defer look.Stop()
 	rounds := 0
-	// A failed connect waits settleWait for the store to say why (a
-	// peer that failed, or closed, drops its half of the connection).
+	// A failed connect waits up to connSettle for the store to say why: a
+	// peer that failed, or closed, drops its half of the connection, and
+	// its failure key follows. A peer whose process is gone says no more.
 	var connErr error
+	connPeer := -1 // connErr's index in halves
 	var settle <-chan time.Time
+	// goneSeen[i]: the gone marker of peer i came.
+	goneSeen := make([]bool, len(halves))
 	var gaveUp error // the life's end, in the grace
 	var grace <-chan time.Time
 	lifeDone := c.life.Done()
@@ -391,6 +402,10 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 		case <-grace:
 			return gaveUp
 		case <-settle:
+			if gaveUp != nil {
+				settle = nil // the failure key came meanwhile: the grace ends it
+				continue
+			}
 			return connErr
 		case <-lookC:
 			unseen := func(p int) bool {
@@ -410,7 +425,11 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 		case g := <-ch:
 			switch {
 			case g.gone:
-				if arrived[g.i] || gaveUp != nil {
+				goneSeen[g.i] = true
+				if arrived[g.i] || g.addr || gaveUp != nil {
+					if connPeer == g.i && gaveUp == nil {
+						return connErr // its connect failed: nothing more to learn
+					}
 					continue // its address is here: the connect tells
 				}
 				// Fail, in the grace: the other peers' connects go
@@ -424,7 +443,10 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 			case g.conn:
 				if g.err != nil {
 					if connErr == nil {
-						connErr, settle = g.err, time.After(settleWait)
+						connErr, connPeer, settle = g.err, g.i, time.After(connSettle)
+					}
+					if goneSeen[g.i] && gaveUp == nil {
+						return g.err // its process is gone: nothing more to learn
 					}
 					continue
 				}
@@ -514,6 +536,11 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 // goneLook bounds the look for the address of a peer whose will the
 // store set (see watchGone).
 const goneLook = 10 * time.Millisecond
+
+// connSettle is how long a failed connect waits for the failure key: a
+// rank that fails in its set-up closes its unfinished halves first, then
+// notifies its peers (up to notifyWait) and publishes its failure.
+const connSettle = notifyWait + settleWait
 
 // firstLook is when a rank waiting for its peers' addresses first
 // compares its call with theirs; it looks again at doubling intervals
