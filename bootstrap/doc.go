@@ -47,6 +47,11 @@
 // duration). This works when the ranks share a home directory (one host, or
 // a shared file system); elsewhere set GOCCL_SECRET or distribute the file.
 //
+// A rank whose secret differs is refused (its Connect fails with ErrAuth)
+// and cannot tell the others, which wait for it until their deadline. The
+// store counts such refusals, with the address of the last, and a wait of
+// Allgather or Barrier that ends at its deadline says so in its error.
+//
 // # Store protocol
 //
 // Frames are versioned and length-prefixed (see frame.go). A connection

@@ -182,20 +182,20 @@ func GetFirst(ctx context.Context, store interface {
 			ch <- got{i, v, err}
 		}()
 	}
-	var first error
+	errs := make([]error, len(keys))
 	for range keys {
 		g := <-ch
 		if g.err == nil {
 			return g.i, g.v, nil
 		}
-		if first == nil {
-			first = g.err
-		}
 		if ctx.Err() == nil {
 			return -1, nil, g.err // the connection ended
 		}
+		errs[g.i] = g.err
 	}
-	return -1, nil, first
+	// The wait ended: the error of the key waited for, which names it,
+	// not the first to return ("waiting for rank 2: get goccl/gone/2").
+	return -1, nil, errs[0]
 }
 
 // goneErr is the error of a wait that found a rank's gone marker (why
@@ -316,7 +316,7 @@ func (b *Bootstrap) Allgather(ctx context.Context, data []byte) ([][]byte, error
 			}
 		}
 		if err != nil {
-			return fail("waiting for rank 0: %w", err)
+			return fail("waiting for rank 0: %w%s", err, b.refusals(err))
 		}
 		out, err := decodeGathered(v, b.info.Size)
 		if err != nil {
@@ -391,7 +391,7 @@ func (b *Bootstrap) getAll(ctx context.Context, keys []string, out [][]byte) err
 				case errors.As(err, &g) && (first == nil || !errors.As(first, new(*goneErr))):
 					first = g // the cause, not the others' cancelled waits
 				case first == nil:
-					first = fmt.Errorf("waiting for rank %s: %w", rank, err)
+					first = fmt.Errorf("waiting for rank %s: %w%s", rank, err, b.refusals(err))
 				}
 				mu.Unlock()
 				cancel()
@@ -469,10 +469,38 @@ func (b *Bootstrap) Barrier(ctx context.Context) error {
 		return nil
 	}
 	if err := b.client.Wait(ctx, done); err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("waiting for the others: %w%s", err, b.refusals(err)))
 	}
 	return nil
 }
+
+// refusals says, for a wait that ended at its deadline, how many
+// connections the store refused for a wrong secret meanwhile, and the
+// last one's address (see refusedKey): a rank whose secret differs is
+// refused and cannot say so itself, and the others waited for it.
+func (b *Bootstrap) refusals(err error) string {
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), refusalLook)
+	defer cancel()
+	n, err := b.client.Add(ctx, refusedKey, 0)
+	if err != nil || n <= 0 {
+		return ""
+	}
+	from, err := b.client.Get(ctx, refusedFromKey) // set before the count
+	if err != nil {
+		return ""
+	}
+	s := ""
+	if n > 1 {
+		s = "s"
+	}
+	return fmt.Sprintf(" (the store refused %d connection%s with a wrong secret, the last from %s: a rank started with another GOCCL_SECRET, or another $HOME/.goccl/secret on its host, cannot join)", n, s, from)
+}
+
+// refusalLook bounds the look for the store's refusals (refusals).
+const refusalLook = 200 * time.Millisecond
 
 // Close leaves the group. On a view from WithPrefix it does nothing. On the
 // rank hosting the store it first waits (at most 3 s) until every rank

@@ -176,8 +176,12 @@ func TestGroupMissingRankBounded(t *testing.T) {
 	}()
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if _, err := b.Allgather(short, []byte("x")); err == nil || !strings.Contains(err.Error(), "waiting for rank 1") {
+	_, err = b.Allgather(short, []byte("x"))
+	if err == nil || !strings.Contains(err.Error(), "waiting for rank 1") {
 		t.Fatalf("Allgather without rank 1: err = %v", err)
+	}
+	if strings.Contains(err.Error(), "secret") {
+		t.Fatalf("Allgather without rank 1, no connection refused: err = %v", err)
 	}
 }
 
@@ -294,4 +298,55 @@ func TestGroupWithGroup(t *testing.T) {
 		}
 		return b.Barrier(ctx)
 	})
+}
+
+// A rank whose secret differs is refused by the store and cannot tell the
+// others: they wait for it until their deadline, and their error then
+// says that the store refused a connection for a wrong secret, and from
+// where (a rank started with another GOCCL_SECRET, or another
+// $HOME/.goccl/secret on its host).
+func TestGroupTimeoutNamesWrongSecret(t *testing.T) {
+	ctx := testCtx(t, 20*time.Second)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	quiet := WithLogger(slog.New(slog.DiscardHandler))
+	info := func(r int, secret []byte) Info {
+		return Info{Rank: r, Size: 3, LocalRank: r, LocalSize: 3, Addr: addr, Secret: secret, Source: "test", HostRoot: r == 0}
+	}
+	b0, err := Connect(ctx, info(0, testSecret), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b0.Close()
+	b1, err := Connect(ctx, info(1, testSecret), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b1.Close()
+	if _, err := Connect(ctx, info(2, []byte("another secret")), quiet); err == nil || !strings.Contains(err.Error(), "wrong secret") {
+		t.Fatalf("rank 2 with another secret: %v, want a refusal", err)
+	}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, b := range []*Bootstrap{b0, b1} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			_, errs[r] = b.Allgather(short, []byte("x"))
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		msg := fmt.Sprint(err)
+		if err == nil || !strings.Contains(msg, "refused 1 connection with a wrong secret, the last from 127.0.0.1:") {
+			t.Errorf("rank %d: %v; want the store's refusal named", r, err)
+		}
+		t.Logf("rank %d: %v", r, err)
+	}
 }

@@ -219,6 +219,7 @@ func (s *Server) serve(sc *serverConn) {
 	if err := serverHandshake(sc.c, s.secret); err != nil {
 		if errors.Is(err, errWrongSecret) {
 			s.warns.wrongSecret.warn(host, "bootstrap: store refused connection: wrong secret", "remote", remote)
+			s.noteRefusal(remote)
 		} else if !errors.Is(err, io.EOF) {
 			s.warns.unauthenticated.warn(host, "bootstrap: store dropped unauthenticated connection", "remote", remote, "err", err)
 		}
@@ -383,6 +384,27 @@ func (s *Server) removeWaiterLocked(w *waiter) {
 			}
 		}
 	}
+}
+
+// refusedKey counts the connections the store refused for a wrong secret
+// (an integer, as Add keeps it), and refusedFromKey holds the address of
+// the last: a rank whose secret differs cannot join to say so, and the
+// ranks that wait for it name it in their timeout error (Bootstrap's
+// refusals). Only authenticated clients read them; a flood of refused
+// connections only rewrites the two keys.
+const (
+	refusedKey     = "goccl/store/refused"
+	refusedFromKey = "goccl/store/refused-from"
+)
+
+// noteRefusal records a connection refused for a wrong secret, from
+// remote.
+func (s *Server) noteRefusal(remote string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, _ := strconv.ParseInt(string(s.data[refusedKey]), 10, 64)
+	s.setLocked(refusedFromKey, []byte(remote))
+	s.setLocked(refusedKey, strconv.AppendInt(nil, n+1, 10))
 }
 
 // setLocked stores a value and answers the waiters it completes. Replies go

@@ -235,3 +235,52 @@ func lastLine(out, prefix string) string {
 	}
 	return line
 }
+
+// TestWrongSecretNamedAtInitTimeout: a rank started with another secret
+// is refused by the store (rank 0 hosts it, under torchrun's variables)
+// and fails at once; the others cannot hear from it and wait until
+// GOCCL_INIT_TIMEOUT, and their error then says that the store refused a
+// connection for a wrong secret (before, only "waiting for rank 2").
+func TestWrongSecretNamedAtInitTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; skipped with -short")
+	}
+	const n, victim, initTimeout = 3, 2, 2 * time.Second
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	secret := func(b byte) string { return strings.Repeat(fmt.Sprintf("%02x", b), 32) }
+	outs := make([]*bytes.Buffer, n)
+	cmds := make([]*exec.Cmd, n)
+	for r := range n {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		s := secret(1)
+		if r == victim {
+			s = secret(2)
+		}
+		cmd.Env = append(launcherFreeEnv(), "GOCCL_TEST_CHILD=initfail", "GOCCL_TRANSPORT=tcp", "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n),
+			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
+			"GOCCL_INIT_TIMEOUT="+initTimeout.String(), "GOCCL_SECRET="+s)
+		outs[r] = &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = outs[r], outs[r]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[r] = cmd
+	}
+	waitAll(t, cmds, initTimeout+30*time.Second)
+	for r := range n {
+		line := lastLine(outs[r].String(), "after ")
+		t.Logf("rank %d %s", r, line)
+		want := "refused 1 connection with a wrong secret, the last from 127.0.0.1:"
+		if r == victim {
+			want = "wrong secret"
+		}
+		if !strings.Contains(line, want) {
+			t.Errorf("rank %d does not say %q:\n%s", r, want, outs[r])
+		}
+	}
+}
