@@ -19,7 +19,9 @@ import (
 )
 
 // value is rank r's element i: small integers, so every reduction is exact
-// in every type (8-bit types included) and results compare bitwise.
+// in every type (8-bit types included; float16 and bfloat16 up to 64
+// ranks, whose sums stay within 256) and results compare bitwise, Avg's
+// quotient rounded as the type rounds it.
 func value(op Op, r, i int) float64 {
 	if op == Prod {
 		return []float64{1, -1, 1, 1, -1}[(r+2*i)%5]
@@ -27,7 +29,28 @@ func value(op Op, r, i int) float64 {
 	return float64((r*7+i*3)%9 - 4)
 }
 
-func unsigned[T Number]() bool { var z T; return z-1 > 0 }
+func unsigned[T Number]() bool {
+	switch TypeOf[T]() {
+	case TypeFloat16, TypeBFloat16:
+		return false // stored in a uint16, signed as values
+	}
+	var z T
+	return z-1 > 0
+}
+
+// of is v as a T: Float16 and BFloat16 by value, rounded to nearest even
+// (Go's conversion to their uint16 would give the bits v, a subnormal),
+// the others as Go converts.
+func of[T Number](v float64) T {
+	var z T
+	switch any(z).(type) {
+	case Float16:
+		return any(F16(float32(v))).(T)
+	case BFloat16:
+		return any(BF16(float32(v))).(T)
+	}
+	return T(v)
+}
 
 // period is how often value repeats along i: (i*3)%9 every 3 elements,
 // Prod's (r+2*i)%5 every 5. Inputs and expected results are computed for
@@ -41,7 +64,7 @@ func input[T Number](op Op, r, i int) T {
 	if unsigned[T]() {
 		v = math.Abs(v)
 	}
-	return T(v)
+	return of[T](v)
 }
 
 func inputs[T Number](op Op, r, n int) []T {
@@ -82,18 +105,22 @@ func want[T Number](op Op, n, i int) T {
 	}
 	switch op {
 	case Sum:
-		return T(floats.Sum(vals))
+		return of[T](floats.Sum(vals))
 	case Prod:
-		return T(floats.Prod(vals))
+		return of[T](floats.Prod(vals))
 	case Min:
-		return T(floats.Min(vals))
+		return of[T](floats.Min(vals))
 	case Max:
-		return T(floats.Max(vals))
+		return of[T](floats.Max(vals))
 	case Avg:
 		s := floats.Sum(vals)
 		switch TypeOf[T]() {
 		case TypeFloat32, TypeFloat64:
 			return T(s) / T(n)
+		case TypeFloat16, TypeBFloat16:
+			// The sum (exact), divided in float32 and rounded once
+			// (kernels.Div).
+			return of[T](float64(float32(s) / float32(n)))
 		}
 		return T(math.Trunc(s / float64(n)))
 	}

@@ -39,6 +39,12 @@ func TestCheckAllVariants(t *testing.T) {
 		if err := commtest.CheckAll[float32](ctx, c, 1500, commtest.AllOps); err != nil { // two chunks
 			return err
 		}
+		if err := commtest.CheckAll[comm.Float16](ctx, c, 1500, commtest.AllOps); err != nil {
+			return err
+		}
+		if err := commtest.CheckAllRegistered[comm.BFloat16](ctx, c, 1500, commtest.AllOps); err != nil {
+			return err
+		}
 		return commtest.CheckAllRegistered[int32](ctx, c, 1500, commtest.AllOps)
 	}) {
 		require.NoError(t, err, "rank %d", r)

@@ -14,6 +14,27 @@ func TestTiledInputsAndWants(t *testing.T) {
 	tiled[float32](t)
 	tiled[uint8](t)
 	tiled[int64](t)
+	tiled[Float16](t)
+	tiled[BFloat16](t)
+}
+
+// Float16 and BFloat16 inputs and results are their values, not their
+// bits: Go's conversion to a half type's uint16 would give a subnormal.
+func TestHalfInputsAreValues(t *testing.T) {
+	require.Equal(t, float32(-4), input[Float16](Sum, 0, 0).Float32())
+	require.Equal(t, float32(-4), input[BFloat16](Sum, 0, 0).Float32())
+	require.Equal(t, float32(-1), input[Float16](Prod, 1, 0).Float32())
+	// Avg rounds once, from float32: (-4-4+...)/3 over 3 ranks.
+	for _, op := range AllOps {
+		for n := 1; n <= 9; n++ {
+			for i := range period {
+				h, f := want[Float16](op, n, i).Float32(), want[float32](op, n, i)
+				require.Equal(t, F16(f).Float32(), h, "%s over %d ranks, element %d", op, n, i)
+				b := want[BFloat16](op, n, i).Float32()
+				require.Equal(t, BF16(f).Float32(), b, "%s over %d ranks, element %d", op, n, i)
+			}
+		}
+	}
 }
 
 func tiled[T Number](t *testing.T) {

@@ -21,6 +21,25 @@ func TestBadFlags(t *testing.T) {
 	}
 }
 
+// The half types are refused where their checks would not be exact.
+func TestHalfTypesLimit(t *testing.T) {
+	if err := tooLarge([]string{"float32", "float16", "bfloat16"}, 64); err != nil {
+		t.Errorf("64 ranks: %v", err)
+	}
+	err := tooLarge([]string{"float32", "bfloat16"}, 65)
+	if err == nil || !strings.Contains(err.Error(), "bfloat16 is checked exactly up to 64 ranks") {
+		t.Errorf("bfloat16 over 65 ranks: %v", err)
+	}
+	if err := tooLarge([]string{"float16"}, 513); err == nil {
+		t.Error("float16 over 513 ranks: no error")
+	}
+	for name := range halfRanks {
+		if _, ok := checks[name]; !ok {
+			t.Errorf("%s has a limit but no check", name)
+		}
+	}
+}
+
 // TestUnderGorun runs one check of every collective in real processes
 // under gorun over TCP, for 2 to 5 ranks (3: on registered buffers too).
 func TestUnderGorun(t *testing.T) {
@@ -41,6 +60,9 @@ func TestUnderGorun(t *testing.T) {
 			lines := 6
 			if n == 3 { // and on registered buffers, showing progress
 				args, lines = append(args, "-buffers", "plain,registered", "-progress"), 12
+			}
+			if n == 4 { // and the half types
+				args[len(args)-1], lines = "float32,int32,float16,bfloat16", 12
 			}
 			cmd := exec.CommandContext(ctx, filepath.Join(dir, "gorun"), args...)
 			cmd.Env = append(os.Environ(), "GOCCL_TRANSPORT=tcp")
