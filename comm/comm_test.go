@@ -261,6 +261,33 @@ func TestAsyncInFlight(t *testing.T) {
 	})
 }
 
+// TestWaitFinishedWithEndedContext: Wait and WaitAll on a request that
+// has finished return its result even when their context has ended too
+// (they failed about half the time: a select picked the context).
+func TestWaitFinishedWithEndedContext(t *testing.T) {
+	runRanks(t, 2, testOpts, func(c *Comm) error {
+		x := []float32{float32(c.Rank() + 1)}
+		r := AllreduceAsync(c, x, x, Sum)
+		if err := r.Wait(context.Background()); err != nil {
+			return err
+		}
+		ended, cancel := context.WithCancel(context.Background())
+		cancel()
+		for i := range 200 {
+			if err := r.Wait(ended); err != nil {
+				return fmt.Errorf("Wait %d of a finished request with an ended context: %w", i, err)
+			}
+		}
+		if err := WaitAll(ended, r, r, r); err != nil {
+			return fmt.Errorf("WaitAll of a finished request with an ended context: %w", err)
+		}
+		if x[0] != 3 {
+			return fmt.Errorf("x = %v, want 3", x[0])
+		}
+		return nil
+	})
+}
+
 // TestBadArguments: a call whose arguments a rank refuses fails on that
 // rank with an error naming the argument, and breaks the communicator (as
 // MPI's default error handler makes errors fatal): later calls fail too.

@@ -123,6 +123,13 @@ func (r *Request) Wait(ctx context.Context) error {
 	}
 	select {
 	case <-r.done:
+		// Finished: its result, even if ctx has ended too (a select
+		// of both picks either at random).
+		return r.c.inSub(r.err)
+	default:
+	}
+	select {
+	case <-r.done:
 		return r.c.inSub(r.err)
 	case <-ctx.Done():
 		return fmt.Errorf("comm: rank %d: waiting for %s: %w", r.c.Rank(), r.kind, ctx.Err())
