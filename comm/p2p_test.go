@@ -298,3 +298,45 @@ func TestP2PErrorsNameTheTag(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedP2PNamedByTag: the others' errors name a point-to-point call
+// that a rank refused by its tag, after the last collective; they named
+// it "send(float32) #3", the number of the allreduce they had completed.
+func TestRefusedP2PNamedByTag(t *testing.T) {
+	for _, kind := range []string{"tcp", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			errs := make([]error, 3)
+			runRanksOn(t, kind, 3, testOpts, func(c *Comm) error {
+				ctx := context.Background()
+				x := []float32{1}
+				for range 3 {
+					if err := Allreduce(ctx, c, x, x, Sum); err != nil {
+						return err
+					}
+				}
+				switch c.Rank() {
+				case 0:
+					errs[0] = Send(ctx, c, x, 1, -1)
+				case 1:
+					errs[1] = Recv(ctx, c, x, 0, 7)
+				default:
+					errs[2] = Allreduce(ctx, c, x, x, Sum)
+				}
+				return nil
+			})
+			for r, err := range errs {
+				t.Logf("rank %d: %v", r, err)
+				if err == nil {
+					t.Errorf("rank %d: no error", r)
+					continue
+				}
+				if r > 0 && strings.Contains(err.Error(), "refused its arguments") && !strings.Contains(err.Error(), "send(float32) tag -1 after collective #3") {
+					t.Errorf("rank %d does not name the refused send by its tag: %v", r, err)
+				}
+				if strings.Contains(err.Error(), "send(float32) #3") {
+					t.Errorf("rank %d names the refused send as collective #3: %v", r, err)
+				}
+			}
+		})
+	}
+}

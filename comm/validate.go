@@ -76,9 +76,15 @@ func (c *Comm) refuse(r *Request) error {
 	cancel()
 	c.breakLinks()
 	if kv := kvOf(c.rdv); kv != nil {
-		call := fmt.Sprintf("%s #%d", r.kind, seq)
+		name := r.kind.String()
 		if r.dt.Valid() {
-			call = fmt.Sprintf("%s(%s) #%d", r.kind, r.dt, seq)
+			name = fmt.Sprintf("%s(%s)", r.kind, r.dt)
+		}
+		call := fmt.Sprintf("%s #%d", name, seq)
+		if r.kind.IsP2P() {
+			// Point-to-point calls are not numbered: seq is the last
+			// collective's (as callName says it).
+			call = fmt.Sprintf("%s tag %d after collective #%d", name, r.args.tag, seq)
 		}
 		// The cause without "comm: allreduce(float32): rank 3: ", which
 		// the others' errors say in their own words.
