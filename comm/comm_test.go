@@ -365,3 +365,35 @@ func TestPersistentAllreduce(t *testing.T) {
 		return nil
 	})
 }
+
+// TestAbandonedBeforeStartNamesTheCall: a blocking call whose context has
+// ended before it starts fails naming the call, its type, count and
+// number, as on the shared-memory board; over TCP it said "comm: rank 0
+// failed: allreduce: rank 0: compile recursive-doubling: rank 0: allreduce
+// abandoned before it started: context canceled".
+func TestAbandonedBeforeStartNamesTheCall(t *testing.T) {
+	for _, kind := range []string{"tcp", "shm", "mem"} {
+		t.Run(kind, func(t *testing.T) {
+			var err0 error
+			runRanksOn(t, kind, 2, testOpts, func(c *Comm) error {
+				ctx, cancel := context.WithCancel(context.Background())
+				if c.Rank() == 0 {
+					cancel()
+				}
+				x := []float32{1}
+				err := Allreduce(ctx, c, x, x, Sum)
+				cancel()
+				if c.Rank() == 0 {
+					err0 = err
+				}
+				return nil
+			})
+			t.Log(err0)
+			msg := fmt.Sprint(err0)
+			if err0 == nil || !strings.Contains(msg, "allreduce(float32, 1, sum) #1") || strings.Contains(msg, "compile") ||
+				!errors.Is(err0, context.Canceled) {
+				t.Errorf("rank 0: %v; want the call named, its cause context.Canceled, and no compile step", err0)
+			}
+		})
+	}
+}

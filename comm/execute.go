@@ -2,6 +2,7 @@ package comm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -144,7 +145,13 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 			// timeout.) An algorithm this rank does not know stays its
 			// own error, as an argument the peers pass too.
 			call := c.describe(r)
-			return c.fail(fmt.Errorf("%s: rank %d: %w", r.kind, c.rank, err), &call)
+			if cause := context.Cause(c.life); cause != nil && errors.Is(err, cause) {
+				// The plan's compile saw the life end: the cause is
+				// the life's ("compile recursive-doubling: rank 0: ..."
+				// is no step of the user's).
+				err = cause
+			}
+			return c.fail(fmt.Errorf("%s: rank %d: %w", c.callName(&call), c.rank, err), &call)
 		}
 		return c.callErr(r, err)
 	}
