@@ -397,3 +397,50 @@ func TestAbandonedBeforeStartNamesTheCall(t *testing.T) {
 		})
 	}
 }
+
+// TestQueuedBlockingCallBoundedByItsContext: a blocking call queued behind
+// an asynchronous one that waits for a late peer returns when its context
+// ends, and the communicator fails on every rank then: it returned only
+// when its turn came (after the peer, 3 s here, or the stall timeout).
+func TestQueuedBlockingCallBoundedByItsContext(t *testing.T) {
+	for _, kind := range []string{"tcp", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			const late = 3 * time.Second
+			var took time.Duration
+			errs := make([]error, 2)
+			var asyncErr error
+			runRanksOn(t, kind, 2, testOpts, func(c *Comm) error {
+				if c.Rank() == 1 {
+					time.Sleep(late)
+					x := []float32{1}
+					// Its first may complete with rank 0's data, on the
+					// board (rank 0 had posted it): the next fails.
+					errs[1] = Allreduce(context.Background(), c, x, x, Sum)
+					if errs[1] == nil {
+						errs[1] = Allreduce(context.Background(), c, x, x, Sum)
+					}
+					return nil
+				}
+				x, y := []float32{1}, []float32{1}
+				r := AllreduceAsync(c, x, x, Sum)
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				defer cancel()
+				start := time.Now()
+				errs[0] = Allreduce(ctx, c, y, y, Sum)
+				took = time.Since(start)
+				asyncErr = r.Wait(context.Background())
+				return nil
+			})
+			t.Logf("rank 0 after %v: %v; its async call: %v; rank 1: %v", took.Round(time.Millisecond), errs[0], asyncErr, errs[1])
+			if errs[0] == nil || !errors.Is(errs[0], context.DeadlineExceeded) {
+				t.Errorf("rank 0's queued call: %v, want its context's deadline", errs[0])
+			}
+			if took > late/2 {
+				t.Errorf("rank 0's queued call with a 200ms context returned after %v", took)
+			}
+			if asyncErr == nil || errs[1] == nil {
+				t.Errorf("the call ahead or rank 1's calls succeeded: %v, %v", asyncErr, errs[1])
+			}
+		})
+	}
+}

@@ -140,6 +140,18 @@ func (q *callQueue) dequeueLocked() *Request {
 	return r
 }
 
+// queuedLocked reports whether r waits in the queue (not taken by the
+// worker yet). The communicator's mu is held. It walks the queue: for a
+// call given up while queued (givenUp), not on a call's path.
+func (q *callQueue) queuedLocked(r *Request) bool {
+	for x := q.qhead; x != nil; x = x.next {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
 // takeAllLocked empties the queue and returns its requests, oldest first,
 // still linked through Request.next; they stay counted in pending until
 // the caller finishes them. The communicator's mu is held.

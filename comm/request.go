@@ -88,7 +88,20 @@ func (r *Request) wait() error {
 		return c.inSub(err)
 	}
 	if !r.inlined {
-		<-r.done
+		var ended <-chan struct{}
+		if r.ctx != nil {
+			ended = r.ctx.Done()
+		}
+		select {
+		case <-r.done:
+		case <-ended:
+			// Queued behind asynchronous calls, the call's context
+			// ended: it bounds the call, which cannot be taken back
+			// (the other ranks call it), so it ends the communicator
+			// now, as it would have when its turn came.
+			r.c.givenUp(r)
+			<-r.done
+		}
 	}
 	c, err := r.c, r.err
 	if r.pooled && !r.persistent {
@@ -97,6 +110,19 @@ func (r *Request) wait() error {
 		requestPool.Put(r)
 	}
 	return c.inSub(err)
+}
+
+// givenUp ends the communicator's life for r, a blocking call whose
+// context ended while it was queued: the calls ahead of it and after fail
+// at once, on every rank, as for a cancelled context in a running call
+// (the running one watches its own context, see run).
+func (c *Comm) givenUp(r *Request) {
+	c.mu.Lock()
+	queued := c.queuedLocked(r)
+	c.mu.Unlock()
+	if queued {
+		c.lifeCancel(fmt.Errorf("a later %s's context ended while it was queued: %w", r.kind, context.Cause(r.ctx)))
+	}
 }
 
 // finish marks r done.
