@@ -231,3 +231,60 @@ func TestZeroPersistentAndHugeAlloc(t *testing.T) {
 		return nil
 	})
 }
+
+// TestFreeRefusesABufferASubCommunicatorUses: Free on a communicator
+// refuses a buffer that a call of a communicator split from it (Dup here)
+// still uses, and the other way round. Before, it freed it, the next Alloc
+// handed out the same memory, and the sub-communicator's call wrote its
+// result into it.
+func TestFreeRefusesABufferASubCommunicatorUses(t *testing.T) {
+	for _, kind := range commtest.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			tried := make(chan struct{})
+			runRanksOn(t, kind, 2, testOpts, func(c *Comm) error {
+				ctx := context.Background()
+				sub, err := c.Dup(ctx)
+				if err != nil {
+					return err
+				}
+				defer sub.Close()
+				a, err := Alloc[float32](c, 1000)
+				if err != nil {
+					return err
+				}
+				b, err := Alloc[float32](sub, 1000)
+				if err != nil {
+					return err
+				}
+				for i := range a {
+					a[i], b[i] = 1, 2
+				}
+				if c.Rank() == 1 {
+					<-tried // rank 0's calls cannot finish before
+				}
+				ra := AllreduceAsync(sub, a, a, Sum) // the parent's buffer on the child
+				rb := AllreduceAsync(c, b, b, Sum)   // and the other way
+				if c.Rank() == 0 {
+					errA, errB := Free(c, a), Free(sub, b)
+					close(tried)
+					if errA == nil || !strings.Contains(errA.Error(), "still uses the buffer") {
+						return fmt.Errorf("Free on the parent of a buffer the child's allreduce uses: %v", errA)
+					}
+					if errB == nil || !strings.Contains(errB.Error(), "still uses the buffer") {
+						return fmt.Errorf("Free on the child of a buffer the parent's allreduce uses: %v", errB)
+					}
+				}
+				if err := WaitAll(ctx, ra, rb); err != nil {
+					return err
+				}
+				if a[0] != 2 || a[999] != 2 || b[0] != 4 || b[999] != 4 {
+					return fmt.Errorf("results %v %v %v %v, want 2 2 4 4", a[0], a[999], b[0], b[999])
+				}
+				if err := Free(c, a); err != nil {
+					return fmt.Errorf("Free once the request is waited for: %w", err)
+				}
+				return Free(sub, b)
+			})
+		})
+	}
+}

@@ -180,6 +180,7 @@ func newHeld(ctx context.Context, rdv Rendezvous, h *holders, opts Options, id s
 	}
 	c := &Comm{id: id, rank: rdv.Rank(), size: rdv.Size(), opts: opts, rdv: rdv, fabric: fabric{devs: devs, held: h},
 		callQueue: newCallQueue(), callState: newCallState(), debug: debugOn(opts.Logger), selection: newSelection(algoForced)}
+	h.add(c)
 	c.startLife(c.opts.Timeout, c.watchdogTick)
 	c.caller.onEnd = c.abandoned
 	c.startStall(min(time.Second, c.opts.StallTimeout/2), c.stallTick)
@@ -356,6 +357,7 @@ func (c *Comm) teardown() error {
 	}
 	// The rendezvous and the devices, if no communicator split from this
 	// one (or the one this was split from) still uses them.
+	c.held.remove(c)
 	errs = append(errs, c.held.leave())
 	c.board.release()
 	return errors.Join(errs...)

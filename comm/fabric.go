@@ -46,6 +46,46 @@ type holders struct {
 	// could not be made: the last leave marks this rank gone with it
 	// (goneMarker.Fail) before it closes rdv.
 	failed error
+	// comms are the live communicators over devs (the one made over rdv
+	// and those split from it): Free and Deregister on one refuse a
+	// buffer that a call of another still uses (see deregister).
+	comms map[*Comm]struct{}
+}
+
+// add records c as a live communicator of h's family.
+func (h *holders) add(c *Comm) {
+	h.mu.Lock()
+	if h.comms == nil {
+		h.comms = map[*Comm]struct{}{}
+	}
+	h.comms[c] = struct{}{}
+	h.mu.Unlock()
+}
+
+// remove forgets c (its teardown).
+func (h *holders) remove(c *Comm) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	delete(h.comms, c)
+	h.mu.Unlock()
+}
+
+// others returns the live communicators of h's family but c.
+func (h *holders) others(c *Comm) []*Comm {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]*Comm, 0, len(h.comms))
+	for o := range h.comms {
+		if o != c {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // goneMarker is a rendezvous whose store marks gone ranks

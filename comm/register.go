@@ -55,9 +55,9 @@ func Alloc[T Number](c *Comm, n int) ([]T, error) {
 
 // Free releases a slice returned by Alloc (Close releases those not
 // freed). It refuses, with an error naming the call, a slice that a call
-// of this communicator has not finished with: an asynchronous call (or a
-// started Persistent) still queued or running; wait for its request
-// first. Do not use the slice afterwards. If it is used anyway, nothing
+// of this communicator, or of one split from it (or from which it was
+// split), has not finished with: an asynchronous call (or a started
+// Persistent) still queued or running; wait for its request first. Do not use the slice afterwards. If it is used anyway, nothing
 // faults, unlike C's free: the memory stays mapped (its pages go back to
 // the system) and a later Alloc may hand it out again, zeroed, so a stale
 // slice reads and writes that later buffer. The same holds after Close.
@@ -115,6 +115,26 @@ func (c *Comm) deregister(mem []byte, owned bool) error {
 		return errNilComm("deregister")
 	}
 	start := uintptr(unsafe.Pointer(&mem[0]))
+	// A call of a communicator split from this one (or the one this was
+	// split from) may use the buffer too, through its staging: freed, a
+	// later Alloc could hand the memory out while that call still writes
+	// it. (Checked first, each under its own lock: never two at once.)
+	for _, o := range c.held.others(c) {
+		o.mu.Lock()
+		q := o.inUseLocked(start, start+uintptr(len(mem)))
+		state := "queued"
+		if q != nil && q == o.active {
+			state = "running"
+		}
+		o.mu.Unlock()
+		if q != nil {
+			what := "free"
+			if !owned {
+				what = "deregister"
+			}
+			return fmt.Errorf("comm: rank %d: %s %#x: %s (%s) on communicator %s still uses the buffer: wait for its request first", c.rank, what, start, q.kind, state, o.id)
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, r := range c.regs {
