@@ -11,6 +11,17 @@ import (
 	"time"
 )
 
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // runRanks runs f for every rank of an n-rank group as goroutines, rank 0
 // hosting the store on a free loopback port, and fails the test on any
 // error.
@@ -23,12 +34,7 @@ func runRanksB(t testing.TB, n int, f func(ctx context.Context, b *Bootstrap) er
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	quiet := WithLogger(slog.New(slog.DiscardHandler))
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -307,12 +313,7 @@ func TestGroupWithGroup(t *testing.T) {
 // $HOME/.goccl/secret on its host).
 func TestGroupTimeoutNamesWrongSecret(t *testing.T) {
 	ctx := testCtx(t, 20*time.Second)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	quiet := WithLogger(slog.New(slog.DiscardHandler))
 	info := func(r int, secret []byte) Info {
 		return Info{Rank: r, Size: 3, LocalRank: r, LocalSize: 3, Addr: addr, Secret: secret, Source: "test", HostRoot: r == 0}

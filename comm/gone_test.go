@@ -137,33 +137,14 @@ func TestInitFailureReachesTheOthers(t *testing.T) {
 	for _, victim := range []int{0, 2} {
 		t.Run(fmt.Sprintf("rank%d", victim), func(t *testing.T) {
 			const n, initTimeout = 4, 60 * time.Second
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			port := l.Addr().(*net.TCPAddr).Port
-			l.Close()
-			outs := make([]*bytes.Buffer, n)
-			cmds := make([]*exec.Cmd, n)
-			for r := range n {
-				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				// torchrun's variables: rank 0 hosts the store.
-				cmd.Env = append(launcherFreeEnv(), "GOCCL_TEST_CHILD=initfail", "GOCCL_TRANSPORT=tcp", "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n),
-					"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
-					"GOCCL_INIT_TIMEOUT="+initTimeout.String())
+			outs := initChildren(t, n, initTimeout, func(r int) []string {
 				if r == victim {
-					cmd.Env = append(cmd.Env, "GOCCL_CHUNK_SIZE=1")
+					return []string{"GOCCL_CHUNK_SIZE=1"}
 				}
-				outs[r] = &bytes.Buffer{}
-				cmd.Stdout, cmd.Stderr = outs[r], outs[r]
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				cmds[r] = cmd
-			}
-			waitAll(t, cmds, initTimeout+30*time.Second)
+				return nil
+			})
 			for r := range n {
-				line := lastLine(outs[r].String(), "after ")
+				line := lastLine(outs[r], "after ")
 				t.Logf("rank %d %s", r, line)
 				took, err := time.ParseDuration(strings.TrimSuffix(strings.Fields(line + " x x")[1], ":"))
 				want := fmt.Sprintf("rank %d failed to join", victim)
@@ -246,34 +227,15 @@ func TestWrongSecretNamedAtInitTimeout(t *testing.T) {
 		t.Skip("starts processes; skipped with -short")
 	}
 	const n, victim, initTimeout = 3, 2, 2 * time.Second
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	secret := func(b byte) string { return strings.Repeat(fmt.Sprintf("%02x", b), 32) }
-	outs := make([]*bytes.Buffer, n)
-	cmds := make([]*exec.Cmd, n)
-	for r := range n {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		s := secret(1)
+	outs := initChildren(t, n, initTimeout, func(r int) []string {
+		b := byte(1)
 		if r == victim {
-			s = secret(2)
+			b = 2
 		}
-		cmd.Env = append(launcherFreeEnv(), "GOCCL_TEST_CHILD=initfail", "GOCCL_TRANSPORT=tcp", "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n),
-			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
-			"GOCCL_INIT_TIMEOUT="+initTimeout.String(), "GOCCL_SECRET="+s)
-		outs[r] = &bytes.Buffer{}
-		cmd.Stdout, cmd.Stderr = outs[r], outs[r]
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds[r] = cmd
-	}
-	waitAll(t, cmds, initTimeout+30*time.Second)
+		return []string{"GOCCL_SECRET=" + strings.Repeat(fmt.Sprintf("%02x", b), 32)}
+	})
 	for r := range n {
-		line := lastLine(outs[r].String(), "after ")
+		line := lastLine(outs[r], "after ")
 		t.Logf("rank %d %s", r, line)
 		want := "refused 1 connection with a wrong secret, the last from 127.0.0.1:"
 		if r == victim {
@@ -283,4 +245,39 @@ func TestWrongSecretNamedAtInitTimeout(t *testing.T) {
 			t.Errorf("rank %d does not say %q:\n%s", r, want, outs[r])
 		}
 	}
+}
+
+// initChildren runs n processes of this test binary that only Init (the
+// initfail child) under torchrun's variables, rank 0 hosting the store,
+// over TCP with initTimeout, each with the variables extra(rank) adds,
+// and returns their outputs.
+func initChildren(t *testing.T, n int, initTimeout time.Duration, extra func(r int) []string) []string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	outs := make([]*bytes.Buffer, n)
+	cmds := make([]*exec.Cmd, n)
+	for r := range n {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(launcherFreeEnv(), "GOCCL_TEST_CHILD=initfail", "GOCCL_TRANSPORT=tcp", "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n),
+			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
+			"GOCCL_INIT_TIMEOUT="+initTimeout.String())
+		cmd.Env = append(cmd.Env, extra(r)...)
+		outs[r] = &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = outs[r], outs[r]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[r] = cmd
+	}
+	waitAll(t, cmds, initTimeout+30*time.Second)
+	text := make([]string, n)
+	for r, o := range outs {
+		text[r] = o.String()
+	}
+	return text
 }
