@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1303,9 +1304,17 @@ func (c *Comm) markWait(p int) {
 func (c *Comm) stallBlame(k boardCall, p int, waiting string) error {
 	cause := &stallError{d: c.opts.StallTimeout}
 	if p >= 0 {
-		if root, via := c.board.stallChain(p); root >= 0 {
+		root, via, round := c.board.stallChain(p)
+		if root >= 0 {
 			return c.boardBlame(k, root, fmt.Errorf("%s%s: rank %d is at the root of a stall (it waits for no rank: stopped, hung, or not in this call): %w",
 				waiting, via, root, cause))
+		}
+		if len(round) > 0 {
+			// Alive, each waiting for the next: calls that cannot meet
+			// (two sends of rendezvous size, each waiting for its
+			// receive) or calls that differ.
+			return c.boardFail(k, fmt.Errorf("%s%s: %s are alive and wait for one another (calls that cannot meet, such as sends that each wait for their receive, or calls that differ): %w",
+				waiting, via, rankList(round), cause))
 		}
 	}
 	return c.boardFail(k, fmt.Errorf("%s: %w", waiting, cause))
@@ -1316,24 +1325,34 @@ func (c *Comm) stallBlame(k boardCall, p int, waiting string) error {
 // waits for nobody: the root of the stall. It returns that rank and the
 // chain as text ("; rank 0 waits for rank 2"), or -1 if the chain comes
 // round to a rank already in it (ranks that wait for each other: a stalled
-// link between them, or calls that differ).
-func (b *board) stallChain(p int) (int, string) {
+// link between them, or calls that differ): then the chain and the ranks
+// on it, in order from this rank.
+func (b *board) stallChain(p int) (int, string, []int) {
 	var via strings.Builder
-	seen := map[int]bool{b.me: true, p: true}
+	on := []int{b.me, p}
 	for range b.n {
 		w := int(b.u32(b.hdr(p) + bWaitOn).Load())
 		if w == 0 {
-			return p, via.String()
+			return p, via.String(), nil
 		}
 		q := w - 1
-		if q >= b.n || seen[q] {
-			return -1, ""
+		if q >= b.n {
+			return -1, "", nil
 		}
-		seen[q] = true
 		fmt.Fprintf(&via, "; rank %d waits for rank %d", p, q)
+		if slices.Contains(on, q) {
+			if q != b.me {
+				// Round to a rank after this one: this rank waits on
+				// the round, not in it.
+				on = on[slices.Index(on, q):]
+			}
+			slices.Sort(on)
+			return -1, via.String(), on
+		}
+		on = append(on, q)
 		p = q
 	}
-	return -1, ""
+	return -1, "", nil
 }
 
 // boardLook checks, while a board call waits for ranks lo..hi-1, the

@@ -340,3 +340,30 @@ func TestRefusedP2PNamedByTag(t *testing.T) {
 		})
 	}
 }
+
+// TestMutualSendsNamedOverShm: two ranks that each send the other a
+// message of rendezvous size before receiving (the caller's deadlock, as
+// under MPI) fail at the stall timeout saying that they are alive and wait
+// for one another; over shared memory they said only "waiting for rank 0
+// to take this rank's message ... a peer or link stopped without an
+// error" (over TCP the stall diagnosis said they wait on each other).
+func TestMutualSendsNamedOverShm(t *testing.T) {
+	opts := testOpts
+	opts.StallTimeout = 2 * time.Second
+	errs := make([]error, 2)
+	runRanksOn(t, "shm", 2, opts, func(c *Comm) error {
+		ctx := context.Background()
+		peer := 1 - c.Rank()
+		big := make([]float32, 1<<20)
+		s := SendAsync(c, big, peer, 1)
+		r := RecvAsync(c, make([]float32, 1<<20), peer, 1)
+		errs[c.Rank()] = WaitAll(ctx, s, r)
+		return nil
+	})
+	for r, err := range errs {
+		t.Logf("rank %d: %v", r, err)
+		if err == nil || !strings.Contains(err.Error(), "ranks 0-1 are alive and wait for one another") {
+			t.Errorf("rank %d: %v; want the two ranks named as waiting for one another", r, err)
+		}
+	}
+}
