@@ -216,11 +216,13 @@ type board struct {
 	cross   shm.CrossReader
 	scratch []byte // a direct all-to-all's send buffer, when in place
 	// segs maps the peers' segments this rank read from (by rank and
-	// segment id; board_direct.go), noSegs the peers whose segments
-	// cannot be mapped here.
-	segs   map[[2]uint64][]byte
-	noSegs map[int]bool
-	tmp    [3][]byte // a direct reduction's scratch
+	// segment id; board_direct.go), with the call that last used each
+	// (segCall, which beginCall advances); noSegs the peers whose
+	// segments cannot be mapped here.
+	segs    map[[2]uint64]segMapping
+	segCall uint64
+	noSegs  map[int]bool
+	tmp     [3][]byte // a direct reduction's scratch
 	// part is a direct reduce's scratch for this rank's part where it is
 	// not the root: in an shm segment where the device allocates them, so
 	// that the root reads it through a mapping (see partBuf).
@@ -611,7 +613,7 @@ func (b *board) release() {
 	b.markMu.Lock()
 	defer b.markMu.Unlock()
 	for k, m := range b.segs {
-		unix.Munmap(m)
+		unix.Munmap(m.m)
 		delete(b.segs, k)
 	}
 	if b.own != nil {
@@ -685,6 +687,7 @@ func (c *Comm) boardTakes(r *Request) bool {
 func (c *Comm) executeBoard(r *Request) error {
 	b := c.board
 	r.used = "shm-board"
+	b.beginCall()
 	k := mkCall(r.kind, r.dt, r.op, r.root, r.count)
 	if c.life.Err() != nil { // abandoned before it started
 		return c.boardFail(k, context.Cause(c.life))

@@ -328,8 +328,24 @@ func (c *Comm) boardRound(r *Request, k boardCall) error {
 	return c.boardWait(r, b.seq, k)
 }
 
-// maxSegs bounds the peers' segments a rank keeps mapped.
+// maxSegs bounds the peers' segments a rank keeps mapped from one call
+// to the next (a call may map more: those it uses stay mapped until it
+// ends).
 const maxSegs = 64
+
+// segMapping is a peer's segment mapped here, and the call (board.segCall)
+// that last used it.
+type segMapping struct {
+	m    []byte
+	call uint64
+}
+
+// beginCall starts a board call: the segments mapped for earlier calls may
+// be unmapped from here on (segmentBy), never one this call uses. (All of
+// them were unmapped once maxSegs were mapped, also those the running call
+// held: a reduce-scatter of fresh registered buffers on 4 ranks read an
+// unmapped view in its 21st call and crashed the rank.)
+func (b *board) beginCall() { b.segCall++ }
 
 // segment returns this rank's mapping of the shm segment that holds rank
 // p's buffer of call seq, mapping it on first use (shm.MapProcessSegment);
@@ -349,8 +365,12 @@ func (b *board) segmentBy(p int, id uint64, fd int) []byte {
 		return nil
 	}
 	key := [2]uint64{uint64(p), id}
-	if m, ok := b.segs[key]; ok {
-		return m
+	if sm, ok := b.segs[key]; ok {
+		if sm.call != b.segCall {
+			sm.call = b.segCall
+			b.segs[key] = sm
+		}
+		return sm.m
 	}
 	m, err := shm.MapProcessSegment(int(b.u32(b.hdr(p)+bPid).Load()), fd)
 	if err != nil {
@@ -360,16 +380,18 @@ func (b *board) segmentBy(p int, id uint64, fd int) []byte {
 		b.noSegs[p] = true
 		return nil
 	}
-	if b.segs == nil || len(b.segs) >= maxSegs {
+	if b.segs == nil {
+		b.segs = map[[2]uint64]segMapping{}
+	}
+	if len(b.segs) >= maxSegs {
 		for k, old := range b.segs {
-			unix.Munmap(old)
-			delete(b.segs, k)
-		}
-		if b.segs == nil {
-			b.segs = map[[2]uint64][]byte{}
+			if old.call != b.segCall {
+				unix.Munmap(old.m)
+				delete(b.segs, k)
+			}
 		}
 	}
-	b.segs[key] = m
+	b.segs[key] = segMapping{m: m, call: b.segCall}
 	return m
 }
 

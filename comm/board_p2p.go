@@ -93,6 +93,7 @@ func u64at(e []byte, off int) *uint64 { return (*uint64)(unsafe.Pointer(&e[off])
 func (c *Comm) executeMail(r *Request) error {
 	b := c.board
 	r.used = "shm-mailbox"
+	b.beginCall()
 	b.tag = r.args.tag
 	k := mkCall(r.kind, r.dt, 0, -1, r.count)
 	if c.life.Err() != nil {

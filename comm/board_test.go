@@ -1334,3 +1334,45 @@ func TestAbortBesideClose(t *testing.T) {
 		}
 	}
 }
+
+// TestBoardSegmentsOfACallStayMapped: reduce-scatters over fresh
+// registered buffers, one call after another, map new segments of the
+// peers in every call. Once maxSegs were mapped, the next mapping unmapped
+// them all, also the views the running call still read: with 4 ranks the
+// 21st call read unmapped memory and the rank crashed (SIGSEGV).
+func TestBoardSegmentsOfACallStayMapped(t *testing.T) {
+	const n, count, calls = 4, 4096, 40
+	runRanksOn(t, "shm", n, testOptsFast, func(c *Comm) error {
+		ctx := context.Background()
+		me := c.Rank()
+		for call := range calls {
+			send, err := Alloc[int32](c, n*count)
+			if err != nil {
+				return err
+			}
+			recv, err := Alloc[int32](c, count)
+			if err != nil {
+				return err
+			}
+			for i := range send {
+				send[i] = int32(me*1000 + i + call)
+			}
+			if err := ReduceScatter(ctx, c, send, recv, Sum); err != nil {
+				return err
+			}
+			for i, v := range recv {
+				j := me*count + i
+				if want := int32(n*(j+call) + 1000*n*(n-1)/2); v != want {
+					return fmt.Errorf("call %d: recv[%d] = %d, want %d", call, i, v, want)
+				}
+			}
+			if err := Free(c, send); err != nil {
+				return err
+			}
+			if err := Free(c, recv); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
