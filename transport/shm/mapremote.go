@@ -77,6 +77,12 @@ func MapRemote(ep transport.Endpoint, remote transport.RemoteRegion) ([]byte, er
 		m := e.segs[info.seg]
 		e.segMu.Unlock()
 		if m == nil {
+			if e.failed.Load() {
+				// The peer died or the connection broke: the segment
+				// will never come (a caller retrying on ErrNotMapped
+				// waited out its own deadline).
+				return nil, fmt.Errorf("shm: map remote region of %s: key %#x: the connection failed: %w", e.peerName, key, transport.ErrLink)
+			}
 			e.askSegment(info.seg)
 			return nil, fmt.Errorf("shm: map remote region of %s: key %#x: %w", e.peerName, key, ErrNotMapped)
 		}

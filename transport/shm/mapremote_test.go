@@ -91,3 +91,32 @@ func TestMapRemote(t *testing.T) {
 		})
 	}
 }
+
+// TestMapRemoteFailedEndpoint: on an endpoint that failed (the peer died
+// or the connection broke), MapRemote of a region whose segment is not
+// mapped here yet fails with ErrLink at once. It said ErrNotMapped, and a
+// caller retrying on that (a sub-communicator's board set-up) waited out
+// its own deadline, 5 s, for a segment that could never come.
+func TestMapRemoteFailedEndpoint(t *testing.T) {
+	o := testOptions(t)
+	o.noSelf = true
+	p := inProcessPair(t, o, o)
+	mem, err := Alloc(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Free(mem) })
+	rb, err := p.DevB.Register(mem, transport.AccessAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.DevB.Deregister(rb) })
+	e, ok := p.A.(*endpoint)
+	if !ok {
+		t.Fatalf("endpoint is a %T", p.A)
+	}
+	e.fail(failure{cause: fmt.Errorf("the peer died: %w", transport.ErrLink)})
+	if _, err := MapRemote(p.A, rb.Remote()); !errors.Is(err, transport.ErrLink) {
+		t.Fatalf("MapRemote on a failed endpoint: %v, want ErrLink", err)
+	}
+}
