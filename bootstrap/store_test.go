@@ -615,3 +615,41 @@ func TestWillSetWhenTheConnectionDies(t *testing.T) {
 		t.Fatalf("after Close the will was set: %q, %v", v, err)
 	}
 }
+
+func TestBlameRoundTrip(t *testing.T) {
+	for _, b := range []Blame{{0, "failed"}, {17, "stalled (stopped, hung, or not in the call)"}, {3, ""}} {
+		got, ok := DecodeBlame(b.Encode())
+		if !ok || got != b {
+			t.Errorf("DecodeBlame(Encode(%+v)) = %+v, %v", b, got, ok)
+		}
+	}
+	// A reason with a newline is kept on one line.
+	if got, ok := DecodeBlame(Blame{1, "a\nb"}.Encode()); !ok || got.Reason != "a b" {
+		t.Errorf("got %+v, %v", got, ok)
+	}
+	for _, v := range []string{"", "x", "-1\nr", "1", "1 2\nr", "\nr", "99999999999999999999\nr", "2\n" + strings.Repeat("x", 513)} {
+		if b, ok := DecodeBlame([]byte(v)); ok {
+			t.Errorf("DecodeBlame(%q) = %+v, want refusal", v, b)
+		}
+	}
+}
+
+// FuzzDecodeBlame: a store value (any rank's program may write one) never
+// panics the decoder, and what it accepts encodes back to itself.
+func FuzzDecodeBlame(f *testing.F) {
+	f.Add([]byte("3\nstalled"))
+	f.Add([]byte("0\n"))
+	f.Add([]byte("x\ny"))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		b, ok := DecodeBlame(v)
+		if !ok {
+			return
+		}
+		if b.Root < 0 || strings.Contains(b.Reason, "\n") {
+			t.Fatalf("accepted %q as %+v", v, b)
+		}
+		if again, ok := DecodeBlame(b.Encode()); !ok || again != b {
+			t.Fatalf("%+v does not survive Encode: %+v, %v", b, again, ok)
+		}
+	})
+}

@@ -536,6 +536,14 @@ func (e *Executor) Drain(ctx context.Context) error {
 	for e.inflight > 0 && e.err == nil {
 		n, err := e.CQ.Wait(ctx, e.compBuf())
 		if err != nil {
+			if peers := e.Unacked(); len(peers) > 0 {
+				sends := "a send"
+				if e.inflight > 1 {
+					sends = strconv.Itoa(e.inflight) + " sends"
+				}
+				return fmt.Errorf("rank %d: %s did not acknowledge %s of the last calls (stopped, hung, or too slow to take them): %w",
+					e.Rank, rankWords(peers), sends, err)
+			}
 			return fmt.Errorf("rank %d: waiting for %d sends to be acknowledged: %w", e.Rank, e.inflight, err)
 		}
 		for i := range n {
@@ -552,9 +560,35 @@ func (e *Executor) Drain(ctx context.Context) error {
 				return fmt.Errorf("rank %d -> %d: a send of the last calls was not acknowledged: rank %d's connection ended first (it left without closing the communicator, or died): %w", e.Rank, p, p, comp.Err)
 			}
 			e.inflight--
+			if l := e.Links[idPeer(comp.ID)]; l != nil {
+				l.inline--
+			}
 		}
 	}
 	return nil
+}
+
+// Unacked are the peers with inline sends not yet acknowledged (Drain).
+func (e *Executor) Unacked() []int {
+	var peers []int
+	for p, l := range e.Links {
+		if l != nil && l.inline > 0 {
+			peers = append(peers, p)
+		}
+	}
+	return peers
+}
+
+// rankWords is "rank 2" or "ranks 1, 3".
+func rankWords(ranks []int) string {
+	if len(ranks) == 1 {
+		return "rank " + strconv.Itoa(ranks[0])
+	}
+	s := make([]string, len(ranks))
+	for i, r := range ranks {
+		s[i] = strconv.Itoa(r)
+	}
+	return "ranks " + strings.Join(s, ", ")
 }
 
 // Settled is, for any goroutine, the number (Call.Seq) of the last

@@ -237,7 +237,16 @@ func (c *Comm) Close() error {
 	// credits included, is there.
 	var drainErr error
 	switch {
-	case c.exec == nil || c.exec.Err() != nil || c.size == 1:
+	case c.exec == nil || c.size == 1:
+	case c.aborted.Load():
+		// Also when the running call has failed the executor already
+		// (Abort's cancellation): the peers learn that this rank
+		// aborted, not that its connections closed.
+		c.board.mark(boardFailed)
+		ctx, cancel := context.WithTimeout(context.Background(), notifyWait)
+		c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeAborted, Rank: c.rank, Seq: uint16(collectives.Epoch(c.seq, true))})
+		cancel()
+	case c.exec.Err() != nil:
 	case c.life.Err() == nil:
 		// A rooted board call that did not wait for every rank: they
 		// reach it, or the ranks disagreed (as Confirm below).
@@ -250,23 +259,32 @@ func (c *Comm) Close() error {
 			break
 		}
 		c.board.mark(boardClosed)
-		ctx, cancel := context.WithTimeout(c.life, 10*time.Second)
-		drainErr = c.exec.Drain(ctx)
+		// A peer that takes nothing for the stall timeout is stopped or
+		// hung: Close names it then (it waited 10 s, then closeWait and
+		// the stall timeout again in Confirm, 15 s with a 3 s timeout).
+		ctx, cancel := context.WithTimeout(c.life, min(10*time.Second, c.opts.StallTimeout))
+		if err := c.exec.Drain(ctx); err != nil {
+			drainErr = fmt.Errorf("comm: close: %w", err)
+		}
 		cancel()
+		stuck := c.exec.Unacked()
 		ctx, cancel = context.WithTimeout(context.Background(), closeWait)
-		c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeClosed, Rank: c.rank, Seq: uint16(c.seq % collectives.SeqMod)})
+		c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeClosed, Rank: c.rank, Seq: uint16(c.seq % collectives.SeqMod)}, stuck...)
 		cancel()
 		// Rooted calls that completed once sent (Call.Eager): the peers
 		// they sent to have taken it, or the ranks disagreed. As long as
-		// such a call would have waited.
-		ctx, cancel = context.WithTimeout(context.Background(), c.opts.StallTimeout)
-		if err := c.exec.Confirm(ctx); err != nil {
-			drainErr = errors.Join(drainErr, fmt.Errorf("comm: close: %w", err))
-		} else if err := c.exec.PeerFailed(c.seq); err != nil {
-			// A peer failed in a call this rank completed (see Confirm).
-			drainErr = errors.Join(drainErr, fmt.Errorf("comm: close: %w", err))
+		// such a call would have waited; not for a peer that took
+		// nothing above.
+		if len(stuck) == 0 {
+			ctx, cancel = context.WithTimeout(context.Background(), c.opts.StallTimeout)
+			if err := c.exec.Confirm(ctx); err != nil {
+				drainErr = errors.Join(drainErr, fmt.Errorf("comm: close: %w", err))
+			} else if err := c.exec.PeerFailed(c.seq); err != nil {
+				// A peer failed in a call this rank completed (see Confirm).
+				drainErr = errors.Join(drainErr, fmt.Errorf("comm: close: %w", err))
+			}
+			cancel()
 		}
-		cancel()
 		// Peers not connected to this rank learn it from the store, should
 		// a call of theirs still need it (lazy.go).
 		if kv := kvOf(c.rdv); kv != nil {
@@ -274,11 +292,6 @@ func (c *Comm) Close() error {
 			kv.Set(ctx, c.closedKey(c.rank), []byte(strconv.FormatUint(uint64(c.seq), 10)))
 			cancel()
 		}
-	case c.aborted.Load():
-		c.board.mark(boardFailed)
-		ctx, cancel := context.WithTimeout(context.Background(), notifyWait)
-		c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeAborted, Rank: c.rank, Seq: uint16(collectives.Epoch(c.seq, true))})
-		cancel()
 	}
 	c.lifeCancel(ErrClosed)
 	c.board.mark(boardClosed) // if not marked above: failed stays failed
@@ -318,10 +331,12 @@ func (c *Comm) Abort(cause error) {
 	c.lifeCancel(cause)
 	c.board.mark(boardFailed) // ranks waiting on this one's board slot fail now
 	if kv := kvOf(c.rdv); kv != nil && c.size > 1 {
-		// For the peers that find the mark (reportedCause); not waited
-		// for: Abort never waits on a peer, and the store may be one.
-		rep := report{reason: collectives.NoticeAborted, root: c.rank, peer: -1, cause: cause.Error()}
-		go c.publish(kv, rep)
+		// For the peers that find the mark (reportedCause), before Close
+		// ends the store's connection (in a goroutine it lost that race
+		// when the process exited at once, and the peers waited
+		// reportWait for it, then said "failed or aborted"): bounded by
+		// queryWait, as the store may be a peer's.
+		c.publish(kv, report{reason: collectives.NoticeAborted, root: c.rank, peer: -1, cause: cause.Error()})
 	}
 	c.Close()
 }

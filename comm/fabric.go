@@ -50,6 +50,9 @@ type holders struct {
 	// and those split from it): Free and Deregister on one refuse a
 	// buffer that a call of another still uses (see deregister).
 	comms map[*Comm]struct{}
+	// blamed: a communicator of the family published this process's
+	// bootstrap.Blame (its first failure's root; see publish).
+	blamed atomic.Bool
 }
 
 // add records c as a live communicator of h's family.

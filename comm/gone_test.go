@@ -26,6 +26,8 @@ func TestMain(m *testing.M) {
 	switch os.Getenv("GOCCL_TEST_CHILD") {
 	case "gone":
 		os.Exit(goneChild())
+	case "closestall":
+		os.Exit(closeStallChild())
 	case "initfail":
 		start := time.Now()
 		c, err := Init(context.Background(), Options{})

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goccl/goccl/bootstrap"
 	"github.com/goccl/goccl/collectives"
 )
 
@@ -93,6 +94,50 @@ func (c *Comm) publish(kv keyValue, r report) {
 		// communicator is broken (lazy.go).
 		kv.Set(ctx, c.failedKey(), []byte(strconv.Itoa(c.rank)))
 	}
+	// The launcher's summary (gorun) names the rank this one failed for:
+	// the process's first failure, in world ranks.
+	if r.root >= 0 && r.root < c.size && c.held != nil && c.held.blamed.CompareAndSwap(false, true) {
+		b := bootstrap.Blame{Root: c.worldRank(r.root), Reason: blameReason(r, r.root == c.rank)}
+		kv.Set(ctx, bootstrap.BlameKey(c.worldRank(c.rank)), b.Encode())
+	}
+}
+
+// blameReason says in a few words what the root of r did, for a launcher's
+// summary ("rank 3 ...: named by ranks 0-2: stalled ...").
+func blameReason(r report, self bool) string {
+	switch r.reason {
+	case collectives.NoticeLost:
+		if self {
+			return "lost its connections"
+		}
+		return "failed or lost its connection (its process is gone or unreachable)"
+	case collectives.NoticeMismatch:
+		return "called a different collective (or a different number of them) than its peers"
+	case collectives.NoticeBadArgs:
+		return "refused its arguments to the call"
+	case collectives.NoticeStall:
+		return "stalled (stopped, hung, or not in the call the others wait in)"
+	case collectives.NoticeAborted:
+		return "aborted its communicator"
+	case collectives.NoticeClosed:
+		return "closed the communicator while its peers still needed it"
+	}
+	cause, _, _ := strings.Cut(r.cause, "\n")
+	if len(cause) > 160 {
+		// Up to its last clause that fits.
+		if i := strings.LastIndex(cause[:160], ": "); i > 0 {
+			cause = cause[:i]
+		} else {
+			cause = cause[:160] + "..."
+		}
+	}
+	switch {
+	case cause == "":
+		return "failed"
+	case self:
+		return "failed: " + cause
+	}
+	return cause // "rank 2 failed: its process is gone (...)"
 }
 
 // headline says what failed, naming the rank at the root, with the

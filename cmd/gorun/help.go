@@ -90,6 +90,13 @@ DESCRIPTION
 
         gorun: rank 2 on node3 (pid 1234) killed by signal: killed; also failed: rank 0 on node1
 
+    Otherwise the rank that the failed goccl ranks name as the root of
+    their failure comes first, with their words, also when it was not the
+    first to exit or never failed by itself (stopped, hung, or exited with
+    status 0):
+
+        gorun: rank 3 on node2 (pid 1240): named by ranks 0, 1, 2: stalled (stopped, hung, or not in the call the others wait in); it was still running when gorun stopped the job; first to fail: rank 1 on node1 (pid 1231) exited with status 1; also failed: rank 0 on node1, 2 on node2
+
     SIGINT and SIGTERM sent to gorun are forwarded to every rank (to remote
     ranks through the wrapper); a second one kills them. --timeout stops
     the whole job the same way and names the ranks still running. When the
@@ -153,8 +160,9 @@ OPTIONS
     Flags may be written with one dash or two, and end at prog.
 
 EXIT STATUS
-    0 when every rank exited 0. Otherwise the first failing rank's exit
-    status, or 128+N if signal N killed it; 128+N when gorun was stopped by
+    0 when every rank exited 0. Otherwise the exit status of the failed
+    rank the summary names first (the first to fail if the named rank did
+    not fail by itself), or 128+N if signal N killed it; 128+N when gorun was stopped by
     signal N; 124 after --timeout; 2 for wrong usage; 1 when gorun could not
     start the job.
 

@@ -54,6 +54,10 @@ type job struct {
 	srunFail *srunFailure // the first task failure srun reported
 
 	cpuBlocks map[int][]int // CPUs of each local rank (--bind-to); none: unbound
+
+	// blames reads the ranks' bootstrap.Blames from the store gorun
+	// hosts (nil when it hosts none).
+	blames func() map[int]bootstrap.Blame
 }
 
 func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
@@ -79,6 +83,7 @@ func launch(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer st.srv.Close()
+	j.blames = func() map[int]bootstrap.Blame { return st.srv.Blames(cfg.n) }
 	defer j.closeMux()
 	sig := notifySignals()
 	defer sig.stop()

@@ -154,6 +154,8 @@ func child(mode string) int {
 		fmt.Printf("pid %d wd %s\n", os.Getpid(), wd)
 		time.Sleep(time.Minute)
 		return 0
+	case "blamehang", "blameabort":
+		return blameChild(mode, rank)
 	case "affinity":
 		cpus, err := affinity.Usable()
 		if err != nil {

@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -24,7 +28,8 @@ const exitTimeout = 124
 // once, SIGKILL after the grace period. It returns gorun's exit status.
 func (j *job) supervise(ctx context.Context, sig *signals) int {
 	var (
-		failures []exit // procs that failed before gorun stopped the job
+		failures []exit             // procs that failed before gorun stopped the job
+		clean    = map[*proc]bool{} // procs that exited with status 0 before that
 		settle   <-chan time.Time
 		gotSig   syscall.Signal
 		timedOut []*proc // the procs still running when the timeout hit
@@ -59,6 +64,8 @@ func (j *job) supervise(ctx context.Context, sig *signals) int {
 				if running > 0 && settle == nil {
 					settle = time.After(failureSettle)
 				}
+			} else if !stopping {
+				clean[e.p] = true
 			}
 		case <-settle:
 			settle = nil
@@ -106,13 +113,35 @@ func (j *job) supervise(ctx context.Context, sig *signals) int {
 		j.srunMu.Lock()
 		cause, code := first.p.describe(first, j.srunFail)
 		j.srunMu.Unlock()
-		if len(failures) > 1 {
-			var also []*proc
-			for _, e := range failures {
-				if e.p != first.p {
-					also = append(also, e.p)
+		shown := []*proc{first.p}
+		if !killedBySignal(first) && j.blames != nil {
+			// The rank the failed ranks name, if not the first to exit:
+			// it exited a moment after they did, or was stopped, hung
+			// or exited with status 0 and never failed by itself.
+			if p, named := j.named(); p != nil && p != first.p {
+				if e, ok := failureOf(failures, p); ok {
+					cause, code = p.describe(e, nil)
+					cause += "; " + named
+					shown = []*proc{p}
+				} else {
+					state := "was still running when gorun stopped the job"
+					if clean[p] {
+						state = "had exited with status 0"
+					}
+					cause = fmt.Sprintf("%s (pid %d): %s; it %s; first to fail: %s", p.where(), p.pid, named, state, cause)
+					shown = append(shown, p)
 				}
+			} else if p != nil {
+				cause += "; " + named
 			}
+		}
+		var also []*proc
+		for _, e := range failures {
+			if !slices.Contains(shown, e.p) {
+				also = append(also, e.p)
+			}
+		}
+		if len(also) > 0 {
 			cause += "; also failed: rank " + rankList(also)
 		}
 		j.out.logf("%s", cause)
@@ -162,19 +191,78 @@ func rootCause(failures []exit) exit {
 		if e.p.kind == kindSrun {
 			break
 		}
-		if e.state == nil {
-			continue
-		}
-		ws, ok := e.state.Sys().(syscall.WaitStatus)
-		signaled := ok && ws.Signaled()
-		if code := e.state.ExitCode(); e.p.kind == kindSSH && code > 128 && code < 128+65 {
-			signaled = true // the remote wrapper reports 128+N
-		}
-		if signaled {
+		if killedBySignal(e) {
 			return e
 		}
 	}
 	return failures[0]
+}
+
+// killedBySignal reports whether e is a rank killed by a signal (a remote
+// one through its wrapper's 128+N), which rootCause takes as the cause.
+func killedBySignal(e exit) bool {
+	if e.state == nil || e.p.kind == kindSrun {
+		return false
+	}
+	if ws, ok := e.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return true
+	}
+	code := e.state.ExitCode()
+	return e.p.kind == kindSSH && code > 128 && code < 128+65
+}
+
+// named is the proc of the rank that most of the ranks' published blames
+// name as the root of their failure (bootstrap.Blame; ties: the lowest
+// rank), with the words for the summary: "named by ranks 0, 1: stalled
+// (...)". nil if no rank published one, or under srun.
+func (j *job) named() (*proc, string) {
+	blames := j.blames()
+	votes := map[int][]int{}
+	for r, b := range blames {
+		votes[b.Root] = append(votes[b.Root], r)
+	}
+	root := -1
+	for r, by := range votes {
+		if root < 0 || len(by) > len(votes[root]) || len(by) == len(votes[root]) && r < root {
+			root = r
+		}
+	}
+	if root < 0 {
+		return nil, ""
+	}
+	by := votes[root]
+	slices.Sort(by)
+	var p *proc
+	for _, q := range j.procs {
+		if slices.Contains(q.ranks, root) {
+			p = q
+		}
+	}
+	if p == nil || p.kind == kindSrun {
+		return nil, ""
+	}
+	nums := make([]string, len(by))
+	for i, r := range by {
+		nums[i] = strconv.Itoa(r)
+	}
+	who := "rank "
+	if len(by) > 1 {
+		who = "ranks "
+	}
+	if len(by) == 1 && by[0] == root {
+		return p, "by its own account: " + blames[root].Reason
+	}
+	return p, "named by " + who + strings.Join(nums, ", ") + ": " + blames[by[0]].Reason
+}
+
+// failureOf is p's exit among failures.
+func failureOf(failures []exit, p *proc) (exit, bool) {
+	for _, e := range failures {
+		if e.p == p {
+			return e, true
+		}
+	}
+	return exit{}, false
 }
 
 func failed(e exit) bool {
