@@ -247,6 +247,7 @@ func (c *Comm) Close() error {
 		c.exec.Notify(ctx, collectives.Notice{Reason: collectives.NoticeAborted, Rank: c.rank, Seq: uint16(collectives.Epoch(c.seq, true))})
 		cancel()
 	case c.exec.Err() != nil:
+	case c.closeAfterFamilyFailure():
 	case c.life.Err() == nil:
 		// A rooted board call that did not wait for every rank: they
 		// reach it, or the ranks disagreed (as Confirm below).
@@ -296,6 +297,44 @@ func (c *Comm) Close() error {
 	c.lifeCancel(ErrClosed)
 	c.board.mark(boardClosed) // if not marked above: failed stays failed
 	return errors.Join(drainErr, c.teardown())
+}
+
+// closeAfterFamilyFailure is Close of a communicator that did not fail
+// while another of its family did (a split-off one whose peer died, say),
+// the user closing everything on that error: its peers still in a call
+// learn the root of that failure, from its notice or the board, not that
+// this rank closed (which they took for a sequence mismatch, blaming this
+// rank: 26 of 30 runs of a helper's hunt, over TCP and shared memory). It
+// reports whether it did so.
+func (c *Comm) closeAfterFamilyFailure() bool {
+	if c.held == nil {
+		return false
+	}
+	w, reason, why := c.held.familyFailure()
+	if w < 0 || c.life.Err() != nil {
+		return false
+	}
+	root := c.rankOfWorld(w)
+	switch {
+	case root < 0 || root == c.rank:
+		// Not a member, or this rank itself: it failed.
+		reason, root = collectives.NoticeFailed, c.rank
+	case reason != collectives.NoticeLost && reason != collectives.NoticeStall && reason != collectives.NoticeAborted:
+		// A mismatch or bad arguments elsewhere: the root failed.
+		reason = collectives.NoticeFailed
+	}
+	c.board.markRoot(boardFailed, root)
+	cause := fmt.Sprintf("rank %d closed the communicator after a failure: %s", c.rank, why)
+	if w != c.worldRank(c.rank) && c.rankOfWorld(w) >= 0 {
+		cause = fmt.Sprintf("rank %d closed the communicator after rank %d's failure: %s", c.rank, root, why)
+	}
+	if kv := kvOf(c.rdv); kv != nil {
+		c.publish(kv, report{reason: reason, root: root, peer: -1, seq: c.seq, cause: cause})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), notifyWait)
+	c.exec.Notify(ctx, collectives.Notice{Reason: reason, Rank: root, Seq: uint16(collectives.Epoch(c.seq+1, false))})
+	cancel()
+	return true
 }
 
 // Abort fails every pending and later collective with cause (ErrAborted if

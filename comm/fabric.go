@@ -51,8 +51,24 @@ type holders struct {
 	// buffer that a call of another still uses (see deregister).
 	comms map[*Comm]struct{}
 	// blamed: a communicator of the family published this process's
-	// bootstrap.Blame (its first failure's root; see publish).
-	blamed atomic.Bool
+	// bootstrap.Blame (its first failure's root; see publish), whose
+	// world rank and words are famRoot and famWhy (under mu).
+	blamed    atomic.Bool
+	famRoot   int
+	famReason collectives.NoticeReason
+	famWhy    string
+}
+
+// familyFailure is the world rank at the root of the first failure of a
+// communicator of the family, why in a notice's terms and in words; root
+// -1 if none failed.
+func (h *holders) familyFailure() (root int, reason collectives.NoticeReason, why string) {
+	if !h.blamed.Load() {
+		return -1, 0, ""
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.famRoot, h.famReason, h.famWhy
 }
 
 // add records c as a live communicator of h's family.

@@ -28,6 +28,8 @@ func TestMain(m *testing.M) {
 		os.Exit(goneChild())
 	case "closestall":
 		os.Exit(closeStallChild())
+	case "subfail":
+		os.Exit(subFailChild())
 	case "initfail":
 		start := time.Now()
 		c, err := Init(context.Background(), Options{})

@@ -96,9 +96,29 @@ func (c *Comm) publish(kv keyValue, r report) {
 	}
 	// The launcher's summary (gorun) names the rank this one failed for:
 	// the process's first failure, in world ranks.
-	if r.root >= 0 && r.root < c.size && c.held != nil && c.held.blamed.CompareAndSwap(false, true) {
-		b := bootstrap.Blame{Root: c.worldRank(r.root), Reason: blameReason(r, r.root == c.rank)}
-		kv.Set(ctx, bootstrap.BlameKey(c.worldRank(c.rank)), b.Encode())
+	if r.root >= 0 && r.root < c.size {
+		c.familyFailed(ctx, kv, c.worldRank(r.root), r.reason, blameReason(r, r.root == c.rank))
+	}
+}
+
+// familyFailed records the first failure of the process's communicators
+// (holders.familyFailure; world rank root, in a notice's terms reason, in
+// words why) and publishes it
+// for the launcher (bootstrap.Blame).
+func (c *Comm) familyFailed(ctx context.Context, kv keyValue, root int, reason collectives.NoticeReason, why string) {
+	h := c.held
+	if h == nil || h.blamed.Load() {
+		return
+	}
+	h.mu.Lock()
+	first := !h.blamed.Load()
+	if first {
+		h.famRoot, h.famReason, h.famWhy = root, reason, why
+		h.blamed.Store(true)
+	}
+	h.mu.Unlock()
+	if first {
+		kv.Set(ctx, bootstrap.BlameKey(c.worldRank(c.rank)), bootstrap.Blame{Root: root, Reason: why}.Encode())
 	}
 }
 

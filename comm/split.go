@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/goccl/goccl/bootstrap"
+	"github.com/goccl/goccl/collectives"
 )
 
 // Split partitions the communicator as MPI_Comm_split does: ranks that
@@ -61,6 +62,13 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	rank := slices.Index(members, c.rank)
 	id := c.id + "/split" + strconv.Itoa(c.splits) + "/color" + strconv.Itoa(color)
 	rdv := &subRendezvous{kv: kv, id: id, rank: rank, size: len(members), gone: c.held.gone}
+	rdv.lost = func(w int, why string) {
+		// The parent's peers in a call learn it when this rank closes
+		// the parent on the error (closeAfterFamilyFailure).
+		ctx, cancel := context.WithTimeout(context.Background(), queryWait)
+		defer cancel()
+		c.familyFailed(ctx, kv, w, collectives.NoticeLost, fmt.Sprintf("rank %d failed: its process is gone (%s)", w, why))
+	}
 	for _, m := range members {
 		rdv.world = append(rdv.world, c.worldRank(m))
 	}
@@ -102,6 +110,9 @@ type subRendezvous struct {
 	// its world rank) fails the waits for it at once.
 	gone  func(w int) string
 	world []int
+	// lost is told of a member found gone, by world rank (why: its gone
+	// marker).
+	lost func(w int, why string)
 }
 
 func (s *subRendezvous) Rank() int    { return s.rank }
@@ -128,6 +139,9 @@ func (s *subRendezvous) Allgather(ctx context.Context, data []byte) ([][]byte, e
 			var i int
 			i, v, err = bootstrap.GetFirst(ctx, s.kv, s.key(s.seq, r), s.gone(s.world[r]))
 			if i == 1 {
+				if s.lost != nil {
+					s.lost(s.world[r], string(v))
+				}
 				return nil, fmt.Errorf("sub-communicator %s: rank %d is gone: %s", s.id, r, v)
 			}
 		}

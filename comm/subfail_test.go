@@ -1,0 +1,106 @@
+package comm_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl/bootstrap"
+	. "github.com/goccl/goccl/comm"
+)
+
+// subFailChild is a rank of TestParentCloseAfterSubFailure: 4 ranks split
+// by parity; rank 2 aborts its sub-communicator and stays alive outside
+// any call; rank 0's allreduce on that sub-communicator fails and it
+// closes the world (as a program closes everything on an error); ranks 1
+// and 3 finish theirs and wait in a world barrier.
+func subFailChild() int {
+	ctx := context.Background()
+	c, err := Init(ctx, Options{})
+	if err != nil {
+		fmt.Println("init:", err)
+		return 1
+	}
+	sub, err := c.Split(ctx, c.Rank()%2, c.Rank())
+	if err != nil {
+		fmt.Println("split:", err)
+		return 1
+	}
+	if c.Rank() == 2 {
+		sub.Abort(errors.New("rank 2 gives up on its sub-communicator"))
+		time.Sleep(time.Minute)
+		return 0
+	}
+	buf := make([]float32, 1024)
+	if err := Allreduce(ctx, sub, buf, buf, Sum); err != nil {
+		fmt.Println("sub:", err)
+		c.Close()
+		return 0
+	}
+	start := time.Now()
+	err = c.Barrier(ctx)
+	fmt.Printf("after %v: %v\n", time.Since(start).Round(time.Millisecond), err)
+	return 0
+}
+
+// TestParentCloseAfterSubFailure: a rank whose sub-communicator failed
+// (its peer there aborted, or died) closes the parent while other ranks
+// wait in a parent call. They blamed it ("rank 0 closed the communicator
+// after 2 collectives" over shared memory, a sequence mismatch naming its
+// Close over TCP): they now learn the root of the failure from its close.
+func TestParentCloseAfterSubFailure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; skipped with -short")
+	}
+	for _, transport := range []string{"auto", "tcp"} {
+		t.Run(transport, func(t *testing.T) {
+			const n, stall = 4, 30 * time.Second
+			secret := []byte("sub-failure-test-secret-0123456789")
+			srv, err := bootstrap.NewServer("127.0.0.1:0", secret, bootstrap.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			outs := make([]*bytes.Buffer, n)
+			cmds := make([]*exec.Cmd, n)
+			for r := range n {
+				cmd := exec.Command(os.Args[0], "-test.run=^$")
+				cmd.Env = append(launcherFreeEnv(), "GOCCL_TEST_CHILD=subfail", "GOCCL_TRANSPORT="+transport, "GOCCL_RANK="+strconv.Itoa(r), "GOCCL_SIZE="+strconv.Itoa(n),
+					"GOCCL_LOCAL_RANK="+strconv.Itoa(r), "GOCCL_LOCAL_SIZE="+strconv.Itoa(n), "GOCCL_BOOTSTRAP="+srv.Addr(),
+					"GOCCL_SECRET="+hex.EncodeToString(secret), "GOCCL_STALL_TIMEOUT="+stall.String())
+				outs[r] = &bytes.Buffer{}
+				cmd.Stdout, cmd.Stderr = outs[r], outs[r]
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				cmds[r] = cmd
+				t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			}
+			waitAll(t, []*exec.Cmd{cmds[0], cmds[1], cmds[3]}, stall+30*time.Second)
+			t.Logf("rank 0: %s", strings.TrimSpace(outs[0].String()))
+			for _, r := range []int{1, 3} {
+				line := lastLine(outs[r].String(), "after ")
+				t.Logf("rank %d %s", r, line)
+				took, err := time.ParseDuration(strings.TrimSuffix(strings.Fields(line + " x")[1], ":"))
+				switch {
+				case line == "" || err != nil:
+					t.Errorf("rank %d reported no barrier:\n%s", r, outs[r])
+				case !strings.Contains(line, "rank 2 aborted") && !strings.Contains(line, "rank 2 failed"):
+					t.Errorf("rank %d does not blame rank 2: %s", r, line)
+				case took > 10*time.Second:
+					t.Errorf("rank %d failed after %v", r, took)
+				}
+			}
+		})
+	}
+}
