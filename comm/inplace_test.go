@@ -365,3 +365,49 @@ func TestPartialOverlapsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestVEmptyBlockDisplacementIgnored: an empty block's displacement is
+// not looked at, as in MPI (past the buffer's end, or negative). It was
+// refused: "recv block of rank 1 (0 elements at 1000) outside a buffer of
+// 6 elements".
+func TestVEmptyBlockDisplacementIgnored(t *testing.T) {
+	const n = 3
+	runRanks(t, n, testOpts, func(c *Comm) error {
+		ctx := context.Background()
+		me := c.Rank()
+		counts, displs := []int{2, 0, 4}, []int{0, 1000, 2}
+		send := make([]int32, counts[me])
+		for i := range send {
+			send[i] = int32(10*me + i)
+		}
+		recv := make([]int32, 6)
+		if err := Allgatherv(ctx, c, send, recv, counts, displs); err != nil {
+			return err
+		}
+		if want := []int32{0, 1, 20, 21, 22, 23}; !slices.Equal(recv, want) {
+			return fmt.Errorf("allgatherv: %v, want %v", recv, want)
+		}
+		// All-to-all-v: rank 1 sends and receives nothing; its blocks'
+		// displacements are anything.
+		sc, sd := []int{1, 0, 1}, []int{0, -5, 1}
+		if me == 1 {
+			sc, sd = []int{0, 0, 0}, []int{7, -1, 99}
+		}
+		rc, rd := []int{1, 0, 1}, []int{0, 1 << 40, 1}
+		if me == 1 {
+			rc, rd = []int{0, 0, 0}, []int{-3, 5, 8}
+		}
+		sendv := []int32{int32(100*me + 1), int32(100*me + 2)}
+		recvv := make([]int32, 2)
+		if err := Alltoallv(ctx, c, sendv, sc, sd, recvv, rc, rd); err != nil {
+			return err
+		}
+		if me != 1 {
+			want := []int32{int32(1 + me/2), int32(201 + me/2)}
+			if !slices.Equal(recvv, want) {
+				return fmt.Errorf("rank %d alltoallv: %v, want %v", me, recvv, want)
+			}
+		}
+		return nil
+	})
+}

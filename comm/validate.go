@@ -182,7 +182,7 @@ func (c *Comm) allgather(r *Request, send, recv []byte, dt DataType) *Request {
 
 // checkV checks per-rank counts and displacements (in elements) against a
 // buffer of n elements; displs nil means packed. It returns the
-// displacements to use.
+// displacements to use (0 for an empty block).
 func (c *Comm) checkV(k collKind, dt DataType, what string, counts, displs []int, n int) ([]int, error) {
 	if len(counts) != c.size {
 		return nil, c.errorf(k, dt, "%d %s counts for %d ranks", len(counts), what, c.size)
@@ -196,6 +196,12 @@ func (c *Comm) checkV(k collKind, dt DataType, what string, counts, displs []int
 		d := pos
 		if displs != nil {
 			d = displs[j]
+			if cnt == 0 {
+				// An empty block is neither read nor written: its
+				// displacement is not looked at (MPI; programs leave it
+				// anything, past the buffer's end or negative).
+				continue
+			}
 		}
 		if cnt < 0 || d < 0 || d > n || cnt > n-d { // not d+cnt > n: it overflows
 			return nil, c.errorf(k, dt, "%s block of rank %d (%d elements at %d) outside a buffer of %d elements", what, j, cnt, d, n)
