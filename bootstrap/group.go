@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -316,7 +317,7 @@ func (b *Bootstrap) Allgather(ctx context.Context, data []byte) ([][]byte, error
 			}
 		}
 		if err != nil {
-			return fail("waiting for rank 0: %w%s", err, b.refusals(err))
+			return fail("waiting for rank 0: %w%s%s", err, b.missing(err, base), b.refusals(err))
 		}
 		out, err := decodeGathered(v, b.info.Size)
 		if err != nil {
@@ -478,6 +479,62 @@ func (b *Bootstrap) Barrier(ctx context.Context) error {
 // connections the store refused for a wrong secret meanwhile, and the
 // last one's address (see refusedKey): a rank whose secret differs is
 // refused and cannot say so itself, and the others waited for it.
+// missing says, after a wait for rank 0's gathered values of the
+// allgather under base timed out, which ranks never published their part:
+// rank 0 waits for them, and they, not rank 0, are whom to blame (the
+// error named only rank 0, as if it had failed). "" if every part is
+// there or the look fails.
+func (b *Bootstrap) missing(err error, base string) string {
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), missingLook)
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		miss []int
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, gatherWindow)
+	)
+	for r := 1; r < b.info.Size; r++ {
+		if r == b.info.Rank {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if _, err := b.client.Get(ctx, base+strconv.Itoa(r)); err != nil && errors.Is(err, context.DeadlineExceeded) {
+				mu.Lock()
+				miss = append(miss, r)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(miss) == 0 {
+		return ""
+	}
+	slices.Sort(miss)
+	const show = 8
+	list := make([]string, 0, show)
+	for _, r := range miss[:min(len(miss), show)] {
+		list = append(list, strconv.Itoa(r))
+	}
+	more := ""
+	if len(miss) > show {
+		more = fmt.Sprintf(" and %d more", len(miss)-show)
+	}
+	if len(miss) == 1 {
+		return fmt.Sprintf(" (rank %s never reached this step: rank 0 waits for it)", list[0])
+	}
+	return fmt.Sprintf(" (ranks %s%s never reached this step: rank 0 waits for them)", strings.Join(list, ", "), more)
+}
+
+// missingLook bounds the look for the ranks that never reached an
+// allgather (see missing).
+const missingLook = 200 * time.Millisecond
+
 func (b *Bootstrap) refusals(err error) string {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		return ""

@@ -191,6 +191,42 @@ func TestGroupMissingRankBounded(t *testing.T) {
 	}
 }
 
+// A rank that waits for rank 0's gathered values names the rank that
+// never came (rank 0 waits for it), not only rank 0: "waiting for rank 0:
+// context deadline exceeded" sent users to rank 0.
+func TestGroupTimeoutNamesMissingRank(t *testing.T) {
+	ctx := testCtx(t, 10*time.Second)
+	addr := freeAddr(t)
+	b0, err := Connect(ctx, Info{Rank: 0, Size: 3, LocalSize: 3, Addr: addr, Secret: testSecret, HostRoot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b0.Close()
+	b1, err := Connect(ctx, Info{Rank: 1, Size: 3, LocalSize: 3, Addr: addr, Secret: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b1.Close()
+	errs := make(chan error, 2)
+	for _, b := range []*Bootstrap{b0, b1} {
+		go func() {
+			short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			_, err := b.Allgather(short, []byte("x"))
+			errs <- err
+		}()
+	}
+	for range 2 {
+		err := <-errs
+		if err == nil {
+			t.Fatal("Allgather without rank 2 succeeded")
+		}
+		if !strings.Contains(err.Error(), "rank 2") {
+			t.Errorf("the error does not name rank 2: %v", err)
+		}
+	}
+}
+
 // The hosting rank's Close waits for the other ranks to leave, but not
 // forever.
 func TestServerShutdownWaitsForClients(t *testing.T) {
