@@ -339,9 +339,12 @@ func (c *Comm) closeAfterFamilyFailure() bool {
 
 // Abort fails every pending and later collective with cause (ErrAborted if
 // nil) and tears the communicator down. It may be called from any
-// goroutine, also while collectives are running; it never waits on a peer:
-// queued collectives fail at once, the running one as soon as the executor
-// sees the cancellation. Abort of a nil *Comm does nothing.
+// goroutine, also while collectives are running; it never waits on a
+// peer's call: queued collectives fail at once, the running one as soon as
+// the executor sees the cancellation. It waits at most 300 ms for the
+// bootstrap store to take its report, and as long for the peers'
+// connections to take its notice, so that they name its cause. Abort of a
+// nil *Comm does nothing.
 func (c *Comm) Abort(cause error) {
 	if c == nil {
 		return
