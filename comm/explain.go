@@ -130,10 +130,17 @@ func (c *Comm) classify(err error, call *collectives.Call) fault {
 		pe *collectives.PeerError
 		se *stallError
 		te *timeoutError
+		ie *initStallError
 	)
 	switch {
 	case errors.As(err, &ne):
 		c.adopt(&f, ne.Notice, ne.Peer, call.P2P)
+	case errors.As(err, &ie):
+		f.detail = ie.Error()
+		if w := c.silentPeer(); w >= 0 {
+			f.reason, f.root = collectives.NoticeStall, w
+			f.detail = fmt.Sprintf("rank %d does not answer (stopped, hung or unreachable): %v", w, ie)
+		}
 	case errors.As(err, &ce):
 		f.reason, f.root, f.peer = collectives.NoticeMismatch, ce.Peer, ce.Peer
 		f.other = fmt.Sprintf("Close after its collective #%d", ce.PeerCount())

@@ -30,6 +30,8 @@ func TestMain(m *testing.M) {
 		os.Exit(closeStallChild())
 	case "subfail":
 		os.Exit(subFailChild())
+	case "initstop":
+		os.Exit(initStopChild())
 	case "initfail":
 		start := time.Now()
 		c, err := Init(context.Background(), Options{})

@@ -38,6 +38,40 @@ func (e *stallError) Error() string {
 	return fmt.Sprintf("no progress for %v (GOCCL_STALL_TIMEOUT): a peer or link stopped without an error", e.d)
 }
 
+// initStallError is the cause of one of Init's measuring calls ended just
+// before Init's deadline (tune): a rank stopped or hung there is found by
+// asking every rank (silentPeer), not as "not every rank joined".
+type initStallError struct{ d time.Duration }
+
+func (e *initStallError) Error() string {
+	return fmt.Sprintf("Init's measurement of the transport did not end within %v (GOCCL_INIT_TIMEOUT)", e.d)
+}
+
+// silentPeer is the lowest rank that does not answer this rank's question
+// (stopped, hung or unreachable), -1 if every rank answers or there is no
+// store to ask through.
+func (c *Comm) silentPeer() int {
+	kv := kvOf(c.rdv)
+	if kv == nil {
+		return -1
+	}
+	var others []int
+	for r := range c.size {
+		if r != c.rank {
+			others = append(others, r)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), queryWait)
+	defer cancel()
+	answers := c.query(ctx, kv, others)
+	for _, r := range others {
+		if _, ok := answers[r]; !ok {
+			return r
+		}
+	}
+	return -1
+}
+
 // timeoutError is the cause of a run ended by the communicator timeout.
 type timeoutError struct{ d time.Duration }
 

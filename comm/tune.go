@@ -53,6 +53,10 @@ const (
 	tuneRab = 1 << 20
 )
 
+// initStallMargin is how long before Init's deadline its measuring calls
+// end (see tune): time to ask the ranks which one is stopped.
+const initStallMargin = 2 * queryWait
+
 func (c *Comm) tune(ctx context.Context) error {
 	if c.opts.Alpha > 0 && c.opts.Beta > 0 {
 		c.alpha, c.beta = c.opts.Alpha, c.opts.Beta
@@ -90,6 +94,20 @@ func (c *Comm) tune(ctx context.Context) error {
 		c.exec.ForgetProofs() // its calls cannot disagree: Close need not prove them
 		c.forgetChoices()
 	}()
+	// A rank stopped or hung in the measurement is named (silentPeer) when
+	// Init's time is up: the measuring calls' context ends a moment before
+	// Init's, with initStallError as its cause. (Every rank blamed itself,
+	// or a peer that relayed its failure: "rank 1 failed: ... not every
+	// rank joined within 8s".)
+	// (Not with less time than a few margins left, a short deadline of
+	// the caller's: the measurement keeps all of it.)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) > 4*initStallMargin {
+		mctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		t := time.AfterFunc(time.Until(dl)-initStallMargin, func() { cancel(&initStallError{d: c.opts.InitTimeout}) })
+		defer t.Stop()
+		ctx = mctx
+	}
 	buf, err := Alloc[float32](c, tuneLarge/4)
 	if err != nil {
 		return err
