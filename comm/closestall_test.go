@@ -1,21 +1,14 @@
 package comm_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/hex"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/goccl/goccl/bootstrap"
 	. "github.com/goccl/goccl/comm"
 )
 
@@ -80,29 +73,7 @@ func TestCloseNamesAStoppedReceiver(t *testing.T) {
 		t.Skip("starts processes; skipped with -short")
 	}
 	const n, stall = 2, 2 * time.Second
-	// The store is the test's (as gorun's): a rank hosting it would wait
-	// in Close for the stopped one to leave it.
-	secret := []byte("close-stall-test-secret-0123456789")
-	srv, err := bootstrap.NewServer("127.0.0.1:0", secret, bootstrap.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	outs := make([]*bytes.Buffer, n)
-	cmds := make([]*exec.Cmd, n)
-	for r := range n {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(launcherFreeEnv(), "GOCCL_TEST_CHILD=closestall", "GOCCL_TRANSPORT=tcp", "GOCCL_RANK="+strconv.Itoa(r), "GOCCL_SIZE="+strconv.Itoa(n),
-			"GOCCL_LOCAL_RANK="+strconv.Itoa(r), "GOCCL_LOCAL_SIZE="+strconv.Itoa(n), "GOCCL_BOOTSTRAP="+srv.Addr(),
-			"GOCCL_SECRET="+hex.EncodeToString(secret), "GOCCL_STALL_TIMEOUT="+stall.String())
-		outs[r] = &bytes.Buffer{}
-		cmd.Stdout, cmd.Stderr = outs[r], outs[r]
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds[r] = cmd
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	}
+	outs, cmds := storeChildren(t, "closestall", "tcp", n, "GOCCL_STALL_TIMEOUT="+stall.String())
 	done := make(chan error, 1)
 	go func() { done <- cmds[0].Wait() }()
 	select {

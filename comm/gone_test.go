@@ -85,27 +85,8 @@ func TestPeerGoneBeforeConnecting(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes; skipped with -short")
 	}
-	secret := []byte("gone-test-secret-0123456789abcdef")
-	srv, err := bootstrap.NewServer("127.0.0.1:0", secret, bootstrap.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
 	const n, stall = 4, 30 * time.Second
-	outs := make([]*bytes.Buffer, n)
-	cmds := make([]*exec.Cmd, n)
-	for r := range n {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(launcherFreeEnv(), "GOCCL_TEST_CHILD=gone", "GOCCL_TRANSPORT=tcp", "GOCCL_RANK="+strconv.Itoa(r), "GOCCL_SIZE="+strconv.Itoa(n),
-			"GOCCL_LOCAL_RANK="+strconv.Itoa(r), "GOCCL_LOCAL_SIZE="+strconv.Itoa(n), "GOCCL_BOOTSTRAP="+srv.Addr(),
-			"GOCCL_SECRET="+hex.EncodeToString(secret), "GOCCL_STALL_TIMEOUT="+stall.String())
-		outs[r] = &bytes.Buffer{}
-		cmd.Stdout, cmd.Stderr = outs[r], outs[r]
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds[r] = cmd
-	}
+	outs, cmds := storeChildren(t, "gone", "tcp", n, "GOCCL_STALL_TIMEOUT="+stall.String())
 	waitAll(t, cmds, 2*stall+30*time.Second)
 	for r := range n {
 		if r == goneVictim {
@@ -189,6 +170,38 @@ func launcherFreeEnv() []string {
 		}
 	}
 	return env
+}
+
+// storeChildren starts n processes of this test binary as the ranks of
+// a job in mode (GOCCL_TEST_CHILD) over transport, each with the
+// variables extra adds, meeting at a store of the test's own (as gorun's:
+// no rank hosts it, so none waits in Close for a stopped one to leave
+// it). They are killed, if still running, when the test ends.
+func storeChildren(t *testing.T, mode, transport string, n int, extra ...string) ([]*bytes.Buffer, []*exec.Cmd) {
+	t.Helper()
+	secret := []byte("store-children-secret-0123456789ab")
+	srv, err := bootstrap.NewServer("127.0.0.1:0", secret, bootstrap.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	outs := make([]*bytes.Buffer, n)
+	cmds := make([]*exec.Cmd, n)
+	for r := range n {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(launcherFreeEnv(), "GOCCL_TEST_CHILD="+mode, "GOCCL_TRANSPORT="+transport, "GOCCL_RANK="+strconv.Itoa(r), "GOCCL_SIZE="+strconv.Itoa(n),
+			"GOCCL_LOCAL_RANK="+strconv.Itoa(r), "GOCCL_LOCAL_SIZE="+strconv.Itoa(n), "GOCCL_BOOTSTRAP="+srv.Addr(),
+			"GOCCL_SECRET="+hex.EncodeToString(secret))
+		cmd.Env = append(cmd.Env, extra...)
+		outs[r] = &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = outs[r], outs[r]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[r] = cmd
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	}
+	return outs, cmds
 }
 
 // waitAll waits for cmds, killing them after d.

@@ -1,21 +1,14 @@
 package comm_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/hex"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/goccl/goccl/bootstrap"
 	. "github.com/goccl/goccl/comm"
 )
 
@@ -46,27 +39,7 @@ func TestInitNamesAStoppedRank(t *testing.T) {
 	for _, transport := range []string{"auto", "tcp"} {
 		t.Run(transport, func(t *testing.T) {
 			const n, initTimeout = 3, 3 * time.Second
-			secret := []byte("init-stop-test-secret-0123456789ab")
-			srv, err := bootstrap.NewServer("127.0.0.1:0", secret, bootstrap.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Close()
-			outs := make([]*bytes.Buffer, n)
-			cmds := make([]*exec.Cmd, n)
-			for r := range n {
-				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				cmd.Env = append(launcherFreeEnv(), "GOCCL_TEST_CHILD=initstop", "GOCCL_TRANSPORT="+transport, "GOCCL_RANK="+strconv.Itoa(r), "GOCCL_SIZE="+strconv.Itoa(n),
-					"GOCCL_LOCAL_RANK="+strconv.Itoa(r), "GOCCL_LOCAL_SIZE="+strconv.Itoa(n), "GOCCL_BOOTSTRAP="+srv.Addr(),
-					"GOCCL_SECRET="+hex.EncodeToString(secret), "GOCCL_INIT_TIMEOUT="+initTimeout.String())
-				outs[r] = &bytes.Buffer{}
-				cmd.Stdout, cmd.Stderr = outs[r], outs[r]
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				cmds[r] = cmd
-				t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-			}
+			outs, cmds := storeChildren(t, "initstop", transport, n, "GOCCL_INIT_TIMEOUT="+initTimeout.String())
 			waitAll(t, cmds[:2], initTimeout+30*time.Second)
 			for r := range 2 {
 				line := lastLine(outs[r].String(), "after: ")

@@ -1,21 +1,14 @@
 package comm_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/goccl/goccl/bootstrap"
 	. "github.com/goccl/goccl/comm"
 )
 
@@ -65,27 +58,7 @@ func TestParentCloseAfterSubFailure(t *testing.T) {
 	for _, transport := range []string{"auto", "tcp"} {
 		t.Run(transport, func(t *testing.T) {
 			const n, stall = 4, 30 * time.Second
-			secret := []byte("sub-failure-test-secret-0123456789")
-			srv, err := bootstrap.NewServer("127.0.0.1:0", secret, bootstrap.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Close()
-			outs := make([]*bytes.Buffer, n)
-			cmds := make([]*exec.Cmd, n)
-			for r := range n {
-				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				cmd.Env = append(launcherFreeEnv(), "GOCCL_TEST_CHILD=subfail", "GOCCL_TRANSPORT="+transport, "GOCCL_RANK="+strconv.Itoa(r), "GOCCL_SIZE="+strconv.Itoa(n),
-					"GOCCL_LOCAL_RANK="+strconv.Itoa(r), "GOCCL_LOCAL_SIZE="+strconv.Itoa(n), "GOCCL_BOOTSTRAP="+srv.Addr(),
-					"GOCCL_SECRET="+hex.EncodeToString(secret), "GOCCL_STALL_TIMEOUT="+stall.String())
-				outs[r] = &bytes.Buffer{}
-				cmd.Stdout, cmd.Stderr = outs[r], outs[r]
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				cmds[r] = cmd
-				t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-			}
+			outs, cmds := storeChildren(t, "subfail", transport, n, "GOCCL_STALL_TIMEOUT="+stall.String())
 			waitAll(t, []*exec.Cmd{cmds[0], cmds[1], cmds[3]}, stall+30*time.Second)
 			t.Logf("rank 0: %s", strings.TrimSpace(outs[0].String()))
 			for _, r := range []int{1, 3} {
