@@ -32,6 +32,8 @@ func TestMain(m *testing.M) {
 		os.Exit(subFailChild())
 	case "initstop":
 		os.Exit(initStopChild())
+	case "stopcont":
+		os.Exit(stopContChild())
 	case "initfail":
 		start := time.Now()
 		c, err := Init(context.Background(), Options{})

@@ -51,3 +51,49 @@ func TestInitNamesAStoppedRank(t *testing.T) {
 		})
 	}
 }
+
+// stopContChild is a rank of TestResumedRankBlamesItself: allreduces until
+// one fails; rank 2 stops itself (SIGSTOP) before its 10th.
+func stopContChild() int {
+	ctx := context.Background()
+	c, err := Init(ctx, Options{})
+	if err != nil {
+		fmt.Println("init:", err)
+		return 1
+	}
+	buf := make([]float32, 16)
+	for i := 0; ; i++ {
+		if c.Rank() == 2 && i == 10 {
+			syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		}
+		if err := Allreduce(ctx, c, buf, buf, Sum); err != nil {
+			fmt.Printf("after: %v\n", err)
+			return 0
+		}
+	}
+}
+
+// TestResumedRankBlamesItself: a rank stopped past the stall timeout and
+// resumed after the others gave up on it and left finds their
+// connections gone. It blamed the first of them it noticed ("rank 1
+// failed or lost its connection"); their reports name it, and so does it.
+func TestResumedRankBlamesItself(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; skipped with -short")
+	}
+	const n, stall = 3, time.Second
+	outs, cmds := storeChildren(t, "stopcont", "tcp", n, "GOCCL_STALL_TIMEOUT="+stall.String())
+	waitAll(t, cmds[:2], stall+30*time.Second)
+	for r := range 2 {
+		if line := lastLine(outs[r].String(), "after: "); !strings.Contains(line, "rank 2 ") {
+			t.Fatalf("rank %d does not name rank 2: %s", r, outs[r])
+		}
+	}
+	cmds[2].Process.Signal(syscall.SIGCONT)
+	waitAll(t, cmds[2:], 30*time.Second)
+	line := lastLine(outs[2].String(), "after: ")
+	t.Logf("rank 2 %s", line)
+	if !strings.Contains(line, "rank 2 is at the root") {
+		t.Errorf("the resumed rank does not find itself at the root: %s", outs[2])
+	}
+}
