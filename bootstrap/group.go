@@ -165,7 +165,8 @@ func (b *Bootstrap) getFirst(ctx context.Context, keys ...string) (int, []byte, 
 
 // GetFirst returns the index and value of the first of keys that store
 // has, waiting until one is set, ctx ends or the store fails (a Client,
-// or anything with its Get).
+// or anything with its Get). Of keys set at once, the earliest in keys
+// wins.
 func GetFirst(ctx context.Context, store interface {
 	Get(ctx context.Context, key string) ([]byte, error)
 }, keys ...string) (int, []byte, error) {
@@ -184,20 +185,46 @@ func GetFirst(ctx context.Context, store interface {
 		}()
 	}
 	errs := make([]error, len(keys))
-	for range keys {
-		g := <-ch
-		if g.err == nil {
-			return g.i, g.v, nil
+	var grace <-chan time.Time
+	best := got{i: -1}
+	for left := len(keys); left > 0; {
+		select {
+		case g := <-ch:
+			left--
+			switch {
+			case g.err == nil && g.i == 0:
+				return g.i, g.v, nil
+			case g.err == nil:
+				// A later key is there: the first may be too (its answer
+				// on its way), and it comes first (a rank's value and its
+				// gone marker, both set: it published, then died).
+				if best.i < 0 || g.i < best.i {
+					best = g
+				}
+				if grace == nil {
+					grace = time.After(firstGrace)
+				}
+			case best.i >= 0:
+			case ctx.Err() == nil:
+				return -1, nil, g.err // the connection ended
+			default:
+				errs[g.i] = g.err
+			}
+		case <-grace:
+			return best.i, best.v, nil
 		}
-		if ctx.Err() == nil {
-			return -1, nil, g.err // the connection ended
-		}
-		errs[g.i] = g.err
+	}
+	if best.i >= 0 {
+		return best.i, best.v, nil
 	}
 	// The wait ended: the error of the key waited for, which names it,
 	// not the first to return ("waiting for rank 2: get goccl/gone/2").
 	return -1, nil, errs[0]
 }
+
+// firstGrace is how long GetFirst waits, once a later key is found, for
+// the answer about an earlier one.
+const firstGrace = 10 * time.Millisecond
 
 // goneErr is the error of a wait that found a rank's gone marker (why
 // is the marker's value, which names the rank).

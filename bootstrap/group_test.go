@@ -387,3 +387,29 @@ func TestGroupTimeoutNamesWrongSecret(t *testing.T) {
 		t.Logf("rank %d: %v", r, err)
 	}
 }
+
+// TestGetFirstPrefersTheEarlierKey: of keys that are all set, GetFirst
+// returns the first. It returned whichever answer came first: a rank's
+// value and its gone marker both set (it published, then died), a peer
+// took the marker and failed a step the value completes (a
+// sub-communicator's set-up, right before the rank was killed).
+func TestGetFirstPrefersTheEarlierKey(t *testing.T) {
+	s, _ := newTestServer(t)
+	c := dialTest(t, s.Addr())
+	ctx := testCtx(t, 10*time.Second)
+	for _, k := range []string{"value", "gone", "other"} {
+		if err := c.Set(ctx, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 200 {
+		i, v, err := GetFirst(ctx, c, "value", "gone", "other")
+		if err != nil || i != 0 || string(v) != "value" {
+			t.Fatalf("GetFirst = %d, %q, %v; want 0, value", i, v, err)
+		}
+	}
+	i, _, err := GetFirst(ctx, c, "missing", "other", "gone")
+	if err != nil || i != 1 {
+		t.Fatalf("GetFirst with the first key missing = %d, %v; want 1", i, err)
+	}
+}
