@@ -276,13 +276,16 @@ func (c *Comm) blameLost(f *fault, peer int, p2p bool) {
 		f.root = c.rank
 		f.detail = fmt.Sprintf("rank %d lost its connection to every peer", c.rank)
 	}
-	// The peer left having found this rank at the root (it was stopped
-	// past the stall timeout, say, and resumed after the others gave up):
-	// this rank is, not the peer (it blamed a healthy rank that had
-	// exited). A published report is there at once; a killed peer has
-	// none, and the look costs that error lostLook.
+	// The peer left having found this rank at the root of a stall (it was
+	// stopped past the stall timeout and resumed after the others gave
+	// up): this rank is, not the peer (it blamed a healthy rank that had
+	// exited). Only a stall: a peer that lost its own links blames the
+	// first it noticed, which may be this rank (a test that cut rank 2's
+	// links: rank 3 took itself for the root). A published report is there
+	// at once; a killed peer has none, and the look costs that error
+	// lostLook.
 	if kv := kvOf(c.rdv); kv != nil {
-		if rep, ok := c.readReports(kv, []int{peer}, lostLook)[peer]; ok && rep.root == c.rank {
+		if rep, ok := c.readReports(kv, []int{peer}, lostLook)[peer]; ok && rep.root == c.rank && rep.reason == collectives.NoticeStall {
 			f.reason, f.root, f.via = rep.reason, c.rank, peer
 			f.detail = fmt.Sprintf("rank %d gave up on this rank before it came back: %s", peer, rep.cause)
 		}
