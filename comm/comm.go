@@ -301,7 +301,8 @@ func (c *Comm) Close() error {
 
 // closeAfterFamilyFailure is Close of a communicator that did not fail
 // while another of its family did (a split-off one whose peer died, say),
-// the user closing everything on that error: its peers still in a call
+// and made no call since, the user closing everything on that error (not
+// when this process aborted the other itself): its peers still in a call
 // learn the root of that failure, from its notice or the board, not that
 // this rank closed (which they took for a sequence mismatch, blaming this
 // rank: 26 of 30 runs of a helper's hunt, over TCP and shared memory). It
@@ -310,9 +311,9 @@ func (c *Comm) closeAfterFamilyFailure() bool {
 	if c.held == nil {
 		return false
 	}
-	w, reason, why := c.held.familyFailure()
-	if w < 0 || c.life.Err() != nil {
-		return false
+	w, reason, why := c.held.familyFailure(c)
+	if w < 0 || c.life.Err() != nil || w == c.worldRank(c.rank) && reason == collectives.NoticeAborted {
+		return false // (this process aborted the other: its choice)
 	}
 	root := c.rankOfWorld(w)
 	switch {

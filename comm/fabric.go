@@ -57,17 +57,24 @@ type holders struct {
 	famRoot   int
 	famReason collectives.NoticeReason
 	famWhy    string
+	// famCalls are the family's communicators' callNo when it failed: one
+	// that made calls since works, and closes as usual.
+	famCalls map[*Comm]uint64
 }
 
-// familyFailure is the world rank at the root of the first failure of a
-// communicator of the family, why in a notice's terms and in words; root
-// -1 if none failed.
-func (h *holders) familyFailure() (root int, reason collectives.NoticeReason, why string) {
+// familyFailure is, for c, the world rank at the root of the first
+// failure of a communicator of the family, why in a notice's terms and in
+// words; root -1 if none failed, or if c made calls since (or was made
+// after).
+func (h *holders) familyFailure(c *Comm) (root int, reason collectives.NoticeReason, why string) {
 	if !h.blamed.Load() {
 		return -1, 0, ""
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if n, ok := h.famCalls[c]; !ok || n != c.callNo.Load() {
+		return -1, 0, ""
+	}
 	return h.famRoot, h.famReason, h.famWhy
 }
 

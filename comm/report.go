@@ -114,6 +114,10 @@ func (c *Comm) familyFailed(ctx context.Context, kv keyValue, root int, reason c
 	first := !h.blamed.Load()
 	if first {
 		h.famRoot, h.famReason, h.famWhy = root, reason, why
+		h.famCalls = make(map[*Comm]uint64, len(h.comms))
+		for m := range h.comms {
+			h.famCalls[m] = m.callNo.Load()
+		}
 		h.blamed.Store(true)
 	}
 	h.mu.Unlock()

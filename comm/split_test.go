@@ -328,3 +328,57 @@ func TestSplitAgainstAnAllgatherIsAMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestParentWorksAfterSubFailure: a parent used after a sub-communicator
+// of its family failed closes as usual: a peer that calls once more is
+// told that rank 1 closed, not the sub-communicator's old failure (only a
+// parent closed on that error, with no call since, passes the failure
+// on: TestParentCloseAfterSubFailure).
+func TestParentWorksAfterSubFailure(t *testing.T) {
+	for _, kind := range []string{"tcp", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			comms, err := commtest.Connect(context.Background(), kind, 3, testOpts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs := make(chan error, 3)
+			for _, c := range comms {
+				go func() {
+					errs <- func() error {
+						ctx := context.Background()
+						sub, err := c.Split(ctx, min(c.Rank(), 1), c.Rank())
+						if err != nil {
+							return err
+						}
+						if c.Rank() == 2 {
+							sub.Abort(errors.New("rank 2 gives up on its sub-communicator"))
+						} else if err := Allreduce(ctx, sub, []float32{1}, make([]float32, 1), Sum); c.Rank() == 1 && err == nil {
+							return errors.New("rank 1: the allreduce with an aborted peer succeeded")
+						}
+						for range 3 {
+							if err := c.Barrier(ctx); err != nil {
+								return fmt.Errorf("rank %d: parent barrier: %w", c.Rank(), err)
+							}
+						}
+						if c.Rank() == 1 {
+							return c.Close()
+						}
+						// Rank 1 closed: a barrier more fails, naming it,
+						// not the failure it had before.
+						err = c.Barrier(ctx)
+						if err == nil || !strings.Contains(err.Error(), "rank 1 ") || strings.Contains(err.Error(), "rank 2 failed") {
+							return fmt.Errorf("rank %d: a barrier after rank 1 closed: %v, want an error naming rank 1", c.Rank(), err)
+						}
+						c.Close()
+						return nil
+					}()
+				}()
+			}
+			for range comms {
+				if err := <-errs; err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
