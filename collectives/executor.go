@@ -542,7 +542,7 @@ func (e *Executor) Drain(ctx context.Context) error {
 					sends = strconv.Itoa(e.inflight) + " sends"
 				}
 				return fmt.Errorf("rank %d: %s did not acknowledge %s of the last calls (stopped, hung, or too slow to take them): %w",
-					e.Rank, rankWords(peers), sends, err)
+					e.Rank, RankList(peers), sends, err)
 			}
 			return fmt.Errorf("rank %d: waiting for %d sends to be acknowledged: %w", e.Rank, e.inflight, err)
 		}
@@ -577,18 +577,6 @@ func (e *Executor) Unacked() []int {
 		}
 	}
 	return peers
-}
-
-// rankWords is "rank 2" or "ranks 1, 3".
-func rankWords(ranks []int) string {
-	if len(ranks) == 1 {
-		return "rank " + strconv.Itoa(ranks[0])
-	}
-	s := make([]string, len(ranks))
-	for i, r := range ranks {
-		s[i] = strconv.Itoa(r)
-	}
-	return "ranks " + strings.Join(s, ", ")
 }
 
 // Settled is, for any goroutine, the number (Call.Seq) of the last

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/goccl/goccl/transport"
@@ -358,4 +359,29 @@ func (e *Executor) recordOne(comp *transport.Completion) {
 	case comp.Imm&byeFlag == 0:
 		l.credit(comp.Imm)
 	}
+}
+
+// RankList writes ranks (sorted) as "rank 3" or "ranks 1-3, 5", for
+// errors and logs.
+func RankList(ranks []int) string {
+	var b strings.Builder
+	for i := 0; i < len(ranks); {
+		j := i
+		for j+1 < len(ranks) && ranks[j+1] == ranks[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		if j == i {
+			fmt.Fprintf(&b, "%d", ranks[i])
+		} else {
+			fmt.Fprintf(&b, "%d-%d", ranks[i], ranks[j])
+		}
+		i = j + 1
+	}
+	if len(ranks) == 1 {
+		return "rank " + b.String()
+	}
+	return "ranks " + b.String()
 }

@@ -132,3 +132,19 @@ func TestREADMEAlgorithmTable(t *testing.T) {
 		t.Errorf("README.md's algorithm table is not the registry's; run go test ./collectives -run TestREADMEAlgorithmTable -update\ngot:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+func TestRankList(t *testing.T) {
+	for _, tc := range []struct {
+		in   []int
+		want string
+	}{
+		{[]int{3}, "rank 3"},
+		{[]int{1, 2, 3}, "ranks 1-3"},
+		{[]int{0, 2, 3, 5}, "ranks 0, 2-3, 5"},
+		{[]int{1, 3}, "ranks 1, 3"},
+	} {
+		if got := RankList(tc.in); got != tc.want {
+			t.Errorf("RankList(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -1317,7 +1317,7 @@ func (c *Comm) stallBlame(k boardCall, p int, waiting string) error {
 			// (two sends of rendezvous size, each waiting for its
 			// receive) or calls that differ.
 			return c.boardFail(k, fmt.Errorf("%s%s: %s are alive and wait for one another (calls that cannot meet, such as sends that each wait for their receive, or calls that differ): %w",
-				waiting, via, rankList(round), cause))
+				waiting, via, collectives.RankList(round), cause))
 		}
 	}
 	return c.boardFail(k, fmt.Errorf("%s: %w", waiting, cause))
@@ -1369,7 +1369,7 @@ func (c *Comm) boardLook(r *Request, seq uint64, k boardCall, lo, hi, word int, 
 	if r.ctx != nil && r.ctx.Err() != nil {
 		c.lifeCancel(fmt.Errorf("%s abandoned: %w", r.kind, context.Cause(r.ctx)))
 	}
-	missing := func() string { return rankList(c.boardMissing(seq, lo, hi, word)) }
+	missing := func() string { return collectives.RankList(c.boardMissing(seq, lo, hi, word)) }
 	switch {
 	case c.life.Err() != nil:
 		return c.boardFail(k, fmt.Errorf("waiting for %s: %w", missing(), context.Cause(c.life)))
@@ -1381,7 +1381,7 @@ func (c *Comm) boardLook(r *Request, seq uint64, k boardCall, lo, hi, word int, 
 		if len(ms) > 0 {
 			first = ms[0]
 		}
-		return c.stallBlame(k, first, "waiting for "+rankList(ms))
+		return c.stallBlame(k, first, "waiting for "+collectives.RankList(ms))
 	case idle >= c.stallMark() && !b.waitMarked:
 		if ms := c.boardMissing(seq, lo, hi, word); len(ms) > 0 {
 			c.markWait(ms[0])

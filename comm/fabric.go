@@ -425,34 +425,10 @@ func (c *Comm) Transports() string {
 	var parts []string
 	for _, v := range []int{viaShm, viaNet} { // this host's peers first
 		if ranks := groups[v]; len(ranks) > 0 {
-			parts = append(parts, fmt.Sprintf("%s: %s", c.PeerTransport(ranks[0]), rankList(ranks)))
+			parts = append(parts, fmt.Sprintf("%s: %s", c.PeerTransport(ranks[0]), collectives.RankList(ranks)))
 		}
 	}
 	return strings.Join(parts, "; ")
-}
-
-// rankList writes ranks (sorted) as "rank 3" or "ranks 1-3, 5".
-func rankList(ranks []int) string {
-	var b strings.Builder
-	for i := 0; i < len(ranks); {
-		j := i
-		for j+1 < len(ranks) && ranks[j+1] == ranks[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteString(", ")
-		}
-		if j == i {
-			fmt.Fprintf(&b, "%d", ranks[i])
-		} else {
-			fmt.Fprintf(&b, "%d-%d", ranks[i], ranks[j])
-		}
-		i = j + 1
-	}
-	if len(ranks) == 1 {
-		return "rank " + b.String()
-	}
-	return "ranks " + b.String()
 }
 
 // blob layout, per peer: u16 address length, address, key, addr, len.

@@ -4,23 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/goccl/goccl/transport"
 )
-
-func TestRankList(t *testing.T) {
-	for _, tc := range []struct {
-		in   []int
-		want string
-	}{
-		{[]int{3}, "rank 3"},
-		{[]int{1, 2, 3}, "ranks 1-3"},
-		{[]int{0, 2, 3, 5}, "ranks 0, 2-3, 5"},
-	} {
-		require.Equal(t, tc.want, rankList(tc.in))
-	}
-}
 
 // TestRouteNamesTheWrongLocalSize: with GOCCL_TRANSPORT=auto only shared
 // memory is opened when the launcher says every rank is on this host; a

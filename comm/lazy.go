@@ -200,7 +200,7 @@ func (c *Comm) connectMissing(call *collectives.Call, missing []int, transient b
 	start := time.Now()
 	err := c.connectPeers(call, kv, missing)
 	if err != nil {
-		return fmt.Errorf("%s: rank %d: connecting %s: %w", c.callName(call), c.rank, rankList(c.connecting), err)
+		return fmt.Errorf("%s: rank %d: connecting %s: %w", c.callName(call), c.rank, collectives.RankList(c.connecting), err)
 	}
 	c.connecting = nil
 	for _, peer := range missing {
@@ -212,7 +212,7 @@ func (c *Comm) connectMissing(call *collectives.Call, missing []int, transient b
 			what = "for one window"
 		}
 		c.debugf("connected %s (%s) %s, in %s: %v; %d peers connected, %d MiB of staging",
-			rankList(missing), c.PeerTransport(missing[0]), what, c.callName(call), time.Since(start).Round(time.Microsecond),
+			collectives.RankList(missing), c.PeerTransport(missing[0]), what, c.callName(call), time.Since(start).Round(time.Microsecond),
 			c.nLinks.Load(), c.stagingBytes.Load()>>20)
 	}
 	return nil
@@ -466,7 +466,7 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 				if gaveUp != nil {
 					continue
 				}
-				return fmt.Errorf("waiting for the addresses of %s: %w", rankList(c.connecting), g.err)
+				return fmt.Errorf("waiting for the addresses of %s: %w", collectives.RankList(c.connecting), g.err)
 			case g.i >= 0:
 				addrs, regions, err := parseBlobs(g.v, 1)
 				if err != nil {
