@@ -114,6 +114,9 @@ func (c *Comm) quickBarrier(ctx context.Context) (bool, error) {
 // quickP2P is Send's and Recv's quick way (see above): the board's
 // mailbox.
 func (c *Comm) quickP2P(ctx context.Context, kind collKind, buf []byte, dt DataType, peer, tag int) (bool, error) {
+	if c != nil && c.board == nil {
+		return c.quickNetP2P(ctx, kind, buf, dt, peer, tag)
+	}
 	if c == nil || !c.quick || !c.board.mail || uint(peer) >= uint(c.size) || peer == c.rank ||
 		uint(tag) > MaxTag || !dt.Valid() || len(buf)&(dt.Size()-1) != 0 {
 		return false, nil

@@ -60,6 +60,10 @@ type Comm struct {
 	callState        // owned by the running request: numbering, plans, scratch (callstate.go)
 	board     *board // the shared-memory board, if the ranks use one (board.go)
 	quick     bool   // blocking calls may take the board's quick way (board_quick.go)
+	// qnet are the calls the quick way over the links last ran
+	// (net_quick.go), qnetPolls the polls a quick Recv makes.
+	qnet      [2]quickNetEntry
+	qnetPolls int
 
 	// Algorithm selection: GOCCL_ALGO's forced choices, the α-β cost
 	// model (agreed by all ranks at New), the cached choices (selection.go).
