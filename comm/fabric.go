@@ -198,6 +198,10 @@ type fabric struct {
 	nLinks  atomic.Int64
 	linkGen []uint32
 	linkMem []ownedMem
+	// early are this side's halves of links published ahead of the call
+	// that needs them, for point-to-point calls queued behind a set-up
+	// (lazy.go, publishEarly); the runner only.
+	early map[int]*halfLink
 	// stagingBytes is the staging memory allocated now; peakLinks the
 	// most links held at once.
 	stagingBytes atomic.Int64
@@ -603,6 +607,9 @@ func (c *Comm) breakLinks() error {
 				errs = append(errs, l.EP.Close())
 			}
 		}
+		for _, h := range c.early {
+			errs = append(errs, h.ep.Close())
+		}
 	})
 	return errors.Join(errs...)
 }
@@ -616,6 +623,10 @@ func (c *Comm) closeLinks() error {
 			errs = append(errs, c.dev.Deregister(l.Staging))
 		}
 	}
+	for _, h := range c.early {
+		errs = append(errs, c.dev.Deregister(h.region))
+	}
+	c.early = nil
 	if c.cq != nil {
 		c.cq.Close()
 	}

@@ -269,6 +269,13 @@ func (c *Comm) connectPeers(call *collectives.Call, kv keyValue, peers []int) er
 		}
 	}()
 	for i, peer := range peers {
+		if h := c.early[peer]; h != nil {
+			// Published while an earlier call set up its links
+			// (publishEarly): the peer may have connected its side.
+			delete(c.early, peer)
+			halves[i] = h
+			continue
+		}
 		h, blob, err := c.openHalf(peer)
 		if err != nil {
 			return err
@@ -286,7 +293,58 @@ func (c *Comm) connectPeers(call *collectives.Call, kv keyValue, peers []int) er
 			break
 		}
 	}
+	c.publishEarly(kv, halves)
 	return c.lifeErr(c.await(call, kv, halves))
+}
+
+// earlyScan bounds the queued calls publishEarly looks at.
+const earlyScan = 64
+
+// publishEarly publishes this side's half of the link to each peer of the
+// point-to-point calls queued behind the call that sets up its links
+// (halves), if it has no link and no half yet. Calls run one at a time,
+// and a set-up waits until the peer publishes its half, which it does in
+// its own call that needs the pair: without this, ranks that each queue
+// a Send to the next rank of a ring and then a Recv from the previous one
+// (MPI's Isend and Recv) waited on one another in their first exchange
+// until the stall timeout, each one's Send waiting for the next rank's
+// half, published only by its Recv, queued behind its own Send
+// (TestRingFirstExchange). Published early, the half lets the peer
+// connect its side, which needs nothing more of this rank's (a transport's
+// Connect does not wait for the peer's Connect; TCP parks the connection);
+// the call that needs the pair takes the half over (connectPeers), and
+// Close releases those no call took.
+func (c *Comm) publishEarly(kv keyValue, halves []*halfLink) {
+	if c.life.Err() != nil {
+		return
+	}
+	var want []int
+	c.mu.Lock()
+	n := 0
+	for r := c.qhead; r != nil && n < earlyScan; r, n = r.next, n+1 {
+		if r.kind.IsP2P() && r.refused == nil {
+			want = append(want, r.args.peer, r.args.src)
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range want {
+		if p == c.rank || uint(p) >= uint(c.size) || c.links[p] != nil || c.early[p] != nil ||
+			slices.ContainsFunc(halves, func(h *halfLink) bool { return h != nil && h.peer == p }) {
+			continue
+		}
+		h, blob, err := c.openHalf(p)
+		if err != nil {
+			return // the call that needs the pair sets it up, and says why it cannot
+		}
+		if err := kv.Set(c.life, c.linkKey(c.rank, p, c.linkGen[p]), blob); err != nil {
+			h.close(c.dev)
+			return
+		}
+		if c.early == nil {
+			c.early = make(map[int]*halfLink)
+		}
+		c.early[p] = h
+	}
 }
 
 // await reads the blobs the peers of halves published for this rank and
@@ -391,6 +449,14 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 	var gaveUp error // the life's end, in the grace
 	var grace <-chan time.Time
 	lifeDone := c.life.Done()
+	// A call queued meanwhile wakes the worker (signal): its peers' halves
+	// are published now (publishEarly), and the wake-up passed on.
+	woke := false
+	defer func() {
+		if woke {
+			c.signal()
+		}
+	}()
 	for left > 0 {
 		poke := c.poke.Load()
 		pokeDone := poke.ctx.Done()
@@ -399,6 +465,11 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 			pokeDone, lookC = nil, nil // only the links, in the grace
 		}
 		select {
+		case <-c.wake:
+			woke = true
+			if gaveUp == nil {
+				c.publishEarly(kv, halves)
+			}
 		case <-grace:
 			return gaveUp
 		case <-settle:
@@ -418,6 +489,7 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 			if err := c.lookAround(call, rounds, unseen); err != nil {
 				return err
 			}
+			c.publishEarly(kv, halves) // for calls queued while the worker ran this one inline
 			rounds++
 			if early *= 2; early < c.stallStep {
 				look.Reset(early)
