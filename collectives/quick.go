@@ -43,10 +43,13 @@ func (e *Executor) quickLink(peer int) *Link {
 }
 
 // oneChunk returns the only chunk of c's plan if the plan is one chunk to
-// or from peer (kind Send or Recv), else nil.
+// or from peer (kind Send or Recv), else nil. A collective's must be an
+// Eager call whose count all ranks share (see Call), as a quick call
+// neither waits for proof nor confirms.
 func oneChunk(c *Call, peer int, kind Kind) *chunk {
 	p := c.Plan
-	if !c.P2P || p == nil || len(p.chunks) != 1 || len(p.pre) != 0 || len(p.peers) != 1 || p.peers[0] != peer {
+	if p == nil || len(p.chunks) != 1 || len(p.pre) != 0 || len(p.peers) != 1 || p.peers[0] != peer ||
+		(!c.P2P && (!c.Eager || c.Confirm || c.VarCount)) {
 		return nil
 	}
 	if ch := &p.chunks[0]; ch.kind == kind && int(ch.peer) == peer && ch.len > 0 {
@@ -81,14 +84,21 @@ func (e *Executor) QuickSend(c *Call, peer int) bool {
 	l.sendSlot = (l.sendSlot + 1) % e.NSlots
 	e.inflight++
 	l.inline++
+	if !c.P2P {
+		// As a Run of a collective that only sends ends.
+		e.lastColl = c.Seq
+		e.settle()
+		e.noteUnconfirmed(c)
+	}
 	// As at the end of a Run: a transport that writes posts at the
 	// caller's next poll gets it now, the peer waits for this message.
 	e.CQ.Poll(e.compBuf()[:0])
 	return true
 }
 
-// QuickRecv takes the point-to-point message of c, whose plan is one chunk
-// received from peer, into dst (the chunk's length), polling the
+// QuickRecv takes the message of c, whose plan is one chunk received
+// from peer, into dst (the chunk's length; a collective's goes into its
+// buffer of c.Bufs, and dst is not used), polling the
 // completion queue at most polls times while it has not arrived. It
 // returns false where Run must run c: the message did not arrive within
 // the polls, or what arrived first from peer is not exactly it (another
@@ -99,7 +109,7 @@ func (e *Executor) QuickSend(c *Call, peer int) bool {
 // returned with true, as Run returns it.
 func (e *Executor) QuickRecv(c *Call, peer int, dst []byte, polls int) (bool, error) {
 	ch := oneChunk(c, peer, Recv)
-	if ch == nil || ch.len != len(dst) {
+	if ch == nil || (c.P2P && ch.len != len(dst)) {
 		return false, nil
 	}
 	l := e.quickLink(peer)
@@ -132,6 +142,21 @@ func (e *Executor) QuickRecv(c *Call, peer int, dst []byte, polls int) (bool, er
 	}
 	slot := l.recvSlot
 	seq, fp := l.arrSeq[slot], l.arrFP[slot]
+	if !c.P2P {
+		// A collective's chunk goes where the call's buffers say, with
+		// the credit a Run returns for it (consume).
+		if l.arrP2P[slot] || seq != uint16(c.Seq&seqMask) || fp != c.fingerprint() || l.arrLen[slot] != ch.len ||
+			(l.steered != nil && l.steered[slot]) || c.Bufs[ch.buf].Region == nil {
+			return false, nil // Run consumes it and says what is wrong
+		}
+		if err := e.consume(c, l, ch); err != nil {
+			return false, nil // not with the checks above; Run says it
+		}
+		e.recvHead[peer] = 1
+		e.lastColl = c.Seq
+		e.settle()
+		return true, nil
+	}
 	if !l.arrP2P[slot] || (uint32(seq)<<16|uint32(fp))&MaxTag != c.Seq || !endsMessage(seq, fp) ||
 		l.arrLen[slot] != len(dst) || (l.steered != nil && l.steered[slot]) {
 		return false, nil // Run consumes it and says what is wrong

@@ -28,6 +28,12 @@ func (c *Comm) quickBoard() bool {
 // quickBroadcast is Broadcast's quick way (see above): false if it did
 // nothing and the general way must run the call.
 func (c *Comm) quickBroadcast(ctx context.Context, buf []byte, dt DataType, root int) (bool, error) {
+	if c != nil && c.board == nil {
+		if uint(root) >= uint(c.size) || !dt.Valid() || len(buf)&(dt.Size()-1) != 0 {
+			return false, nil
+		}
+		return c.quickNetColl(ctx, collBroadcast, buf, buf, dt, 0, root, elems(len(buf), dt))
+	}
 	if c == nil || !c.quick || len(buf) > boardBcastDirect || uint(root) >= uint(c.size) || !dt.Valid() ||
 		len(buf)&(dt.Size()-1) != 0 {
 		return false, nil

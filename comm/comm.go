@@ -63,6 +63,7 @@ type Comm struct {
 	// qnet are the calls the quick way over the links last ran
 	// (net_quick.go), qnetPolls the polls a quick Recv makes.
 	qnet      [2]quickNetEntry
+	qcoll     quickCollEntry
 	qnetPolls int
 
 	// Algorithm selection: GOCCL_ALGO's forced choices, the α-β cost

@@ -136,3 +136,109 @@ type quickNetEntry struct {
 	dt                 DataType
 	call               collectives.Call
 }
+
+// quickNetColl is a collective's quick way over the links: the calls
+// whose plan on this rank is one chunk to or from one peer (a broadcast
+// of two ranks, say) go to the executor's QuickSend or QuickRecv with the
+// buffers the general way would give them (stage, deliver) and the
+// collective's number taken only once the call is done (beginRequest: a
+// call that takes the general way after all numbers itself). false if it
+// did nothing and the general way must run the call.
+func (c *Comm) quickNetColl(ctx context.Context, kind collKind, send, recv []byte, dt DataType, op Op, root, count int) (bool, error) {
+	if c == nil || !c.quickNetOK() || count == 0 || c.tuning.Load() {
+		return false, nil
+	}
+	r := c.quickClaim(ctx)
+	if r == nil {
+		return false, nil
+	}
+	r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count = kind, send, recv, dt, op, root, count
+	done, err := c.runQuickNetColl(r)
+	r.c, r.ctx, r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count, r.used = nil, nil, 0, nil, nil, 0, 0, 0, 0, ""
+	c.endInline()
+	if !done {
+		return false, nil
+	}
+	return true, c.inSub(err)
+}
+
+// runQuickNetColl runs r, a collective with the inline claim, the quick
+// way if it can (see quickNetColl).
+func (c *Comm) runQuickNetColl(r *Request) (bool, error) {
+	if c.gate.Load()&gateBroken != 0 || c.life.Err() != nil {
+		return false, nil // run reports it
+	}
+	q := &c.qcoll
+	if q.call.Plan == nil || q.kind != r.kind || q.count != r.count || q.dt != r.dt || q.op != r.op || q.root != r.root || q.chunk != c.opts.ChunkSize {
+		algo, err := c.choose(r.kind, r.algo, c.costBytes(r))
+		if err != nil {
+			return false, nil
+		}
+		p, _, err := c.plan(c.life, r, algo, 0)
+		if err != nil {
+			return false, nil
+		}
+		peers := p.Peers()
+		*q = quickCollEntry{kind: r.kind, count: r.count, dt: r.dt, op: r.op, root: r.root, chunk: c.opts.ChunkSize, peer: -1, algo: algo}
+		if len(peers) == 1 && p.NumChunks() == 1 {
+			q.peer = peers[0]
+		}
+		q.call = c.describe(r)
+		q.call.Plan = p
+		q.call.Eager = true
+	}
+	if q.peer < 0 || c.links[q.peer] == nil {
+		return false, nil
+	}
+	if c.qnetPolls == 0 {
+		c.qnetPolls = quickNetPolls
+		if c.opts.crowded(c.localRanks()) {
+			c.qnetPolls = 1
+		}
+	}
+	call := &q.call
+	call.Seq = c.seq + 1 // the number beginRequest gives the call
+	var x callBufs
+	if err := c.stage(r, &x); err != nil {
+		return false, nil
+	}
+	call.Bufs = x.bufs
+	defer func() { call.Bufs = [collectives.NumBufs]collectives.Target{} }()
+	n := c.callNo.Load() + 1
+	storeRelease(&c.callNo, n)
+	defer storeRelease(&c.callNo, n+1)
+	var done bool
+	var err error
+	if c.rank == r.root { // a broadcast's root sends, its other rank receives
+		done = c.exec.QuickSend(call, q.peer)
+	} else {
+		done, err = c.exec.QuickRecv(call, q.peer, nil, c.qnetPolls)
+	}
+	if !done {
+		return false, nil
+	}
+	r.used = q.algo
+	storeRelease32(&c.seqNow, c.beginRequest(r))
+	if err != nil {
+		err = c.fail(err, call)
+		c.breakOn(err)
+		return true, err
+	}
+	if err := c.deliver(r, &x); err != nil {
+		err = c.callErr(r, err)
+		c.breakOn(err)
+		return true, err
+	}
+	return true, nil
+}
+
+// quickCollEntry is the collective the quick way last ran (qcoll): its
+// call, and the one peer of its plan on this rank (-1: not one chunk).
+type quickCollEntry struct {
+	kind                     collKind
+	count, root, chunk, peer int
+	op                       Op
+	dt                       DataType
+	algo                     string
+	call                     collectives.Call
+}

@@ -196,3 +196,72 @@ func TestNetQuickWayMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestNetQuickWayBroadcast: a broadcast of two ranks over TCP takes the
+// quick way on both (the root's one send, the other's one receive), with
+// the collectives' numbering and checks: the values arrive, calls of
+// other kinds between stay in step, and a broadcast whose ranks disagree
+// on the count fails as the general way says it.
+func TestNetQuickWayBroadcast(t *testing.T) {
+	runRanksOn(t, "tcp", 2, testOptsFast, func(c *Comm) error {
+		ctx := context.Background()
+		r := c.Rank()
+		if err := c.Barrier(ctx); err != nil { // the link
+			return err
+		}
+		quick := 0
+		const rounds = 60
+		for round := range rounds {
+			count := []int{1, 3, 64, 1000}[round%4]
+			root := round % 2
+			buf := make([]float32, count)
+			if r == root {
+				for i := range buf {
+					buf[i] = float32(round*1000 + i)
+				}
+			}
+			ok, err := QuickTakes(ctx, c, "broadcast", nil, buf, 0, root)
+			if err != nil {
+				return fmt.Errorf("round %d: %w", round, err)
+			}
+			if ok {
+				quick++
+			} else if err := Broadcast(ctx, c, buf, root); err != nil {
+				return fmt.Errorf("round %d: %w", round, err)
+			}
+			for i, v := range buf {
+				if want := float32(round*1000 + i); v != want {
+					return fmt.Errorf("round %d: element %d of %d from %d is %v, want %v", round, i, count, root, v, want)
+				}
+			}
+			if round%5 == 4 {
+				sum := []float32{1}
+				if err := Allreduce(ctx, c, sum, sum, Sum); err != nil {
+					return err
+				}
+			}
+		}
+		// Each rank is the root of half of them, always quick (a credit
+		// is back by then); it receives the others quick when they come
+		// within its polls.
+		if quick < rounds/2 {
+			return fmt.Errorf("the quick way took %d of %d broadcasts", quick, rounds)
+		}
+		// The ranks disagree on the count.
+		buf := make([]float32, 4+r)
+		err := Broadcast(ctx, c, buf, 0)
+		if r == 1 {
+			if err == nil || (!strings.Contains(err.Error(), "broadcast(float32, 4, root=0)") && !strings.Contains(err.Error(), "different sizes")) {
+				return fmt.Errorf("a broadcast of 4 floats received as 5: %v, want an error saying so", err)
+			}
+			return nil
+		}
+		if err == nil { // the root's eager send completed: its next call learns it
+			err = c.Barrier(ctx)
+		}
+		if err == nil || !strings.Contains(err.Error(), "rank 1") {
+			return fmt.Errorf("the root after its peer failed: %v, want an error naming rank 1", err)
+		}
+		return nil
+	})
+}
