@@ -29,6 +29,18 @@ import (
 // processor from a rank with work: one poll then.
 const quickNetPolls = 32
 
+// quickPolls is how many polls a quick receive makes (quickNetPolls, or
+// one with more ranks on this host than processors), found once.
+func (c *Comm) quickPolls() int {
+	if c.qnetPolls == 0 {
+		c.qnetPolls = quickNetPolls
+		if c.opts.crowded(c.localRanks()) {
+			c.qnetPolls = 1
+		}
+	}
+	return c.qnetPolls
+}
+
 // quickNetOK says whether c's blocking Send and Recv may take the quick
 // way over the links: an executor and no board, no algorithm forced, no
 // StrictChecks, no debug log (the general way logs each call's choice).
@@ -87,7 +99,7 @@ func (c *Comm) runQuickNet(r *Request) (bool, error) {
 		call.Bufs[collectives.BufInput] = collectives.Target{}
 		return sent, nil
 	}
-	done, err := c.exec.QuickRecv(call, r.args.peer, r.recv, c.qnetPolls)
+	done, err := c.exec.QuickRecv(call, r.args.peer, r.recv, c.quickPolls())
 	if err != nil {
 		// As a failed Run: the peers learn of it at once.
 		err = c.fail(err, call)
@@ -115,12 +127,6 @@ func (c *Comm) quickNetCall(r *Request) (*collectives.Call, bool) {
 			return nil, false
 		}
 		*q = quickNetEntry{peer: r.args.peer, count: r.count, dt: r.dt, chunk: c.opts.ChunkSize}
-		if c.qnetPolls == 0 {
-			c.qnetPolls = quickNetPolls
-			if c.opts.crowded(c.localRanks()) {
-				c.qnetPolls = 1
-			}
-		}
 		q.call = c.describe(r)
 		q.call.Plan = p
 		q.call.Eager = true
@@ -190,12 +196,6 @@ func (c *Comm) runQuickNetColl(r *Request) (bool, error) {
 	if q.peer < 0 || c.links[q.peer] == nil {
 		return false, nil
 	}
-	if c.qnetPolls == 0 {
-		c.qnetPolls = quickNetPolls
-		if c.opts.crowded(c.localRanks()) {
-			c.qnetPolls = 1
-		}
-	}
 	call := &q.call
 	call.Seq = c.seq + 1 // the number beginRequest gives the call
 	var x callBufs
@@ -212,7 +212,7 @@ func (c *Comm) runQuickNetColl(r *Request) (bool, error) {
 	if c.rank == r.root { // a broadcast's root sends, its other rank receives
 		done = c.exec.QuickSend(call, q.peer)
 	} else {
-		done, err = c.exec.QuickRecv(call, q.peer, nil, c.qnetPolls)
+		done, err = c.exec.QuickRecv(call, q.peer, nil, c.quickPolls())
 	}
 	if !done {
 		return false, nil
