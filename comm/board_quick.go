@@ -168,8 +168,14 @@ func (c *Comm) quickClaim(ctx context.Context) *Request {
 // and releases the claim.
 func (c *Comm) quickRun(r *Request) error {
 	err := c.runBoard(r)
-	r.c, r.ctx, r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count, r.used = nil, nil, 0, nil, nil, 0, 0, 0, 0, ""
-	r.args.peer, r.args.src, r.args.tag, r.args.recvCount = 0, 0, 0, 0
+	r.clearQuick()
 	c.endInline()
 	return c.inSub(err) // as wait does for the general way
+}
+
+// clearQuick clears what the quick ways fill in c's own request, as wait
+// leaves it (the general way fills only what it needs).
+func (r *Request) clearQuick() {
+	r.c, r.ctx, r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count, r.used = nil, nil, 0, nil, nil, 0, 0, 0, 0, ""
+	r.args.peer, r.args.src, r.args.tag, r.args.recvCount = 0, 0, 0, 0
 }

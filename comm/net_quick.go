@@ -61,14 +61,20 @@ func (c *Comm) quickNetP2P(ctx context.Context, kind collKind, buf []byte, dt Da
 		return false, nil
 	}
 	fillP2P(r, kind, buf, dt, peer, tag)
-	done, err := c.runQuickNet(r)
-	r.c, r.ctx, r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count, r.used = nil, nil, 0, nil, nil, 0, 0, 0, 0, ""
-	r.args.peer, r.args.src, r.args.tag, r.args.recvCount = 0, 0, 0, 0
+	return c.endQuickNet(r, c.runQuickNet)
+}
+
+// endQuickNet runs r, c's own request filled by a quick way over the
+// links, with run, clears it and releases the inline claim: false if run
+// did nothing and the general way must run the call.
+func (c *Comm) endQuickNet(r *Request, run func(*Request) (bool, error)) (bool, error) {
+	done, err := run(r)
+	r.clearQuick()
 	c.endInline()
 	if !done {
 		return false, nil
 	}
-	return true, c.inSub(err)
+	return true, c.inSub(err) // as wait does for the general way
 }
 
 // runQuickNet runs r, a Send or Recv with the inline claim, the quick way
@@ -159,13 +165,7 @@ func (c *Comm) quickNetColl(ctx context.Context, kind collKind, send, recv []byt
 		return false, nil
 	}
 	r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count = kind, send, recv, dt, op, root, count
-	done, err := c.runQuickNetColl(r)
-	r.c, r.ctx, r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count, r.used = nil, nil, 0, nil, nil, 0, 0, 0, 0, ""
-	c.endInline()
-	if !done {
-		return false, nil
-	}
-	return true, c.inSub(err)
+	return c.endQuickNet(r, c.runQuickNetColl)
 }
 
 // runQuickNetColl runs r, a collective with the inline claim, the quick
