@@ -6,9 +6,11 @@ import (
 	"github.com/goccl/goccl/transport"
 )
 
-// The quick way of a small point-to-point call over the links: a Send or
-// Recv whose message is one chunk, with nothing unusual in the way, does
-// what a Run of its plan does for it and nothing else. A Run costs its
+// The quick way of a small call over the links: a Send or Recv whose
+// message is one chunk, or a collective whose plan on this rank is one
+// chunk to or from one peer (a broadcast of two ranks), with nothing
+// unusual in the way, does what a Run of its plan does for it and nothing
+// else. A Run costs its
 // fixed work whatever the plan (the reset of the per-run state, the
 // dependency bookkeeping, the dirty-peer loop, the completion check): over
 // TCP, where an 8-byte message takes a few microseconds of the kernel's
@@ -58,8 +60,8 @@ func oneChunk(c *Call, peer int, kind Kind) *chunk {
 	return nil
 }
 
-// QuickSend posts c, a point-to-point send whose plan is one chunk of at
-// most Inline bytes (the transport copies it at post time, so the send is
+// QuickSend posts c, a call whose plan is one send (point-to-point, or a
+// collective's) of at most Inline bytes (the transport copies it at post time, so the send is
 // done once posted, as an inline send of a Run is), to peer. It returns
 // false, having posted nothing, where Run must run c.
 func (e *Executor) QuickSend(c *Call, peer int) bool {
