@@ -124,21 +124,32 @@ func (c *Comm) quickNetCall(r *Request) (*collectives.Call, bool) {
 		q = &c.qnet[1]
 	}
 	if q.call.Plan == nil || q.peer != r.args.peer || q.count != r.count || q.dt != r.dt || q.chunk != c.opts.ChunkSize {
-		algo, err := c.choose(r.kind, r.algo, c.costBytes(r))
-		if err != nil {
+		call, _, ok := c.quickCallOf(r)
+		if !ok {
 			return nil, false
 		}
-		p, _, err := c.plan(c.life, r, algo, 0)
-		if err != nil {
-			return nil, false
-		}
-		*q = quickNetEntry{peer: r.args.peer, count: r.count, dt: r.dt, chunk: c.opts.ChunkSize}
-		q.call = c.describe(r)
-		q.call.Plan = p
-		q.call.Eager = true
+		*q = quickNetEntry{peer: r.args.peer, count: r.count, dt: r.dt, chunk: c.opts.ChunkSize, call: call}
 	}
 	q.call.Seq, q.call.CollSeq = uint32(r.args.tag), c.seq
 	return &q.call, true
+}
+
+// quickCallOf is r's call as execute describes and plans it (the
+// algorithm the selector chooses, the plan from the cache), Eager, without
+// buffers; false if the choice or the plan fails (the general way says
+// why).
+func (c *Comm) quickCallOf(r *Request) (collectives.Call, string, bool) {
+	algo, err := c.choose(r.kind, r.algo, c.costBytes(r))
+	if err != nil {
+		return collectives.Call{}, "", false
+	}
+	p, _, err := c.plan(c.life, r, algo, 0)
+	if err != nil {
+		return collectives.Call{}, "", false
+	}
+	call := c.describe(r)
+	call.Plan, call.Eager = p, true
+	return call, algo, true
 }
 
 // quickNetEntry is the call the quick way last ran for a kind (qnet[0]
@@ -176,22 +187,14 @@ func (c *Comm) runQuickNetColl(r *Request) (bool, error) {
 	}
 	q := &c.qcoll
 	if q.call.Plan == nil || q.kind != r.kind || q.count != r.count || q.dt != r.dt || q.op != r.op || q.root != r.root || q.chunk != c.opts.ChunkSize {
-		algo, err := c.choose(r.kind, r.algo, c.costBytes(r))
-		if err != nil {
+		call, algo, ok := c.quickCallOf(r)
+		if !ok {
 			return false, nil
 		}
-		p, _, err := c.plan(c.life, r, algo, 0)
-		if err != nil {
-			return false, nil
-		}
-		peers := p.Peers()
-		*q = quickCollEntry{kind: r.kind, count: r.count, dt: r.dt, op: r.op, root: r.root, chunk: c.opts.ChunkSize, peer: -1, algo: algo}
-		if len(peers) == 1 && p.NumChunks() == 1 {
+		*q = quickCollEntry{kind: r.kind, count: r.count, dt: r.dt, op: r.op, root: r.root, chunk: c.opts.ChunkSize, peer: -1, algo: algo, call: call}
+		if peers := call.Plan.Peers(); len(peers) == 1 && call.Plan.NumChunks() == 1 {
 			q.peer = peers[0]
 		}
-		q.call = c.describe(r)
-		q.call.Plan = p
-		q.call.Eager = true
 	}
 	if q.peer < 0 || c.links[q.peer] == nil {
 		return false, nil
