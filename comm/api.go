@@ -237,7 +237,10 @@ func (c *Comm) BarrierAsync(opts ...CallOption) *Request {
 // with the collectives of the communicator: both ranks must issue their
 // matching calls in the same order relative to their other calls. Send
 // blocks until peer has the data in its staging slots or, for more than
-// Options.Slots chunks, until peer receives.
+// Options.Slots chunks, until peer receives. Over the shared-memory board
+// the same holds with a mailbox of 8 messages per pair of ranks: a message
+// of more than 4 KiB that peer has not begun to take within microseconds
+// is copied for it, up to Options.Slots chunks of such copies per peer.
 //
 // A rank may send to itself: the message is copied and kept until this
 // rank's matching Recv (later in call order), as MPI buffers it.

@@ -22,11 +22,18 @@ import (
 // larger one leaves its buffer's address (and shm segment) in the entry,
 // the receiver copies it straight from the sender's buffer (mapped, or
 // with process_vm_readv), and the Send completes when the receiver has
-// taken it. The receiver compares the entry's tag and length with its
-// Recv's: a difference fails both calls' communicators with a mismatch.
+// taken it, or once the sender kept a copy (see mailKeep). The receiver
+// compares the entry's tag and length with its Recv's: a difference fails
+// both calls' communicators with a mismatch.
+//
+// A mailbox holds mailSlots messages, as many as the default staging slots
+// (Options.Slots) through which a Send over the links completes before
+// its receiver takes it: a program whose ranks each send a few messages
+// before they receive (or queue an asynchronous Send before their Recv)
+// runs on either.
 const (
 	mailMaxRanks = 16
-	mailSlots    = 4
+	mailSlots    = 8
 	mailEager    = 4096
 	mailEntry    = 64 + mailEager // header, then the payload from mData
 	mailBox      = 128 + mailSlots*mailEntry
@@ -35,12 +42,16 @@ const (
 	mSeq   = 0  // uint64: the message's number + 1, published last
 	mTag   = 8  // uint32
 	mLen   = 12 // uint32
-	mLarge = 16 // uint32: 1 if the payload is in the sender's buffer
-	mSegFD = 20 // uint32
+	mLarge = 16 // uint32: where the payload is (mailIn ... mailWithdrawn)
+	mSegFD = 20 // uint32: the sender's buffer, as setLarge writes it
 	mAddr  = 24 // uint64
 	mSegID = 32 // uint64
 	mSegOf = 40 // uint64
 	mData  = 48 // the payload of an eager message
+	// mKept is where the description of a large message's kept copy
+	// lies (the fields above, at the same distances from it): in the
+	// entry's payload, which a large message does not use.
+	mKept = 64
 
 	// A message of mailHead to mailLined bytes goes in lines, as a board
 	// call's (llLines): its first mailHead bytes in the entry's first
@@ -58,6 +69,28 @@ const (
 	mailHead  = 64 - mData
 	mailLined = mailHead + 2*llBody
 )
+
+// The states of an entry's payload (mLarge). The sender of a large
+// message publishes it mailOpen; the receiver takes it with a
+// compare-and-swap to mailReadOpen, or, if the sender kept a copy
+// meanwhile (mailOpen to mailKept, also a compare-and-swap, see mailKeep),
+// to mailReadKept. Whichever swap comes first wins: a receiver never reads
+// a buffer that its sender has stopped guarding, and a sender never
+// withdraws (mailWithdrawn, at Close) a copy that its receiver reads.
+const (
+	mailIn        = 0 // in the entry (eager)
+	mailOpen      = 1 // in the sender's buffer; its Send waits
+	mailReadOpen  = 2 // the receiver reads it there
+	mailKept      = 3 // in a copy the sender keeps; its Send has completed
+	mailReadKept  = 4 // the receiver reads the copy
+	mailWithdrawn = 5 // the sender closed before the receiver took the copy
+)
+
+// mailKeepAfter is how long a large Send waits for its receiver to take
+// its message before it keeps a copy and completes (mailKeep): a receiver
+// that waits in its Recv takes it within a microsecond or two, and the
+// copy would be a memmove of the message the receiver makes anyway.
+const mailKeepAfter = 20 * time.Microsecond
 
 // mailLinesFor is how many lines of an entry a message of size bytes
 // fills and its receiver polls.
@@ -113,11 +146,166 @@ func (c *Comm) executeMail(r *Request) error {
 		}
 	}
 	if large {
-		// The receiver copies from this rank's buffer: wait until it has.
+		// The receiver copies from this rank's buffer: wait until it has,
+		// or keep a copy for it.
 		d := r.args.peer
-		return c.mailWait(r, k, d, b.u64(b.box(b.me, d)), n+1, "for rank %d to take this rank's message")
+		taken := b.u64(b.box(b.me, d))
+		if c.mailKeep(r, d, n, taken) {
+			return nil
+		}
+		return c.mailWait(r, k, d, taken, n+1, "for rank %d to take this rank's message")
 	}
 	return nil
+}
+
+// keptMail is a copy of a large message that a Send kept for its receiver
+// (mailKeep): mem, reused by the later messages in the same mailbox entry;
+// num, the message's number + 1 (0: none); size, its length.
+type keptMail struct {
+	mem  ownedMem
+	num  uint64
+	size int
+}
+
+// mailKeep lets r, a large Send whose message n to rank d is published in
+// its entry, complete before d takes it, as a Send over the links
+// completes once its message is in the peer's staging: if d has not begun
+// to take it within mailKeepAfter (at once on a crowded host, where
+// waiting holds the processor d needs), r copies the message into memory
+// the board keeps for it and hands the copy to d in the entry. Without
+// this a rank that queued an asynchronous Send before its Recv, as its
+// peer did, waited for a receive queued behind its own send until the
+// stall timeout (calls run one at a time), over shared memory only.
+// Messages of more than Options.Slots chunks, and a copy that would take
+// the copies not yet taken by d past as many bytes, are not kept: those
+// Sends complete when d takes them, as over the links. It reports whether
+// the Send is complete.
+func (c *Comm) mailKeep(r *Request, d int, n uint64, taken *atomic.Uint64) bool {
+	b := c.board
+	st := (*atomic.Uint32)(unsafe.Pointer(&b.entry(b.me, d, n)[mLarge]))
+	if !b.crowded {
+		start := time.Now()
+		for i := 1; ; i++ {
+			if taken.Load() > n || st.Load() != mailOpen {
+				return false // taken, or being taken: the wait is short
+			}
+			if i&63 == 0 && time.Since(start) >= mailKeepAfter {
+				break
+			}
+		}
+	}
+	limit := c.opts.Slots * c.opts.ChunkSize
+	if len(r.send) > limit || b.keptBytes(d, taken.Load())+len(r.send) > limit {
+		return false
+	}
+	if b.kept == nil {
+		b.kept = make([][mailSlots]keptMail, b.n)
+	}
+	km := &b.kept[d][n%mailSlots]
+	if len(km.mem.mem) < len(r.send) {
+		// The message this entry held before was taken (mailPost waited
+		// for its room): its copy is free.
+		km.mem.free()
+		m, err := allocFrom(c.dev, max(len(r.send), 64<<10))
+		if err != nil {
+			km.mem = ownedMem{}
+			return false
+		}
+		km.mem = m
+	}
+	cp := km.mem.mem[:len(r.send)]
+	copy(cp, r.send)
+	e := b.entry(b.me, d, n)
+	setLarge(e, mKept, cp)
+	if !st.CompareAndSwap(mailOpen, mailKept) {
+		return false // d began to read r's buffer meanwhile: wait for it
+	}
+	km.num, km.size = n+1, len(r.send)
+	return true
+}
+
+// keptBytes is how many bytes of kept copies rank d has not taken yet
+// (taken: the count of d's box).
+func (b *board) keptBytes(d int, taken uint64) int {
+	if b.kept == nil {
+		return 0
+	}
+	sum := 0
+	for _, km := range b.kept[d] {
+		if km.num > taken {
+			sum += km.size
+		}
+	}
+	return sum
+}
+
+// setLarge describes buf, where a large message lies, in entry e at
+// base (0: the sender's buffer; mKept: its kept copy): its address, and
+// its shm segment if it is in one.
+func setLarge(e []byte, base int, buf []byte) {
+	seg, _ := shm.LookupSegment(buf)
+	*u32at(e, base+mSegFD) = uint32(seg.FD)
+	*u64at(e, base+mAddr) = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(buf))))
+	*u64at(e, base+mSegID), *u64at(e, base+mSegOf) = seg.ID, seg.Off
+}
+
+// mailSettle, at Close, waits until the peers have taken the copies this
+// rank kept for them (mailKeep), as Close over the links waits for its
+// peers to take what it sent: at most wait, and not for a peer that
+// closed or failed. It names the peers that took nothing meanwhile.
+func (c *Comm) mailSettle(wait time.Duration) error {
+	b := c.board
+	if b == nil || b.kept == nil {
+		return nil
+	}
+	deadline := time.Now().Add(wait)
+	for d := range b.kept {
+		var last uint64
+		for _, km := range b.kept[d] {
+			last = max(last, km.num)
+		}
+		taken := b.u64(b.box(b.me, d))
+		for taken.Load() < last {
+			if b.stateOf(d).Load() != boardLive {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("rank %d has not taken %d messages this rank sent it (%v)", d, last-taken.Load(), wait)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	return nil
+}
+
+// withdrawKept, as the communicator ends, withdraws the kept copies their
+// receivers have not taken (they fail, naming this rank) and frees the
+// copies: not one that a receiver is reading still after a second (it
+// stays allocated; its reader took it from a live process).
+func (b *board) withdrawKept() {
+	if b == nil || b.kept == nil || b.mem == nil {
+		return
+	}
+	for d := range b.kept {
+		taken := b.u64(b.box(b.me, d))
+		for i := range b.kept[d] {
+			km := &b.kept[d][i]
+			if km.num > taken.Load() {
+				st := (*atomic.Uint32)(unsafe.Pointer(&b.entry(b.me, d, km.num-1)[mLarge]))
+				if !st.CompareAndSwap(mailKept, mailWithdrawn) {
+					for end := time.Now().Add(time.Second); taken.Load() < km.num && time.Now().Before(end); {
+						time.Sleep(50 * time.Microsecond)
+					}
+					if taken.Load() < km.num {
+						continue // still read: leave it
+					}
+				}
+			}
+			km.mem.free()
+			*km = keptMail{}
+		}
+	}
+	b.kept = nil
 }
 
 // mailPost puts r's message into the mailbox to its peer, once there is
@@ -149,13 +337,12 @@ func (c *Comm) mailPost(r *Request, k boardCall) (large bool, n uint64, err erro
 		storeRelease((*atomic.Uint64)(unsafe.Pointer(&e[at+llFlag])), n+1)
 	}
 	*u32at(e, mTag), *u32at(e, mLen) = uint32(r.args.tag), uint32(len(r.send))
+	st := (*atomic.Uint32)(unsafe.Pointer(&e[mLarge]))
 	if large {
-		seg, _ := shm.LookupSegment(r.send)
-		*u32at(e, mLarge), *u32at(e, mSegFD) = 1, uint32(seg.FD)
-		*u64at(e, mAddr) = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(r.send))))
-		*u64at(e, mSegID), *u64at(e, mSegOf) = seg.ID, seg.Off
+		setLarge(e, 0, r.send)
+		st.Store(mailOpen)
 	} else {
-		*u32at(e, mLarge) = 0
+		st.Store(mailIn)
 		if lines > 1 {
 			copy(e[mData:mData+mailHead], r.send)
 		} else {
@@ -182,17 +369,16 @@ func (c *Comm) mailTake(r *Request, k boardCall) error {
 		return c.boardFail(k, fmt.Errorf("point-to-point mismatch: rank %d sent %d bytes with tag %d where rank %d receives %d bytes with tag %d",
 			s, size, tag, b.me, len(r.recv), r.args.tag))
 	}
-	if *u32at(e, mLarge) == 0 && lines > 1 {
+	st := (*atomic.Uint32)(unsafe.Pointer(&e[mLarge]))
+	if in := st.Load() == mailIn; in && lines > 1 {
 		copy(r.recv, e[mData:mData+mailHead])
 		for i, at := mailHead, llLine; i < size; i, at = i+llBody, at+llLine {
 			copy(r.recv[i:], e[at:at+llBody])
 		}
-	} else if *u32at(e, mLarge) == 0 {
+	} else if in {
 		copy(r.recv, e[mData:mData+size])
-	} else if err := b.copyLarge(s, e, r.recv); err != nil {
-		return c.readFail(k, s, err)
-	} else if err := c.readStood(k, s); err != nil {
-		return err // the sender left its send while this rank read it
+	} else if err := c.mailTakeLarge(k, s, e, st, r.recv); err != nil {
+		return err
 	}
 	b.got[s] = n + 1
 	storeRelease(b.u64(b.box(s, b.me)), n+1)
@@ -200,19 +386,49 @@ func (c *Comm) mailTake(r *Request, k boardCall) error {
 	return nil
 }
 
-// copyLarge copies a large message from the sender's buffer described by
-// entry e into dst.
-func (b *board) copyLarge(s int, e []byte, dst []byte) error {
-	if id := *u64at(e, mSegID); id != 0 {
-		if m := b.segmentBy(s, id, int(*u32at(e, mSegFD))); m != nil {
-			at := *u64at(e, mSegOf)
+// mailTakeLarge copies the large message in entry e from rank s into
+// dst: from s's buffer, or from the copy s kept (see the states above).
+func (c *Comm) mailTakeLarge(k boardCall, s int, e []byte, st *atomic.Uint32, dst []byte) error {
+	b := c.board
+	for {
+		switch v := st.Load(); v {
+		case mailOpen:
+			if !st.CompareAndSwap(mailOpen, mailReadOpen) {
+				continue // s kept a copy meanwhile
+			}
+			if err := b.copyLarge(s, e, 0, dst); err != nil {
+				return c.readFail(k, s, err)
+			}
+			return c.readStood(k, s) // s left its send while this rank read it?
+		case mailKept:
+			if !st.CompareAndSwap(mailKept, mailReadKept) {
+				continue
+			}
+			if err := b.copyLarge(s, e, mKept, dst); err != nil {
+				return c.readFail(k, s, err)
+			}
+			return nil
+		case mailWithdrawn:
+			return c.boardBlame(k, s, fmt.Errorf("rank %d closed the communicator before this rank took its message of %d bytes", s, len(dst)))
+		default:
+			return c.boardFail(k, fmt.Errorf("rank %d's message of %d bytes is in an unknown state %d", s, len(dst), v))
+		}
+	}
+}
+
+// copyLarge copies a large message from the sender's buffer (base 0) or
+// the copy it kept (base mKept) described in entry e into dst.
+func (b *board) copyLarge(s int, e []byte, base int, dst []byte) error {
+	if id := *u64at(e, base+mSegID); id != 0 {
+		if m := b.segmentBy(s, id, int(*u32at(e, base+mSegFD))); m != nil {
+			at := *u64at(e, base+mSegOf)
 			if at+uint64(len(dst)) <= uint64(len(m)) {
 				copy(dst, m[at:at+uint64(len(dst))])
 				return nil
 			}
 		}
 	}
-	return b.read(s, *u64at(e, mAddr), dst)
+	return b.read(s, *u64at(e, base+mAddr), dst)
 }
 
 // mailWait waits until *w >= v, written by rank p, with boardWait's

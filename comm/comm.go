@@ -264,6 +264,9 @@ func (c *Comm) Close() error {
 			drainErr = fmt.Errorf("comm: close: %w", err)
 			break
 		}
+		if err := c.mailSettle(min(10*time.Second, c.opts.StallTimeout)); err != nil {
+			drainErr = fmt.Errorf("comm: close: %w", err)
+		}
 		c.board.mark(boardClosed)
 		// A peer that takes nothing for the stall timeout is stopped or
 		// hung: Close names it then (it waited 10 s, then closeWait and
@@ -417,6 +420,7 @@ func (c *Comm) teardown() error {
 	if c.board != nil {
 		errs = append(errs, c.board.part.free())
 		c.board.part = ownedMem{}
+		c.board.withdrawKept()
 	}
 	// The rendezvous and the devices, if no communicator split from this
 	// one (or the one this was split from) still uses them.

@@ -28,6 +28,9 @@ func CostModel(c *Comm) (alpha, beta, gamma, localAlpha, localBeta float64) {
 // where it was not measured).
 func RabenseifnerBeta(c *Comm) float64 { return c.algoBeta[collAllreduce]["rabenseifner"] }
 
+// MailSlots is how many messages a mailbox of the board holds.
+const MailSlots = mailSlots
+
 // BoardMailTaken makes rank d look as if it had taken every message c
 // sent it through the board's mailbox.
 func BoardMailTaken(c *Comm, d int) {

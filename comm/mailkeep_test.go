@@ -1,0 +1,193 @@
+package comm_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/goccl/goccl/comm"
+	"github.com/goccl/goccl/comm/commtest"
+)
+
+// keepOpts are the staging geometry of the default options (8 slots of
+// 512 KiB): a Send of up to 4 MiB completes before its receiver takes it.
+var keepOpts = func() Options { o := testOptsFast; o.ChunkSize, o.Slots = 512<<10, 8; return o }()
+
+// TestMailboxSendsBeforeReceives: over the shared-memory board a Send of
+// a large message completes before its receiver takes it (the board keeps
+// a copy), as one over the links completes once the message is in the
+// peer's staging. Before, ranks that each queued an asynchronous Send (or
+// made a blocking one) before their Recv, MPI's Isend-then-Recv exchange,
+// waited on one another until the stall timeout when the message was more
+// than 4 KiB (the receiver read the sender's buffer, and the sender's Send
+// waited for that, ahead of its own Recv), or when more than 4 small
+// messages were sent before the first was received.
+func TestMailboxSendsBeforeReceives(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprint(n, "ranks"), func(t *testing.T) {
+			runRanksOn(t, "shm", n, keepOpts, func(c *Comm) error {
+				ctx := context.Background()
+				me := c.Rank()
+				next, prev := (me+1)%n, (me+n-1)%n
+				val := func(from, i, round int) float32 { return float32(from*1_000_003 + i*7 + round) }
+				// Isend to the next rank, Recv from the previous, Wait.
+				for round, size := range []int{1025, 16 << 10, 256 << 10} {
+					for _, alloc := range []bool{false, true} {
+						send, recv := make([]float32, size), make([]float32, size)
+						if alloc {
+							var err error
+							if send, err = Alloc[float32](c, size); err != nil {
+								return err
+							}
+							defer Free(c, send)
+						}
+						for i := range send {
+							send[i] = val(me, i, round)
+						}
+						req := SendAsync(c, send, next, round)
+						if err := Recv(ctx, c, recv, prev, round); err != nil {
+							return fmt.Errorf("%d floats: %w", size, err)
+						}
+						if err := req.Wait(ctx); err != nil {
+							return fmt.Errorf("%d floats: send: %w", size, err)
+						}
+						if got := req.Algorithm(); got != "shm-mailbox" {
+							return fmt.Errorf("%d floats ran %q, want shm-mailbox", size, got)
+						}
+						for i := range recv {
+							if recv[i] != val(prev, i, round) {
+								return fmt.Errorf("%d floats: element %d is %v, want %v", size, i, recv[i], val(prev, i, round))
+							}
+						}
+					}
+				}
+				// Blocking Sends before the Recvs: as many small messages as
+				// a mailbox holds, then three of 64 KiB.
+				for _, m := range []struct{ count, size int }{{MailSlots, 4}, {3, 16 << 10}} {
+					for j := range m.count {
+						b := make([]float32, m.size)
+						for i := range b {
+							b[i] = val(me, i, 10+j)
+						}
+						if err := Send(ctx, c, b, next, 10+j); err != nil {
+							return fmt.Errorf("%d sends of %d floats: send %d: %w", m.count, m.size, j, err)
+						}
+					}
+					for j := range m.count {
+						b := make([]float32, m.size)
+						if err := Recv(ctx, c, b, prev, 10+j); err != nil {
+							return fmt.Errorf("%d sends of %d floats: recv %d: %w", m.count, m.size, j, err)
+						}
+						for i := range b {
+							if b[i] != val(prev, i, 10+j) {
+								return fmt.Errorf("%d sends of %d floats: message %d element %d is %v", m.count, m.size, j, i, b[i])
+							}
+						}
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestMailboxKeptCopy: a large Send that completed before its receiver
+// took the message leaves the receiver the message as it was sent, also
+// when the sender rewrites its buffer at once, sends more, or closes the
+// communicator (Close waits for the receiver to take it).
+func TestMailboxKeptCopy(t *testing.T) {
+	const size = 64 << 10
+	runRanksOn(t, "shm", 2, keepOpts, func(c *Comm) error {
+		ctx := context.Background()
+		if c.Rank() == 0 {
+			buf := make([]float32, size)
+			for round := range 3 {
+				for i := range buf {
+					buf[i] = float32(round*size + i)
+				}
+				if err := Send(ctx, c, buf, 1, round); err != nil {
+					return err
+				}
+				clear(buf) // the receiver has not taken it yet
+			}
+			return nil // and Close
+		}
+		time.Sleep(300 * time.Millisecond) // the sender is done, in Close
+		buf := make([]float32, size)
+		for round := range 3 {
+			if err := Recv(ctx, c, buf, 0, round); err != nil {
+				return err
+			}
+			for i := range buf {
+				if buf[i] != float32(round*size+i) {
+					return fmt.Errorf("message %d: element %d is %v", round, i, buf[i])
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// TestMailboxKeptCopyWithdrawn: a copy its receiver did not take before
+// the sender's Close gave up waiting is withdrawn: the sender's Close says
+// so, and the receiver's Recv fails naming the sender, not with the bytes
+// of freed memory.
+func TestMailboxKeptCopyWithdrawn(t *testing.T) {
+	opts := keepOpts
+	opts.StallTimeout = 500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var recvErr error
+	errs := commtest.Run(ctx, "shm", 2, opts, func(c *Comm) error {
+		buf := make([]float32, 16<<10)
+		if c.Rank() == 0 {
+			return Send(ctx, c, buf, 1, 0)
+		}
+		time.Sleep(2 * time.Second)
+		recvErr = Recv(ctx, c, buf, 0, 0)
+		return nil
+	})
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "rank 1 has not taken 1 messages") {
+		t.Errorf("rank 0's Close: %v, want it to name rank 1 and the message it did not take", errs[0])
+	}
+	if recvErr == nil || !strings.Contains(recvErr.Error(), "rank 0 closed the communicator before this rank took its message") {
+		t.Errorf("rank 1's Recv: %v, want an error naming rank 0's Close", recvErr)
+	}
+	t.Logf("rank 0: %v; rank 1: %v", errs[0], recvErr)
+}
+
+// TestMailboxKeepRace: a receiver that comes as its sender decides to keep
+// a copy (spins of 0-60 µs before each Recv, around mailKeepAfter) gets
+// every message whole, whichever of the two takes the entry first, while
+// the sender rewrites its buffer as soon as each Send returns.
+func TestMailboxKeepRace(t *testing.T) {
+	const size, rounds = 3000, 300
+	runRanksOn(t, "shm", 2, keepOpts, func(c *Comm) error {
+		ctx := context.Background()
+		buf := make([]float32, size)
+		for round := range rounds {
+			if c.Rank() == 0 {
+				for i := range buf {
+					buf[i] = float32(round + i)
+				}
+				if err := Send(ctx, c, buf, 1, round%7); err != nil {
+					return err
+				}
+				continue
+			}
+			for end := time.Now().Add(time.Duration(round%13) * 5 * time.Microsecond); time.Now().Before(end); {
+			}
+			if err := Recv(ctx, c, buf, 0, round%7); err != nil {
+				return err
+			}
+			for i := range buf {
+				if buf[i] != float32(round+i) {
+					return fmt.Errorf("message %d: element %d is %v", round, i, buf[i])
+				}
+			}
+		}
+		return nil
+	})
+}
