@@ -233,9 +233,9 @@ type board struct {
 	// sent to d and received from s.
 	mail            bool
 	sent, got, seen []uint64 // seen[d]: the last count of taken read from d's box
-	// kept[d][i]: the copy of a large message to d in mailbox entry i
-	// that a Send kept for d (mailKeep), nil until the first.
-	kept [][mailSlots]keptMail
+	// keep[d]: the copies of large messages to d that Sends kept for it
+	// (mailKeep), nil until the first large Send.
+	keep []keepRing
 	// owed: this rank's last call (owedSeq, the communicator's call
 	// owedNum) completed without waiting for every rank (a rooted call,
 	// see boardWaitsFor): before it writes its header or a slot again,

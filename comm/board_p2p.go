@@ -159,29 +159,66 @@ func (c *Comm) executeMail(r *Request) error {
 }
 
 // keptMail is a copy of a large message that a Send kept for its receiver
-// (mailKeep): mem, reused by the later messages in the same mailbox entry;
-// num, the message's number + 1 (0: none); size, its length.
+// (mailKeep), at off in the ring of copies for that receiver: num is the
+// message's number + 1 (0: none), size its length.
 type keptMail struct {
+	num       uint64
+	off, size int
+}
+
+// keepRing is the memory where this rank keeps copies of large messages
+// for one receiver (mailKeep): Options.Slots chunks, allocated by the
+// first large Send to it (so that a steady state allocates nothing),
+// the copies laid one after the other from head, round; kept lists them
+// by mailbox entry.
+type keepRing struct {
 	mem  ownedMem
-	num  uint64
-	size int
+	head int
+	none bool // the allocation failed: no copies for this receiver
+	kept [mailSlots]keptMail
+}
+
+// keepRingFor returns the ring of copies for receiver d, allocating it at
+// the first call (nil if it cannot be had).
+func (c *Comm) keepRingFor(d int) *keepRing {
+	b := c.board
+	if b.keep == nil {
+		b.keep = make([]keepRing, b.n)
+	}
+	k := &b.keep[d]
+	if k.mem.mem == nil && !k.none {
+		m, err := allocFrom(c.dev, c.opts.Slots*c.opts.ChunkSize)
+		if err != nil {
+			k.none = true
+			return nil
+		}
+		k.mem = m
+	}
+	if k.none {
+		return nil
+	}
+	return k
 }
 
 // mailKeep lets r, a large Send whose message n to rank d is published in
 // its entry, complete before d takes it, as a Send over the links
 // completes once its message is in the peer's staging: if d has not begun
 // to take it within mailKeepAfter (at once on a crowded host, where
-// waiting holds the processor d needs), r copies the message into memory
-// the board keeps for it and hands the copy to d in the entry. Without
-// this a rank that queued an asynchronous Send before its Recv, as its
-// peer did, waited for a receive queued behind its own send until the
+// waiting holds the processor d needs), r copies the message into the
+// ring the board keeps for d and hands the copy to d in the entry.
+// Without this a rank that queued an asynchronous Send before its Recv, as
+// its peer did, waited for a receive queued behind its own send until the
 // stall timeout (calls run one at a time), over shared memory only.
-// Messages of more than Options.Slots chunks, and a copy that would take
-// the copies not yet taken by d past as many bytes, are not kept: those
-// Sends complete when d takes them, as over the links. It reports whether
-// the Send is complete.
+// Messages of more than Options.Slots chunks, and copies for which the
+// ring has no room beside those d has not taken, are not kept: those Sends
+// complete when d takes them, as over the links. It reports whether the
+// Send is complete.
 func (c *Comm) mailKeep(r *Request, d int, n uint64, taken *atomic.Uint64) bool {
 	b := c.board
+	k := c.keepRingFor(d)
+	if k == nil || len(r.send) > len(k.mem.mem) {
+		return false
+	}
 	st := (*atomic.Uint32)(unsafe.Pointer(&b.entry(b.me, d, n)[mLarge]))
 	if !b.crowded {
 		start := time.Now()
@@ -194,49 +231,25 @@ func (c *Comm) mailKeep(r *Request, d int, n uint64, taken *atomic.Uint64) bool 
 			}
 		}
 	}
-	limit := c.opts.Slots * c.opts.ChunkSize
-	if len(r.send) > limit || b.keptBytes(d, taken.Load())+len(r.send) > limit {
-		return false
+	off := k.head
+	if off+len(r.send) > len(k.mem.mem) {
+		off = 0
 	}
-	if b.kept == nil {
-		b.kept = make([][mailSlots]keptMail, b.n)
-	}
-	km := &b.kept[d][n%mailSlots]
-	if len(km.mem.mem) < len(r.send) {
-		// The message this entry held before was taken (mailPost waited
-		// for its room): its copy is free.
-		km.mem.free()
-		m, err := allocFrom(c.dev, max(len(r.send), 64<<10))
-		if err != nil {
-			km.mem = ownedMem{}
-			return false
+	t := taken.Load()
+	for _, km := range k.kept {
+		if km.num > t && off < km.off+km.size && km.off < off+len(r.send) {
+			return false // no room beside the copies d has not taken
 		}
-		km.mem = m
 	}
-	cp := km.mem.mem[:len(r.send)]
+	cp := k.mem.mem[off : off+len(r.send)]
 	copy(cp, r.send)
-	e := b.entry(b.me, d, n)
-	setLarge(e, mKept, cp)
+	setLarge(b.entry(b.me, d, n), mKept, cp)
 	if !st.CompareAndSwap(mailOpen, mailKept) {
 		return false // d began to read r's buffer meanwhile: wait for it
 	}
-	km.num, km.size = n+1, len(r.send)
+	k.kept[n%mailSlots] = keptMail{num: n + 1, off: off, size: len(r.send)}
+	k.head = off + len(r.send)
 	return true
-}
-
-// keptBytes is how many bytes of kept copies rank d has not taken yet
-// (taken: the count of d's box).
-func (b *board) keptBytes(d int, taken uint64) int {
-	if b.kept == nil {
-		return 0
-	}
-	sum := 0
-	for _, km := range b.kept[d] {
-		if km.num > taken {
-			sum += km.size
-		}
-	}
-	return sum
 }
 
 // setLarge describes buf, where a large message lies, in entry e at
@@ -252,16 +265,16 @@ func setLarge(e []byte, base int, buf []byte) {
 // mailSettle, at Close, waits until the peers have taken the copies this
 // rank kept for them (mailKeep), as Close over the links waits for its
 // peers to take what it sent: at most wait, and not for a peer that
-// closed or failed. It names the peers that took nothing meanwhile.
+// closed or failed. It names a peer that has not taken them by then.
 func (c *Comm) mailSettle(wait time.Duration) error {
 	b := c.board
-	if b == nil || b.kept == nil {
+	if b == nil || b.keep == nil {
 		return nil
 	}
 	deadline := time.Now().Add(wait)
-	for d := range b.kept {
+	for d := range b.keep {
 		var last uint64
-		for _, km := range b.kept[d] {
+		for _, km := range b.keep[d].kept {
 			last = max(last, km.num)
 		}
 		taken := b.u64(b.box(b.me, d))
@@ -280,32 +293,36 @@ func (c *Comm) mailSettle(wait time.Duration) error {
 
 // withdrawKept, as the communicator ends, withdraws the kept copies their
 // receivers have not taken (they fail, naming this rank) and frees the
-// copies: not one that a receiver is reading still after a second (it
-// stays allocated; its reader took it from a live process).
+// rings: not one with a copy that a receiver is reading still after a
+// second (it stays allocated; its reader took it from a live process).
 func (b *board) withdrawKept() {
-	if b == nil || b.kept == nil || b.mem == nil {
+	if b == nil || b.keep == nil || b.mem == nil {
 		return
 	}
-	for d := range b.kept {
+	for d := range b.keep {
+		k := &b.keep[d]
 		taken := b.u64(b.box(b.me, d))
-		for i := range b.kept[d] {
-			km := &b.kept[d][i]
-			if km.num > taken.Load() {
-				st := (*atomic.Uint32)(unsafe.Pointer(&b.entry(b.me, d, km.num-1)[mLarge]))
-				if !st.CompareAndSwap(mailKept, mailWithdrawn) {
-					for end := time.Now().Add(time.Second); taken.Load() < km.num && time.Now().Before(end); {
-						time.Sleep(50 * time.Microsecond)
-					}
-					if taken.Load() < km.num {
-						continue // still read: leave it
-					}
-				}
+		free := true
+		for _, km := range k.kept {
+			if km.num <= taken.Load() {
+				continue
 			}
-			km.mem.free()
-			*km = keptMail{}
+			st := (*atomic.Uint32)(unsafe.Pointer(&b.entry(b.me, d, km.num-1)[mLarge]))
+			if st.CompareAndSwap(mailKept, mailWithdrawn) {
+				continue
+			}
+			for end := time.Now().Add(time.Second); taken.Load() < km.num && time.Now().Before(end); {
+				time.Sleep(50 * time.Microsecond)
+			}
+			if taken.Load() < km.num {
+				free = false // still read: leave it
+			}
+		}
+		if free {
+			k.mem.free()
 		}
 	}
-	b.kept = nil
+	b.keep = nil
 }
 
 // mailPost puts r's message into the mailbox to its peer, once there is
