@@ -288,3 +288,90 @@ func TestFreeRefusesABufferASubCommunicatorUses(t *testing.T) {
 		})
 	}
 }
+
+// TestPersistentRefusesAFreedBuffer: a Persistent prepared on a buffer
+// from Alloc that was freed since (Free refuses only while a start runs)
+// refuses to start, naming the buffer, instead of running on memory a
+// later Alloc may have handed out: before, Start and Wait returned nil and
+// overwrote that later buffer (a helper's hunt; every run, shm and TCP).
+// So does one whose buffer's communicator was closed; an Alloc'd buffer
+// of the parent used on a sub-communicator counts too.
+func TestPersistentRefusesAFreedBuffer(t *testing.T) {
+	for _, kind := range []string{"mem", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			runRanksOn(t, kind, 2, testOpts, func(c *Comm) error {
+				ctx := context.Background()
+				b, err := Alloc[float32](c, 4096)
+				if err != nil {
+					return err
+				}
+				p, err := AllreduceInit(c, nil, b, Sum)
+				if err != nil {
+					return err
+				}
+				for i := range b {
+					b[i] = 1
+				}
+				if err := p.Start(); err != nil {
+					return err
+				}
+				if err := p.Wait(ctx); err != nil {
+					return err
+				}
+				if b[0] != 2 {
+					return fmt.Errorf("allreduce: %v, want 2", b[0])
+				}
+				if err := Free(c, b); err != nil {
+					return fmt.Errorf("free of a buffer no start uses: %w", err)
+				}
+				other, err := Alloc[float32](c, 4096)
+				if err != nil {
+					return err
+				}
+				for i := range other {
+					other[i] = 42
+				}
+				err = p.Start()
+				if err == nil {
+					p.Wait(ctx)
+					return fmt.Errorf("start on a freed buffer: nil (the later buffer now holds %v, was 42)", other[0])
+				}
+				if !strings.Contains(err.Error(), "freed since the Persistent was prepared") {
+					return fmt.Errorf("start on a freed buffer: %v, want it to say the buffer was freed", err)
+				}
+				if other[0] != 42 {
+					return fmt.Errorf("the later buffer holds %v, was 42", other[0])
+				}
+				// A parent's buffer on a sub-communicator, the parent's
+				// buffer freed.
+				sub, err := c.Split(ctx, 0, c.Rank())
+				if err != nil {
+					return err
+				}
+				defer sub.Close()
+				pb, err := Alloc[float32](c, 64)
+				if err != nil {
+					return err
+				}
+				q, err := AllreduceInit(sub, nil, pb, Sum)
+				if err != nil {
+					return err
+				}
+				if err := q.Start(); err != nil {
+					return err
+				}
+				if err := q.Wait(ctx); err != nil {
+					return err
+				}
+				if err := Free(c, pb); err != nil {
+					return err
+				}
+				if err := q.Start(); err == nil || !strings.Contains(err.Error(), "freed since") {
+					q.Wait(ctx)
+					return fmt.Errorf("start on a freed parent buffer: %v, want a refusal", err)
+				}
+				return Free(c, other)
+			})
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unsafe"
 )
 
 // Persistent is a collective prepared once and started many times on the
@@ -16,6 +17,9 @@ import (
 type Persistent struct {
 	r       Request
 	running bool
+	// held: the Alloc'd buffers that held send and recv when it was
+	// prepared (Start refuses to run on one freed since).
+	held [2]allocHold
 }
 
 // ErrRunning is returned by Start while the previous start has not been
@@ -24,7 +28,10 @@ var ErrRunning = errors.New("persistent collective still running")
 
 // AllreduceInit prepares an allreduce of send into recv (same length; send
 // nil or equal to recv for in place), with opts applying to every start.
-// Arguments are checked now.
+// Arguments are checked now. A buffer from Alloc must stay allocated while
+// the Persistent is used: Start refuses to run once it was freed (Free
+// refuses only while a start runs), since its memory may belong to a later
+// Alloc by then.
 func AllreduceInit[T Number](c *Comm, send, recv []T, op Op, opts ...CallOption) (*Persistent, error) {
 	if send == nil {
 		send = recv
@@ -37,6 +44,7 @@ func AllreduceInit[T Number](c *Comm, send, recv []T, op Op, opts ...CallOption)
 	if err := c.prepAllreduce(&p.r, asBytes(send), asBytes(recv), TypeOf[T](), op); err != nil {
 		return nil, err
 	}
+	p.held = [2]allocHold{c.holdOf(p.r.send), c.holdOf(p.r.recv)}
 	return p, nil
 }
 
@@ -50,6 +58,11 @@ func (p *Persistent) Start() error {
 	}
 	if p.running {
 		return fmt.Errorf("comm: %s: %w", p.r.kind, ErrRunning)
+	}
+	for i, b := range [2][]byte{p.r.send, p.r.recv} {
+		if !p.held[i].stillHeld(b) {
+			return fmt.Errorf("comm: rank %d: %s: its buffer %#x from Alloc was freed since the Persistent was prepared: prepare it again on live buffers", p.r.c.Rank(), p.r.kind, uintptr(unsafe.Pointer(&b[0])))
+		}
 	}
 	p.running = true
 	p.r.err = nil

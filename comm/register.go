@@ -3,6 +3,7 @@ package comm
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/goccl/goccl/collectives"
@@ -15,7 +16,11 @@ type registration struct {
 	region     transport.Region
 	mem        ownedMem // the Alloc'd memory when owned
 	owned      bool
+	id         uint64 // unique in the process (regIDs)
 }
+
+// regIDs numbers the registrations of every communicator of the process.
+var regIDs atomic.Uint64
 
 // scratchBuf is a registered staging buffer. It grows to the largest
 // need seen and is reused.
@@ -106,8 +111,49 @@ func (c *Comm) register(mem []byte, owner ownedMem) error {
 	if err != nil {
 		return fmt.Errorf("comm: rank %d: register %d bytes: %w", c.rank, len(mem), err)
 	}
-	c.regs = append(c.regs, registration{start: start, end: start + uintptr(len(mem)), region: region, mem: owner, owned: owner.mem != nil})
+	c.regs = append(c.regs, registration{start: start, end: start + uintptr(len(mem)), region: region, mem: owner, owned: owner.mem != nil, id: regIDs.Add(1)})
 	return nil
+}
+
+// allocHold is the Alloc'd buffer that held a slice when a Persistent was
+// prepared on it: the communicator it came from and its registration.
+type allocHold struct {
+	c  *Comm
+	id uint64
+}
+
+// holdOf returns the Alloc'd buffer of c or a communicator of its family
+// that holds b's first byte, if any.
+func (c *Comm) holdOf(b []byte) allocHold {
+	if len(b) == 0 {
+		return allocHold{}
+	}
+	for _, o := range append([]*Comm{c}, c.held.others(c)...) {
+		if id := o.ownedID(b); id != 0 {
+			return allocHold{c: o, id: id}
+		}
+	}
+	return allocHold{}
+}
+
+// ownedID is the id of c's Alloc'd buffer holding b's first byte, 0 if
+// none.
+func (c *Comm) ownedID(b []byte) uint64 {
+	start := uintptr(unsafe.Pointer(&b[0]))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.regs {
+		if r.owned && start >= r.start && start < r.end {
+			return r.id
+		}
+	}
+	return 0
+}
+
+// stillHeld reports whether the buffer h is still allocated (not freed,
+// its communicator not closed): b is in it.
+func (h allocHold) stillHeld(b []byte) bool {
+	return h.c == nil || h.c.ownedID(b) == h.id
 }
 
 func (c *Comm) deregister(mem []byte, owned bool) error {
