@@ -102,6 +102,19 @@ func Connect(ctx context.Context, info Info, opts ...ServerOption) (*Bootstrap, 
 		return nil, fmt.Errorf("bootstrap: rank %d: %w", info.Rank, err)
 	}
 	b.client = c
+	// One process per rank: a second one that claims a rank taken
+	// already (a second job whose ranks found this store at the same
+	// address with the same secret, its own rank 0 having failed to host
+	// one there; or a RANK given twice) is refused before it leaves any
+	// mark in the group, its will included: it would otherwise run the
+	// first job's calls in place of one of its ranks.
+	if n, err := c.Add(ctx, claimPrefix+strconv.Itoa(info.Rank), 1); err != nil {
+		b.closeConn()
+		return nil, fmt.Errorf("bootstrap: rank %d: claiming the rank at the store %s: %w", info.Rank, addr, err)
+	} else if n != 1 {
+		b.closeConn()
+		return nil, fmt.Errorf("bootstrap: rank %d: another process joined the store at %s as rank %d already: two jobs that share a store address and secret (MASTER_ADDR and MASTER_PORT, say), or a rank given twice (RANK)", info.Rank, addr, info.Rank)
+	}
 	// A rank that dies from here on is known at once to the ranks that
 	// wait for it (see GoneKey). A store that refuses the will still
 	// serves the group: its waits then end at their timeout.
@@ -120,6 +133,17 @@ func Connect(ctx context.Context, info Info, opts ...ServerOption) (*Bootstrap, 
 func (b *Bootstrap) GoneKey(rank int) string { return gonePrefix + strconv.Itoa(rank) }
 
 const gonePrefix = "goccl/gone/"
+
+// claimPrefix is the store keys' prefix of the ranks' claims (Connect).
+const claimPrefix = "goccl/claim/"
+
+// closeConn closes what Connect opened, for a Connect that fails.
+func (b *Bootstrap) closeConn() {
+	b.client.Close()
+	if b.server != nil {
+		b.server.Close()
+	}
+}
 
 // StoreHost is the rank that hosts the store, or -1 when none does (gorun
 // hosts it, or the store is the caller's): rank 0 under torchrun's, Open

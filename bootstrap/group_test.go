@@ -413,3 +413,51 @@ func TestGetFirstPrefersTheEarlierKey(t *testing.T) {
 		t.Fatalf("GetFirst with the first key missing = %d, %v; want 1", i, err)
 	}
 }
+
+// TestConnectRefusesASecondClaim: a second process that joins the store
+// as a rank taken already (a second job whose ranks found the first's
+// store at the same address and secret, or a rank given twice) is
+// refused at Connect, and leaves no mark: the first job's ranks run on,
+// and the refused one's end is not taken for their rank's death. Before,
+// the store served both: a foreign process ran the first job's calls in
+// place of one of its ranks (a helper's hunt: two torchrun-style jobs on
+// one MASTER_PORT).
+func TestConnectRefusesASecondClaim(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	quiet := WithLogger(slog.New(slog.DiscardHandler))
+	b0, err := Connect(ctx, Info{Rank: 0, Size: 2, LocalSize: 2, Addr: "127.0.0.1:0", Secret: testSecret, HostRoot: true}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b0.Close()
+	addr := b0.Info().Addr
+	b1, err := Connect(ctx, Info{Rank: 1, Size: 2, LocalSize: 2, Addr: addr, Secret: testSecret}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b1.Close()
+	_, err = Connect(ctx, Info{Rank: 1, Size: 2, LocalSize: 2, Addr: addr, Secret: testSecret}, quiet)
+	if err == nil || !strings.Contains(err.Error(), "another process joined the store at "+addr+" as rank 1 already") {
+		t.Fatalf("a second rank 1: %v, want a refusal naming the rank and the store", err)
+	}
+	t.Log(err)
+	var wg sync.WaitGroup
+	got := make([][][]byte, 2)
+	errs := make([]error, 2)
+	for r, b := range []*Bootstrap{b0, b1} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[r], errs[r] = b.Allgather(ctx, []byte{byte(r)})
+		}()
+	}
+	wg.Wait()
+	for r := range 2 {
+		if errs[r] != nil {
+			t.Fatalf("rank %d: allgather after the refused claim: %v", r, errs[r])
+		}
+		if len(got[r]) != 2 || got[r][0][0] != 0 || got[r][1][0] != 1 {
+			t.Fatalf("rank %d: allgather: %v", r, got[r])
+		}
+	}
+}
