@@ -35,8 +35,13 @@ type envVar struct {
 	set   func(o *Options, v string) error
 	unset func(o *Options) bool
 	same  func(a, b *Options) bool
+	// show is the field's value as text.
+	show func(o *Options) string
 	// defaultBy names who applies Default when not fill (a transport).
 	defaultBy string
+	// agree: every rank of a job must have the same value (see
+	// agreedSettings); the others are each rank's own.
+	agree bool
 }
 
 // option makes the envVar of an Options field: parse turns the variable's
@@ -54,7 +59,14 @@ func option[T comparable](e EnvVar, field func(*Options) *T, parse func(string) 
 		},
 		unset: func(o *Options) bool { var zero T; return *field(o) == zero },
 		same:  func(a, b *Options) bool { return *field(a) == *field(b) },
+		show:  func(o *Options) string { return fmt.Sprint(*field(o)) },
 	}
+}
+
+// mustAgree marks e as a setting every rank must share.
+func mustAgree(e envVar) envVar {
+	e.agree = true
+	return e
 }
 
 // envVars is the one table of the environment: OptionsFromEnv, the
@@ -62,39 +74,39 @@ func option[T comparable](e EnvVar, field func(*Options) *T, parse func(string) 
 // come from it. Adding a variable is one entry here and its field of
 // Options.
 var envVars = []envVar{
-	option(EnvVar{"GOCCL_TRANSPORT", "Transport", "auto",
+	mustAgree(option(EnvVar{"GOCCL_TRANSPORT", "Transport", "auto",
 		"`auto`: shared memory between the ranks of one host; verbs between hosts if a usable device exists, else TCP. `shm` (one host only), `tcp`, `verbs` (an error without a device)"},
-		func(o *Options) *string { return &o.Transport }, parseTransport),
+		func(o *Options) *string { return &o.Transport }, parseTransport)),
 	option(EnvVar{"GOCCL_BIND", "Bind", "",
 		"bind this rank to its share of the host's CPUs at Init, as gorun's `--bind-to` (`auto`, `core`, `none`); gorun sets it for the ranks it starts over ssh; unset: as started"},
 		func(o *Options) *string { return &o.Bind }, parseBind),
-	option(EnvVar{"GOCCL_ALGO", "Algorithms", "",
+	mustAgree(option(EnvVar{"GOCCL_ALGO", "Algorithms", "",
 		"per-collective algorithm override, e.g. `allreduce:ring,broadcast:pipeline` (canonical names: see below); unset: the selector's choice"},
-		func(o *Options) *string { return &o.Algorithms }, parseAlgoSpec),
-	option(EnvVar{"GOCCL_CHUNK_SIZE", "ChunkSize", strconv.Itoa(defaultChunkSize),
+		func(o *Options) *string { return &o.Algorithms }, parseAlgoSpec)),
+	mustAgree(option(EnvVar{"GOCCL_CHUNK_SIZE", "ChunkSize", strconv.Itoa(defaultChunkSize),
 		"pipelining chunk and staging slot size in bytes (1024 to 67108864, others refused)"},
-		func(o *Options) *int { return &o.ChunkSize }, parseChunkSize),
-	option(EnvVar{"GOCCL_SLOTS", "Slots", strconv.Itoa(defaultSlots),
+		func(o *Options) *int { return &o.ChunkSize }, parseChunkSize)),
+	mustAgree(option(EnvVar{"GOCCL_SLOTS", "Slots", strconv.Itoa(defaultSlots),
 		"staging slots (chunks in flight) per peer"},
-		func(o *Options) *int { return &o.Slots }, parsePositive),
-	option(EnvVar{"GOCCL_STAGING_BUDGET", "StagingBudget", strconv.Itoa(DefaultStagingBudget),
+		func(o *Options) *int { return &o.Slots }, parsePositive)),
+	mustAgree(option(EnvVar{"GOCCL_STAGING_BUDGET", "StagingBudget", strconv.Itoa(DefaultStagingBudget),
 		"staging bytes per rank were every peer connected: beyond it, fewer slots per peer (down to 2), then smaller chunks"},
-		func(o *Options) *int { return &o.StagingBudget }, parsePositive),
-	option(EnvVar{"GOCCL_PEER_WINDOW", "PeerWindow", strconv.Itoa(DefaultPeerWindow),
+		func(o *Options) *int { return &o.StagingBudget }, parsePositive)),
+	mustAgree(option(EnvVar{"GOCCL_PEER_WINDOW", "PeerWindow", strconv.Itoa(DefaultPeerWindow),
 		"peers an all-to-all exchanges with at a time (at least 2): larger jobs go through batches of that many"},
-		func(o *Options) *int { return &o.PeerWindow }, parseWindow),
-	option(EnvVar{"GOCCL_MAX_PEERS", "MaxPeers", strconv.Itoa(DefaultMaxPeers),
+		func(o *Options) *int { return &o.PeerWindow }, parseWindow)),
+	mustAgree(option(EnvVar{"GOCCL_MAX_PEERS", "MaxPeers", strconv.Itoa(DefaultMaxPeers),
 		"peers a rank keeps connected; in larger jobs an all-to-all's links to a batch of peers are closed once both ranks are done with them"},
-		func(o *Options) *int { return &o.MaxPeers }, parsePositive),
-	option(EnvVar{"GOCCL_SHM_BOARD", "NoShmBoard", "1",
+		func(o *Options) *int { return &o.MaxPeers }, parsePositive)),
+	mustAgree(option(EnvVar{"GOCCL_SHM_BOARD", "NoShmBoard", "1",
 		"`0`: collectives and point-to-point calls of ranks all on one host go through the executor's messages instead of the shared-memory board (slots, mailboxes and direct copies between the ranks' buffers)"},
-		func(o *Options) *bool { return &o.NoShmBoard }, parseBoard),
-	option(EnvVar{"GOCCL_YIELD_WHEN_IDLE", "YieldWhenIdle", "auto",
+		func(o *Options) *bool { return &o.NoShmBoard }, parseBoard)),
+	mustAgree(option(EnvVar{"GOCCL_YIELD_WHEN_IDLE", "YieldWhenIdle", "auto",
 		"`1`: a waiting rank yields the processor between looks instead of spinning; `0`: it spins; `auto`: it yields when the ranks of its host outnumber the host's processors (say 1 where the processors are shared with more than the host's ranks: containers or network namespaces of one machine as hosts, busy nodes; `1` also makes the barrier of up to 6 ranks the linear one, which rank 0 leaves first, on any number of hosts)"},
-		func(o *Options) *string { return &o.YieldWhenIdle }, parseYield),
-	option(EnvVar{"GOCCL_STRICT_CHECKS", "StrictChecks", "0",
+		func(o *Options) *string { return &o.YieldWhenIdle }, parseYield)),
+	mustAgree(option(EnvVar{"GOCCL_STRICT_CHECKS", "StrictChecks", "0",
 		"`1`: a rank that only sends in a rooted collective (broadcast or scatter root, reduce or gather leaf) returns once its receivers checked the call, so that a disagreement fails that call on every rank; `0`: it returns once its data is sent, and a disagreement fails a later call (usually the next; in a run of small broadcasts over shared memory up to 128 later) or Close"},
-		func(o *Options) *bool { return &o.StrictChecks }, parseBit),
+		func(o *Options) *bool { return &o.StrictChecks }, parseBit)),
 	option(EnvVar{"GOCCL_TIMEOUT", "Timeout", "10m",
 		"bound on one collective without a context deadline"},
 		func(o *Options) *time.Duration { return &o.Timeout }, parseTimeout),
@@ -324,4 +336,62 @@ func parseBit(v string) (bool, error) {
 func parseBoard(v string) (bool, error) {
 	on, err := parseBit(v)
 	return !on && err == nil, err
+}
+
+// agreedSettings is the text of o's settings that every rank of a job must
+// share (the variables marked mustAgree): "GOCCL_SLOTS=8\n..." in the
+// table's order.
+func (o *Options) agreedSettings() string {
+	var b strings.Builder
+	for _, v := range envVars {
+		if v.agree {
+			fmt.Fprintf(&b, "%s=%s\n", v.Name, v.show(o))
+		}
+	}
+	return b.String()
+}
+
+// settingsDiffer compares the ranks' agreedSettings: an error naming the
+// first setting on which they differ and which ranks have which value.
+func settingsDiffer(settings []string) error {
+	if len(settings) == 0 {
+		return nil
+	}
+	for r := range settings {
+		if settings[r] == settings[0] {
+			continue
+		}
+		mine, theirs := strings.Split(settings[0], "\n"), strings.Split(settings[r], "\n")
+		for i := range min(len(mine), len(theirs)) {
+			if mine[i] == theirs[i] {
+				continue
+			}
+			name, _, _ := strings.Cut(mine[i], "=")
+			field := ""
+			for _, v := range envVars {
+				if v.Name == name {
+					field = v.Field
+				}
+			}
+			var order []string
+			ranks := map[string][]int{}
+			for q, st := range settings {
+				val := ""
+				if lines := strings.Split(st, "\n"); i < len(lines) {
+					_, val, _ = strings.Cut(lines[i], "=")
+				}
+				if _, ok := ranks[val]; !ok {
+					order = append(order, val)
+				}
+				ranks[val] = append(ranks[val], q)
+			}
+			parts := make([]string, len(order))
+			for k, val := range order {
+				parts[k] = fmt.Sprintf("%s %q", collectives.RankList(ranks[val]), val)
+			}
+			return fmt.Errorf("the ranks disagree on %s (Options.%s), which every rank must set alike: %s", name, field, strings.Join(parts, ", "))
+		}
+		return fmt.Errorf("the ranks' settings differ: rank 0 has %q, rank %d %q", settings[0], r, settings[r])
+	}
+	return nil
 }

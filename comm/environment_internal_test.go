@@ -3,6 +3,9 @@ package comm
 import (
 	"context"
 	"errors"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,4 +98,33 @@ func TestInitReadsEnvironment(t *testing.T) {
 	t.Setenv("GOCCL_SLOTS", "abc")
 	_, err = Init(ctx, Options{Logger: rec.Logger()})
 	require.ErrorContains(t, err, `GOCCL_SLOTS="abc": want a positive integer`)
+}
+
+// TestAgreedSettingsDocumented: the README's list of the settings every
+// rank must set alike is the table's (mustAgree).
+func TestAgreedSettingsDocumented(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, para, ok := strings.Cut(string(b), "Every rank of a job must set ")
+	if !ok {
+		t.Fatal("README: no paragraph on the settings every rank must set alike")
+	}
+	para, _, _ = strings.Cut(para, "alike")
+	var want []string
+	for _, v := range envVars {
+		if v.agree {
+			want = append(want, v.Name)
+		}
+	}
+	var got []string
+	for _, f := range strings.Split(para, "`") {
+		if strings.HasPrefix(f, "GOCCL_") {
+			got = append(got, f)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("README lists %v, the table marks %v", got, want)
+	}
 }

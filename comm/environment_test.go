@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	"github.com/goccl/goccl/collectives"
 	. "github.com/goccl/goccl/comm"
 	"github.com/goccl/goccl/internal/logtest"
+	"github.com/goccl/goccl/transport/mem"
+	"github.com/goccl/goccl/transport/shm"
 )
 
 // lookup is os.LookupEnv over a map.
@@ -183,4 +186,67 @@ func TestLoggerReceivesDebugLines(t *testing.T) {
 	t.Setenv("GOCCL_DEBUG", "1")
 	run(info, false)
 	require.Equal(t, 4, strings.Count(out.String(), line), "GOCCL_DEBUG=1 on an Info-level logger:\n%s", out.String())
+}
+
+// TestRanksDisagreeOnASetting: ranks whose settings differ where every
+// rank must set them alike (a variable set for some ranks only) fail at
+// once on every rank, naming the variable and which ranks have which
+// value. Before, ranks with and without the shared-memory board waited on
+// one another in Init until the stall timeout and then blamed a rank "in
+// no collective", and other differences (chunk size, slots, budget) failed
+// in the first call naming a transport's bounds (a helper's hunt).
+func TestRanksDisagreeOnASetting(t *testing.T) {
+	for _, tc := range []struct {
+		kind, want string
+		set        func(o *Options)
+	}{
+		{"mem", `GOCCL_CHUNK_SIZE (Options.ChunkSize), which every rank must set alike: rank 0 "8192", ranks 1-2 "4096"`, func(o *Options) { o.ChunkSize = 8192 }},
+		{"shm", `GOCCL_SHM_BOARD (Options.NoShmBoard), which every rank must set alike: rank 0 "true", ranks 1-2 "false"`, func(o *Options) { o.NoShmBoard = true }},
+		{"mem", `GOCCL_STRICT_CHECKS (Options.StrictChecks), which every rank must set alike: rank 0 "true", ranks 1-2 "false"`, func(o *Options) { o.StrictChecks = true }},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			const n = 3
+			g := NewLocalGroup(n)
+			network := mem.NewNetwork(mem.Options{})
+			errs := make([]error, n)
+			start := time.Now()
+			var wg sync.WaitGroup
+			for r := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					o := Options{ChunkSize: 4096, Slots: 3, OwnDevice: true, StallTimeout: 20 * time.Second}
+					if r == 0 {
+						tc.set(&o)
+					}
+					devs := Devices{Net: network.NewDevice()}
+					if tc.kind == "shm" {
+						d, err := shm.NewDevice(shm.Options{})
+						if err != nil {
+							errs[r] = err
+							return
+						}
+						devs = Devices{Shm: d}
+					}
+					c, err := NewWith(ctx, g.Member(r), devs, o)
+					if err == nil {
+						c.Close()
+					}
+					errs[r] = err
+				}()
+			}
+			wg.Wait()
+			for r, err := range errs {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("rank %d: %v, want an error with %s", r, err, tc.want)
+				}
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("took %v", d)
+			}
+			t.Log(errs[1])
+		})
+	}
 }

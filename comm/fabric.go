@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -269,20 +270,36 @@ func (c *Comm) exchangeHosts(ctx context.Context) error {
 			id = fmt.Sprintf("rank %d (%v)", c.rank, err) // a host of its own
 		}
 	}
-	all, err := c.rdv.Allgather(ctx, []byte(id))
+	// With it, the settings every rank must share (agreedSettings): a
+	// difference fails every rank here, naming the setting, where it
+	// made ranks wait on one another in their first call until the stall
+	// timeout, or fail there blaming a transport's bounds.
+	all, err := c.rdv.Allgather(ctx, append([]byte(id+"\x00"), c.opts.agreedSettings()...))
 	if err != nil {
 		return fmt.Errorf("exchange host identities: %w", err)
 	}
 	if len(all) != c.size {
 		return fmt.Errorf("exchange host identities: got %d entries for %d ranks", len(all), c.size)
 	}
+	// (all may be the rendezvous's own, shared with other ranks: read only.)
+	ids, settings := make([]string, c.size), make([]string, c.size)
+	for r, b := range all {
+		i := bytes.LastIndexByte(b, 0)
+		if i < 0 {
+			return fmt.Errorf("exchange host identities: rank %d sent no settings", r)
+		}
+		ids[r], settings[r] = string(b[:i]), string(b[i+1:])
+	}
+	if err := settingsDiffer(settings); err != nil {
+		return err
+	}
 	c.hosts = make([]int, c.size)
 	seen := map[string]int{}
-	for r, b := range all {
-		h, ok := seen[string(b)]
+	for r, id := range ids {
+		h, ok := seen[id]
 		if !ok {
 			h = len(seen)
-			seen[string(b)] = h
+			seen[id] = h
 		}
 		c.hosts[r] = h
 	}
