@@ -11,6 +11,7 @@ import (
 	"github.com/goccl/goccl/bootstrap"
 	"github.com/goccl/goccl/collectives"
 	"github.com/goccl/goccl/internal/affinity"
+	"github.com/goccl/goccl/transport/tcp"
 )
 
 // EnvVar describes one environment variable that goccl reads.
@@ -127,7 +128,7 @@ var envVars = []envVar{
 		func(o *Options) *time.Duration { return &o.SocketTimeout }, parseTimeout),
 	option(EnvVar{"GOCCL_TCP_CONGESTION", "TCPCongestion", "",
 		"congestion control of the TCP connections (TCP_CONGESTION); unset: `reno` (a system default of BBR paces each connection with timers and halved large transfers; cubic's HyStart leaves slow start early where ranks outnumber cores and took twice reno's time there); `system` keeps the system's default"},
-		func(o *Options) *string { return &o.TCPCongestion }, parseString),
+		func(o *Options) *string { return &o.TCPCongestion }, parseCongestion),
 	withDefaultBy("the TCP transport", option(EnvVar{"GOCCL_SPIN_TIME", "SpinTime", "50us",
 		"how long a TCP wait polls its sockets before it sleeps in poll(2) (`0s` sleeps at once)"},
 		func(o *Options) *time.Duration { return &o.SpinTime }, parseSpinTime)),
@@ -228,6 +229,15 @@ func EnvironmentTable() string {
 // applyEnv names the variable and the value.
 
 func parseString(v string) (string, error) { return v, nil }
+
+// parseCongestion takes a congestion control this host lets a socket have
+// (tcp.CheckCongestion).
+func parseCongestion(v string) (string, error) {
+	if err := tcp.CheckCongestion(v); err != nil {
+		return "", fmt.Errorf("not one this host allows: %w", err)
+	}
+	return v, nil
+}
 
 func parsePositive(v string) (int, error) {
 	n, err := strconv.Atoi(v)

@@ -109,6 +109,10 @@ func TestOptionsFromEnvRejects(t *testing.T) {
 		"GOCCL_SPIN_TIME":      {"50", "-1us"},
 		"GOCCL_IB_GID_INDEX":   {"-1", "first"},
 		"GOCCL_SIMD":           {"avx3", "sse"},
+		// Checked on a socket, as each connection would be: before, a
+		// name the host refuses failed at the first connection, every
+		// rank blaming another (a helper's hunt).
+		"GOCCL_TCP_CONGESTION": {"bogus", "RENO"},
 	} {
 		for _, v := range bad {
 			_, err := OptionsFromEnv(lookup(map[string]string{name: v}))

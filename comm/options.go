@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/goccl/goccl/transport/tcp"
 )
 
 // The range of Options.ChunkSize (GOCCL_CHUNK_SIZE). Below it a chunk
@@ -195,6 +197,9 @@ func (o *Options) fill() error {
 		return fmt.Errorf("Options.ChunkSize=%d: %w", o.ChunkSize, err)
 	}
 	o.ChunkSize &^= 63 // a multiple of every element size
+	if err := tcp.CheckCongestion(o.TCPCongestion); err != nil {
+		return fmt.Errorf("Options.TCPCongestion=%q: %w", o.TCPCongestion, err)
+	}
 	if o.Slots <= 0 {
 		o.Slots = defaultSlots
 	}

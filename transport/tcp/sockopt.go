@@ -83,6 +83,23 @@ func setCongestion(fd int, name string) error {
 	return nil
 }
 
+// CheckCongestion reports whether the connections of a device with
+// Options.Congestion name could be given it: "" and CongestionSystem
+// always; another name if this host lets a socket take it (a probe socket
+// is set, as each connection would be), so that a name the host refuses
+// fails where the option is read rather than at the first connection.
+func CheckCongestion(name string) error {
+	if name == "" || name == CongestionSystem {
+		return nil
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil // no socket to try it on: the connections will say
+	}
+	defer unix.Close(fd)
+	return setCongestion(fd, name)
+}
+
 // secs rounds d up to whole seconds, at least 1.
 func secs(d time.Duration) int {
 	s := int((d + time.Second - 1) / time.Second)
