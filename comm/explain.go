@@ -178,6 +178,10 @@ func (c *Comm) classify(err error, call *collectives.Call) fault {
 			f.cause = fmt.Errorf("%w; %w", derr, err)
 			break
 		}
+		if derr != nil { // calls that cannot meet (compareP2P)
+			f.detail = derr.Error()
+			break
+		}
 		f.detail = why
 		if root >= 0 {
 			f.reason, f.root = collectives.NoticeStall, root

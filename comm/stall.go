@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/goccl/goccl/collectives"
@@ -346,8 +347,11 @@ func (d *disagreement) Error() string {
 // compare finds a difference between this rank's stalled call and the
 // state of rank w, which it waits on.
 func (c *Comm) compare(st rankState, w int, a rankState) error {
-	if !a.running || a.failed || st.p2p || a.p2p {
+	if !a.running || a.failed {
 		return nil
+	}
+	if st.p2p || a.p2p {
+		return c.compareP2P(st, w, a)
 	}
 	d := &disagreement{Rank: c.rank, Peer: w, Call: st.call, Seq: st.seq, PeerCall: a.call, PeerSeq: a.seq, PeerFP: a.fp, OwnFP: st.fp}
 	switch {
@@ -382,6 +386,54 @@ func (c *Comm) compare(st rankState, w int, a rankState) error {
 		return d
 	}
 	return nil
+}
+
+// compareP2P finds point-to-point calls that cannot meet: this rank and
+// rank w, which it waits on, each stalled in a receive from the other (or
+// each in a send to the other past what its staging holds). Calls run one
+// at a time, in order, so neither reaches the call the other waits for:
+// before, they waited until the stall timeout and then took the link
+// between them for stalled. A send facing a receive is the pair that
+// should meet: left to the stall timeout (a link that lost their data).
+// Only once both are stalled, past passedAfter, with nothing unpolled on
+// either side (what one waits for may be among it).
+func (c *Comm) compareP2P(st rankState, w int, a rankState) error {
+	if !st.p2p || !a.p2p || !a.stalled || !slices.Contains(st.waiting, w) || !slices.Contains(a.waiting, c.rank) ||
+		time.Duration(c.stallElapsed.Load()) < c.passedAfter || a.unpolled || a.linking || c.stale() {
+		return nil
+	}
+	dir := p2pDirection(st.call)
+	if dir == "" || dir != p2pDirection(a.call) {
+		return nil
+	}
+	return &cannotMeet{Rank: c.rank, Peer: w, Call: st.call, PeerCall: a.call, Dir: dir}
+}
+
+// p2pDirection is "send" or "recv" for a point-to-point call's name
+// (callName), "" for others (a sendrecv).
+func p2pDirection(call string) string {
+	for _, d := range []string{"send", "recv"} {
+		if strings.HasPrefix(call, d+"(") {
+			return d
+		}
+	}
+	return ""
+}
+
+// cannotMeet is compareP2P's finding.
+type cannotMeet struct {
+	Rank, Peer     int
+	Call, PeerCall string
+	Dir            string
+}
+
+func (e *cannotMeet) Error() string {
+	what := "receives that each wait for the other's send"
+	if e.Dir == "send" {
+		what = "sends that each wait for the other to receive"
+	}
+	return fmt.Sprintf("point-to-point calls that cannot meet: rank %d waits in %s for rank %d, which waits in %s for rank %d (%s; calls run one at a time, in order: SendRecv exchanges)",
+		e.Rank, e.Call, e.Peer, e.PeerCall, e.Rank, what)
 }
 
 // linked reports whether this rank has a link to peer (on the goroutine
@@ -465,13 +517,42 @@ func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
 		}
 		frontier = next
 	}
-	// Two ranks that wait on each other, both alive: the link between them.
+	// Ranks that wait on one another, all alive: point-to-point calls
+	// that cannot meet (each receives from a rank that receives too, or
+	// sends to one that sends), or else the links between them.
+	cycle = append(cycle, c.rank)
+	slices.Sort(cycle)
+	meet := cannotMeetAll(states)
 	for x, sx := range states {
 		for _, y := range sx.waiting {
 			if sy, ok := states[y]; ok && x < y && slices.Contains(sy.waiting, x) {
+				if meet != "" {
+					return -1, fmt.Sprintf("ranks %d and %d are alive and wait on each other in point-to-point calls that cannot meet (%s; calls run one at a time, in order: SendRecv exchanges)", x, y, meet), nil
+				}
 				return -1, fmt.Sprintf("ranks %d and %d are alive and wait on each other: the link between them is stalled", x, y), nil
 			}
 		}
 	}
-	return -1, fmt.Sprintf("ranks %v answer and wait on one another: the links between them are stalled", cycle), nil
+	if meet != "" {
+		return -1, fmt.Sprintf("%s are alive and wait on one another in point-to-point calls that cannot meet (%s; calls run one at a time, in order: SendRecv exchanges)", collectives.RankList(cycle), meet), nil
+	}
+	return -1, fmt.Sprintf("%s answer and wait on one another: the links between them are stalled", collectives.RankList(cycle)), nil
+}
+
+// cannotMeetAll says what the stalled calls of states have in common if
+// they are all point-to-point calls of one direction ("receives that each
+// wait for a rank that receives too"), "" otherwise.
+func cannotMeetAll(states map[int]rankState) string {
+	dir := ""
+	for _, s := range states {
+		d := p2pDirection(s.call)
+		if !s.p2p || d == "" || dir != "" && d != dir {
+			return ""
+		}
+		dir = d
+	}
+	if dir == "send" {
+		return "sends that each wait for a rank that sends too"
+	}
+	return "receives that each wait for a rank that receives too"
 }
