@@ -2,10 +2,12 @@ package comm
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
+	"github.com/goccl/goccl/collectives"
 	"github.com/goccl/goccl/transport/shm"
 )
 
@@ -501,7 +503,33 @@ func (c *Comm) mailWaitOn(r *Request, k boardCall, p int, w *atomic.Uint64, e []
 			if err := c.peerGone(p, k); err != nil {
 				return err
 			}
+			if err := c.mailCannotMeet(p, k, waited, what); err != nil {
+				return err
+			}
 		}
 		b.rest(now.Sub(start), w, v, p)
 	}
+}
+
+// mailCannotMeet fails a mailbox wait for rank p, waited long, in which p
+// waits for this rank too, directly or through others (their bWaitOn,
+// which a board wait sets once it has waited stallMark): whatever p is in
+// (a receive from this rank while this rank receives from p, a send while
+// this rank sends, a collective), none of them reaches the call the next
+// waits for, as calls run one at a time, in order. Before, they waited
+// until the stall timeout (a helper's hunt: 60 s, where the README
+// promises about a second for ranks that wait on each other in different
+// calls). Not before passedAfter: a crowded host may not have run a rank
+// since it marked a wait that a later call has answered.
+func (c *Comm) mailCannotMeet(p int, k boardCall, waited time.Duration, what string) error {
+	b := c.board
+	if waited < c.passedAfter {
+		return nil
+	}
+	root, via, round := b.stallChain(p)
+	if root >= 0 || !slices.Contains(round, b.me) {
+		return nil
+	}
+	return c.boardFail(k, fmt.Errorf("waiting "+what+"%s: %s are alive and wait for one another in calls that cannot meet (receives that each wait for the other's send, sends that each wait for the other to receive, or a point-to-point call facing a collective; calls run one at a time, in order: SendRecv exchanges)",
+		p, via, collectives.RankList(round)))
 }

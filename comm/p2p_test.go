@@ -368,55 +368,85 @@ func TestMutualSendsNamedOverShm(t *testing.T) {
 	}
 }
 
-// TestP2PCallsThatCannotMeet: over TCP, two ranks that each receive from
-// the other first fail after about a second (the stall step), naming both
-// calls as calls that cannot meet; a ring of receives, which no pair of
-// ranks shows, fails at the stall timeout naming every rank of the cycle
-// and the same cause. Before, both waited until the stall timeout and
-// then blamed the links between them ("rank 1 failed: ranks [2 0] answer
-// and wait on one another: the links between them are stalled", leaving
-// out the rank that concluded; a helper's hunt).
+// TestP2PCallsThatCannotMeet: two ranks that each receive from the other
+// first fail after about a second (the stall step), naming the calls as
+// calls that cannot meet, over TCP and over the shared-memory board; so
+// does, over the board, a receive facing a collective and a ring of
+// receives (over TCP, which no pair of ranks shows there, at the stall
+// timeout, naming every rank of the cycle). Before, they waited until the
+// stall timeout and then, over TCP, blamed the links between them ("rank
+// 1 failed: ranks [2 0] answer and wait on one another: the links between
+// them are stalled", leaving out the rank that concluded; two helpers'
+// hunts).
 func TestP2PCallsThatCannotMeet(t *testing.T) {
-	t.Run("pair", func(t *testing.T) {
-		start := time.Now()
-		runRanksOn(t, "tcp", 2, testOptsFast, func(c *Comm) error {
-			ctx := context.Background()
-			peer := 1 - c.Rank()
-			if err := Send(ctx, c, []float32{1}, peer, 9); err != nil { // the link is up
-				return err
-			}
-			if err := Recv(ctx, c, []float32{0}, peer, 9); err != nil {
-				return err
-			}
-			err := Recv(ctx, c, make([]float32, 4), peer, c.Rank())
-			if err == nil || !strings.Contains(err.Error(), "point-to-point calls that cannot meet") ||
-				!strings.Contains(err.Error(), "recv(float32, 4) tag 0") || !strings.Contains(err.Error(), "recv(float32, 4) tag 1") {
-				return fmt.Errorf("receives from each other: %v, want calls that cannot meet, naming both", err)
-			}
-			return nil
-		})
+	quick := func(t *testing.T, start time.Time) {
 		if d := time.Since(start); d > 15*time.Second {
 			t.Errorf("took %v, want about the stall step (1s), not the stall timeout", d)
 		}
-	})
-	t.Run("ring", func(t *testing.T) {
-		opts := testOptsFast
-		opts.StallTimeout = 3 * time.Second
-		runRanksOn(t, "tcp", 3, opts, func(c *Comm) error {
+	}
+	for _, kind := range []string{"tcp", "shm"} {
+		t.Run(kind+"/pair", func(t *testing.T) {
+			start := time.Now()
+			runRanksOn(t, kind, 2, testOptsFast, func(c *Comm) error {
+				ctx := context.Background()
+				peer := 1 - c.Rank()
+				if err := Send(ctx, c, []float32{1}, peer, 9); err != nil { // the link is up
+					return err
+				}
+				if err := Recv(ctx, c, []float32{0}, peer, 9); err != nil {
+					return err
+				}
+				err := Recv(ctx, c, make([]float32, 4), peer, c.Rank())
+				if err == nil || !strings.Contains(err.Error(), "calls that cannot meet") {
+					return fmt.Errorf("receives from each other: %v, want calls that cannot meet", err)
+				}
+				if kind == "tcp" && (!strings.Contains(err.Error(), "recv(float32, 4) tag 0") || !strings.Contains(err.Error(), "recv(float32, 4) tag 1")) {
+					return fmt.Errorf("receives from each other: %v, want both calls named", err)
+				}
+				return nil
+			})
+			quick(t, start)
+		})
+		t.Run(kind+"/ring", func(t *testing.T) {
+			opts := testOptsFast
+			if kind == "tcp" {
+				opts.StallTimeout = 3 * time.Second
+			}
+			start := time.Now()
+			runRanksOn(t, kind, 3, opts, func(c *Comm) error {
+				ctx := context.Background()
+				next, prev := (c.Rank()+1)%3, (c.Rank()+2)%3
+				req := SendAsync(c, []float32{1}, next, 9) // the links are up
+				if err := Recv(ctx, c, []float32{0}, prev, 9); err != nil {
+					return err
+				}
+				if err := req.Wait(ctx); err != nil {
+					return err
+				}
+				err := Recv(ctx, c, make([]float32, 4), next, 0)
+				if err == nil || !strings.Contains(err.Error(), "ranks 0-2 are alive and wait") || !strings.Contains(err.Error(), "calls that cannot meet") {
+					return fmt.Errorf("a ring of receives: %v, want the cycle of ranks 0-2 named, calls that cannot meet", err)
+				}
+				return nil
+			})
+			quick(t, start)
+		})
+	}
+	t.Run("shm/collective", func(t *testing.T) {
+		start := time.Now()
+		runRanksOn(t, "shm", 2, testOptsFast, func(c *Comm) error {
 			ctx := context.Background()
-			next, prev := (c.Rank()+1)%3, (c.Rank()+2)%3
-			req := SendAsync(c, []float32{1}, next, 9) // the links are up
-			if err := Recv(ctx, c, []float32{0}, prev, 9); err != nil {
-				return err
+			var err error
+			if c.Rank() == 0 {
+				err = Recv(ctx, c, make([]float32, 4), 1, 0)
+			} else {
+				err = Allreduce(ctx, c, make([]float32, 4), make([]float32, 4), Sum)
 			}
-			if err := req.Wait(ctx); err != nil {
-				return err
-			}
-			err := Recv(ctx, c, make([]float32, 4), next, 0)
-			if err == nil || !strings.Contains(err.Error(), "ranks 0-2 are alive and wait on one another in point-to-point calls that cannot meet") {
-				return fmt.Errorf("a ring of receives: %v, want the cycle of ranks 0-2 named, calls that cannot meet", err)
+			if err == nil || !strings.Contains(err.Error(), "calls that cannot meet") {
+				return fmt.Errorf("a receive facing an allreduce: %v, want calls that cannot meet", err)
 			}
 			return nil
 		})
+		quick(t, start)
 	})
 }
