@@ -1482,6 +1482,12 @@ func (c *Comm) peerGone(p int, k boardCall) error {
 		return c.boardBlame(k, p, fmt.Errorf("rank %d closed the communicator after %d collectives on the board, before this call", p, b.published(p)))
 	case boardFailed:
 		if root, ok := b.reportedRoot(p); ok {
+			if _, further := b.reportedRoot(root); b.stateOf(root).Load() != boardLive && !further {
+				// The root failed of its own finding (calls that cannot
+				// meet, say), or closed: its own state says what, better
+				// than p's wait.
+				return c.peerGone(root, k)
+			}
 			if w := int(b.u32(b.hdr(p) + bWaitOn).Load()); w != 0 && root != p {
 				// p failed in a stalled wait (see stallChain), blaming root.
 				return c.boardBlame(k, root, fmt.Errorf("rank %d is at the root of a stall (reported by rank %d, stalled waiting for rank %d)", root, p, w-1))
