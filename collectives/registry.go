@@ -666,6 +666,9 @@ func ParseAlgoSpec(spec string) (map[Coll]*Algo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("item %q: %w", item, err)
 		}
+		if prev, dup := out[c]; dup && prev != a {
+			return nil, fmt.Errorf("item %q: %s is given %s already: one algorithm per collective", item, c, prev.Name)
+		}
 		out[c] = a
 	}
 	return out, nil

@@ -69,6 +69,8 @@ func TestParseAlgoSpec(t *testing.T) {
 		{"allreduce", "not collective:algorithm"},
 		{"bcast:binomial", `did you mean "broadcast"`},
 		{"allreduce:nonesuch", `allreduce has no algorithm "nonesuch" (have hier-leader, hier-ring, rabenseifner, recursive-doubling, ring, tree)`},
+		// Two algorithms for one collective: before, the last won silently.
+		{"allreduce:ring,allreduce:tree", `item "allreduce:tree": allreduce is given ring already: one algorithm per collective`},
 	} {
 		_, err := ParseAlgoSpec(tc.spec)
 		require.Error(t, err, tc.spec)

@@ -3,6 +3,7 @@ package comm_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -374,4 +375,36 @@ func TestPersistentRefusesAFreedBuffer(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestSubCommunicatorBufferErrorsSayWhereTheyAre: Free, Deregister and
+// Alloc errors of a sub-communicator end, as its calls' errors do, with
+// where its ranks are in the world (before, "comm: rank 0: free ...: not
+// a live buffer from Alloc" gave the child's rank alone; a helper's hunt).
+func TestSubCommunicatorBufferErrorsSayWhereTheyAre(t *testing.T) {
+	runRanksOn(t, "mem", 3, testOpts, func(c *Comm) error {
+		ctx := context.Background()
+		color := 0
+		if c.Rank() == 0 {
+			color = 1
+		}
+		sub, err := c.Split(ctx, color, -c.Rank())
+		if err != nil {
+			return err
+		}
+		defer sub.Close()
+		plain := make([]float32, 4)
+		for what, err := range map[string]error{
+			"free":       Free(sub, plain),
+			"deregister": Deregister(sub, plain),
+		} {
+			if err == nil || !strings.Contains(err.Error(), "[sub-communicator ") {
+				return fmt.Errorf("%s of a plain slice on a sub-communicator: %v, want the world mapping", what, err)
+			}
+		}
+		if _, err := Alloc[float64](sub, math.MaxInt/4); err == nil || !strings.Contains(err.Error(), "[sub-communicator ") {
+			return fmt.Errorf("a huge alloc on a sub-communicator: %v, want the world mapping", err)
+		}
+		return nil
+	})
 }

@@ -304,7 +304,7 @@ func (c *Comm) Close() error {
 	}
 	c.lifeCancel(ErrClosed)
 	c.board.mark(boardClosed) // if not marked above: failed stays failed
-	return errors.Join(drainErr, c.teardown())
+	return c.inSub(errors.Join(drainErr, c.teardown()))
 }
 
 // closeAfterFamilyFailure is Close of a communicator that did not fail

@@ -200,7 +200,7 @@ func (c *Comm) connectMissing(call *collectives.Call, missing []int, transient b
 	start := time.Now()
 	err := c.connectPeers(call, kv, missing)
 	if err != nil {
-		return fmt.Errorf("%s: rank %d: connecting %s: %w", c.callName(call), c.rank, collectives.RankList(c.connecting), err)
+		return fmt.Errorf("%s: rank %d: connecting %s: %w", c.callName(call), c.rank, collectives.RankList(missing), err)
 	}
 	c.connecting = nil
 	for _, peer := range missing {

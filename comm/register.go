@@ -45,15 +45,15 @@ func Alloc[T Number](c *Comm, n int) ([]T, error) {
 		return []T{}, nil
 	}
 	if size := int(unsafe.Sizeof(z)); n > math.MaxInt/size {
-		return nil, fmt.Errorf("comm: rank %d: alloc: %d elements of %d bytes is more than %d bytes", c.rank, n, size, math.MaxInt)
+		return nil, c.inSub(fmt.Errorf("comm: rank %d: alloc: %d elements of %d bytes is more than %d bytes", c.rank, n, size, math.MaxInt))
 	}
 	m, err := allocFrom(c.dev, n*int(unsafe.Sizeof(z)))
 	if err != nil {
-		return nil, fmt.Errorf("comm: rank %d: %w", c.rank, err)
+		return nil, c.inSub(fmt.Errorf("comm: rank %d: %w", c.rank, err))
 	}
 	if err := c.register(m.mem, m); err != nil {
 		m.free()
-		return nil, err
+		return nil, c.inSub(err)
 	}
 	return fromBytes[T](m.mem), nil
 }
@@ -70,7 +70,7 @@ func Free[T Number](c *Comm, buf []T) error {
 	if len(buf) == 0 {
 		return nil
 	}
-	return c.deregister(asBytes(buf), true)
+	return c.inSub(c.deregister(asBytes(buf), true))
 }
 
 // Register registers an existing slice so collectives on it (or its
@@ -84,7 +84,7 @@ func Register[T Number](c *Comm, buf []T) error {
 	if len(buf) == 0 {
 		return nil
 	}
-	return c.register(asBytes(buf), ownedMem{})
+	return c.inSub(c.register(asBytes(buf), ownedMem{}))
 }
 
 // Deregister undoes Register. Like Free, it refuses a slice that a call
@@ -93,7 +93,7 @@ func Deregister[T Number](c *Comm, buf []T) error {
 	if len(buf) == 0 {
 		return nil
 	}
-	return c.deregister(asBytes(buf), false)
+	return c.inSub(c.deregister(asBytes(buf), false))
 }
 
 // register registers mem; owner, when it has memory, is the Alloc'd
