@@ -233,11 +233,14 @@ func (c *Comm) mailKeep(r *Request, d int, n uint64, taken *atomic.Uint64) bool 
 			}
 		}
 	}
+	t := taken.Load()
+	if t > n || st.Load() != mailOpen {
+		return false // taken, or being taken, after all
+	}
 	off := k.head
 	if off+len(r.send) > len(k.mem.mem) {
 		off = 0
 	}
-	t := taken.Load()
 	for _, km := range k.kept {
 		if km.num > t && off < km.off+km.size && km.off < off+len(r.send) {
 			return false // no room beside the copies d has not taken
