@@ -3,6 +3,7 @@ package comm
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,6 +71,28 @@ func mustAgree(e envVar) envVar {
 	return e
 }
 
+// showAlgorithms is GOCCL_ALGO's value as the ranks compare it: its
+// collectives and their algorithms in the collectives' order, so that
+// the same overrides written in another order or spacing agree.
+func showAlgorithms(o *Options) string {
+	m, err := parseAlgorithms(o.Algorithms)
+	if err != nil {
+		return o.Algorithms // refused where it is applied
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k.String() + ":" + m[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+// withShow gives e another show (see showAlgorithms).
+func withShow(e envVar, show func(o *Options) string) envVar {
+	e.show = show
+	return e
+}
+
 // envVars is the one table of the environment: OptionsFromEnv, the
 // defaults' check, Environment and the README's table (EnvironmentTable)
 // come from it. Adding a variable is one entry here and its field of
@@ -81,9 +104,9 @@ var envVars = []envVar{
 	option(EnvVar{"GOCCL_BIND", "Bind", "",
 		"bind this rank to its share of the host's CPUs at Init, as gorun's `--bind-to` (`auto`, `core`, `none`); gorun sets it for the ranks it starts over ssh; unset: as started"},
 		func(o *Options) *string { return &o.Bind }, parseBind),
-	mustAgree(option(EnvVar{"GOCCL_ALGO", "Algorithms", "",
+	mustAgree(withShow(option(EnvVar{"GOCCL_ALGO", "Algorithms", "",
 		"per-collective algorithm override, e.g. `allreduce:ring,broadcast:pipeline` (canonical names: see below); unset: the selector's choice"},
-		func(o *Options) *string { return &o.Algorithms }, parseAlgoSpec)),
+		func(o *Options) *string { return &o.Algorithms }, parseAlgoSpec), showAlgorithms)),
 	mustAgree(option(EnvVar{"GOCCL_CHUNK_SIZE", "ChunkSize", strconv.Itoa(defaultChunkSize),
 		"pipelining chunk and staging slot size in bytes (1024 to 67108864, others refused)"},
 		func(o *Options) *int { return &o.ChunkSize }, parseChunkSize)),

@@ -207,6 +207,13 @@ func TestRanksDisagreeOnASetting(t *testing.T) {
 		{"mem", `GOCCL_CHUNK_SIZE (Options.ChunkSize), which every rank must set alike: rank 0 "8192", ranks 1-2 "4096"`, func(o *Options) { o.ChunkSize = 8192 }},
 		{"shm", `GOCCL_SHM_BOARD (Options.NoShmBoard), which every rank must set alike: rank 0 "true", ranks 1-2 "false"`, func(o *Options) { o.NoShmBoard = true }},
 		{"mem", `GOCCL_STRICT_CHECKS (Options.StrictChecks), which every rank must set alike: rank 0 "true", ranks 1-2 "false"`, func(o *Options) { o.StrictChecks = true }},
+		{"mem", `GOCCL_ALGO (Options.Algorithms), which every rank must set alike: rank 0 "allreduce:tree", ranks 1-2 "allreduce:ring,broadcast:binomial"`, func(o *Options) { o.Algorithms = "allreduce:tree" }},
+		// The same settings spelt otherwise agree.
+		{"mem", "", func(o *Options) {
+			o.Algorithms = " broadcast:binomial , allreduce:ring"
+			o.ChunkSize = 4096 + 7
+			o.Transport = "auto"
+		}},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -221,7 +228,7 @@ func TestRanksDisagreeOnASetting(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					o := Options{ChunkSize: 4096, Slots: 3, OwnDevice: true, StallTimeout: 20 * time.Second}
+					o := Options{ChunkSize: 4096, Slots: 3, OwnDevice: true, StallTimeout: 20 * time.Second, Algorithms: "allreduce:ring,broadcast:binomial"}
 					if r == 0 {
 						tc.set(&o)
 					}
@@ -243,7 +250,10 @@ func TestRanksDisagreeOnASetting(t *testing.T) {
 			}
 			wg.Wait()
 			for r, err := range errs {
-				if err == nil || !strings.Contains(err.Error(), tc.want) {
+				if tc.want == "" && err != nil {
+					t.Errorf("rank %d: %v, want none (the same settings)", r, err)
+				}
+				if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 					t.Errorf("rank %d: %v, want an error with %s", r, err, tc.want)
 				}
 			}
