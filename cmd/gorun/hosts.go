@@ -117,17 +117,32 @@ func place(hosts []host, n int, oversubscribe bool) ([]placement, error) {
 		return nil, fmt.Errorf("%d ranks asked for but the hosts have %d slots (give fewer ranks, more slots, or --oversubscribe)", n, total)
 	}
 	ps := make([]placement, 0, n)
+	// Local ranks are counted per machine: the hosts that are this
+	// machine (localhost, its name, its addresses: markLocal) are one.
+	// Counted per entry, -H localhost:1,$(hostname):1 gave both ranks
+	// LOCAL_RANK 0 of 1.
+	machine := make([]int, len(hosts))
+	firstLocal := -1
+	for h := range hosts {
+		machine[h] = h
+		if hosts[h].local {
+			if firstLocal < 0 {
+				firstLocal = h
+			}
+			machine[h] = firstLocal
+		}
+	}
 	counts := make([]int, len(hosts))
 	for len(ps) < n {
 		for h := range hosts {
 			for s := 0; s < hosts[h].slots && len(ps) < n; s++ {
-				ps = append(ps, placement{rank: len(ps), host: h, localRank: counts[h]})
-				counts[h]++
+				ps = append(ps, placement{rank: len(ps), host: h, localRank: counts[machine[h]]})
+				counts[machine[h]]++
 			}
 		}
 	}
 	for i := range ps {
-		ps[i].localSize = counts[ps[i].host]
+		ps[i].localSize = counts[machine[ps[i].host]]
 	}
 	return ps, nil
 }

@@ -69,6 +69,15 @@ func TestPlace(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("place 5 oversubscribed: %v, %v; want %v", got, err, want)
 	}
+	// Two names of this machine (-H localhost:1,$(hostname):1, both
+	// marked local) are one machine: its local ranks count across both.
+	// Before, both ranks got LOCAL_RANK 0 of 1 (a helper's hunt).
+	two := []host{{name: "localhost", slots: 1, local: true}, {name: "b", slots: 1}, {name: "self", slots: 2, local: true}}
+	got, err = place(two, 4, false)
+	want = []p{{0, 0, 0, 3}, {1, 1, 0, 1}, {2, 2, 1, 3}, {3, 2, 2, 3}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("place on two names of this machine: %v, %v; want %v", got, err, want)
+	}
 }
 
 func TestIsLocal(t *testing.T) {
