@@ -78,7 +78,9 @@ DESCRIPTION
     Lines of different ranks never interleave; a line longer than 64 KiB is
     split. --timestamp adds the UTC time after the tag. --output-dir DIR
     writes each rank's lines, both streams, untagged, to DIR/rank-N.log
-    instead; gorun's own messages stay on its standard error.
+    instead; gorun's own messages stay on its standard error. Standard
+    input is not forwarded: every rank reads /dev/null (mpirun gives its
+    own to rank 0); pass input as a file or arguments.
 
   Failure and signals
     When a rank exits non-zero or is killed, gorun stops the others, 250 ms

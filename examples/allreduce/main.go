@@ -35,6 +35,8 @@ import (
 
 	"github.com/goccl/goccl/comm"
 	"github.com/goccl/goccl/examples/internal/rankstats"
+
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -60,11 +62,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "allreduce: -count and -iters must be >= 0 and no arguments are taken")
 		return 2
 	}
+	size := 4
 	switch *typ {
-	case "float32", "float64", "int32", "int64":
+	case "float32", "int32":
+	case "float64", "int64":
+		size = 8
 	default:
 		// Before Init: a usage error should not wait for the other ranks.
 		fmt.Fprintf(stderr, "allreduce: unknown -type %q (want float32, float64, int32 or int64)\n", *typ)
+		return 2
+	}
+	// So is a buffer this host cannot hold (make would end the program
+	// with the runtime's out-of-memory crash).
+	if mem := hostMemory(); mem > 0 && uint64(*count) > mem/uint64(size) {
+		fmt.Fprintf(stderr, "allreduce: -count %d of %s is more than this host's %d bytes of memory\n", *count, *typ, mem)
 		return 2
 	}
 	start := time.Now()
@@ -188,4 +199,13 @@ func check[T comm.Number](buf []T, n int) error {
 		}
 	}
 	return nil
+}
+
+// hostMemory is this host's memory in bytes, 0 if unknown.
+func hostMemory() uint64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return uint64(si.Totalram) * uint64(si.Unit)
 }

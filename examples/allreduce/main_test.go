@@ -51,6 +51,13 @@ func TestBadFlags(t *testing.T) {
 	if code := run(context.Background(), []string{"-type", "float16"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "want float32, float64, int32 or int64") {
 		t.Errorf("-type float16 in a 2-rank job: exit %d, stderr %q; want 2 and the types, before Init", code, errb.String())
 	}
+	// So is a buffer larger than the host's memory: before, make ended
+	// the program with the runtime's out-of-memory crash (a helper's
+	// hunt, -count 100000000000).
+	errb.Reset()
+	if code := run(context.Background(), []string{"-count", "100000000000000", "-type", "float64"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "more than this host's") {
+		t.Errorf("-count past the host's memory: exit %d, stderr %q; want 2 and the memory named, before Init", code, errb.String())
+	}
 }
 
 // TestUnderGorun builds gorun and this example and runs real processes:
