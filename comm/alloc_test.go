@@ -2,6 +2,7 @@ package comm_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime/debug"
@@ -292,16 +293,53 @@ func TestFreeRefusesABufferASubCommunicatorUses(t *testing.T) {
 
 // TestPersistentRefusesAFreedBuffer: a Persistent prepared on a buffer
 // from Alloc that was freed since (Free refuses only while a start runs)
-// refuses to start, naming the buffer, instead of running on memory a
-// later Alloc may have handed out: before, Start and Wait returned nil and
-// overwrote that later buffer (a helper's hunt; every run, shm and TCP).
-// So does one whose buffer's communicator was closed; an Alloc'd buffer
-// of the parent used on a sub-communicator counts too.
+// refuses the start as a call with bad arguments is refused (its Wait says
+// the buffer was freed, and the communicator breaks on every rank),
+// instead of running on memory a later Alloc may have handed out: before,
+// Start and Wait returned nil and overwrote that later buffer (a helper's
+// hunt; every run, shm and TCP). A parent's Alloc'd buffer used on a
+// sub-communicator counts too; rank 1 alone refusing, rank 0 learns it.
 func TestPersistentRefusesAFreedBuffer(t *testing.T) {
 	for _, kind := range []string{"mem", "shm"} {
 		t.Run(kind, func(t *testing.T) {
 			runRanksOn(t, kind, 2, testOpts, func(c *Comm) error {
 				ctx := context.Background()
+				// A parent's buffer on a sub-communicator, freed on rank 1.
+				sub, err := c.Split(ctx, 0, c.Rank())
+				if err != nil {
+					return err
+				}
+				defer sub.Close()
+				pb, err := Alloc[float32](c, 64)
+				if err != nil {
+					return err
+				}
+				q, err := AllreduceInit(sub, nil, pb, Sum)
+				if err != nil {
+					return err
+				}
+				if err := q.Start(); err != nil {
+					return err
+				}
+				if err := q.Wait(ctx); err != nil {
+					return err
+				}
+				if c.Rank() == 1 {
+					if err := Free(c, pb); err != nil {
+						return err
+					}
+				}
+				if err := q.Start(); err != nil {
+					return err
+				}
+				err = q.Wait(ctx)
+				if c.Rank() == 1 && (err == nil || !strings.Contains(err.Error(), "freed since the Persistent was prepared")) {
+					return fmt.Errorf("start on a freed parent buffer: %v, want a refusal", err)
+				}
+				if c.Rank() == 0 && (err == nil || !strings.Contains(err.Error(), "rank 1")) {
+					return fmt.Errorf("rank 0's start beside rank 1's refusal: %v, want an error naming rank 1", err)
+				}
+				// On the communicator itself, both ranks freeing.
 				b, err := Alloc[float32](c, 4096)
 				if err != nil {
 					return err
@@ -332,46 +370,19 @@ func TestPersistentRefusesAFreedBuffer(t *testing.T) {
 				for i := range other {
 					other[i] = 42
 				}
-				err = p.Start()
-				if err == nil {
-					p.Wait(ctx)
-					return fmt.Errorf("start on a freed buffer: nil (the later buffer now holds %v, was 42)", other[0])
+				if err := p.Start(); err != nil {
+					return err
 				}
-				if !strings.Contains(err.Error(), "freed since the Persistent was prepared") {
-					return fmt.Errorf("start on a freed buffer: %v, want it to say the buffer was freed", err)
+				if err := p.Wait(ctx); err == nil || !strings.Contains(err.Error(), "freed since the Persistent was prepared") {
+					return fmt.Errorf("start on a freed buffer: %v (the later buffer holds %v, was 42), want a refusal", err, other[0])
 				}
 				if other[0] != 42 {
 					return fmt.Errorf("the later buffer holds %v, was 42", other[0])
 				}
-				// A parent's buffer on a sub-communicator, the parent's
-				// buffer freed.
-				sub, err := c.Split(ctx, 0, c.Rank())
-				if err != nil {
-					return err
+				if err := c.Barrier(ctx); err == nil {
+					return errors.New("a barrier after the refusal: nil, want the communicator broken")
 				}
-				defer sub.Close()
-				pb, err := Alloc[float32](c, 64)
-				if err != nil {
-					return err
-				}
-				q, err := AllreduceInit(sub, nil, pb, Sum)
-				if err != nil {
-					return err
-				}
-				if err := q.Start(); err != nil {
-					return err
-				}
-				if err := q.Wait(ctx); err != nil {
-					return err
-				}
-				if err := Free(c, pb); err != nil {
-					return err
-				}
-				if err := q.Start(); err == nil || !strings.Contains(err.Error(), "freed since") {
-					q.Wait(ctx)
-					return fmt.Errorf("start on a freed parent buffer: %v, want a refusal", err)
-				}
-				return Free(c, other)
+				return nil
 			})
 		})
 	}

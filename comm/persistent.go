@@ -29,9 +29,10 @@ var ErrRunning = errors.New("persistent collective still running")
 // AllreduceInit prepares an allreduce of send into recv (same length; send
 // nil or equal to recv for in place), with opts applying to every start.
 // Arguments are checked now. A buffer from Alloc must stay allocated while
-// the Persistent is used: Start refuses to run once it was freed (Free
-// refuses only while a start runs), since its memory may belong to a later
-// Alloc by then.
+// the Persistent is used: a start once it was freed (Free refuses only
+// while a start runs; its memory may belong to a later Alloc by then) is
+// refused as a call with bad arguments is: its Wait returns the refusal,
+// and the communicator breaks on every rank.
 func AllreduceInit[T Number](c *Comm, send, recv []T, op Op, opts ...CallOption) (*Persistent, error) {
 	if send == nil {
 		send = recv
@@ -59,13 +60,16 @@ func (p *Persistent) Start() error {
 	if p.running {
 		return fmt.Errorf("comm: %s: %w", p.r.kind, ErrRunning)
 	}
+	p.running = true
+	p.r.err, p.r.refused = nil, nil
 	for i, b := range [2][]byte{p.r.send, p.r.recv} {
 		if !p.held[i].stillHeld(b) {
-			return fmt.Errorf("comm: rank %d: %s: its buffer %#x from Alloc was freed since the Persistent was prepared: prepare it again on live buffers", p.r.c.Rank(), p.r.kind, uintptr(unsafe.Pointer(&b[0])))
+			// Refused as any call's arguments: in its turn it fails, and
+			// breaks the communicator on every rank, naming this one.
+			p.r.refused = p.r.c.errorf(p.r.kind, p.r.dt, "its buffer %#x from Alloc was freed since the Persistent was prepared: prepare it again on live buffers", uintptr(unsafe.Pointer(&b[0])))
+			break
 		}
 	}
-	p.running = true
-	p.r.err = nil
 	p.r.c.submit(&p.r)
 	return nil
 }
