@@ -113,7 +113,7 @@ func Connect(ctx context.Context, info Info, opts ...ServerOption) (*Bootstrap, 
 		return nil, fmt.Errorf("bootstrap: rank %d: claiming the rank at the store %s: %w", info.Rank, addr, err)
 	} else if n != 1 {
 		b.closeConn()
-		return nil, fmt.Errorf("bootstrap: rank %d: another process joined the store at %s as rank %d already: two jobs that share a store address and secret (MASTER_ADDR and MASTER_PORT, say), or a rank given twice (RANK)", info.Rank, addr, info.Rank)
+		return nil, fmt.Errorf("bootstrap: rank %d: rank %d joined the store at %s already: two jobs that share a store address and secret (MASTER_ADDR and MASTER_PORT, say), a rank given twice (RANK), or a second Init of the job's world in one process", info.Rank, info.Rank, addr)
 	}
 	// A rank that dies from here on is known at once to the ranks that
 	// wait for it (see GoneKey). A store that refuses the will still

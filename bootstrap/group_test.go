@@ -437,7 +437,7 @@ func TestConnectRefusesASecondClaim(t *testing.T) {
 	}
 	defer b1.Close()
 	_, err = Connect(ctx, Info{Rank: 1, Size: 2, LocalSize: 2, Addr: addr, Secret: testSecret}, quiet)
-	if err == nil || !strings.Contains(err.Error(), "another process joined the store at "+addr+" as rank 1 already") {
+	if err == nil || !strings.Contains(err.Error(), "rank 1 joined the store at "+addr+" already") {
 		t.Fatalf("a second rank 1: %v, want a refusal naming the rank and the store", err)
 	}
 	t.Log(err)

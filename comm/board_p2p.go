@@ -1,11 +1,17 @@
 package comm
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/goccl/goccl/collectives"
 	"github.com/goccl/goccl/transport/shm"
@@ -51,9 +57,13 @@ const (
 	mSegOf = 40 // uint64
 	mData  = 48 // the payload of an eager message
 	// mKept is where the description of a large message's kept copy
-	// lies (the fields above, at the same distances from it): in the
-	// entry's payload, which a large message does not use.
-	mKept = 64
+	// lies: the ring of copies (the fields above, at the same distances
+	// from it), then where in the ring the copy begins (mKeptAt) and how
+	// much of it lies there (mKeptLen1; the rest from the ring's start):
+	// in the entry's payload, which a large message does not use.
+	mKept     = 64
+	mKeptAt   = mKept + 48 // uint64
+	mKeptLen1 = mKept + 56 // uint64
 
 	// A message of mailHead to mailLined bytes goes in lines, as a board
 	// call's (llLines): its first mailHead bytes in the entry's first
@@ -170,9 +180,12 @@ type keptMail struct {
 
 // keepRing is the memory where this rank keeps copies of large messages
 // for one receiver (mailKeep): Options.Slots chunks, allocated by the
-// first large Send to it (so that a steady state allocates nothing),
-// the copies laid one after the other from head, round; kept lists them
-// by mailbox entry.
+// first large Send to it (so that a steady state allocates nothing), the
+// copies laid one after the other from head, round (a copy that reaches
+// the end goes on at the start), so that the copies not taken yet, which
+// the receiver takes in order, are one run and the rest is free: as the
+// links' slots, it holds any messages that fit in it together. kept lists
+// the copies by mailbox entry.
 type keepRing struct {
 	mem  ownedMem
 	head int
@@ -237,24 +250,38 @@ func (c *Comm) mailKeep(r *Request, d int, n uint64, taken *atomic.Uint64) bool 
 	if t > n || st.Load() != mailOpen {
 		return false // taken, or being taken, after all
 	}
+	ring, used := k.mem.mem, b.keptBytes(d, t)
+	if used+len(r.send) > len(ring) {
+		return false // no room beside the copies d has not taken
+	}
 	off := k.head
-	if off+len(r.send) > len(k.mem.mem) {
-		off = 0
+	if used == 0 {
+		off = 0 // all taken: in one piece
 	}
-	for _, km := range k.kept {
-		if km.num > t && off < km.off+km.size && km.off < off+len(r.send) {
-			return false // no room beside the copies d has not taken
-		}
-	}
-	cp := k.mem.mem[off : off+len(r.send)]
-	copy(cp, r.send)
-	setLarge(b.entry(b.me, d, n), mKept, cp)
+	len1 := min(len(r.send), len(ring)-off)
+	copy(ring[off:off+len1], r.send)
+	copy(ring, r.send[len1:])
+	e := b.entry(b.me, d, n)
+	setLarge(e, mKept, ring)
+	*u64at(e, mKeptAt), *u64at(e, mKeptLen1) = uint64(off), uint64(len1)
 	if !st.CompareAndSwap(mailOpen, mailKept) {
 		return false // d began to read r's buffer meanwhile: wait for it
 	}
 	k.kept[n%mailSlots] = keptMail{num: n + 1, off: off, size: len(r.send)}
-	k.head = off + len(r.send)
+	k.head = (off + len(r.send)) % len(ring)
 	return true
+}
+
+// keptBytes is how many bytes of the copies kept for rank d it has not
+// taken yet (taken: the count of d's box).
+func (b *board) keptBytes(d int, taken uint64) int {
+	sum := 0
+	for _, km := range b.keep[d].kept {
+		if km.num > taken {
+			sum += km.size
+		}
+	}
+	return sum
 }
 
 // setLarge describes buf, where a large message lies, in entry e at
@@ -283,9 +310,9 @@ func (c *Comm) mailSettle(wait time.Duration) error {
 			last = max(last, km.num)
 		}
 		taken := b.u64(b.box(b.me, d))
-		for taken.Load() < last {
-			if b.stateOf(d).Load() != boardLive {
-				break
+		for i := 0; taken.Load() < last; i++ {
+			if b.stateOf(d).Load() != boardLive || i%64 == 0 && b.processGone(d) {
+				break // it will take nothing more (a killed rank's state stays live)
 			}
 			if time.Now().After(deadline) {
 				return fmt.Errorf("rank %d has not taken %d messages this rank sent it (%v)", d, last-taken.Load(), wait)
@@ -418,7 +445,7 @@ func (c *Comm) mailTakeLarge(k boardCall, s int, e []byte, st *atomic.Uint32, ds
 			if !st.CompareAndSwap(mailOpen, mailReadOpen) {
 				continue // s kept a copy meanwhile
 			}
-			if err := b.copyLarge(s, e, 0, dst); err != nil {
+			if err := b.copyLarge(s, e, 0, 0, dst); err != nil {
 				return c.readFail(k, s, err)
 			}
 			return c.readStood(k, s) // s left its send while this rank read it?
@@ -426,11 +453,21 @@ func (c *Comm) mailTakeLarge(k boardCall, s int, e []byte, st *atomic.Uint32, ds
 			if !st.CompareAndSwap(mailKept, mailReadKept) {
 				continue
 			}
-			if err := b.copyLarge(s, e, mKept, dst); err != nil {
+			at, len1 := *u64at(e, mKeptAt), min(*u64at(e, mKeptLen1), uint64(len(dst)))
+			if err := b.copyLarge(s, e, mKept, at, dst[:len1]); err != nil {
+				return c.readFail(k, s, err)
+			}
+			if err := b.copyLarge(s, e, mKept, 0, dst[len1:]); err != nil {
 				return c.readFail(k, s, err)
 			}
 			return nil
 		case mailWithdrawn:
+			if b.stateOf(s).Load() != boardClosed {
+				// Withdrawn as s failed or aborted: its cause.
+				if err := c.peerGone(s, k); err != nil {
+					return err
+				}
+			}
 			return c.boardBlame(k, s, fmt.Errorf("rank %d closed the communicator before this rank took its message of %d bytes", s, len(dst)))
 		default:
 			return c.boardFail(k, fmt.Errorf("rank %d's message of %d bytes is in an unknown state %d", s, len(dst), v))
@@ -438,19 +475,22 @@ func (c *Comm) mailTakeLarge(k boardCall, s int, e []byte, st *atomic.Uint32, ds
 	}
 }
 
-// copyLarge copies a large message from the sender's buffer (base 0) or
-// the copy it kept (base mKept) described in entry e into dst.
-func (b *board) copyLarge(s int, e []byte, base int, dst []byte) error {
+// copyLarge copies len(dst) bytes at off in the buffer described in entry
+// e at base (0: the sender's buffer; mKept: its ring of copies) into dst.
+func (b *board) copyLarge(s int, e []byte, base int, off uint64, dst []byte) error {
+	if len(dst) == 0 {
+		return nil
+	}
 	if id := *u64at(e, base+mSegID); id != 0 {
 		if m := b.segmentBy(s, id, int(*u32at(e, base+mSegFD))); m != nil {
-			at := *u64at(e, base+mSegOf)
+			at := *u64at(e, base+mSegOf) + off
 			if at+uint64(len(dst)) <= uint64(len(m)) {
 				copy(dst, m[at:at+uint64(len(dst))])
 				return nil
 			}
 		}
 	}
-	return b.read(s, *u64at(e, base+mAddr), dst)
+	return b.read(s, *u64at(e, base+mAddr)+off, dst)
 }
 
 // mailWait waits until *w >= v, written by rank p, with boardWait's
@@ -535,4 +575,23 @@ func (c *Comm) mailCannotMeet(p int, k boardCall, waited time.Duration, what str
 	}
 	return c.boardFail(k, fmt.Errorf("waiting "+what+"%s: %s are alive and wait for one another in calls that cannot meet (receives that each wait for the other's send, sends that each wait for the other to receive, or a point-to-point call facing a collective; calls run one at a time, in order: SendRecv exchanges)",
 		p, via, collectives.RankList(round)))
+}
+
+// processGone reports whether rank p's process is gone (killed, or exited
+// without Close: its board state says nothing then), a zombie its parent
+// has not reaped yet included.
+func (b *board) processGone(p int) bool {
+	pid := int(b.u32(b.hdr(p) + bPid).Load())
+	if pid == 0 || pid == int(b.pid) {
+		return false
+	}
+	if errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
 }

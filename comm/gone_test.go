@@ -34,6 +34,8 @@ func TestMain(m *testing.M) {
 		os.Exit(initStopChild())
 	case "stopcont":
 		os.Exit(stopContChild())
+	case "keptkill":
+		os.Exit(keptKillChild())
 	case "initfail":
 		start := time.Now()
 		c, err := Init(context.Background(), Options{})
@@ -301,4 +303,55 @@ func initChildren(t *testing.T, n int, initTimeout time.Duration, extra func(r i
 		text[r] = o.String()
 	}
 	return text
+}
+
+// keptKillChild is a rank of TestCloseAfterKeptCopiesToAKilledRank: rank
+// 0 sends rank 1 three messages of 1 MiB over shared memory, which the
+// board keeps copies of (rank 1 takes none), then closes; rank 1 kills
+// itself 300 ms in.
+func keptKillChild() int {
+	ctx := context.Background()
+	c, err := Init(ctx, Options{})
+	if err != nil {
+		fmt.Println("init:", err)
+		return 1
+	}
+	if c.Rank() == 1 {
+		time.Sleep(300 * time.Millisecond)
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	buf := make([]float32, 1<<18)
+	for i := range 3 {
+		if err := Send(ctx, c, buf, 1, i); err != nil {
+			fmt.Println("send:", err)
+			return 1
+		}
+	}
+	start := time.Now()
+	err = c.Close()
+	fmt.Printf("after %v: close: %v\n", time.Since(start).Round(time.Millisecond), err)
+	return 0
+}
+
+// TestCloseAfterKeptCopiesToAKilledRank: the Close of a rank whose large
+// Sends over shared memory completed on kept copies waits for the
+// receiver to take them, but not for a receiver that was killed (its
+// board state stays live): it ends at once. Before, it waited 10 s and
+// said the receiver had not taken 3 messages (a helper's hunt).
+func TestCloseAfterKeptCopiesToAKilledRank(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; skipped with -short")
+	}
+	outs, cmds := storeChildren(t, "keptkill", "shm", 2, "GOCCL_STALL_TIMEOUT=30s")
+	waitAll(t, cmds, 60*time.Second)
+	line := lastLine(outs[0].String(), "after ")
+	if line == "" {
+		t.Fatalf("rank 0 reported nothing:\n%s", outs[0])
+	}
+	t.Log(line)
+	took, err := time.ParseDuration(strings.TrimSuffix(strings.Fields(line)[1], ":"))
+	if err != nil || took > 5*time.Second || strings.Contains(line, "has not taken") {
+		t.Errorf("rank 0's Close: %s; want it to end at once", line)
+	}
 }
