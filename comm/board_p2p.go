@@ -171,11 +171,11 @@ func (c *Comm) executeMail(r *Request) error {
 }
 
 // keptMail is a copy of a large message that a Send kept for its receiver
-// (mailKeep), at off in the ring of copies for that receiver: num is the
-// message's number + 1 (0: none), size its length.
+// (mailKeep) in the ring of copies for that receiver: num is the message's
+// number + 1 (0: none), size its length.
 type keptMail struct {
-	num       uint64
-	off, size int
+	num  uint64
+	size int
 }
 
 // keepRing is the memory where this rank keeps copies of large messages
@@ -267,7 +267,7 @@ func (c *Comm) mailKeep(r *Request, d int, n uint64, taken *atomic.Uint64) bool 
 	if !st.CompareAndSwap(mailOpen, mailKept) {
 		return false // d began to read r's buffer meanwhile: wait for it
 	}
-	k.kept[n%mailSlots] = keptMail{num: n + 1, off: off, size: len(r.send)}
+	k.kept[n%mailSlots] = keptMail{num: n + 1, size: len(r.send)}
 	k.head = (off + len(r.send)) % len(ring)
 	return true
 }
