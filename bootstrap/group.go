@@ -443,7 +443,13 @@ func (b *Bootstrap) getAll(ctx context.Context, keys []string, out [][]byte) err
 				case errors.As(err, &g) && (first == nil || !errors.As(first, new(*goneErr))):
 					first = g // the cause, not the others' cancelled waits
 				case first == nil:
-					first = fmt.Errorf("waiting for rank %s: %w%s", rank, err, b.refusals(err))
+					// The caller's cause of a deadline (Init's: "not every
+					// rank joined within ..."), not only the bare deadline.
+					cause := ""
+					if c := context.Cause(ctx); c != nil && !errors.Is(err, c) && c != context.Canceled && c != context.DeadlineExceeded {
+						cause = " (" + c.Error() + ")"
+					}
+					first = fmt.Errorf("waiting for rank %s: %w%s%s", rank, err, b.refusals(err), cause)
 				}
 				mu.Unlock()
 				cancel()

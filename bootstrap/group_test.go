@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -460,4 +461,23 @@ func TestConnectRefusesASecondClaim(t *testing.T) {
 			t.Fatalf("rank %d: allgather: %v", r, got[r])
 		}
 	}
+}
+
+// TestGroupTimeoutSaysItsCause: an allgather that ends at its context's
+// deadline says the deadline's cause (Init's: which bound it was), not
+// only "context deadline exceeded" (a helper's hunt).
+func TestGroupTimeoutSaysItsCause(t *testing.T) {
+	quiet := WithLogger(slog.New(slog.DiscardHandler))
+	b, err := Connect(testCtx(t, 10*time.Second), Info{Rank: 0, Size: 2, LocalSize: 2, Addr: "127.0.0.1:0", Secret: testSecret, HostRoot: true}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 300*time.Millisecond, errors.New("not every rank joined within 300ms (GOCCL_INIT_TIMEOUT)"))
+	defer cancel()
+	_, err = b.Allgather(ctx, []byte("x"))
+	if err == nil || !strings.Contains(err.Error(), "waiting for rank 1") || !strings.Contains(err.Error(), "not every rank joined within 300ms (GOCCL_INIT_TIMEOUT)") {
+		t.Fatalf("allgather without rank 1: %v, want the wait and the deadline's cause named", err)
+	}
+	t.Log(err)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goccl/goccl/bootstrap"
 	"github.com/goccl/goccl/comm"
 )
 
@@ -68,5 +69,23 @@ func TestSummaryNamesTheRankTheOthersBlame(t *testing.T) {
 				t.Errorf("summary does not name rank 2 as the others' cause; stderr:\n%s\nstdout:\n%s", stderr, stdout)
 			}
 		})
+	}
+}
+
+// TestNamedUnderSrun: under srun one process holds every rank, and the
+// summary's first rank is srun's report; the rank the others name (a
+// stopped one, which srun never reports) is named too. Before, named gave
+// nothing under srun and the summary named only the first rank to exit
+// (a helper's hunt: rank 3 stopped, every rank named it, gorun's line
+// named rank 2).
+func TestNamedUnderSrun(t *testing.T) {
+	p := &proc{kind: kindSrun, ranks: []int{0, 1, 2, 3}}
+	j := &job{procs: []*proc{p}, blames: func() map[int]bootstrap.Blame {
+		why := "rank 3 is at the root of a stall: rank 3 does not answer (stopped, hung or unreachable)"
+		return map[int]bootstrap.Blame{0: {Root: 3, Reason: why}, 1: {Root: 3, Reason: why}, 2: {Root: 3, Reason: why}}
+	}}
+	got, words := j.named()
+	if got != p || words != "rank 3 named by ranks 0, 1, 2: rank 3 is at the root of a stall: rank 3 does not answer (stopped, hung or unreachable)" {
+		t.Errorf("named() = %v, %q", got, words)
 	}
 }

@@ -214,7 +214,8 @@ func killedBySignal(e exit) bool {
 // named is the proc of the rank that most of the ranks' published blames
 // name as the root of their failure (bootstrap.Blame; ties: the lowest
 // rank), with the words for the summary: "named by ranks 0, 1: stalled
-// (...)". nil if no rank published one, or under srun.
+// (...)"; under srun, whose one process holds every rank, "rank 3 named
+// by ranks 0, 1, 2: ...". nil if no rank published one.
 func (j *job) named() (*proc, string) {
 	blames := j.blames()
 	votes := map[int][]int{}
@@ -238,7 +239,7 @@ func (j *job) named() (*proc, string) {
 			p = q
 		}
 	}
-	if p == nil || p.kind == kindSrun {
+	if p == nil {
 		return nil, ""
 	}
 	nums := make([]string, len(by))
@@ -248,6 +249,13 @@ func (j *job) named() (*proc, string) {
 	who := "rank "
 	if len(by) > 1 {
 		who = "ranks "
+	}
+	if p.kind == kindSrun {
+		// One srun process holds every rank, so the summary's first
+		// rank is srun's report: say which rank the others named (a
+		// stopped one, say, that srun never reports). Before, the
+		// summary named only the first rank to exit.
+		return p, fmt.Sprintf("rank %d named by %s%s: %s", root, who, strings.Join(nums, ", "), blames[by[0]].Reason)
 	}
 	if len(by) == 1 && by[0] == root {
 		return p, "by its own account: " + blames[root].Reason
