@@ -135,7 +135,7 @@ var envVars = []envVar{
 		"bound on one collective without a context deadline"},
 		func(o *Options) *time.Duration { return &o.Timeout }, parseTimeout),
 	option(EnvVar{"GOCCL_INIT_TIMEOUT", "InitTimeout", "5m",
-		"bound on joining the job (Init without a context deadline)"},
+		"bound on joining the job (Init without a context deadline), from when the rank has its secret (without gorun, `GOCCL_SECRET_WAIT` bounds the wait for the secret file); the rank hosting the store keeps it up 3 s more for ranks that never connected"},
 		func(o *Options) *time.Duration { return &o.InitTimeout }, parseTimeout),
 	option(EnvVar{"GOCCL_STALL_TIMEOUT", "StallTimeout", "60s",
 		"no progress for this long starts the stall diagnosis (see Using goccl); not in the measurement at Init, where a rank may still be joining (`GOCCL_INIT_TIMEOUT` bounds it)"},
