@@ -474,7 +474,7 @@ func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
 	seen := map[int]bool{c.rank: true}
 	own := rankState{seq: c.seq, call: c.callName(call), fp: call.Fingerprint(), p2p: call.P2P, waiting: frontier, linking: len(c.connecting) > 0}
 	states := map[int]rankState{c.rank: own}
-	var cycle []int
+	var cycle, failedPeers []int
 	for len(frontier) > 0 {
 		qctx, qcancel := context.WithTimeout(ctx, queryWait)
 		answers := c.query(qctx, kv, frontier)
@@ -498,7 +498,11 @@ func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
 			case a.failed && a.root >= 0:
 				return a.root, fmt.Sprintf("rank %d failed and found rank %d at the root", w, a.root), nil
 			case a.failed:
-				continue // failed without a conclusion: its notice tells the rest
+				// Failed without a conclusion about a root: it may have
+				// found the cycle this rank is part of, and its notice
+				// tells the rest (see failedPeer).
+				failedPeers = append(failedPeers, w)
+				continue
 			case !a.running:
 				return w, fmt.Sprintf("rank %d is alive but in no collective: it made %d collectives and has not called #%d", w, a.seq, c.seq), nil
 			case !a.stalled:
@@ -516,6 +520,15 @@ func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
 			}
 		}
 		frontier = next
+	}
+	if len(failedPeers) > 0 {
+		slices.Sort(failedPeers)
+		if why, ok := c.failedPeer(kv, failedPeers); !ok || why != "" {
+			return -1, why, nil
+		}
+		if len(cycle) == 0 {
+			return -1, fmt.Sprintf("%s, which this rank waits on, failed", collectives.RankList(failedPeers)), nil
+		}
 	}
 	// Ranks that wait on one another, all alive: point-to-point calls
 	// that cannot meet (each receives from a rank that receives too, or
@@ -537,6 +550,36 @@ func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
 		return -1, fmt.Sprintf("%s are alive and wait on one another in point-to-point calls that cannot meet (%s; calls run one at a time, in order: SendRecv exchanges)", collectives.RankList(cycle), meet), nil
 	}
 	return -1, fmt.Sprintf("%s answer and wait on one another: the links between them are stalled", collectives.RankList(cycle)), nil
+}
+
+// failedPeer waits for the notice of a rank among peers, which this
+// rank's stall search found failed without a conclusion about a root: a
+// rank that found the cycle this one is in (ranks that wait on one another
+// in receives) fails naming no root and tells its peers, but its state
+// answers before its notice arrives, and the cycle without it is not the
+// cycle (a ring of 3 receives was reported as "rank 2 are alive and wait
+// on one another", 1 run in 40). It returns ok false once a notice came
+// (the caller takes its word); else, after notifyWait, what the first
+// peer's report says, "" if none has one.
+func (c *Comm) failedPeer(kv keyValue, peers []int) (string, bool) {
+	deadline := time.Now().Add(notifyWait)
+	for {
+		c.exec.Absorb()
+		if _, _, ok := c.noticeFrom(); ok {
+			return "", false
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	reps := c.readReports(kv, peers, queryWait)
+	for _, w := range peers {
+		if rep, ok := reps[w]; ok && rep.cause != "" {
+			return fmt.Sprintf("rank %d, which this rank waits on, failed: %s", w, rep.cause), true
+		}
+	}
+	return "", true
 }
 
 // cannotMeetAll says what the stalled calls of states have in common if
