@@ -247,8 +247,11 @@ func GetFirst(ctx context.Context, store interface {
 }
 
 // firstGrace is how long GetFirst waits, once a later key is found, for
-// the answer about an earlier one.
-const firstGrace = 10 * time.Millisecond
+// the answer about an earlier one: its Get's goroutine may not have run
+// yet (10 ms was too short for 1 call in 600 under -race on a loaded
+// host). Only a wait that ends on a later key (a gone marker, an abort)
+// pays it.
+const firstGrace = 100 * time.Millisecond
 
 // goneErr is the error of a wait that found a rank's gone marker (why
 // is the marker's value, which names the rank).
@@ -415,7 +418,89 @@ func (b *Bootstrap) getAll(ctx context.Context, keys []string, out [][]byte) err
 		mu    sync.Mutex
 		first error
 		sem   = make(chan struct{}, gatherWindow)
+		// Once the gather stalls (see watchAfter): the gone markers of
+		// the ranks whose values came are watched too.
+		ww       sync.WaitGroup
+		asked    = make([]bool, len(keys))
+		got      = make([]bool, len(keys))
+		watching bool
+		dead     string
+		deadCh   = make(chan struct{}, 1)
+		done     = make(chan struct{})
 	)
+	defer func() { close(done); cancel(); ww.Wait() }()
+	watch := func(i int) { // with mu held
+		rank := keys[i][strings.LastIndexByte(keys[i], '/')+1:]
+		ww.Add(1)
+		go func() {
+			defer ww.Done()
+			if why, err := b.client.Get(ctx, b.gone+rank); err == nil {
+				mu.Lock()
+				if dead == "" {
+					dead = string(why)
+				}
+				mu.Unlock()
+				select {
+				case deadCh <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	if b.gone != "" {
+		go func() {
+			// A rank that dies after sending its value leaves the
+			// gather unable to end while another is missing (no rank
+			// completes the call it is in), which would otherwise be
+			// waited for until ctx ends: a rank killed during Init
+			// while another never started.
+			sleep := func(d time.Duration) bool {
+				t := time.NewTimer(d)
+				defer t.Stop()
+				select {
+				case <-t.C:
+					return true
+				case <-done:
+					return false
+				}
+			}
+			if !sleep(watchAfter) {
+				return
+			}
+			mu.Lock()
+			watching = true
+			for i := range got {
+				if got[i] {
+					watch(i)
+				}
+			}
+			mu.Unlock()
+			select {
+			case <-deadCh:
+			case <-done:
+				return
+			}
+			if !sleep(deadGrace) {
+				return
+			}
+			mu.Lock()
+			var miss []string
+			unasked := 0
+			for i := range got {
+				switch {
+				case !asked[i]:
+					unasked++
+				case !got[i]:
+					miss = append(miss, keys[i][strings.LastIndexByte(keys[i], '/')+1:])
+				}
+			}
+			if first == nil && len(miss)+unasked > 0 {
+				first = &goneErr{why: fmt.Sprintf("%s, after it joined, while %s", dead, notJoined(miss, unasked))}
+			}
+			mu.Unlock()
+			cancel()
+		}()
+	}
 	for i, k := range keys {
 		sem <- struct{}{}
 		if ctx.Err() != nil {
@@ -427,6 +512,9 @@ func (b *Bootstrap) getAll(ctx context.Context, keys []string, out [][]byte) err
 			var v []byte
 			var err error
 			rank := k[strings.LastIndexByte(k, '/')+1:]
+			mu.Lock()
+			asked[i] = true
+			mu.Unlock()
 			if b.gone == "" {
 				v, err = b.client.Get(ctx, k)
 			} else {
@@ -456,13 +544,54 @@ func (b *Bootstrap) getAll(ctx context.Context, keys []string, out [][]byte) err
 				return
 			}
 			out[i] = v
+			mu.Lock()
+			got[i] = true
+			if watching {
+				watch(i)
+			}
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
 	if first == nil && ctx.Err() != nil {
 		first = ctx.Err()
 	}
 	return first
+}
+
+// watchAfter is how long a gather waits before it watches the gone
+// markers of the ranks whose values came, and deadGrace how long, once one
+// of those ranks is gone, for the values still missing before it fails: a
+// rank can only leave for good once every value of the gather was set, so
+// one still missing by then (a Get answered in the meantime otherwise)
+// will not come. Until the gather stalls it watches only the markers of
+// the ranks it waits for (a Get each).
+const (
+	watchAfter = time.Second
+	deadGrace  = 200 * time.Millisecond
+)
+
+// notJoined says which ranks (names) have not set their value, with
+// unasked more not asked for yet.
+func notJoined(ranks []string, unasked int) string {
+	const most = 8
+	more := unasked
+	if len(ranks) > most {
+		more += len(ranks) - most
+		ranks = ranks[:most]
+	}
+	list := strings.Join(ranks, ", ")
+	switch {
+	case len(ranks) == 0:
+		return fmt.Sprintf("%d ranks were not heard from yet", more)
+	case more > 0:
+		return fmt.Sprintf("ranks %s and %d more have not joined", list, more)
+	case len(ranks) == 1:
+		return "rank " + list + " has not joined"
+	}
+	return "ranks " + list + " have not joined"
 }
 
 // encodeGathered packs one value per rank: a count, then each value

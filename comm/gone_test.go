@@ -161,6 +161,51 @@ func TestInitFailureReachesTheOthers(t *testing.T) {
 	}
 }
 
+// TestRankKilledDuringInitWhileAnotherIsMissing: a rank killed during
+// Init, after it joined, while another rank has not started (a launcher
+// that does not stop the job, or a slow host): the others waited for the
+// missing rank until GOCCL_INIT_TIMEOUT and named only it, as the gather
+// watched only the ranks it still waited for (a launchers' hunt). Now a
+// gather that stalls watches the ranks that joined too, and every rank
+// fails within seconds naming the dead rank and the missing one.
+func TestRankKilledDuringInitWhileAnotherIsMissing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; skipped with -short")
+	}
+	const n, started, victim, initTimeout = 4, 3, 2, 60 * time.Second
+	outs, cmds, addr := storeChildrenOf(t, "initfail", "tcp", n, started, "GOCCL_INIT_TIMEOUT="+initTimeout.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := bootstrap.Dial(ctx, addr, storeChildrenSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// The victim's value in Init's first gather: it joined.
+	if _, err := cl.Get(ctx, "goccl/ag/1/"+strconv.Itoa(victim)); err != nil {
+		t.Fatalf("rank %d did not join: %v", victim, err)
+	}
+	cmds[victim].Process.Kill()
+	killed := time.Now()
+	waitAll(t, cmds, initTimeout+30*time.Second)
+	for r := range started {
+		if r == victim {
+			continue
+		}
+		line := lastLine(outs[r].String(), "after ")
+		t.Logf("rank %d %s (%v after the kill)", r, line, time.Since(killed).Round(time.Millisecond))
+		switch {
+		case line == "":
+			t.Errorf("rank %d reported nothing:\n%s", r, outs[r])
+		case !strings.Contains(line, fmt.Sprintf("rank %d (pid", victim)) || !strings.Contains(line, "rank 3 has not joined"):
+			t.Errorf("rank %d does not name dead rank %d and missing rank 3: %s", r, victim, line)
+		}
+	}
+	if d := time.Since(killed); d > 15*time.Second {
+		t.Errorf("the ranks ended %v after the kill (GOCCL_INIT_TIMEOUT %v), want a few seconds", d, initTimeout)
+	}
+}
+
 // launcherFreeEnv is the environment without any launcher's variables.
 func launcherFreeEnv() []string {
 	var env []string
@@ -183,15 +228,26 @@ func launcherFreeEnv() []string {
 // it). They are killed, if still running, when the test ends.
 func storeChildren(t *testing.T, mode, transport string, n int, extra ...string) ([]*bytes.Buffer, []*exec.Cmd) {
 	t.Helper()
-	secret := []byte("store-children-secret-0123456789ab")
+	outs, cmds, _ := storeChildrenOf(t, mode, transport, n, n, extra...)
+	return outs, cmds
+}
+
+// storeChildrenSecret is the secret of storeChildren's store.
+var storeChildrenSecret = []byte("store-children-secret-0123456789ab")
+
+// storeChildrenOf is storeChildren starting only the first started ranks
+// of n; it returns the store's address too.
+func storeChildrenOf(t *testing.T, mode, transport string, n, started int, extra ...string) ([]*bytes.Buffer, []*exec.Cmd, string) {
+	t.Helper()
+	secret := storeChildrenSecret
 	srv, err := bootstrap.NewServer("127.0.0.1:0", secret, bootstrap.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	outs := make([]*bytes.Buffer, n)
-	cmds := make([]*exec.Cmd, n)
-	for r := range n {
+	outs := make([]*bytes.Buffer, started)
+	cmds := make([]*exec.Cmd, started)
+	for r := range started {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(launcherFreeEnv(), "GOCCL_TEST_CHILD="+mode, "GOCCL_TRANSPORT="+transport, "GOCCL_RANK="+strconv.Itoa(r), "GOCCL_SIZE="+strconv.Itoa(n),
 			"GOCCL_LOCAL_RANK="+strconv.Itoa(r), "GOCCL_LOCAL_SIZE="+strconv.Itoa(n), "GOCCL_BOOTSTRAP="+srv.Addr(),
@@ -205,7 +261,7 @@ func storeChildren(t *testing.T, mode, transport string, n int, extra ...string)
 		cmds[r] = cmd
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	}
-	return outs, cmds
+	return outs, cmds, srv.Addr()
 }
 
 // waitAll waits for cmds, killing them after d.
