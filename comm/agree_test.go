@@ -335,6 +335,9 @@ func TestBadInputFailsEveryRank(t *testing.T) {
 					continue // the board checks the same way either way
 				}
 				t.Run(fmt.Sprintf("%s/strict=%v/%s", kind, strict, tc.what), func(t *testing.T) {
+					// Most cases wait most of a second for the reports:
+					// run them side by side (see sideBySide).
+					sideBySide(t)
 					badInputCase(t, kind, strict, tc.ranks, tc.want, tc.call)
 				})
 			}

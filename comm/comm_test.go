@@ -403,6 +403,7 @@ func TestAbandonedBeforeStartNamesTheCall(t *testing.T) {
 // ends, and the communicator fails on every rank then: it returned only
 // when its turn came (after the peer, 3 s here, or the stall timeout).
 func TestQueuedBlockingCallBoundedByItsContext(t *testing.T) {
+	sideBySide(t)
 	for _, kind := range []string{"tcp", "shm"} {
 		t.Run(kind, func(t *testing.T) {
 			const late = 3 * time.Second

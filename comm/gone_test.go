@@ -305,6 +305,7 @@ func TestWrongSecretNamedAtInitTimeout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes; skipped with -short")
 	}
+	sideBySide(t)
 	const n, victim, initTimeout = 3, 2, 2 * time.Second
 	outs := initChildren(t, n, initTimeout, func(r int) []string {
 		b := byte(1)

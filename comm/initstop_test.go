@@ -36,6 +36,7 @@ func TestInitNamesAStoppedRank(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes; skipped with -short")
 	}
+	sideBySide(t)
 	for _, transport := range []string{"auto", "tcp"} {
 		t.Run(transport, func(t *testing.T) {
 			const n, initTimeout = 3, 3 * time.Second

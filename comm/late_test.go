@@ -81,6 +81,14 @@ func (d lateDevice) NewCompletionQueue(depth int) (transport.CompletionQueue, er
 	return d.Device.NewCompletionQueue(depth)
 }
 
+// sideBySide marks a test that mostly waits (delays, timeouts, a stall
+// step) and asserts no tight bound on its own time as parallel: go test
+// runs such tests two at a time (-parallel, the processors) once the
+// package's other tests are done, which takes a quarter of a minute off
+// each of CI's two passes over comm (its longest package, run alone at
+// the end of the race pass).
+func sideBySide(t *testing.T) { t.Parallel() }
+
 // A peer that went on to its next collective while this rank still waits
 // for what it sent is no disagreement while that message may be on its
 // way: a zero-length message (a count-0 call's dissemination barrier) is
@@ -91,6 +99,7 @@ func (d lateDevice) NewCompletionQueue(depth int) (transport.CompletionQueue, er
 // 2.5 s, so a rank regularly waits more than the 1 s stall step for a
 // message of a peer already in the next call.
 func TestLateMessageIsNoMismatch(t *testing.T) {
+	sideBySide(t)
 	network := mem.NewNetwork(mem.Options{Seed: 7, Delay: 2500 * time.Millisecond})
 	opts := testOptsFast
 	opts.OwnDevice = true
@@ -116,6 +125,7 @@ func TestLateMessageIsNoMismatch(t *testing.T) {
 // from its first call on, with a stall step of 1 s: rank 1 finishes #1,
 // waits on rank 0 in #2, and asks it.
 func TestUnpolledCompletionsAreNoMismatch(t *testing.T) {
+	sideBySide(t)
 	network := mem.NewNetwork(mem.Options{})
 	opts := testOptsFast
 	opts.OwnDevice = true
