@@ -55,6 +55,7 @@ func Dial(ctx context.Context, addr string, secret []byte) (*Client, error) {
 	}
 	backoff := 10 * time.Millisecond
 	var last error
+	answered := 0 // connections made whose handshake failed
 	for {
 		c, err := dialOnce(ctx, addr, secret)
 		if err == nil {
@@ -71,10 +72,20 @@ func Dial(ctx context.Context, addr string, secret []byte) (*Client, error) {
 			return nil, fmt.Errorf("bootstrap: store %s: not a goccl store: %w", addr, err)
 		}
 		last = err
+		var hs *handshakeError
+		if errors.As(err, &hs) {
+			answered++
+		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			if answered > 0 && errors.As(last, &hs) {
+				// Connected, but no store answered: a foreign server on the
+				// port (torchrun's own store, another service), or a store
+				// that hangs. Said plainly, not as a bare read error.
+				return nil, fmt.Errorf("bootstrap: dial store %s: %w: a server there accepted %d connection(s) but %s: not a goccl store (another program on the port) or a store that hangs", addr, ctx.Err(), answered, hs.what())
+			}
 			return nil, fmt.Errorf("bootstrap: dial store %s: %w (last error: %v)", addr, ctx.Err(), last)
 		case <-t.C:
 		}
@@ -95,7 +106,10 @@ func dialOnce(ctx context.Context, addr string, secret []byte) (*Client, error) 
 	_ = conn.SetDeadline(deadline)
 	if err := clientHandshake(conn, secret); err != nil {
 		conn.Close()
-		return nil, err
+		if errors.Is(err, ErrAuth) || errors.Is(err, errFrame) || errors.As(err, new(*refusedError)) {
+			return nil, err
+		}
+		return nil, &handshakeError{err}
 	}
 	_ = conn.SetDeadline(time.Time{})
 	c := &Client{
@@ -106,6 +120,22 @@ func dialOnce(ctx context.Context, addr string, secret []byte) (*Client, error) 
 	}
 	go c.readLoop()
 	return c, nil
+}
+
+// handshakeError is a failure of the handshake on a connection made: the
+// server closed it or did not answer in time.
+type handshakeError struct{ err error }
+
+func (e *handshakeError) Error() string { return "handshake: " + e.err.Error() }
+func (e *handshakeError) Unwrap() error { return e.err }
+
+// what says how the server failed the handshake.
+func (e *handshakeError) what() string {
+	var ne net.Error
+	if errors.As(e.err, &ne) && ne.Timeout() {
+		return fmt.Sprintf("did not answer goccl's handshake (%v)", e.err)
+	}
+	return fmt.Sprintf("closed them during goccl's handshake (%v)", e.err)
 }
 
 // Addr is the store's address as dialled.

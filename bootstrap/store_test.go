@@ -395,6 +395,55 @@ func TestDialFakeServer(t *testing.T) {
 	}
 }
 
+// TestDialForeignServer: a server on the store's port that is not a goccl
+// store and never answers in goccl's protocol (it stays silent, or closes
+// every connection) failed Dial at its deadline with a bare read error
+// ("context deadline exceeded (last error: EOF)", a launchers' hunt, with
+// another program on MASTER_PORT); now the error says a server there
+// accepted the connections but did not answer, or closed them, and that it
+// is not a goccl store.
+func TestDialForeignServer(t *testing.T) {
+	old := handshakeTimeout
+	handshakeTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { handshakeTimeout = old })
+	for _, mode := range []string{"silent", "closing"} {
+		t.Run(mode, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			served := make(chan struct{})
+			defer func() { ln.Close(); <-served }()
+			go func() {
+				defer close(served)
+				var conns []net.Conn // held open, unanswered, until the test ends
+				defer func() {
+					for _, c := range conns {
+						c.Close()
+					}
+				}()
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					if mode == "closing" {
+						c.Close()
+						continue
+					}
+					conns = append(conns, c)
+				}
+			}()
+			want := map[string]string{"silent": "did not answer goccl's handshake", "closing": "closed them during goccl's handshake"}[mode]
+			_, err = Dial(testCtx(t, time.Second), ln.Addr().String(), testSecret)
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "not a goccl store") {
+				t.Fatalf("Dial to a %s foreign server: %v; want %q and not a goccl store", mode, err, want)
+			}
+			t.Log(err)
+		})
+	}
+}
+
 func TestDialRetriesUntilServerUp(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
