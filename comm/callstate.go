@@ -26,6 +26,11 @@ type callState struct {
 	scratch [numScratch]scratchBuf
 	wide    []byte        // registered float32 buffer of half-type reductions
 	selfq   []selfMessage // messages this rank sent itself, oldest first
+	// splits counts the Split calls run so far: it names the children,
+	// numbered in the order the calls run, which is the same on every
+	// rank (Split's caller counting them after its call returned named
+	// two concurrent Splits in the order their goroutines woke).
+	splits int
 }
 
 // maxPlans bounds the plan cache: past it, it starts over.

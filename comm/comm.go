@@ -36,7 +36,6 @@ type Comm struct {
 	call       collectives.Call // the running call's (execute; calls run one at a time)
 	rank, size int
 	id         string // names the communicator in bootstrap keys
-	splits     int    // Split calls so far (names the children)
 	// world maps this communicator's ranks to the world's (the
 	// communicator Init or New made), nil in the world itself; worldText
 	// says it in errors (inSub).

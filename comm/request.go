@@ -24,7 +24,10 @@ type Request struct {
 	// so a user's call of the same kind and size at the same turn is a
 	// mismatch, and such a call stays off the board.
 	label string
-	args  callArgs
+	// splitNo, for Split's call, takes the call's number among the
+	// communicator's splits when it succeeds (see run).
+	splitNo *int
+	args    callArgs
 	// refused is why this rank refused the call's arguments: the call
 	// fails in its turn and breaks the communicator (see refuse).
 	refused error
@@ -403,6 +406,10 @@ func (c *Comm) run(r *Request) {
 		r.err = c.refuse(r)
 	} else {
 		r.err = c.execute(c.callCtx(), r)
+		if r.err == nil && r.splitNo != nil {
+			c.splits++
+			*r.splitNo = c.splits
+		}
 	}
 	storeRelease(&c.callNo, c.callNo.Load()+1)
 	if watched {

@@ -37,11 +37,14 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	// turn is a mismatch, not a colour and key.
 	r := c.newBlocking(ctx)
 	r.label = "split"
+	// Numbered by the call's run, in the communicator's order of calls:
+	// splits made from several goroutines get the same names on every
+	// rank.
+	var n int
+	r.splitNo = &n
 	if err := c.allgather(r, asBytes(mine), asBytes(all), TypeInt64).wait(); err != nil {
 		return nil, err // it names the call: "split(int64, 2) #N"
-
 	}
-	c.splits++
 	if color < 0 {
 		return nil, nil
 	}
@@ -60,7 +63,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		return a - b
 	})
 	rank := slices.Index(members, c.rank)
-	id := c.id + "/split" + strconv.Itoa(c.splits) + "/color" + strconv.Itoa(color)
+	id := c.id + "/split" + strconv.Itoa(n) + "/color" + strconv.Itoa(color)
 	rdv := &subRendezvous{kv: kv, id: id, rank: rank, size: len(members), gone: c.held.gone}
 	rdv.lost = func(w int, why string) {
 		// The parent's peers in a call learn it when this rank closes

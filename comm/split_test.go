@@ -382,3 +382,67 @@ func TestParentWorksAfterSubFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentSplitsNamedInCallOrder: Splits made from several goroutines
+// of each rank, in the same order on every rank, each give every goroutine
+// the sub-communicator of its own call, ranked by its key, that works. The
+// first ranks start a goroutine every 10 ms; the last comes late and
+// starts all of its at once (its calls are alike: any order is the same
+// to it), so the first ranks' queued calls finish in a burst. The children
+// were named by a count each Split's caller bumped after its call
+// returned, unguarded: a data race, and goroutines that woke together
+// named their children in the order they woke, or two by the same number,
+// and so joined the other ranks' children of another call (a rank taken
+// twice, calls that never met).
+func TestConcurrentSplitsNamedInCallOrder(t *testing.T) {
+	const n, k = 3, 8
+	runRanksOn(t, "mem", n, testOptsFast, func(c *Comm) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		last := c.Rank() == n-1
+		if last {
+			time.Sleep(100*time.Millisecond + k*10*time.Millisecond)
+		}
+		errs := make(chan error, k)
+		for g := range k {
+			if !last {
+				time.Sleep(10 * time.Millisecond) // call order g = 0, 1, ...
+			}
+			go func() {
+				errs <- func() error {
+					// Odd calls order the first ranks backwards; the
+					// last rank is last in each.
+					key, want := c.Rank(), c.Rank()
+					if last {
+						key = n
+					} else if g%2 == 1 {
+						key, want = -c.Rank(), n-2-c.Rank()
+					}
+					sub, err := c.Split(ctx, 0, key)
+					if err != nil {
+						return fmt.Errorf("split %d: %w", g, err)
+					}
+					defer sub.Close()
+					if sub.Rank() != want || sub.Size() != n {
+						return fmt.Errorf("split %d (key %d): rank %d of %d, want %d of %d", g, key, sub.Rank(), sub.Size(), want, n)
+					}
+					x := []int64{int64(1) << sub.Rank()}
+					if err := Allreduce(ctx, sub, x, x, Sum); err != nil {
+						return fmt.Errorf("split %d: %w", g, err)
+					}
+					if x[0] != 1<<n-1 {
+						return fmt.Errorf("split %d: allreduce gave %d, want %d", g, x[0], 1<<n-1)
+					}
+					return nil
+				}()
+			}()
+		}
+		var first error
+		for range k {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	})
+}
