@@ -2,6 +2,7 @@ package comm_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -176,4 +177,41 @@ func TestBoardLateMismatchNamesTheCall(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAbortCauseReachesThePeers: the ranks whose call fails because a
+// peer aborted name the cause it gave Abort, on every transport, as
+// Abort's doc says (it publishes its report and sends its notice "so
+// that they name its cause"), also through a third rank that passes the
+// failure on, and whether the links were made or not. Over the links the
+// peers said only "rank 1 aborted" (the shared-memory board read the
+// report, the links' headline did not).
+func TestAbortCauseReachesThePeers(t *testing.T) {
+	sideBySide(t)
+	const cause = "test: the user gave up on step 7"
+	for _, kind := range []string{"mem", "tcp", "shm"} {
+		for _, warm := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/linked=%v", kind, warm), func(t *testing.T) {
+				runRanksOn(t, kind, 3, testOpts, func(c *Comm) error {
+					ctx := context.Background()
+					x := []float32{1, 2}
+					if warm {
+						if err := Allreduce(ctx, c, x, x, Sum); err != nil {
+							return err
+						}
+					}
+					if c.Rank() == 1 {
+						time.Sleep(100 * time.Millisecond) // the others wait in the call
+						c.Abort(errors.New(cause))
+						return nil
+					}
+					err := Allreduce(ctx, c, x, x, Sum)
+					if err == nil || !strings.Contains(err.Error(), "rank 1 aborted") || !strings.Contains(err.Error(), cause) {
+						return fmt.Errorf("allreduce while rank 1 aborts with %q: %v", cause, err)
+					}
+					return nil
+				})
+			})
+		}
+	}
 }

@@ -216,6 +216,12 @@ func (c *Comm) headline(kv keyValue, f fault) string {
 		if f.root == c.rank {
 			return fmt.Sprintf("rank %d aborted", c.rank)
 		}
+		// With the cause it gave Abort, which it published before it
+		// sent its notice (as the board's reportedCause says it).
+		read(f.root)
+		if r, ok := reps[f.root]; ok && r.reason == collectives.NoticeAborted && r.cause != "" {
+			return fmt.Sprintf("rank %d aborted%s: %s", f.root, by, r.cause)
+		}
 		return fmt.Sprintf("rank %d aborted%s", f.root, by)
 	}
 	if f.root == c.rank {
