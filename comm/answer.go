@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,17 @@ type rankState struct {
 	// links (linking): nothing takes completions then.
 	unpolled bool
 	linking  bool // waiting names the peers of a link set-up (lazy.go)
+	// elseCall, when the rank is in no call of this communicator, is a
+	// call that another communicator of its family (split from this one,
+	// or this one from it) runs in its process, with the communicator's
+	// name ("allreduce(float32, 1, sum) #1 of communicator
+	// world/split2/color0"); elseWaiting, the world ranks that call waits
+	// on, if it is stalled. A rank that waits in another communicator's
+	// call is not stopped: the ranks that wait for it here say where it
+	// is (ranks that call two communicators' collectives in different
+	// orders wait on each other, as in MPI).
+	elseCall    string
+	elseWaiting []int
 }
 
 func (s rankState) encode() []byte {
@@ -45,13 +57,37 @@ func (s rankState) encode() []byte {
 	for i, r := range s.waiting {
 		w[i] = strconv.Itoa(r)
 	}
-	return fmt.Appendf(nil, "%d %t %t %d %t %t %d %d %t %t\n%s\n%s", s.seq, s.running, s.stalled, s.fp, s.p2p, s.failed, s.root, s.settled, s.unpolled, s.linking, strings.Join(w, ","), s.call)
+	ew := make([]string, len(s.elseWaiting))
+	for i, r := range s.elseWaiting {
+		ew[i] = strconv.Itoa(r)
+	}
+	return fmt.Appendf(nil, "%d %t %t %d %t %t %d %d %t %t\n%s\n%s\n%s\n%s", s.seq, s.running, s.stalled, s.fp, s.p2p, s.failed, s.root, s.settled, s.unpolled, s.linking,
+		strings.Join(w, ","), line(s.call), line(s.elseCall), strings.Join(ew, ","))
+}
+
+// line is s on one line.
+func line(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+
+// rankList parses a comma-separated list of ranks ("" is none).
+func rankList(s string) ([]int, bool) {
+	if s == "" {
+		return nil, true
+	}
+	var out []int
+	for _, x := range strings.Split(s, ",") {
+		r, err := strconv.Atoi(x)
+		if err != nil || r < 0 {
+			return nil, false
+		}
+		out = append(out, r)
+	}
+	return out, true
 }
 
 func decodeState(b []byte) (rankState, bool) {
 	var s rankState
-	parts := strings.SplitN(string(b), "\n", 3)
-	if len(parts) != 3 {
+	parts := strings.SplitN(string(b), "\n", 5)
+	if len(parts) != 5 {
 		return s, false
 	}
 	f := strings.Fields(parts[0])
@@ -72,14 +108,12 @@ func decodeState(b []byte) (rankState, bool) {
 		return s, false
 	}
 	s = rankState{seq: uint32(seq), running: run, stalled: stalled, fp: uint16(fp), p2p: p2p, failed: failed, root: root, call: parts[2], settled: uint32(settled), unpolled: unpolled, linking: linking}
-	if parts[1] != "" {
-		for _, x := range strings.Split(parts[1], ",") {
-			r, err := strconv.Atoi(x)
-			if err != nil || r < 0 {
-				return rankState{}, false
-			}
-			s.waiting = append(s.waiting, r)
-		}
+	var ok1, ok2 bool
+	s.waiting, ok1 = rankList(parts[1])
+	s.elseCall = parts[3]
+	s.elseWaiting, ok2 = rankList(parts[4])
+	if !ok1 || !ok2 {
+		return rankState{}, false
 	}
 	return s, true
 }
@@ -90,6 +124,37 @@ func (c *Comm) snapshot(call *collectives.Call) rankState {
 		fp: call.Fingerprint(), p2p: call.P2P, waiting: c.waitingOn(call), settled: c.settled(), linking: len(c.connecting) > 0}
 	c.recordSnap(st)
 	return st
+}
+
+// elsewhere returns a call that another communicator of c's family runs
+// in this process, named with its communicator, and the world ranks it
+// waits on if it is stalled ("", nil if none runs): see
+// rankState.elseCall. A stalled call comes before one that is not (with
+// several goroutines, several may run).
+func (c *Comm) elsewhere() (call string, waiting []int) {
+	for _, o := range c.held.others(c) {
+		n := o.callNo.Load()
+		if n%2 == 0 || o.tuning.Load() {
+			continue
+		}
+		what := fmt.Sprintf("collective #%d", o.seqNow.Load())
+		var on []int
+		if snap, ok := o.stalledSnap(n); ok {
+			what = snap.call
+			for _, r := range snap.waiting {
+				if r >= 0 && r < o.size {
+					on = append(on, o.worldRank(r))
+				}
+			}
+		} else if p := int(o.boardStalledOn.Load()) - 1; p >= 0 && p < o.size {
+			on = []int{o.worldRank(p)} // a board wait
+		}
+		if call == "" || len(waiting) == 0 && len(on) > 0 {
+			slices.Sort(on)
+			call, waiting = what+" of communicator "+o.id, slices.Compact(on)
+		}
+	}
+	return call, waiting
 }
 
 // settled is this rank's collectives.Executor.Settled, 0 before it has
@@ -112,6 +177,7 @@ func (c *Comm) stateNow() rankState {
 		return st
 	}
 	if !st.running {
+		st.elseCall, st.elseWaiting = c.elsewhere()
 		return st
 	}
 	if v := c.runFP.Load(); v>>20 == n {

@@ -238,7 +238,7 @@ type board struct {
 	keep []keepRing
 	// owed: this rank's last call (owedSeq, the communicator's call
 	// owedNum) completed without waiting for every rank (a rooted call,
-	// see boardWaitsFor): before it writes its header or a slot again,
+	// see markedWaitOn): before it writes its header or a slot again,
 	// and at Close, it waits until every rank has published owedSeq and
 	// checks their calls against owed. 0: nothing owed.
 	owed    boardCall
@@ -743,7 +743,7 @@ func (c *Comm) executeBoard(r *Request) error {
 		copy(b.slot(b.me, seq), contrib)
 		contrib = nil
 	}
-	only := c.boardWaitsFor(r)
+	only := c.markedWaitOn(r)
 	// Whom this rank waits for does not wait for it: poll all their
 	// lines, which then come over together. Where every rank waits for
 	// every other, each writing its lines while it polls the others',
@@ -772,7 +772,7 @@ func (c *Comm) executeBoard(r *Request) error {
 		return nil
 	case b.me:
 		// The barrier's rank 0 waits for the others first, then
-		// publishes: the others wait for it alone (boardWaitsFor).
+		// publishes: the others wait for it alone (markedWaitOn).
 		if err := c.boardWait(r, seq, k); err != nil {
 			return err
 		}
@@ -852,13 +852,13 @@ func ownFromSend(send, recv []byte) bool {
 	return !overlap(send, recv) || sameBytes(send, recv)
 }
 
-// Whom a board call waits for (boardWaitsFor), besides a rank number.
+// Whom a board call waits for (markedWaitOn), besides a rank number.
 const (
 	waitAll  = -1 // every rank
 	waitNone = -2 // nobody
 )
 
-// boardWaitsFor says whom this rank's call r waits for before it reads,
+// markedWaitOn says whom this rank's call r waits for before it reads,
 // then returns. A call in which every rank reads every rank's slot waits
 // for all. A rooted call waits only for the ranks this rank reads from,
 // as a rooted call of the executor's completes once sent (Call.Eager):
@@ -878,7 +878,7 @@ const (
 // rank's description of the call is still checked: by the ranks waited
 // for at once, by the others before this rank's next board call or at
 // Close (boardSettle). With StrictChecks every call waits for all.
-func (c *Comm) boardWaitsFor(r *Request) int {
+func (c *Comm) markedWaitOn(r *Request) int {
 	if c.opts.StrictChecks {
 		return waitAll
 	}
@@ -1283,6 +1283,7 @@ func (c *Comm) boardLeave(start *time.Time) {
 	if b := c.board; b.waitMarked && b.stateOf(b.me).Load() == boardLive {
 		b.waitMarked = false
 		b.u32(b.hdr(b.me) + bWaitOn).Store(0)
+		c.boardStalledOn.Store(0)
 	}
 }
 
@@ -1298,6 +1299,7 @@ func (c *Comm) markWait(p int) {
 	b := c.board
 	b.waitMarked = true
 	b.u32(b.hdr(b.me) + bWaitOn).Store(uint32(p) + 1)
+	c.boardStalledOn.Store(int32(p) + 1)
 }
 
 // stallBlame is the error of a board wait for rank p (the first of those
@@ -1312,6 +1314,9 @@ func (c *Comm) stallBlame(k boardCall, p int, waiting string) error {
 	if p >= 0 {
 		root, via, round := c.board.stallChain(p)
 		if root >= 0 {
+			if where := c.busyElsewhereNow(root); where != "" {
+				return c.boardBlame(k, root, fmt.Errorf("%s%s: rank %d is at the root of a stall: %s: %w", waiting, via, root, where, cause))
+			}
 			return c.boardBlame(k, root, fmt.Errorf("%s%s: rank %d is at the root of a stall (it waits for no rank: stopped, hung, or not in this call): %w",
 				waiting, via, root, cause))
 		}

@@ -54,6 +54,7 @@ func FuzzDecodeReport(f *testing.F) {
 func FuzzDecodeState(f *testing.F) {
 	f.Add(rankState{seq: 5, running: true, stalled: true, call: "broadcast(float32, 8, root=1) #5", fp: 77, waiting: []int{0, 3}}.encode())
 	f.Add(rankState{seq: 1}.encode())
+	f.Add(rankState{seq: 0, elseCall: "allreduce(float32, 1, sum) #1 of communicator world/split2/color0", elseWaiting: []int{0, 5}}.encode())
 	f.Add([]byte("1 true true 3 false\n1,,2\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, ok := decodeState(b)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -445,4 +446,55 @@ func TestConcurrentSplitsNamedInCallOrder(t *testing.T) {
 		}
 		return first
 	})
+}
+
+// TestCrossedCommunicatorsSayWhy: ranks that call blocking collectives of
+// two communicators in different orders (rank 0 the first's, then the
+// second's; rank 1 the other way round) wait on each other, as they would
+// under MPI. At the stall timeout a rank's error says so: the rank it
+// waits on is in the other communicator's call, which waits on this rank.
+// It said "rank 1 is alive but in no collective: it made 0 collectives
+// and has not called #1", as of a rank that skipped the call.
+func TestCrossedCommunicatorsSayWhy(t *testing.T) {
+	sideBySide(t)
+	for _, kind := range []string{"mem", "tcp", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			sideBySide(t)
+			opts := testOpts
+			opts.StallTimeout = 2 * time.Second
+			var mu sync.Mutex
+			var errs []error
+			runRanksOn(t, kind, 2, opts, func(c *Comm) error {
+				ctx := context.Background()
+				a, err := c.Dup(ctx)
+				if err != nil {
+					return err
+				}
+				defer a.Close()
+				b, err := c.Dup(ctx)
+				if err != nil {
+					return err
+				}
+				defer b.Close()
+				first, second := a, b
+				if c.Rank() == 1 {
+					first, second = b, a
+				}
+				x, y := []float32{1}, []float32{1}
+				e1 := Allreduce(ctx, first, x, x, Sum)
+				e2 := Allreduce(ctx, second, y, y, Sum)
+				mu.Lock()
+				errs = append(errs, e1, e2)
+				mu.Unlock()
+				return nil
+			})
+			said := false
+			for _, err := range errs {
+				said = said || err != nil && strings.Contains(err.Error(), "called collectives of different communicators in different orders")
+			}
+			if !said {
+				t.Errorf("no error says the ranks called the communicators in different orders: %v", errs)
+			}
+		})
+	}
 }

@@ -504,6 +504,9 @@ func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
 				failedPeers = append(failedPeers, w)
 				continue
 			case !a.running:
+				if a.elseCall != "" {
+					return w, c.busyElsewhere(w, a), nil
+				}
 				return w, fmt.Sprintf("rank %d is alive but in no collective: it made %d collectives and has not called #%d", w, a.seq, c.seq), nil
 			case !a.stalled:
 				return w, fmt.Sprintf("rank %d is alive and running collective #%d but has not served this rank's %s", w, a.seq, c.callName(call)), nil
@@ -550,6 +553,39 @@ func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
 		return -1, fmt.Sprintf("%s are alive and wait on one another in point-to-point calls that cannot meet (%s; calls run one at a time, in order: SendRecv exchanges)", collectives.RankList(cycle), meet), nil
 	}
 	return -1, fmt.Sprintf("%s answer and wait on one another: the links between them are stalled", collectives.RankList(cycle)), nil
+}
+
+// busyElsewhere says where rank w is, which this rank waits on and which is
+// in no call of this communicator but in a, a call of another
+// communicator of its family (rankState.elseCall): when that call waits
+// on this rank's process, the two wait on each other, each in a call of
+// a communicator the other has not called yet.
+func (c *Comm) busyElsewhere(w int, a rankState) string {
+	s := fmt.Sprintf("rank %d is alive but in no collective of this communicator (it made %d and has not called #%d): it is in %s", w, a.seq, c.seq, a.elseCall)
+	if len(a.elseWaiting) == 0 {
+		return s
+	}
+	s += ", which waits on world " + collectives.RankList(a.elseWaiting)
+	if me := c.worldRank(c.rank); slices.Contains(a.elseWaiting, me) {
+		s += fmt.Sprintf(" (this rank, world rank %d, waits in this call): the ranks called collectives of different communicators in different orders and wait on each other, a deadlock under MPI or NCCL too: call them in the same order on every rank, or from separate goroutines", me)
+	}
+	return s
+}
+
+// busyElsewhereNow asks rank w, which waits for no rank on the board,
+// where it is: busyElsewhere's words if it is in a call of another
+// communicator of its family and in none of this one, else "".
+func (c *Comm) busyElsewhereNow(w int) string {
+	kv := kvOf(c.rdv)
+	if kv == nil || w == c.rank {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), queryWait)
+	defer cancel()
+	if a, ok := c.query(ctx, kv, []int{w})[w]; ok && !a.running && !a.failed && a.elseCall != "" {
+		return c.busyElsewhere(w, a)
+	}
+	return ""
 }
 
 // failedPeer waits for the notice of a rank among peers, which this

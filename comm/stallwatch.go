@@ -45,9 +45,15 @@ type stallWatch struct {
 	poke         atomic.Pointer[poke]
 	stallElapsed atomic.Int64
 	lastProgress atomic.Int64
-	stallArmed   atomic.Bool
-	timedNo      atomic.Uint64
-	started      atomic.Uint64
+	// boardStalledOn mirrors the board's bWaitOn of this rank (the rank plus
+	// one that a board wait without progress for stallMark waits for, 0
+	// if none), for the responders of the communicators of its family
+	// (elsewhere), which must not read the board's memory: it goes with
+	// its communicator's Close.
+	boardStalledOn atomic.Int32
+	stallArmed     atomic.Bool
+	timedNo        atomic.Uint64
+	started        atomic.Uint64
 
 	callNo   atomic.Uint64
 	seqNow   atomic.Uint32
