@@ -89,7 +89,7 @@ func (p *Persistent) Wait(ctx context.Context) error {
 		p.running = false
 		return p.r.c.inSub(p.r.err)
 	case <-ctx.Done():
-		return fmt.Errorf("comm: rank %d: waiting for %s: %w", p.r.c.Rank(), p.r.kind, ctx.Err())
+		return p.r.c.inSub(fmt.Errorf("comm: rank %d: waiting for %s: %w", p.r.c.Rank(), p.r.kind, ctx.Err()))
 	}
 }
 

@@ -161,7 +161,7 @@ func (r *Request) Wait(ctx context.Context) error {
 	case <-r.done:
 		return r.c.inSub(r.err)
 	case <-ctx.Done():
-		return fmt.Errorf("comm: rank %d: waiting for %s: %w", r.c.Rank(), r.kind, ctx.Err())
+		return r.c.inSub(fmt.Errorf("comm: rank %d: waiting for %s: %w", r.c.Rank(), r.name(), ctx.Err()))
 	}
 }
 

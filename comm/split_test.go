@@ -498,3 +498,45 @@ func TestCrossedCommunicatorsSayWhy(t *testing.T) {
 		})
 	}
 }
+
+// TestSubWaitTimeoutSaysWhere: a Wait whose context ends before a
+// sub-communicator's request finishes names the rank in the
+// sub-communicator, and says where that is in the world, as the
+// sub-communicator's other errors do (it said "comm: rank 0: waiting for
+// allreduce: context deadline exceeded", rank 0 of which communicator
+// left unsaid).
+func TestSubWaitTimeoutSaysWhere(t *testing.T) {
+	runRanksOn(t, "mem", 3, testOpts, func(c *Comm) error {
+		ctx := context.Background()
+		sub, err := c.Split(ctx, c.Rank()%2, 0)
+		if err != nil {
+			return err
+		}
+		defer sub.Close()
+		if c.Rank() == 2 {
+			time.Sleep(300 * time.Millisecond) // world rank 0 waits for it
+		}
+		x := []float32{1}
+		req := AllreduceAsync(sub, x, x, Sum)
+		p, err := AllreduceInit(sub, nil, x, Sum)
+		if err != nil {
+			return err
+		}
+		if err := p.Start(); err != nil {
+			return err
+		}
+		if c.Rank() == 0 {
+			short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			defer cancel()
+			for what, err := range map[string]error{"request": req.Wait(short), "persistent": p.Wait(short)} {
+				if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "[sub-communicator world/split1/color0, whose ranks 0-1 are world ranks 0, 2]") {
+					return fmt.Errorf("%s's Wait with a context that ends first: %v, want its deadline, with where the sub-communicator's ranks are", what, err)
+				}
+			}
+		}
+		if err := req.Wait(ctx); err != nil {
+			return err
+		}
+		return p.Wait(ctx)
+	})
+}
