@@ -419,3 +419,48 @@ func TestSubCommunicatorBufferErrorsSayWhereTheyAre(t *testing.T) {
 		return nil
 	})
 }
+
+// TestReleaseWithTheWrongCallSaysWhich: Free of a live buffer that
+// Register registered, Deregister of one from Alloc, and Free on a parent
+// of a buffer from its sub-communicator's Alloc (or the other way round)
+// say what the buffer is and which call releases it. They said "not a
+// live buffer from Alloc (freed already, or a subslice)" and "not a
+// registered buffer" of buffers that were both.
+func TestReleaseWithTheWrongCallSaysWhich(t *testing.T) {
+	runRanksOn(t, "mem", 2, testOpts, func(c *Comm) error {
+		sub, err := c.Dup(context.Background())
+		if err != nil {
+			return err
+		}
+		defer sub.Close()
+		own, err := Alloc[float32](c, 8)
+		if err != nil {
+			return err
+		}
+		subs, err := Alloc[float32](sub, 8)
+		if err != nil {
+			return err
+		}
+		reg := make([]float32, 8)
+		if err := Register(c, reg); err != nil {
+			return err
+		}
+		for _, tc := range []struct {
+			what string
+			err  error
+			want string
+		}{
+			{"Free of a registered buffer", Free(c, reg), "registered with Register: release it with Deregister"},
+			{"Deregister of a buffer from Alloc", Deregister(c, own), "from Alloc: release it with Free"},
+			{"Free on the parent of the sub-communicator's", Free(c, subs), "from Alloc of communicator world/split1/color0, not this one: release it there"},
+			{"Free on the sub-communicator of the parent's", Free(sub, own), "from Alloc of communicator world, not this one"},
+			{"Deregister on the sub-communicator of the parent's", Deregister(sub, reg), "registered by Register on communicator world, not this one"},
+		} {
+			if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
+				return fmt.Errorf("%s: %v, want an error saying %q", tc.what, tc.err, tc.want)
+			}
+		}
+		// Each is still live, and released by the right call.
+		return errors.Join(Free(c, own), Free(sub, subs), Deregister(c, reg))
+	})
+}

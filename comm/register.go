@@ -182,19 +182,20 @@ func (c *Comm) deregister(mem []byte, owned bool) error {
 		}
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for i, r := range c.regs {
 		if r.start == start && r.owned == owned {
 			if q := c.inUseLocked(r.start, r.end); q != nil {
-				what := "free"
-				if !owned {
-					what = "deregister"
-				}
 				state := "queued"
 				if q == c.active {
 					state = "running"
 				}
-				return fmt.Errorf("comm: rank %d: %s %#x: %s (%s) still uses the buffer: wait for its request first", c.rank, what, start, q.kind, state)
+				kind := q.kind
+				c.mu.Unlock()
+				what := "free"
+				if !owned {
+					what = "deregister"
+				}
+				return fmt.Errorf("comm: rank %d: %s %#x: %s (%s) still uses the buffer: wait for its request first", c.rank, what, start, kind, state)
 			}
 			c.regs = append(c.regs[:i], c.regs[i+1:]...)
 			err := c.dev.Deregister(r.region)
@@ -203,13 +204,56 @@ func (c *Comm) deregister(mem []byte, owned bool) error {
 					err = ferr
 				}
 			}
+			c.mu.Unlock()
 			return err
 		}
+	}
+	c.mu.Unlock()
+	if why := c.registeredElsewhere(start, owned); why != "" {
+		what := "free"
+		if !owned {
+			what = "deregister"
+		}
+		return fmt.Errorf("comm: rank %d: %s %#x: %s", c.rank, what, start, why)
 	}
 	if owned {
 		return fmt.Errorf("comm: rank %d: free %#x: not a live buffer from Alloc (freed already, or a subslice)", c.rank, start)
 	}
 	return fmt.Errorf("comm: rank %d: deregister %#x: not a registered buffer", c.rank, start)
+}
+
+// registeredElsewhere says why a Free (owned) or Deregister of the buffer
+// at start found nothing to release on c, when the buffer is live all the
+// same: from Alloc where Deregister was called (or registered where Free
+// was), or c's family's (a communicator split from c, or c from it),
+// which the call must go to. "" if neither. It takes each communicator's
+// mu in turn, never two at once.
+func (c *Comm) registeredElsewhere(start uintptr, owned bool) string {
+	for _, o := range append([]*Comm{c}, c.held.others(c)...) {
+		o.mu.Lock()
+		found, alloc := false, false
+		for _, r := range o.regs {
+			if r.start == start {
+				found, alloc = true, r.owned
+				break
+			}
+		}
+		o.mu.Unlock()
+		switch {
+		case !found:
+		case o != c:
+			how := "registered by Register on"
+			if alloc {
+				how = "from Alloc of"
+			}
+			return fmt.Sprintf("the buffer is %s communicator %s, not this one: release it there", how, o.id)
+		case alloc:
+			return "the buffer is from Alloc: release it with Free"
+		default:
+			return "the buffer was registered with Register: release it with Deregister"
+		}
+	}
+	return ""
 }
 
 // inUseLocked returns a call, queued or running on the worker, whose
