@@ -2,6 +2,7 @@ package comm_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -35,6 +36,10 @@ func async(f func(c *Comm, opts ...CallOption) *Request) form {
 	}
 }
 
+// errInit marks the error of the persistent form's AllreduceInit: a
+// call refused there never started.
+var errInit = errors.New("init: ")
+
 // everyForm lists, per canonical collective name, its four forms (typed
 // and bytes, blocking and async; allreduce also persistent) on 2 ranks
 // with blocks of 2 float32s.
@@ -65,7 +70,7 @@ func everyForm() map[string][]form {
 			func(c *Comm, o ...CallOption) (string, bool, error) { // persistent
 				p, err := AllreduceInit(c, nil, blk(), Sum, o...)
 				if err != nil {
-					return "", false, err
+					return "", false, fmt.Errorf("%w%w", errInit, err)
 				}
 				if err := p.Start(); err != nil {
 					return "", false, err
@@ -219,8 +224,9 @@ func everyForm() map[string][]form {
 // TestEveryFormTakesOptions calls every collective in each of its forms
 // with every algorithm forced, and with an unknown one (issue 11 item
 // 14b: the v-collectives, gather, scatter and send/recv had no bytes form
-// and some no options); the asynchronous forms report the algorithm they
-// ran (item 14f).
+// and some no options), which breaks the communicator as any refused
+// argument does; the asynchronous forms report the algorithm they ran
+// (item 14f).
 func TestEveryFormTakesOptions(t *testing.T) {
 	forms := everyForm()
 	runRanks(t, 2, testOpts, func(c *Comm) error {
@@ -239,8 +245,22 @@ func TestEveryFormTakesOptions(t *testing.T) {
 						return fmt.Errorf("%s form %d forced to %s reports %q", coll, i, algo, used)
 					}
 				}
-				if _, _, err := f(c, WithAlgorithm("no-such")); err == nil || !strings.Contains(err.Error(), `"no-such"`) {
+				// An unknown one is a refused argument: it breaks the
+				// communicator (a duplicate here).
+				d, err := c.Dup(context.Background())
+				if err != nil {
+					return err
+				}
+				_, _, err = f(d, WithAlgorithm("no-such"))
+				if err == nil || !strings.Contains(err.Error(), `"no-such"`) {
+					d.Close()
 					return fmt.Errorf("%s form %d with an unknown algorithm: %v", coll, i, err)
+				}
+				initRefused := errors.Is(err, errInit) // nothing started
+				_, _, err = f(d)
+				d.Close()
+				if err == nil && !initRefused {
+					return fmt.Errorf("%s form %d after one with an unknown algorithm succeeded: want the communicator broken", coll, i)
 				}
 				if used, isAsync, err := f(c); err != nil || (isAsync && !slices.Contains(algos, used)) {
 					return fmt.Errorf("%s form %d, the selector's choice: %v, ran %q (have %v)", coll, i, err, used, algos)

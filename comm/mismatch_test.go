@@ -128,3 +128,40 @@ func TestLaterCallsReturnTheFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownAlgorithmIsARefusedArgument: a rank that asks for an
+// algorithm its collective does not have (WithAlgorithm("bogus")) refuses
+// its call as it does a bad root or length: the call fails on every rank,
+// the others' errors name that rank and the name, and the communicator
+// is broken. The call failed on that rank alone once it ran and left its
+// communicator working; the others waited for it, then took its next call
+// for a "collective mismatch: rank 0 sent data of its collective #2", and
+// over the shared-memory board its next call completed with the others'
+// data of the call it had dropped. AllreduceInit refuses it at once.
+func TestUnknownAlgorithmIsARefusedArgument(t *testing.T) {
+	sideBySide(t)
+	for _, kind := range []string{"mem", "tcp", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			runRanksOn(t, kind, 3, testOpts, func(c *Comm) error {
+				ctx := context.Background()
+				if _, err := AllreduceInit(c, nil, []float32{1}, Sum, WithAlgorithm("bogus")); err == nil || !strings.Contains(err.Error(), `no algorithm "bogus"`) {
+					return fmt.Errorf("AllreduceInit with WithAlgorithm(\"bogus\"): %v, want it refused", err)
+				}
+				x := []float32{1, 2}
+				var opts []CallOption
+				if c.Rank() == 0 {
+					opts = append(opts, WithAlgorithm("bogus"))
+				}
+				err := Allreduce(ctx, c, x, x, Sum, opts...)
+				if err == nil || !strings.Contains(err.Error(), "rank 0") || !strings.Contains(err.Error(), `no algorithm "bogus"`) {
+					return fmt.Errorf("allreduce where rank 0 asks for algorithm bogus: %v, want an error naming rank 0 and the name", err)
+				}
+				x = []float32{1, 2}
+				if err := Allreduce(ctx, c, x, x, Sum); err == nil {
+					return fmt.Errorf("the allreduce after it succeeded (%v): want the communicator broken", x)
+				}
+				return nil
+			})
+		})
+	}
+}

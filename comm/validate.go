@@ -99,6 +99,9 @@ func (c *Comm) refuse(r *Request) error {
 
 // submitOrReject submits r, or finishes it with err.
 func (c *Comm) submitOrReject(r *Request, k collKind, err error) *Request {
+	if err == nil {
+		err = c.checkAlgo(r, k)
+	}
 	if err != nil {
 		return c.reject(r, k, err)
 	}
@@ -126,6 +129,25 @@ func (c *Comm) prepAllreduce(r *Request, send, recv []byte, dt DataType, op Op) 
 	}
 	r.c = c
 	r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count = k, send, recv, dt, op, -1, elems(len(recv), dt)
+	return c.checkAlgo(r, k) // AllreduceInit checks it now
+}
+
+// checkAlgo refuses an algorithm asked for (WithAlgorithm) that the
+// collective does not have: an argument of the call like the others, so
+// that it fails the call on every rank, naming this rank and the name,
+// and breaks the communicator. (It failed this rank's call alone once it
+// ran, left the communicator working, and its peers, which waited for
+// the call, found this rank's next call in its place: "collective
+// mismatch: rank 0 sent data of its collective #2"; over the
+// shared-memory board this rank's next call completed with the peers'
+// data of this one.)
+func (c *Comm) checkAlgo(r *Request, k collKind) error {
+	if c == nil || r.algo == "" {
+		return nil
+	}
+	if _, err := collectives.LookupAlgo(k, r.algo); err != nil {
+		return c.errorf(k, r.dt, "WithAlgorithm: %v", err)
+	}
 	return nil
 }
 
