@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -325,8 +326,9 @@ func TestBadArguments(t *testing.T) {
 	}
 }
 
-// TestPersistentAllreduce starts one prepared allreduce many times and
-// checks the results and that a second Start before Wait is refused.
+// TestPersistentAllreduce starts one prepared allreduce many times, waited
+// for by Wait or by polling Test, and checks the results and that a second
+// Start before Wait is refused.
 func TestPersistentAllreduce(t *testing.T) {
 	runRanks(t, 3, testOpts, func(c *Comm) error {
 		ctx := context.Background()
@@ -348,6 +350,9 @@ func TestPersistentAllreduce(t *testing.T) {
 		if err := p.Wait(ctx); err != nil {
 			return err
 		}
+		if done, err := p.Test(); !done || err != nil {
+			return fmt.Errorf("Test after Wait: %v, %v, want true, nil", done, err)
+		}
 		for step := range 20 {
 			for i := range buf {
 				buf[i] = float32(c.Rank() + step)
@@ -355,8 +360,34 @@ func TestPersistentAllreduce(t *testing.T) {
 			if err := p.Start(); err != nil {
 				return err
 			}
-			if err := p.Wait(ctx); err != nil {
-				return err
+			if step%2 == 0 {
+				if err := p.Wait(ctx); err != nil {
+					return err
+				}
+			} else {
+				// MPI_Test's way: poll until it reports the start finished,
+				// which frees the Persistent for the next Start.
+				for {
+					done, err := p.Test()
+					if err != nil {
+						return err
+					}
+					if done {
+						break
+					}
+					runtime.Gosched()
+				}
+				if err := p.Start(); err != nil {
+					return fmt.Errorf("Start after Test reported the last one finished: %v", err)
+				}
+				if err := p.Wait(ctx); err != nil {
+					return err
+				}
+				// Two sums of the same data: the second of (3+3*step).
+				if want := float32(3 * (3 + 3*step)); buf[0] != want || buf[len(buf)-1] != want {
+					return fmt.Errorf("step %d, two starts: %v, want %v", step, buf[0], want)
+				}
+				continue
 			}
 			if want := float32(3 + 3*step); buf[0] != want || buf[len(buf)-1] != want {
 				return fmt.Errorf("step %d: %v, want %v", step, buf[0], want)

@@ -114,4 +114,7 @@ func TestNilCommAndRequest(t *testing.T) {
 	if p.Start() == nil || p.Wait(ctx) == nil {
 		t.Error("Start and Wait of a nil *Persistent returned nil")
 	}
+	if done, err := p.Test(); !done || err == nil {
+		t.Errorf("Test of a nil *Persistent: %v, %v", done, err)
+	}
 }

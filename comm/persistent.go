@@ -12,8 +12,8 @@ import (
 // MPI_Start, MPI_Wait). Starting and waiting allocate nothing, which is
 // what a training loop's per-step gradient allreduce wants.
 //
-// A Persistent is used by one goroutine at a time: Start, then Wait, then
-// Start again.
+// A Persistent is used by one goroutine at a time: Start, then Wait (or
+// Test until it reports true), then Start again.
 type Persistent struct {
 	r       Request
 	running bool
@@ -84,12 +84,38 @@ func (p *Persistent) Wait(ctx context.Context) error {
 	if !p.running {
 		return nil
 	}
+	if done, err := p.Test(); done {
+		// Finished: its result, even if ctx has ended too (a select of
+		// both picks either at random).
+		return err
+	}
 	select {
 	case <-p.r.done:
 		p.running = false
 		return p.r.c.inSub(p.r.err)
 	case <-ctx.Done():
 		return p.r.c.inSub(fmt.Errorf("comm: rank %d: waiting for %s: %w", p.r.c.Rank(), p.r.kind, ctx.Err()))
+	}
+}
+
+// Test reports whether the started collective has finished, and its error
+// if so, as MPI_Test does for a persistent request: once it reports true
+// the Persistent may be started again and its buffers are the caller's. It
+// never blocks. With nothing started (or the start already waited for or
+// tested finished) it reports true and nil.
+func (p *Persistent) Test() (bool, error) {
+	if p == nil {
+		return true, errors.New("comm: Test of a nil *Persistent")
+	}
+	if !p.running {
+		return true, nil
+	}
+	select {
+	case <-p.r.done:
+		p.running = false
+		return true, p.r.c.inSub(p.r.err)
+	default:
+		return false, nil
 	}
 }
 
