@@ -95,6 +95,32 @@ func TestFreeNamesItself(t *testing.T) {
 	})
 }
 
+// TestFreeAfterCloseSaysClose frees and deregisters buffers after Close,
+// which released them: the errors say so (ErrClosed), where they said the
+// buffer from Alloc was "freed already, or a subslice".
+func TestFreeAfterCloseSaysClose(t *testing.T) {
+	runRanks(t, 2, testOpts, func(c *Comm) error {
+		b, err := Alloc[float32](c, 1000)
+		if err != nil {
+			return err
+		}
+		plain := make([]float32, 100)
+		if err := Register(c, plain); err != nil {
+			return err
+		}
+		if err := c.Close(); err != nil {
+			return err
+		}
+		if err := Free(c, b); !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "free ") || !strings.Contains(err.Error(), "Close freed every buffer from Alloc") {
+			return fmt.Errorf("Free after Close: %v, want ErrClosed saying Close freed it", err)
+		}
+		if err := Deregister(c, plain); !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "deregister ") || !strings.Contains(err.Error(), "Close deregistered") {
+			return fmt.Errorf("Deregister after Close: %v, want ErrClosed saying Close deregistered it", err)
+		}
+		return nil
+	})
+}
+
 // TestFreeRefusesABufferInUse frees and deregisters buffers that
 // asynchronous calls still use (queued behind a running call, or running
 // while the peer is late), and those of a started Persistent: each is

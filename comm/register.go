@@ -208,7 +208,17 @@ func (c *Comm) deregister(mem []byte, owned bool) error {
 			return err
 		}
 	}
+	closed := c.closed
 	c.mu.Unlock()
+	if closed {
+		// Close freed (and deregistered) every buffer: say so, rather
+		// than that this one was never live.
+		what, did := "free", "freed every buffer from Alloc"
+		if !owned {
+			what, did = "deregister", "deregistered every registered buffer"
+		}
+		return fmt.Errorf("comm: rank %d: %s %#x: %w: Close %s", c.rank, what, start, ErrClosed, did)
+	}
 	if why := c.registeredElsewhere(start, owned); why != "" {
 		what := "free"
 		if !owned {
