@@ -386,9 +386,15 @@ func (o *Options) agreedSettings() string {
 
 // settingsDiffer compares the ranks' agreedSettings: an error naming the
 // first setting on which they differ and which ranks have which value.
-func settingsDiffer(settings []string) error {
+// effect, if not nil, maps a line to what it does in this job, so that
+// two spellings that end alike agree (see yieldEffect); the error quotes
+// the lines as the ranks sent them.
+func settingsDiffer(settings []string, effect func(line string) string) error {
 	if len(settings) == 0 {
 		return nil
+	}
+	if effect == nil {
+		effect = func(line string) string { return line }
 	}
 	for r := range settings {
 		if settings[r] == settings[0] {
@@ -396,7 +402,7 @@ func settingsDiffer(settings []string) error {
 		}
 		mine, theirs := strings.Split(settings[0], "\n"), strings.Split(settings[r], "\n")
 		for i := range min(len(mine), len(theirs)) {
-			if mine[i] == theirs[i] {
+			if mine[i] == theirs[i] || effect(mine[i]) == effect(theirs[i]) {
 				continue
 			}
 			name, _, _ := strings.Cut(mine[i], "=")
@@ -424,7 +430,30 @@ func settingsDiffer(settings []string) error {
 			}
 			return fmt.Errorf("the ranks disagree on %s (Options.%s), which every rank must set alike: %s", name, field, strings.Join(parts, ", "))
 		}
-		return fmt.Errorf("the ranks' settings differ: rank 0 has %q, rank %d %q", settings[0], r, settings[r])
+		if len(mine) != len(theirs) {
+			return fmt.Errorf("the ranks' settings differ: rank 0 has %q, rank %d %q", settings[0], r, settings[r])
+		}
 	}
 	return nil
+}
+
+// yieldEffect maps GOCCL_YIELD_WHEN_IDLE's line of agreedSettings to what
+// the ranks must agree on: whether the selector takes the host as crowded
+// (see exchangeHosts), the one part of the setting that is not each
+// rank's own (how it waits). So "1" and "auto" agree where auto yields
+// (ranks of one host that outnumber its processors), "0" and "auto" where
+// it does not; nHosts and size are the job's, cpus the host's processors
+// (the same for every rank when there is one host). Other lines are
+// returned as they are.
+func yieldEffect(nHosts, size, cpus int) func(line string) string {
+	return func(line string) string {
+		v, ok := strings.CutPrefix(line, "GOCCL_YIELD_WHEN_IDLE=")
+		if !ok {
+			return line
+		}
+		if v == "1" || (nHosts <= 1 && v != "0" && size > cpus) {
+			return "GOCCL_YIELD_WHEN_IDLE crowded"
+		}
+		return "GOCCL_YIELD_WHEN_IDLE not crowded"
+	}
 }

@@ -264,3 +264,65 @@ func TestRanksDisagreeOnASetting(t *testing.T) {
 		})
 	}
 }
+
+// TestYieldSettingAgreesByEffect: GOCCL_YIELD_WHEN_IDLE set on some ranks
+// only is refused where it changes what the selector chooses (whether the
+// host is crowded), and accepted where it ends as the others' unset
+// (auto) value: "1" beside auto on one host whose ranks outnumber its
+// processors, "0" beside auto where they do not or on several hosts. Before,
+// any difference of spelling failed Init.
+func TestYieldSettingAgreesByEffect(t *testing.T) {
+	const n = 3
+	crowded := n > OnlineCPUs()
+	for _, tc := range []struct {
+		name      string
+		hosts     bool // rank 0 on a host of its own
+		yield     string
+		wantAgree bool
+	}{
+		{"one host/1", false, "1", crowded},
+		{"one host/0", false, "0", !crowded},
+		{"two hosts/0", true, "0", true},
+		{"two hosts/1", true, "1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			g := NewLocalGroup(n)
+			network := mem.NewNetwork(mem.Options{})
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for r := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					o := Options{OwnDevice: true, StallTimeout: 20 * time.Second}
+					if tc.hosts {
+						o.HostID = "host b"
+						if r == 0 {
+							o.HostID = "host a"
+						}
+					}
+					if r == 0 {
+						o.YieldWhenIdle = tc.yield
+					}
+					c, err := NewWith(ctx, g.Member(r), Devices{Net: network.NewDevice()}, o)
+					if err == nil {
+						c.Close()
+					}
+					errs[r] = err
+				}()
+			}
+			wg.Wait()
+			want := fmt.Sprintf(`GOCCL_YIELD_WHEN_IDLE (Options.YieldWhenIdle), which every rank must set alike: rank 0 %q, ranks 1-2 "auto"`, tc.yield)
+			for r, err := range errs {
+				if tc.wantAgree && err != nil {
+					t.Errorf("rank %d: %v, want none (%q ends as auto here)", r, err, tc.yield)
+				}
+				if !tc.wantAgree && (err == nil || !strings.Contains(err.Error(), want)) {
+					t.Errorf("rank %d: %v, want an error with %s", r, err, want)
+				}
+			}
+		})
+	}
+}

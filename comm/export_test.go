@@ -176,3 +176,6 @@ func SetRootReduceMax(t interface{ Cleanup(func()) }, n int) {
 }
 
 var DescribeWorld = describeWorld
+
+// OnlineCPUs is the host's processor count as the selector counts them.
+func OnlineCPUs() int { return onlineCPUs() }

@@ -290,9 +290,6 @@ func (c *Comm) exchangeHosts(ctx context.Context) error {
 		}
 		ids[r], settings[r] = string(b[:i]), string(b[i+1:])
 	}
-	if err := settingsDiffer(settings); err != nil {
-		return err
-	}
 	c.hosts = make([]int, c.size)
 	seen := map[string]int{}
 	for r, id := range ids {
@@ -304,6 +301,9 @@ func (c *Comm) exchangeHosts(ctx context.Context) error {
 		c.hosts[r] = h
 	}
 	c.nHosts = len(seen)
+	if err := settingsDiffer(settings, yieldEffect(c.nHosts, c.size, onlineCPUs())); err != nil {
+		return err
+	}
 	// Crowded across hosts only when told (YieldWhenIdle "1", the same on
 	// every rank as the job's environment): each host knows only its own
 	// ranks and processors, and the ranks must choose alike. 2 hosts of 2
