@@ -36,9 +36,25 @@ func async(f func(c *Comm, opts ...CallOption) *Request) form {
 	}
 }
 
-// errInit marks the error of the persistent form's AllreduceInit: a
-// call refused there never started.
+// errInit marks the error of the persistent form's ...Init: a call
+// refused there never started.
 var errInit = errors.New("init: ")
+
+// persistent is the persistent form of a collective: prepared by init,
+// started once and waited for.
+func persistent(init func(c *Comm, o ...CallOption) (*Persistent, error)) form {
+	return func(c *Comm, o ...CallOption) (string, bool, error) {
+		p, err := init(c, o...)
+		if err != nil {
+			return "", false, fmt.Errorf("%w%w", errInit, err)
+		}
+		if err := p.Start(); err != nil {
+			return "", false, err
+		}
+		err = p.Wait(context.Background())
+		return p.Algorithm(), true, err
+	}
+}
 
 // everyForm lists, per canonical collective name, its four forms (typed
 // and bytes, blocking and async; allreduce also persistent) on 2 ranks
@@ -67,17 +83,7 @@ func everyForm() map[string][]form {
 			async(func(c *Comm, o ...CallOption) *Request {
 				return c.AllreduceBytesAsync(rawOf(blk()), rawOf(blk()), TypeFloat32, Sum, o...)
 			}),
-			func(c *Comm, o ...CallOption) (string, bool, error) { // persistent
-				p, err := AllreduceInit(c, nil, blk(), Sum, o...)
-				if err != nil {
-					return "", false, fmt.Errorf("%w%w", errInit, err)
-				}
-				if err := p.Start(); err != nil {
-					return "", false, err
-				}
-				err = p.Wait(context.Background())
-				return p.Algorithm(), true, err
-			},
+			persistent(func(c *Comm, o ...CallOption) (*Persistent, error) { return AllreduceInit(c, nil, blk(), Sum, o...) }),
 		},
 		"broadcast": {
 			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error { return Broadcast(ctx, c, blk(), 0, o...) }),
@@ -88,6 +94,7 @@ func everyForm() map[string][]form {
 			async(func(c *Comm, o ...CallOption) *Request {
 				return c.BroadcastBytesAsync(rawOf(blk()), TypeFloat32, 0, o...)
 			}),
+			persistent(func(c *Comm, o ...CallOption) (*Persistent, error) { return BroadcastInit(c, blk(), 0, o...) }),
 		},
 		"reduce": {
 			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error {
@@ -100,6 +107,7 @@ func everyForm() map[string][]form {
 			async(func(c *Comm, o ...CallOption) *Request {
 				return c.ReduceBytesAsync(rawOf(blk()), rawOf(blk()), TypeFloat32, Sum, 0, o...)
 			}),
+			persistent(func(c *Comm, o ...CallOption) (*Persistent, error) { return ReduceInit(c, blk(), blk(), Sum, 0, o...) }),
 		},
 		"allgather": {
 			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error { return Allgather(ctx, c, blk(), b(), o...) }),
@@ -110,6 +118,7 @@ func everyForm() map[string][]form {
 			async(func(c *Comm, o ...CallOption) *Request {
 				return c.AllgatherBytesAsync(rawOf(blk()), rawOf(b()), TypeFloat32, o...)
 			}),
+			persistent(func(c *Comm, o ...CallOption) (*Persistent, error) { return AllgatherInit(c, blk(), b(), o...) }),
 		},
 		"allgatherv": {
 			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error {
@@ -134,6 +143,9 @@ func everyForm() map[string][]form {
 			async(func(c *Comm, o ...CallOption) *Request {
 				return c.ReduceScatterBytesAsync(rawOf(b()), rawOf(blk()), TypeFloat32, Sum, o...)
 			}),
+			persistent(func(c *Comm, o ...CallOption) (*Persistent, error) {
+				return ReduceScatterInit(c, b(), blk(), Sum, o...)
+			}),
 		},
 		"alltoall": {
 			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error { return Alltoall(ctx, c, b(), b(), o...) }),
@@ -144,6 +156,7 @@ func everyForm() map[string][]form {
 			async(func(c *Comm, o ...CallOption) *Request {
 				return c.AlltoallBytesAsync(rawOf(b()), rawOf(b()), TypeFloat32, o...)
 			}),
+			persistent(func(c *Comm, o ...CallOption) (*Persistent, error) { return AlltoallInit(c, b(), b(), o...) }),
 		},
 		"alltoallv": {
 			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error {
@@ -182,6 +195,7 @@ func everyForm() map[string][]form {
 		"barrier": {
 			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error { return c.Barrier(ctx, o...) }),
 			async(func(c *Comm, o ...CallOption) *Request { return c.BarrierAsync(o...) }),
+			persistent(func(c *Comm, o ...CallOption) (*Persistent, error) { return BarrierInit(c, o...) }),
 		},
 		"send": { // rank 0 sends, rank 1 receives
 			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error {

@@ -32,17 +32,76 @@ var ErrRunning = errors.New("persistent collective still running")
 // the Persistent is used: a start once it was freed (Free refuses only
 // while a start runs; its memory may belong to a later Alloc by then) is
 // refused as a call with bad arguments is: its Wait returns the refusal,
-// and the communicator breaks on every rank.
+// and the communicator breaks on every rank. The other ...Init functions
+// prepare the other collectives alike (MPI_Bcast_init and its siblings);
+// each takes its blocking form's arguments, and every rank must start the
+// same collectives in the same order, as it would call them.
 func AllreduceInit[T Number](c *Comm, send, recv []T, op Op, opts ...CallOption) (*Persistent, error) {
-	if send == nil {
-		send = recv
+	return persist(c, "allreduce", opts, func(r *Request) *Request {
+		return c.allreduce(r, asBytes(orRecv(send, recv)), asBytes(recv), TypeOf[T](), op)
+	})
+}
+
+// BroadcastInit prepares a Broadcast of root's buf (MPI_Bcast_init).
+func BroadcastInit[T Number](c *Comm, buf []T, root int, opts ...CallOption) (*Persistent, error) {
+	return persist(c, "broadcast", opts, func(r *Request) *Request {
+		return c.broadcast(r, asBytes(buf), TypeOf[T](), root)
+	})
+}
+
+// ReduceInit prepares a Reduce of send into root's recv (MPI_Reduce_init).
+func ReduceInit[T Number](c *Comm, send, recv []T, op Op, root int, opts ...CallOption) (*Persistent, error) {
+	return persist(c, "reduce", opts, func(r *Request) *Request {
+		return c.reduce(r, asBytes(send), asBytes(recv), TypeOf[T](), op, root)
+	})
+}
+
+// AllgatherInit prepares an Allgather of send into recv
+// (MPI_Allgather_init).
+func AllgatherInit[T Number](c *Comm, send, recv []T, opts ...CallOption) (*Persistent, error) {
+	return persist(c, "allgather", opts, func(r *Request) *Request {
+		return c.allgather(r, asBytes(send), asBytes(recv), TypeOf[T]())
+	})
+}
+
+// ReduceScatterInit prepares a ReduceScatter of send into recv
+// (MPI_Reduce_scatter_block_init).
+func ReduceScatterInit[T Number](c *Comm, send, recv []T, op Op, opts ...CallOption) (*Persistent, error) {
+	return persist(c, "reduce-scatter", opts, func(r *Request) *Request {
+		return c.reduceScatter(r, asBytes(send), asBytes(recv), TypeOf[T](), op)
+	})
+}
+
+// AlltoallInit prepares an Alltoall of send into recv (MPI_Alltoall_init).
+func AlltoallInit[T Number](c *Comm, send, recv []T, opts ...CallOption) (*Persistent, error) {
+	return persist(c, "alltoall", opts, func(r *Request) *Request {
+		return c.alltoall(r, asBytes(send), asBytes(recv), TypeOf[T]())
+	})
+}
+
+// BarrierInit prepares a Barrier (MPI_Barrier_init).
+func BarrierInit(c *Comm, opts ...CallOption) (*Persistent, error) {
+	return persist(c, "barrier", opts, func(r *Request) *Request { return c.barrier(r) })
+}
+
+// persist prepares the Persistent of the call that fill makes of its
+// request: fill runs the call's checks, as its asynchronous form does,
+// but with prepOnly set submitOrReject queues nothing and leaves a
+// refusal in the request's err, returned here (nothing breaks: nothing
+// was called yet).
+func persist(c *Comm, name string, opts []CallOption, fill func(r *Request) *Request) (*Persistent, error) {
+	if c == nil {
+		return nil, errNilComm(name + " init")
 	}
 	p := &Persistent{}
 	p.r.done = make(chan struct{}, 1)
 	p.r.pooled = true // signal done with a send, never close
 	p.r.persistent = true
+	p.r.prepOnly = true
 	applyOpts(&p.r, opts)
-	if err := c.prepAllreduce(&p.r, asBytes(send), asBytes(recv), TypeOf[T](), op); err != nil {
+	fill(&p.r)
+	p.r.prepOnly = false
+	if err := p.r.err; err != nil {
 		return nil, err
 	}
 	p.held = [2]allocHold{c.holdOf(p.r.send), c.holdOf(p.r.recv)}

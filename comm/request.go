@@ -41,6 +41,9 @@ type Request struct {
 	// request is reused.
 	pooled     bool
 	persistent bool // reused by Persistent: never returned to the pool
+	// prepOnly: an ...Init's request, checked and not queued (see
+	// persist).
+	prepOnly bool
 	// inlined: a blocking call that ran on its caller's goroutine (see
 	// submit); it is done when run returns, with no signal to wait for.
 	inlined bool

@@ -77,6 +77,14 @@ func steadyAllocs(t *testing.T, c *Comm, registered bool, counts ...int) error {
 		if err != nil {
 			return err
 		}
+		persB, err := BroadcastInit(c, a, 1)
+		if err != nil {
+			return err
+		}
+		persRS, err := ReduceScatterInit(c, a2, b, Sum)
+		if err != nil {
+			return err
+		}
 		calls := []struct {
 			name string
 			f    func() error
@@ -96,6 +104,18 @@ func steadyAllocs(t *testing.T, c *Comm, registered bool, counts ...int) error {
 					return err
 				}
 				return pers.Wait(ctx)
+			}},
+			{"persistent broadcast", func() error {
+				if err := persB.Start(); err != nil {
+					return err
+				}
+				return persB.Wait(ctx)
+			}},
+			{"persistent reduce-scatter", func() error {
+				if err := persRS.Start(); err != nil {
+					return err
+				}
+				return persRS.Wait(ctx)
 			}},
 			{"send/recv", func() error {
 				if c.Rank() == 0 {

@@ -102,6 +102,10 @@ func (c *Comm) submitOrReject(r *Request, k collKind, err error) *Request {
 	if err == nil {
 		err = c.checkAlgo(r, k)
 	}
+	if r.prepOnly { // an ...Init: checked, not called (see persist)
+		r.c, r.kind, r.err = c, k, err
+		return r
+	}
 	if err != nil {
 		return c.reject(r, k, err)
 	}
@@ -127,9 +131,8 @@ func (c *Comm) prepAllreduce(r *Request, send, recv []byte, dt DataType, op Op) 
 	if overlapNotIn(send, recv, recv) {
 		return c.errorf(k, dt, "send and recv overlap (in place, send is recv)")
 	}
-	r.c = c
 	r.kind, r.send, r.recv, r.dt, r.op, r.root, r.count = k, send, recv, dt, op, -1, elems(len(recv), dt)
-	return c.checkAlgo(r, k) // AllreduceInit checks it now
+	return nil
 }
 
 // checkAlgo refuses an algorithm asked for (WithAlgorithm) that the
