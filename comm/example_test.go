@@ -31,7 +31,7 @@ func train(ctx context.Context, c *comm.Comm) error {
 		return err
 	}
 
-	p, err := comm.AllreduceInit(c, nil, bucket, comm.Sum) // persistent: Start/Wait, no allocation
+	p, err := comm.AllreduceInit(c, nil, bucket, comm.Sum) // persistent: Start, then Wait or Test; no allocation
 	if err != nil {
 		return err
 	}
