@@ -113,7 +113,7 @@ func Build(ctx context.Context, o BuildOptions) (string, error) {
 		if p == nil {
 			return "", fmt.Errorf("peers: unknown peer %q", name)
 		}
-		if d := driverNamed(p.Driver); !slices.Contains(need, d) {
+		if d := driverNamed(p.Driver); d != nil && !slices.Contains(need, d) { // floor-tcp's is goccl's own
 			need = append(need, d)
 		}
 	}

@@ -85,6 +85,10 @@ func (c *Config) Validate() error {
 		if seen[name] {
 			return fmt.Errorf("peer %s named twice", name)
 		}
+		if name == "floor-tcp" && (!slices.Contains(FloorOps, c.Op) || c.NP != 2 || c.Max > 1<<20) {
+			return fmt.Errorf("floor-tcp times %s of 2 ranks up to 1 MiB (bench/cmd/tcpfloor), not %s of %d ranks up to %d bytes",
+				strings.Join(FloorOps, " and "), c.Op, c.NP, c.Max)
+		}
 		seen[name] = true
 	}
 	return nil

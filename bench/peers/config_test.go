@@ -51,7 +51,10 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Min, c.Max = 1, 2 }, "no size in 1:2"},
 		{func(c *Config) { c.Iters = 0 }, "at least 1 iteration"},
 		{func(c *Config) { c.Rounds = 0 }, "1 round"},
-		{func(c *Config) { c.Peers = []string{"nccl"} }, `unknown peer "nccl" (have mpi-tcp, mpi-shm, gloo-tcp)`},
+		{func(c *Config) { c.Peers = []string{"nccl"} }, `unknown peer "nccl" (have mpi-tcp, mpi-shm, gloo-tcp, floor-tcp)`},
+		{func(c *Config) { c.Peers = []string{"mpi-tcp", "floor-tcp"} }, "floor-tcp times latency and bcast of 2 ranks up to 1 MiB"},
+		{func(c *Config) { c.Op, c.NP, c.Peers = "bcast", 4, []string{"floor-tcp"} }, "not bcast of 4 ranks"},
+		{func(c *Config) { c.Op, c.Max, c.Peers = "bcast", 2<<20, []string{"floor-tcp"} }, "up to 2097152 bytes"},
 		{func(c *Config) { c.Peers = []string{"mpi-tcp", "mpi-tcp"} }, "named twice"},
 		{func(c *Config) { c.GlooAlgo = "bcube" }, `unknown Gloo allreduce "bcube"`},
 		{func(c *Config) { c.Method = "nccl" }, `unknown timing method "nccl" (have osu, b2b)`},
@@ -122,9 +125,22 @@ func TestPeerProcs(t *testing.T) {
 			}
 		}
 	}
-	// Back to back: the drivers' last argument.
+	// floor-tcp: the repository's bin/tcpfloor, in OSU-style rows.
+	c.Op, c.NP = "bcast", 2
+	floor := PeerNamed("floor-tcp").procs("/d", &c, "/s")
+	if want := "bin/tcpfloor bcast -m 8:1024 -i 10 -x 2 -osu-rows"; len(floor) != 1 || strings.Join(floor[0].argv, " ") != want {
+		t.Errorf("floor-tcp: %+v\nwant %s", floor, want)
+	}
 	c.Method = MethodB2B
+	if floor := PeerNamed("floor-tcp").procs("/d", &c, "/s"); len(floor) != 1 || !strings.HasSuffix(strings.Join(floor[0].argv, " "), " -osu-rows -b2b") {
+		t.Errorf("floor-tcp back to back: %+v", floor)
+	}
+	// Back to back: the drivers' last argument.
+	c.Op, c.NP = "allreduce", 3
 	for _, name := range PeerNames() {
+		if name == "floor-tcp" {
+			continue
+		}
 		for _, p := range PeerNamed(name).procs("/d", &c, "/s") {
 			if !strings.HasSuffix(strings.Join(p.argv, " "), "allreduce 8 1024 10 2 b2b") {
 				t.Errorf("%s back to back: argv %q", name, p.argv)

@@ -37,7 +37,15 @@
 //     send buffer at each bound send and never at unbound ones, so after
 //     the legacy barrier's tiny messages the unbound ones waited for
 //     delayed acknowledgements from 64 KiB on (tens of milliseconds a
-//     message; TestGlooLatencyLargeAfterSmall).
+//     message; TestGlooLatencyLargeAfterSmall);
+//   - floor-tcp: no library but the floor under every TCP column:
+//     bench/cmd/tcpfloor (bin/tcpfloor, built with gorun and osu), two
+//     bare Go processes doing the loop of latency or bcast (2 ranks, up to
+//     1 MiB) over loopback TCP with non-blocking sockets, a spinning
+//     read(2) and one write(2) per message, timed the same way (-osu-rows,
+//     and -b2b back to back). A goccl row above it is goccl's own work on
+//     the call's path; a peer's row below it is a different way of timing
+//     or of using the kernel.
 //
 // Every program runs in each of several rounds, alternating (the order
 // rotates from round to round, so none always runs first or right after

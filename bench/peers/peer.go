@@ -19,7 +19,18 @@ var Peers = []*Peer{
 	{Name: "mpi-tcp", Label: "Open MPI TCP", Driver: "mpi_bench"},
 	{Name: "mpi-shm", Label: "Open MPI shm", Driver: "mpi_bench"},
 	{Name: "gloo-tcp", Label: "Gloo TCP", Driver: "gloo_bench"},
+	// Not a library: bench/cmd/tcpfloor, two bare Go processes doing the
+	// operation's loop over loopback TCP with nothing else (latency and
+	// bcast, 2 ranks), the floor under every TCP column. Built from the
+	// repository into bin/ with gorun and osu, not by Build.
+	{Name: "floor-tcp", Label: "bare TCP floor", Driver: FloorDriver},
 }
+
+// FloorDriver is floor-tcp's program, bin/tcpfloor of the repository.
+const FloorDriver = "tcpfloor"
+
+// FloorOps are the operations floor-tcp times (2 ranks, up to 1 MiB).
+var FloorOps = []string{"latency", "bcast"}
 
 // PeerNamed returns the peer called name, or nil.
 func PeerNamed(name string) *Peer {
@@ -61,6 +72,13 @@ func (p *Peer) procs(bin string, c *Config, store string) []proc {
 	}
 	driver := filepath.Join(bin, p.Driver)
 	switch p.Name {
+	case "floor-tcp":
+		argv := []string{filepath.Join("bin", FloorDriver), c.Op, "-m", fmt.Sprintf("%d:%d", c.Min, c.Max),
+			"-i", strconv.Itoa(c.Iters), "-x", strconv.Itoa(c.Warmup), "-osu-rows"}
+		if c.BackToBack() {
+			argv = append(argv, "-b2b")
+		}
+		return []proc{{argv: argv}}
 	case "mpi-tcp", "mpi-shm":
 		argv := []string{"mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
 			"-x", "MALLOC_MMAP_MAX_", "-x", "MALLOC_TRIM_THRESHOLD_", "-np", strconv.Itoa(c.NP), "--mca", "pml", "ob1"}

@@ -22,13 +22,13 @@
 //	-i N             timed calls per size (100)
 //	-x N             untimed warm-up calls per size (default: a tenth of -i, plus one)
 //	-rounds N        times each program runs, alternating (3)
-//	-peers LIST      mpi-tcp, mpi-shm, gloo-tcp, comma-separated (mpi-tcp,gloo-tcp)
+//	-peers LIST      mpi-tcp, mpi-shm, gloo-tcp, floor-tcp, comma-separated (mpi-tcp,gloo-tcp)
 //	-transport T     goccl's transport in the default command (osu --transport; default: the peers' own when
 //	                 they share one, tcp for mpi-tcp,gloo-tcp and shm for mpi-shm; otherwise goccl's choice)
 //	-gloo-allreduce A  Gloo's allreduce: torch (default: gloo::allreduce, as torch.distributed calls it), ring_chunked, ring, halving_doubling
 //	-bin DIR         where the peers' drivers are built (default: a directory in the user's cache)
 //	-no-install      fail instead of installing missing Debian packages
-//	-no-build        use bin/gorun and bin/osu as they are (default: go build them first)
+//	-no-build        use bin/gorun, bin/osu and bin/tcpfloor as they are (default: go build them first)
 //	-markdown        also print the table as markdown, for the README
 //	-timeout D       bound on one run of one program (15m)
 //	-q               no progress lines (by default a line per run on standard error)
@@ -39,8 +39,8 @@
 //	bin/gorun -n NP bin/osu OP -m MIN:MAX -i N -x N -T float32
 //
 // (no -T for latency), which the harness builds from the current module
-// first (go build -o bin/ ./cmd/gorun ./bench/cmd/osu) so that it measures
-// the code checked out. A command after "--" replaces it; it must print
+// first (go build -o bin/ ./cmd/gorun ./bench/cmd/osu ./bench/cmd/tcpfloor)
+// so that it measures the code checked out. A command after "--" replaces it; it must print
 // OSU-style rows whose first two fields are the size in bytes and the
 // average time in microseconds (gorun's "[r] " tags are stripped).
 //
@@ -49,7 +49,12 @@
 // with apt-get when they are missing (as root, or with sudo). They time as
 // osu does: each call alone, a barrier after it, the average over ranks of
 // each rank's mean; see the bench/peers package documentation for the
-// methodology and the settings of each peer.
+// methodology and the settings of each peer. floor-tcp is no library: two
+// bare Go processes doing the loop of latency or bcast (2 ranks, up to 1
+// MiB) over loopback TCP and nothing else (bin/tcpfloor, timed the same
+// way), the floor under every TCP column:
+//
+//	bin/peers -transport tcp -peers mpi-tcp,floor-tcp -m 8:64K bcast
 //
 // The host's state: on a shared VM the cache-line round trip between the
 // ranks' CPUs changes every few seconds as the host moves the virtual CPUs
@@ -79,6 +84,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -142,13 +148,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	command := o.command
-	if command == nil {
-		if !o.noBuild {
-			if err := buildGoccl(ctx, stderr); err != nil {
-				fmt.Fprintf(stderr, "peers: %v\n", err)
-				return 1
-			}
+	if (command == nil || slices.Contains(o.cfg.Peers, "floor-tcp")) && !o.noBuild {
+		if err := buildGoccl(ctx, stderr); err != nil {
+			fmt.Fprintf(stderr, "peers: %v\n", err)
+			return 1
 		}
+	}
+	if command == nil {
 		command = peers.GocclCommand(&o.cfg, filepath.Join("bin", "gorun"), filepath.Join("bin", "osu"))
 	}
 	fmt.Fprintf(log, "peers: goccl: %s\n", strings.Join(command, " "))
@@ -220,17 +226,18 @@ func title(c *peers.Config, transport string) string {
 	return s
 }
 
-// buildGoccl builds bin/gorun and bin/osu from the module in the current
-// directory, which must be goccl's.
+// buildGoccl builds bin/gorun, bin/osu and bin/tcpfloor (floor-tcp's
+// program) from the module in the current directory, which must be
+// goccl's.
 func buildGoccl(ctx context.Context, stderr io.Writer) error {
 	mod, err := os.ReadFile("go.mod")
 	if err != nil || !strings.Contains(string(mod), "module github.com/goccl/goccl\n") {
 		return errors.New("the default goccl command needs goccl's repository root as the current directory (or -no-build with bin/gorun and bin/osu, or a command after --)")
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", "bin"+string(os.PathSeparator), "./cmd/gorun", "./bench/cmd/osu")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", "bin"+string(os.PathSeparator), "./cmd/gorun", "./bench/cmd/osu", "./bench/cmd/tcpfloor")
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build -o bin/ ./cmd/gorun ./bench/cmd/osu: %w", err)
+		return fmt.Errorf("go build -o bin/ ./cmd/gorun ./bench/cmd/osu ./bench/cmd/tcpfloor: %w", err)
 	}
 	return nil
 }
@@ -267,7 +274,7 @@ func newFlagSet(o *options, sizes *string) *flag.FlagSet {
 	fs.DurationVar(&c.RunTimeout, "timeout", 15*time.Minute, "bound on one run of one program")
 	fs.StringVar(&o.bin, "bin", "", "where the peers' drivers are built (default: a directory in the user's cache)")
 	fs.BoolVar(&o.noInstall, "no-install", false, "fail instead of installing missing Debian packages")
-	fs.BoolVar(&o.noBuild, "no-build", false, "use bin/gorun and bin/osu as they are")
+	fs.BoolVar(&o.noBuild, "no-build", false, "use bin/gorun, bin/osu and bin/tcpfloor as they are")
 	fs.BoolVar(&o.markdown, "markdown", false, "also print the table as markdown")
 	fs.BoolVar(&o.quiet, "q", false, "no progress lines (by default a line per run on standard error)")
 	fs.Bool("v", true, "a line per run on standard error (the default; older command lines give it)")

@@ -23,6 +23,14 @@
 // broadcast, the barrier, each ping), so that the floor can be compared
 // with a library that spends D per call.
 //
+// -b2b times bcast back to back, as nccl-tests and bench/osu's
+// --back-to-back do: the untimed calls, a barrier, then the timed calls
+// with no barrier between them (the root writes each payload as soon as
+// the last one is written; the receiver reads them); a rank's time is its
+// span over the timed calls divided by them. -osu-rows prints only the
+// rows "bytes avg_us" (bcast: the mean over both ranks; latency: half the
+// round trip), the format bench/cmd/peers reads: its floor-tcp column.
+//
 // The second process is this program again (TCPFLOOR_ROLE=recv in its
 // environment). Wrong usage exits 2; a failed run exits 1.
 package main
@@ -61,10 +69,12 @@ type config struct {
 	min, max    int
 	iters, warm int
 	work        time.Duration
+	b2b         bool // bcast back to back (see the package doc)
+	osuRows     bool // print only "bytes avg_us" rows
 }
 
 func usage(prog string) string {
-	return fmt.Sprintf("usage: %s bcast|latency [-m [MIN:]MAX] [-i ITERS] [-x WARMUP] [-work DURATION]\n", prog)
+	return fmt.Sprintf("usage: %s bcast|latency [-m [MIN:]MAX] [-i ITERS] [-x WARMUP] [-work DURATION] [-b2b] [-osu-rows]\n", prog)
 }
 
 // run is the program: args[0] is the name it was invoked under.
@@ -81,12 +91,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.iters, "i", 10000, "timed iterations per size")
 	fs.IntVar(&cfg.warm, "x", 1000, "untimed iterations per size before them")
 	fs.DurationVar(&cfg.work, "work", 0, "spin this long at the start of each call")
+	fs.BoolVar(&cfg.b2b, "b2b", false, "bcast: time the calls back to back, no barrier between them")
+	fs.BoolVar(&cfg.osuRows, "osu-rows", false, "print only rows of bytes and OSU's figure")
 	if err := fs.Parse(args[2:]); err != nil || fs.NArg() != 0 {
 		fmt.Fprintf(stderr, "%s: bad arguments (%v)\n%s", prog, argErr(err, fs.Args()), usage(prog))
 		return 2
 	}
 	var err error
-	if cfg.min, cfg.max, err = parseSizes(*sizes); err != nil || cfg.iters < 1 || cfg.warm < 0 || cfg.work < 0 {
+	if cfg.b2b && cfg.op != "bcast" {
+		err = errors.New("-b2b times bcast only (latency is the same ping-pong either way)")
+	} else {
+		cfg.min, cfg.max, err = parseSizes(*sizes)
+	}
+	if err != nil || cfg.iters < 1 || cfg.warm < 0 || cfg.work < 0 {
 		fmt.Fprintf(stderr, "%s: bad arguments (%v)\n%s", prog, argErr(err, nil), usage(prog))
 		return 2
 	}
@@ -165,9 +182,15 @@ func root(cfg *config, args []string, stdout io.Writer) error {
 	}
 	defer unix.Close(fd)
 	lines := bufio.NewScanner(out)
-	fmt.Fprintf(stdout, "# tcpfloor %s: 2 processes over loopback TCP, %d iterations (%d untimed first), work %v per call\n",
-		cfg.op, cfg.iters, cfg.warm, cfg.work)
-	if cfg.op == "bcast" {
+	timing := "OSU's method: each call alone, a barrier after it"
+	if cfg.b2b {
+		timing = "back to back: the calls timed together, no barrier between them"
+	}
+	fmt.Fprintf(stdout, "# tcpfloor %s: 2 processes over loopback TCP, %d iterations (%d untimed first), work %v per call; %s\n",
+		cfg.op, cfg.iters, cfg.warm, cfg.work, timing)
+	if cfg.osuRows {
+		fmt.Fprintf(stdout, "# %-10s %12s\n", "bytes", "avg_us")
+	} else if cfg.op == "bcast" {
 		fmt.Fprintf(stdout, "# %-10s %12s %12s %12s %12s\n", "bytes", "root_us", "recv_us", "avg_us", "acks/iter")
 	} else {
 		fmt.Fprintf(stdout, "# %-10s %12s %12s\n", "bytes", "latency_us", "acks/iter")
@@ -186,9 +209,14 @@ func root(cfg *config, args []string, stdout io.Writer) error {
 		if _, err := fmt.Sscan(lines.Text(), &rsize, &rus, &acks); err != nil || rsize != size {
 			return fmt.Errorf("%d bytes: receiver's result %q", size, lines.Text())
 		}
-		if cfg.op == "bcast" {
+		switch {
+		case cfg.osuRows && cfg.op == "bcast":
+			fmt.Fprintf(stdout, "%-12d %12.2f\n", size, (us+rus)/2)
+		case cfg.osuRows:
+			fmt.Fprintf(stdout, "%-12d %12.2f\n", size, us)
+		case cfg.op == "bcast":
 			fmt.Fprintf(stdout, "%-12d %12.2f %12.2f %12.2f %12.2f\n", size, us, rus, (us+rus)/2, acks)
-		} else {
+		default:
 			fmt.Fprintf(stdout, "%-12d %12.2f %12.2f\n", size, us, acks)
 		}
 	}
@@ -320,6 +348,24 @@ func (s *sock) rootSize(cfg *config, size int) (float64, error) {
 	if err := s.barrier(0); err != nil {
 		return 0, err
 	}
+	if cfg.b2b {
+		for range cfg.warm {
+			if err := s.send(s.payload[:size]); err != nil {
+				return 0, err
+			}
+		}
+		if err := s.barrier(0); err != nil {
+			return 0, err
+		}
+		t := time.Now()
+		for range cfg.iters {
+			spin(cfg.work)
+			if err := s.send(s.payload[:size]); err != nil {
+				return 0, err
+			}
+		}
+		return float64(time.Since(t).Nanoseconds()) / float64(cfg.iters) / 1e3, nil
+	}
 	for i := range cfg.warm + cfg.iters {
 		switch cfg.op {
 		case "bcast":
@@ -368,6 +414,34 @@ func (s *sock) recvSize(cfg *config, size int) (float64, float64, error) {
 		return 0, 0, err
 	}
 	var segs, data uint32
+	if cfg.b2b {
+		for range cfg.warm {
+			if err := s.recv(size); err != nil {
+				return 0, 0, err
+			}
+		}
+		if err := s.barrier(0); err != nil {
+			return 0, 0, err
+		}
+		info, err := unix.GetsockoptTCPInfo(s.fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			return 0, 0, err
+		}
+		t := time.Now()
+		for range cfg.iters {
+			spin(cfg.work)
+			if err := s.recv(size); err != nil {
+				return 0, 0, err
+			}
+		}
+		d := time.Since(t)
+		after, err := unix.GetsockoptTCPInfo(s.fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			return 0, 0, err
+		}
+		acks := float64((after.Segs_out-info.Segs_out)-(after.Data_segs_out-info.Data_segs_out)) / float64(cfg.iters)
+		return float64(d.Nanoseconds()) / float64(cfg.iters) / 1e3, acks, nil
+	}
 	for i := range cfg.warm + cfg.iters {
 		if i == cfg.warm {
 			info, err := unix.GetsockoptTCPInfo(s.fd, unix.IPPROTO_TCP, unix.TCP_INFO)

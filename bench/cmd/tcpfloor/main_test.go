@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,6 +85,46 @@ func TestTable(t *testing.T) {
 	}
 }
 
+// TestBackToBackAndOSURows: -b2b times bcast back to back (the header
+// says so) and -osu-rows prints only "bytes avg_us" rows, which
+// bench/peers reads as its floor-tcp column.
+func TestBackToBackAndOSURows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a second process and spins two cores; skipped with -short")
+	}
+	for _, args := range [][]string{
+		{"tcpfloor", "bcast", "-m", "8:16", "-i", "300", "-x", "20", "-b2b", "-osu-rows"},
+		{"tcpfloor", "bcast", "-m", "8:16", "-i", "300", "-x", "20", "-osu-rows"},
+		{"tcpfloor", "latency", "-m", "8:16", "-i", "300", "-x", "20", "-osu-rows"},
+	} {
+		var out, errb bytes.Buffer
+		if rc := run(args, &out, &errb); rc != 0 {
+			t.Fatalf("%q: exit %d: %s", args, rc, errb.String())
+		}
+		b2b := slices.Contains(args, "-b2b")
+		if strings.Contains(out.String(), "back to back") != b2b {
+			t.Errorf("%q: the header does not say how it timed:\n%s", args, out.String())
+		}
+		rows := 0
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			if strings.HasPrefix(line, "#") {
+				continue
+			}
+			f := strings.Fields(line)
+			if len(f) != 2 {
+				t.Fatalf("%q: row %q, want bytes and avg_us", args, line)
+			}
+			if us, err := strconv.ParseFloat(f[1], 64); err != nil || us <= 0 {
+				t.Fatalf("%q: row %q: a time that is not positive", args, line)
+			}
+			rows++
+		}
+		if rows != 2 {
+			t.Fatalf("%q: %d rows, want 8 and 16 bytes:\n%s", args, rows, out.String())
+		}
+	}
+}
+
 // TestUsage: wrong usage exits 2 and names the problem.
 func TestUsage(t *testing.T) {
 	for _, args := range [][]string{
@@ -94,6 +135,7 @@ func TestUsage(t *testing.T) {
 		{"tcpfloor", "bcast", "-i", "0"},
 		{"tcpfloor", "bcast", "-work", "-1us"},
 		{"tcpfloor", "bcast", "extra"},
+		{"tcpfloor", "latency", "-b2b"},
 	} {
 		var out, errb bytes.Buffer
 		if rc := run(args, &out, &errb); rc != 2 || !strings.Contains(errb.String(), "usage: tcpfloor") {
