@@ -1,6 +1,7 @@
 package collectives
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/goccl/goccl/collectives/internal/kernels"
@@ -20,7 +21,8 @@ import (
 //   - float16 and bfloat16 reduce pairwise in float32, rounding each result
 //     to nearest even (subnormals kept); every NaN result is quiet.
 //
-// Integers wrap around on overflow, as Go's arithmetic does.
+// Integers wrap around on overflow, as Go's arithmetic does. The bitwise
+// operations (integers only) act on the bits, whatever the type's width.
 
 // Reduce computes dst[i] = dst[i] op src[i] for the elements of type dt in
 // dst and src, which must have the same length. Avg reduces as Sum; the
@@ -41,6 +43,13 @@ func ReduceTo(dt DataType, op ReduceOp, out, a, b []byte) error {
 	}
 	if !op.Valid() {
 		return fmt.Errorf("reduce: unsupported operation %s", op)
+	}
+	if op.Bitwise() {
+		if !dt.Integer() {
+			return fmt.Errorf("reduce %s %s: a bitwise operation needs an integer type", dt, op)
+		}
+		bitwise(op, out, a, b)
+		return nil
 	}
 	kop := kernels.Op(op)
 	if op == Avg {
@@ -66,4 +75,36 @@ func Finish(dt DataType, op ReduceOp, buf []byte, n int) error {
 	}
 	kernels.Div(kernels.Type(dt), buf, n)
 	return nil
+}
+
+// bitwise computes out = a op b for a bitwise op, bytes at a time: the
+// result of an and, or or exclusive or does not depend on the element
+// width, so it runs on 8-byte words (each loaded and stored whole, out
+// may be a or b), then on the last bytes.
+func bitwise(op ReduceOp, out, a, b []byte) {
+	n := len(out) &^ 7
+	le := binary.LittleEndian
+	switch op {
+	case BAnd:
+		for i := 0; i < n; i += 8 {
+			le.PutUint64(out[i:], le.Uint64(a[i:])&le.Uint64(b[i:]))
+		}
+		for i := n; i < len(out); i++ {
+			out[i] = a[i] & b[i]
+		}
+	case BOr:
+		for i := 0; i < n; i += 8 {
+			le.PutUint64(out[i:], le.Uint64(a[i:])|le.Uint64(b[i:]))
+		}
+		for i := n; i < len(out); i++ {
+			out[i] = a[i] | b[i]
+		}
+	case BXor:
+		for i := 0; i < n; i += 8 {
+			le.PutUint64(out[i:], le.Uint64(a[i:])^le.Uint64(b[i:]))
+		}
+		for i := n; i < len(out); i++ {
+			out[i] = a[i] ^ b[i]
+		}
+	}
 }

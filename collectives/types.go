@@ -39,6 +39,16 @@ func (d DataType) Size() int {
 // Valid reports whether d is a known data type.
 func (d DataType) Valid() bool { return d.Size() != 0 }
 
+// Integer reports whether d is an integer type (the bitwise operations'
+// types).
+func (d DataType) Integer() bool {
+	switch d {
+	case Int32, Int64, Uint8, Int8, Uint32, Uint64:
+		return true
+	}
+	return false
+}
+
 // Half reports whether d is a 2-byte floating-point type that reduces in
 // float32.
 func (d DataType) Half() bool { return d == Float16 || d == BFloat16 }
@@ -80,10 +90,20 @@ const (
 	// Avg sums, then divides by the number of ranks once at the end. For
 	// integer types the division truncates toward zero (as Go's / does).
 	Avg
+	// BAnd, BOr and BXor are the bitwise and, or and exclusive or of
+	// integer types (MPI_BAND, MPI_BOR, MPI_BXOR; Gloo's and
+	// torch.distributed's BAND, BOR, BXOR).
+	BAnd
+	BOr
+	BXor
 )
 
 // Valid reports whether o is a known operation.
-func (o ReduceOp) Valid() bool { return o >= Sum && o <= Avg }
+func (o ReduceOp) Valid() bool { return o >= Sum && o <= BXor }
+
+// Bitwise reports whether o is one of the bitwise operations, which apply
+// to integer types only.
+func (o ReduceOp) Bitwise() bool { return o >= BAnd && o <= BXor }
 
 func (o ReduceOp) String() string {
 	switch o {
@@ -97,6 +117,12 @@ func (o ReduceOp) String() string {
 		return "max"
 	case Avg:
 		return "avg"
+	case BAnd:
+		return "band"
+	case BOr:
+		return "bor"
+	case BXor:
+		return "bxor"
 	}
 	return fmt.Sprintf("reduceop(%d)", uint8(o))
 }

@@ -44,7 +44,7 @@ func (c *Comm) quickBroadcast(ctx context.Context, buf []byte, dt DataType, root
 // quickAllreduce is Allreduce's quick way (see above).
 func (c *Comm) quickAllreduce(ctx context.Context, send, recv []byte, dt DataType, op Op) (bool, error) {
 	if c == nil || !c.quick || len(recv) > boardSlot || len(send) != len(recv) || !dt.Valid() || dt.Half() ||
-		!op.Valid() || len(recv)&(dt.Size()-1) != 0 || overlapNotIn(send, recv, recv) {
+		!opApplies(op, dt) || len(recv)&(dt.Size()-1) != 0 || overlapNotIn(send, recv, recv) {
 		return false, nil
 	}
 	return c.runQuick(ctx, collAllreduce, send, recv, dt, op, -1, elems(len(recv), dt))
@@ -71,7 +71,7 @@ func (c *Comm) quickAlltoall(ctx context.Context, send, recv []byte, dt DataType
 // quickReduce is Reduce's quick way (see above).
 func (c *Comm) quickReduce(ctx context.Context, send, recv []byte, dt DataType, op Op, root int) (bool, error) {
 	if c == nil || !c.quick || len(send) > boardSlot || uint(root) >= uint(c.size) || !dt.Valid() || dt.Half() ||
-		!op.Valid() || (len(send)|len(recv))&(dt.Size()-1) != 0 ||
+		!opApplies(op, dt) || (len(send)|len(recv))&(dt.Size()-1) != 0 ||
 		(c.rank == root && (len(recv) != len(send) || overlapNotIn(send, recv, recv))) {
 		return false, nil
 	}
@@ -81,7 +81,7 @@ func (c *Comm) quickReduce(ctx context.Context, send, recv []byte, dt DataType, 
 // quickReduceScatter is ReduceScatter's quick way (see above).
 func (c *Comm) quickReduceScatter(ctx context.Context, send, recv []byte, dt DataType, op Op) (bool, error) {
 	if c == nil || !c.quick || len(send) > boardSlot || len(send) != c.size*len(recv) || !dt.Valid() || dt.Half() ||
-		!op.Valid() || len(recv)&(dt.Size()-1) != 0 || overlapNotIn(recv, send, block(send, c.rank, len(recv))) {
+		!opApplies(op, dt) || len(recv)&(dt.Size()-1) != 0 || overlapNotIn(recv, send, block(send, c.rank, len(recv))) {
 		return false, nil
 	}
 	return c.runQuick(ctx, collReduceScatter, send, recv, dt, op, -1, elems(len(recv), dt))

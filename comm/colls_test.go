@@ -3,6 +3,7 @@ package comm_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	. "github.com/goccl/goccl/comm"
@@ -97,4 +98,43 @@ func tableRanks(kind string, r rankTable) []int {
 		return r.tcpRace
 	}
 	return r.tcp
+}
+
+// TestBitwiseOps runs the reducing collectives with the bitwise operations
+// (BAnd, BOr, BXor) on every integer type, every algorithm, over each
+// transport, against the reference computed on the integers' bits; with a
+// floating-point type the call is refused on every rank, naming the
+// operation.
+func TestBitwiseOps(t *testing.T) {
+	for _, kind := range []string{"mem", "tcp", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			runRanksOn(t, kind, 3, testOpts, func(c *Comm) error {
+				ctx := context.Background()
+				for _, count := range []int{1, 13} {
+					for _, check := range []func() error{
+						func() error { return commtest.CheckAll[int8](ctx, c, count, commtest.BitwiseOps) },
+						func() error { return commtest.CheckAll[uint8](ctx, c, count, commtest.BitwiseOps) },
+						func() error { return commtest.CheckAll[int32](ctx, c, count, commtest.BitwiseOps) },
+						func() error { return commtest.CheckAll[uint32](ctx, c, count, commtest.BitwiseOps) },
+						func() error { return commtest.CheckAll[int64](ctx, c, count, commtest.BitwiseOps) },
+						func() error { return commtest.CheckAllRegistered[uint64](ctx, c, count, commtest.BitwiseOps) },
+					} {
+						if err := check(); err != nil {
+							return err
+						}
+					}
+				}
+				d, err := c.Dup(ctx)
+				if err != nil {
+					return err
+				}
+				defer d.Close()
+				buf := make([]float32, 4)
+				if err := Allreduce(ctx, d, buf, buf, BXor); err == nil || !strings.Contains(err.Error(), "bxor is a bitwise operation, for integer types only") {
+					return fmt.Errorf("allreduce of float32 with BXor: %v, want a refusal naming the operation", err)
+				}
+				return nil
+			})
+		})
+	}
 }

@@ -65,13 +65,18 @@ const (
 // 0..MaxTag match exactly; others are refused.
 const MaxTag = collectives.MaxTag
 
-// Reduction operations. Avg of integers truncates toward zero.
+// Reduction operations. Avg of integers truncates toward zero. BAnd, BOr
+// and BXor are the bitwise and, or and exclusive or of integer types
+// (MPI_BAND, MPI_BOR, MPI_BXOR); with another type the call is refused.
 const (
 	Sum  = collectives.Sum
 	Prod = collectives.Prod
 	Min  = collectives.Min
 	Max  = collectives.Max
 	Avg  = collectives.Avg
+	BAnd = collectives.BAnd
+	BOr  = collectives.BOr
+	BXor = collectives.BXor
 )
 
 // TypeOf returns the DataType of T.

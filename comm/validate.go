@@ -32,9 +32,17 @@ func (c *Comm) checkType(k collKind, dt DataType, bufs ...[]byte) error {
 	return nil
 }
 
+// opApplies reports whether op is a known operation that applies to dt
+// (the bitwise ones to integer types only): the quick ways' condition,
+// which leave any other call to checkOp's refusal.
+func opApplies(op Op, dt DataType) bool { return op.Valid() && (!op.Bitwise() || dt.Integer()) }
+
 func (c *Comm) checkOp(k collKind, dt DataType, op Op) error {
 	if !op.Valid() {
 		return c.errorf(k, dt, "unsupported reduction %s", op)
+	}
+	if op.Bitwise() && !dt.Integer() {
+		return c.errorf(k, dt, "%s is a bitwise operation, for integer types only", op)
 	}
 	return nil
 }

@@ -26,6 +26,11 @@ func value(op Op, r, i int) float64 {
 	if op == Prod {
 		return []float64{1, -1, 1, 1, -1}[(r+2*i)%5]
 	}
+	if op.Bitwise() {
+		// Bit patterns that differ by rank and element, within int8
+		// (negative ones set the high bits of every width).
+		return float64((r*37+(i%period)*11)%97 - 48)
+	}
 	return float64((r*7+i*3)%9 - 4)
 }
 
@@ -104,6 +109,22 @@ func want[T Number](op Op, n, i int) T {
 		}
 	}
 	switch op {
+	case BAnd, BOr, BXor:
+		// On the integers' bits, in int64: the two's complement of a
+		// negative value, cut to T's width by the conversion.
+		acc := int64(T(vals[0]))
+		for _, v := range vals[1:] {
+			x := int64(T(v))
+			switch op {
+			case BAnd:
+				acc &= x
+			case BOr:
+				acc |= x
+			default:
+				acc ^= x
+			}
+		}
+		return T(acc)
 	case Sum:
 		return of[T](floats.Sum(vals))
 	case Prod:
@@ -281,5 +302,8 @@ func total(xs []int) int {
 	return t
 }
 
-// AllOps is every reduction operation.
+// AllOps is every arithmetic reduction operation, for every type.
 var AllOps = []Op{Sum, Prod, Min, Max, Avg}
+
+// BitwiseOps are the bitwise operations, for the integer types only.
+var BitwiseOps = []Op{BAnd, BOr, BXor}
