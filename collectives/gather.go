@@ -99,3 +99,29 @@ func LinearGather(rank, size, root, count, elemSize int) Schedule {
 	}
 	return s
 }
+
+// LinearGatherv is the gather of blocks of different sizes (MPI_Gatherv),
+// flat as LinearGather: rank j's block of counts[j] elements lands at
+// element displs[j] of the root's BufData (displs nil: packed in rank
+// order). counts and displs are the root's; every other rank knows only
+// its own block, own elements (Args.Count), which it sends to the root if
+// it is not empty. The root receives every non-empty block at once.
+//
+// Before, BufInput holds the rank's block; after, the root's BufData
+// holds every block at its displacement. No scratch.
+func LinearGatherv(rank, size, root int, counts, displs []int, own, elemSize int) Schedule {
+	s := Schedule{Rank: rank, Size: size}
+	if rank != root {
+		s.addRange(Send, root, BufInput, 0, own*elemSize)
+		return s
+	}
+	if displs == nil {
+		displs = packed(counts)
+	}
+	s.copyPre(BufInput, 0, BufData, displs[root]*elemSize, counts[root]*elemSize)
+	for i := 1; i < size; i++ {
+		p := mod(root+i, size)
+		s.addRange(Recv, p, BufData, displs[p]*elemSize, counts[p]*elemSize)
+	}
+	return s
+}

@@ -30,6 +30,8 @@ const (
 	CollSend
 	CollRecv
 	CollSendRecv
+	CollGatherv
+	CollScatterv
 	numColls
 )
 
@@ -78,6 +80,8 @@ var collTable = [numColls]CollInfo{
 	CollSend:          {Coll: CollSend, Name: "send", P2P: true, Input: true, InPlace: "-"},
 	CollRecv:          {Coll: CollRecv, Name: "recv", P2P: true, InPlace: "-"},
 	CollSendRecv:      {Coll: CollSendRecv, Name: "sendrecv", P2P: true, Input: true, InPlace: "-"},
+	CollGatherv:       {Coll: CollGatherv, Name: "gatherv", Rooted: true, VarCount: true, Input: true, InPlace: "send is the root's own block of recv"},
+	CollScatterv:      {Coll: CollScatterv, Name: "scatterv", Rooted: true, VarCount: true, Input: true, InPlace: "recv is the root's own block of send"},
 }
 
 // Info describes c; the zero CollInfo for an unknown c.
@@ -553,6 +557,12 @@ var algoTable = []Algo{
 		return p - 1, float64(p-1) / float64(p) * n
 	}, CrowdedUpTo: 16, CrowdedOneHost: true,
 		Doc: "the root sends every rank its block itself, all at once (few ranks; up to 16 ranks sharing fewer cores)"},
+	{Coll: CollGatherv, Name: "linear", Schedule: func(r, n int, a *Args) Schedule {
+		return LinearGatherv(r, n, a.Root, a.RecvCounts, a.RecvDispls, a.Count, a.ElemSize)
+	}, Concurrent: true, Doc: "every rank sends its block to the root itself, all at once"},
+	{Coll: CollScatterv, Name: "linear", Schedule: func(r, n int, a *Args) Schedule {
+		return LinearScatterv(r, n, a.Root, a.SendCounts, a.SendDispls, a.Count, a.ElemSize)
+	}, Concurrent: true, Doc: "the root sends every rank its block itself, all at once"},
 	{Coll: CollBarrier, Name: "recursive-doubling", Schedule: func(r, n int, a *Args) Schedule { return RecursiveDoublingBarrier(r, n) },
 		Cost: func(p int, n float64) (int, float64) {
 			_, fold, lg := foldCost(p)

@@ -97,3 +97,29 @@ func LinearScatter(rank, size, root, count, elemSize int) Schedule {
 	}
 	return s
 }
+
+// LinearScatterv is the scatter of blocks of different sizes
+// (MPI_Scatterv), flat as LinearScatter: the root sends rank j the
+// counts[j] elements at element displs[j] of its BufInput (displs nil:
+// packed in rank order), all at once. counts and displs are the root's;
+// every other rank knows only its own block, own elements (Args.Count),
+// which it receives into BufData if it is not empty.
+//
+// Before, the root's BufInput holds every block; after, each rank's
+// BufData holds its own. No scratch.
+func LinearScatterv(rank, size, root int, counts, displs []int, own, elemSize int) Schedule {
+	s := Schedule{Rank: rank, Size: size}
+	if rank != root {
+		s.addRange(Recv, root, BufData, 0, own*elemSize)
+		return s
+	}
+	if displs == nil {
+		displs = packed(counts)
+	}
+	s.copyPre(BufInput, displs[root]*elemSize, BufData, 0, counts[root]*elemSize)
+	for i := 1; i < size; i++ {
+		p := mod(root+i, size)
+		s.addRange(Send, p, BufInput, displs[p]*elemSize, counts[p]*elemSize)
+	}
+	return s
+}

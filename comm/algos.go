@@ -44,12 +44,15 @@ const (
 	collSend          = collectives.CollSend
 	collRecv          = collectives.CollRecv
 	collSendRecv      = collectives.CollSendRecv
+	collGatherv       = collectives.CollGatherv
+	collScatterv      = collectives.CollScatterv
 )
 
 // Algorithms lists, sorted, the algorithms goccl has for a collective,
 // named canonically: "allreduce", "broadcast", "reduce", "allgather",
 // "allgatherv", "reduce-scatter", "alltoall", "alltoallv", "gather",
-// "scatter", "barrier", "send", "recv", "sendrecv". Any other name, other
+// "scatter", "barrier", "send", "recv", "sendrecv", "gatherv", "scatterv".
+// Any other name, other
 // spellings included ("bcast"), gives nil; Comm.Algorithm and GOCCL_ALGO
 // report them as errors that name the canonical spelling.
 func Algorithms(collective string) []string {

@@ -215,6 +215,40 @@ func ScatterAsync[T Number](c *Comm, send, recv []T, root int, opts ...CallOptio
 	return c.scatter(applyOpts(&Request{}, opts), asBytes(send), asBytes(recv), TypeOf[T](), root)
 }
 
+// Gatherv gathers blocks of different lengths on root (MPI_Gatherv): rank
+// j's send, counts[j] elements, lands at element displs[j] of root's recv
+// (displs nil: packed in rank order). counts and displs are read on root
+// only (the other ranks may pass nil, and recv too), where they are
+// checked as Allgatherv's; a rank's send must hold its count on root, or
+// the call fails naming the lengths. On root send may be its own block of
+// recv (in place). Elements of recv outside the blocks are left
+// untouched. A rank whose block is empty sends nothing and returns at
+// once.
+func Gatherv[T Number](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int, opts ...CallOption) error {
+	return c.gatherv(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), counts, displs, root).wait()
+}
+
+// GathervAsync starts a Gatherv.
+func GathervAsync[T Number](c *Comm, send, recv []T, counts, displs []int, root int, opts ...CallOption) *Request {
+	return c.gatherv(applyOpts(&Request{}, opts), asBytes(send), asBytes(recv), TypeOf[T](), counts, displs, root)
+}
+
+// Scatterv scatters blocks of different lengths from root (MPI_Scatterv):
+// rank j receives into recv the counts[j] elements at element displs[j]
+// of root's send (displs nil: packed in rank order). counts, displs and
+// send are read on root only (the other ranks may pass nil); a rank's
+// recv must hold its count on root, or the call fails naming the lengths.
+// On root recv may be its own block of send (in place). A rank whose
+// block is empty receives nothing and returns at once.
+func Scatterv[T Number](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int, opts ...CallOption) error {
+	return c.scatterv(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), counts, displs, root).wait()
+}
+
+// ScattervAsync starts a Scatterv.
+func ScattervAsync[T Number](c *Comm, send, recv []T, counts, displs []int, root int, opts ...CallOption) *Request {
+	return c.scatterv(applyOpts(&Request{}, opts), asBytes(send), asBytes(recv), TypeOf[T](), counts, displs, root)
+}
+
 // Barrier returns once every rank has entered it.
 func (c *Comm) Barrier(ctx context.Context, opts ...CallOption) error {
 	if len(opts) == 0 {

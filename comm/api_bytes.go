@@ -109,6 +109,26 @@ func (c *Comm) ScatterBytesAsync(send, recv []byte, dt DataType, root int, opts 
 	return c.scatter(applyOpts(&Request{}, opts), send, recv, dt, root)
 }
 
+// GathervBytes is Gatherv on bytes (counts and displs in elements).
+func (c *Comm) GathervBytes(ctx context.Context, send, recv []byte, dt DataType, counts, displs []int, root int, opts ...CallOption) error {
+	return c.gatherv(applyOpts(c.newBlocking(ctx), opts), send, recv, dt, counts, displs, root).wait()
+}
+
+// GathervBytesAsync starts a GathervBytes.
+func (c *Comm) GathervBytesAsync(send, recv []byte, dt DataType, counts, displs []int, root int, opts ...CallOption) *Request {
+	return c.gatherv(applyOpts(&Request{}, opts), send, recv, dt, counts, displs, root)
+}
+
+// ScattervBytes is Scatterv on bytes (counts and displs in elements).
+func (c *Comm) ScattervBytes(ctx context.Context, send, recv []byte, dt DataType, counts, displs []int, root int, opts ...CallOption) error {
+	return c.scatterv(applyOpts(c.newBlocking(ctx), opts), send, recv, dt, counts, displs, root).wait()
+}
+
+// ScattervBytesAsync starts a ScattervBytes.
+func (c *Comm) ScattervBytesAsync(send, recv []byte, dt DataType, counts, displs []int, root int, opts ...CallOption) *Request {
+	return c.scatterv(applyOpts(&Request{}, opts), send, recv, dt, counts, displs, root)
+}
+
 // SendBytes is Send on bytes.
 func (c *Comm) SendBytes(ctx context.Context, buf []byte, dt DataType, peer, tag int, opts ...CallOption) error {
 	return c.p2p(applyOpts(c.newBlocking(ctx), opts), collSend, buf, dt, peer, tag).wait()

@@ -192,6 +192,30 @@ func everyForm() map[string][]form {
 				return c.ScatterBytesAsync(rawOf(b()), rawOf(blk()), TypeFloat32, 0, o...)
 			}),
 		},
+		"gatherv": {
+			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error {
+				return Gatherv(ctx, c, blk(), b(), counts, nil, 0, o...)
+			}),
+			async(func(c *Comm, o ...CallOption) *Request { return GathervAsync(c, blk(), b(), counts, nil, 0, o...) }),
+			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error {
+				return c.GathervBytes(ctx, rawOf(blk()), rawOf(b()), TypeFloat32, counts, nil, 0, o...)
+			}),
+			async(func(c *Comm, o ...CallOption) *Request {
+				return c.GathervBytesAsync(rawOf(blk()), rawOf(b()), TypeFloat32, counts, nil, 0, o...)
+			}),
+		},
+		"scatterv": {
+			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error {
+				return Scatterv(ctx, c, b(), blk(), counts, nil, 0, o...)
+			}),
+			async(func(c *Comm, o ...CallOption) *Request { return ScattervAsync(c, b(), blk(), counts, nil, 0, o...) }),
+			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error {
+				return c.ScattervBytes(ctx, rawOf(b()), rawOf(blk()), TypeFloat32, counts, nil, 0, o...)
+			}),
+			async(func(c *Comm, o ...CallOption) *Request {
+				return c.ScattervBytesAsync(rawOf(b()), rawOf(blk()), TypeFloat32, counts, nil, 0, o...)
+			}),
+		},
 		"barrier": {
 			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error { return c.Barrier(ctx, o...) }),
 			async(func(c *Comm, o ...CallOption) *Request { return c.BarrierAsync(o...) }),

@@ -138,3 +138,87 @@ func TestBitwiseOps(t *testing.T) {
 		})
 	}
 }
+
+// TestGathervScattervEdges: in place on the root (send its own block of
+// recv; recv its own block of send), counts the root refuses (every rank
+// that sends in the call fails in it, naming them; a rank with an empty
+// block sends nothing and learns in its next call), and a rank whose
+// block's length differs from the root's count for it.
+func TestGathervScattervEdges(t *testing.T) {
+	for _, kind := range []string{"mem", "tcp", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			const n = 3
+			runRanksOn(t, kind, n, testOpts, func(c *Comm) error {
+				ctx := context.Background()
+				me := c.Rank()
+				counts, displs := []int{2, 0, 3}, []int{4, 9, 0} // root 2's block first
+				// In place on root 2: its send is its own block of recv.
+				all := make([]int32, 7)
+				mine := make([]int32, counts[me])
+				for i := range mine {
+					mine[i] = int32(10*me + i)
+				}
+				send := mine
+				if me == 2 {
+					copy(all[displs[2]:], mine)
+					send = all[displs[2] : displs[2]+counts[2]]
+				}
+				if err := Gatherv(ctx, c, send, all, counts, displs, 2); err != nil {
+					return fmt.Errorf("gatherv in place: %w", err)
+				}
+				if me == 2 {
+					if want := []int32{20, 21, 22, 0, 0, 1, 0}; fmt.Sprint(all) != fmt.Sprint(want) {
+						return fmt.Errorf("gatherv in place: root has %v, want %v", all, want)
+					}
+					// Scatter it back in place: recv is root's own block.
+					clear(all[displs[2] : displs[2]+counts[2]])
+					copy(all[displs[2]:], []int32{7, 8, 9})
+				}
+				var recv []int32
+				if me == 2 {
+					recv = all[displs[2] : displs[2]+counts[2]]
+				} else {
+					recv = make([]int32, counts[me])
+				}
+				if err := Scatterv(ctx, c, all, recv, counts, displs, 2); err != nil {
+					return fmt.Errorf("scatterv in place: %w", err)
+				}
+				want := map[int]string{0: "[0 1]", 1: "[]", 2: "[7 8 9]"}[me]
+				if fmt.Sprint(recv) != want {
+					return fmt.Errorf("scatterv in place: rank %d has %v, want %s", me, recv, want)
+				}
+				// Counts the root refuses: every rank's call fails.
+				d, err := c.Dup(ctx)
+				if err != nil {
+					return err
+				}
+				err = Gatherv(ctx, d, make([]int32, 1), make([]int32, 3), []int{1, 1}, nil, 0)
+				d.Close()
+				if err == nil || !strings.Contains(err.Error(), "2 recv counts for 3 ranks") {
+					return fmt.Errorf("gatherv with 2 counts for 3 ranks: %v, want every rank to fail naming the counts", err)
+				}
+				// Rank 1 sends 4 elements where root 0 expects 1.
+				d, err = c.Dup(ctx)
+				if err != nil {
+					return err
+				}
+				defer d.Close()
+				block := make([]int32, 1)
+				if me == 1 {
+					block = make([]int32, 4)
+				}
+				err = Gatherv(ctx, d, block, make([]int32, 3), []int{1, 1, 1}, nil, 0)
+				if err == nil && me == 2 {
+					// Its block was taken before the root met rank 1's:
+					// it learns in its next call, as any rank that only
+					// sends in a rooted call.
+					err = d.Barrier(ctx)
+				}
+				if err == nil || !strings.Contains(err.Error(), "rank 0 <- 1: received 16 bytes where this rank expects 4") {
+					return fmt.Errorf("gatherv with rank 1's block longer than root's count: %v, want every rank to fail naming the lengths", err)
+				}
+				return nil
+			})
+		})
+	}
+}

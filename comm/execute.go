@@ -99,7 +99,7 @@ func (c *Comm) dataBytes(r *Request) (n int, direct bool) {
 		return len(r.send), c.rank == r.root
 	case collReduceScatter:
 		return len(r.send), false
-	case collGather:
+	case collGather, collGatherv:
 		if c.rank != r.root {
 			return 0, false
 		}
@@ -163,7 +163,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		call := &c.call
 		*call = c.describe(r)
 		call.Plan, call.Bufs = p, bufs
-		call.VarCount = r.kind == collAlltoallv
+		call.VarCount = r.kind == collAlltoallv || r.kind == collGatherv || r.kind == collScatterv
 		// Rooted collectives on a tree or chain: senders wait until their
 		// receivers complete, so that a disagreement reaches them (see
 		// collectives/checks.go).
@@ -242,7 +242,7 @@ func (c *Comm) prepare(r *Request, x *callBufs) (*collectives.Plan, error) {
 	if err != nil || c.size == 1 {
 		return p, err // one rank: only the schedule's local copies
 	}
-	if p.NumChunks() == 0 && r.count == 0 && !r.kind.IsP2P() && r.kind != collAlltoallv {
+	if p.NumChunks() == 0 && r.count == 0 && !r.kind.IsP2P() && r.kind != collAlltoallv && r.kind != collGatherv && r.kind != collScatterv {
 		// Nothing to move, but the other ranks must still learn that
 		// this rank is in the call, and with which arguments (one rank
 		// may pass an empty buffer where the others pass data): a

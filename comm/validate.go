@@ -401,6 +401,56 @@ func (c *Comm) scatter(r *Request, send, recv []byte, dt DataType, root int) *Re
 	return c.submitOrReject(r, k, err)
 }
 
+func (c *Comm) gatherv(r *Request, send, recv []byte, dt DataType, counts, displs []int, root int) *Request {
+	k := collGatherv
+	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, root
+	err := c.checkType(k, dt, send, recv)
+	if err == nil {
+		err = c.checkRoot(k, dt, root)
+	}
+	if err == nil && c.rank == root {
+		r.args.recvDispls, err = c.checkV(k, dt, "recv", counts, displs, elems(len(recv), dt))
+		if err == nil && len(send) != counts[root]*dt.Size() {
+			err = c.errorf(k, dt, "root's send has %d elements but counts[%d] is %d", elems(len(send), dt), root, counts[root])
+		}
+		if err == nil && overlapNotIn(send, recv, recv[r.args.recvDispls[root]*dt.Size():][:len(send)]) {
+			err = c.errorf(k, dt, "send and recv overlap (in place, send is the root's own block of recv)")
+		}
+		if err == nil {
+			r.args.recvCounts = append([]int(nil), counts...)
+		}
+	}
+	if err == nil {
+		r.count = elems(len(send), dt) // this rank's block (the fingerprint leaves it out)
+	}
+	return c.submitOrReject(r, k, err)
+}
+
+func (c *Comm) scatterv(r *Request, send, recv []byte, dt DataType, counts, displs []int, root int) *Request {
+	k := collScatterv
+	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, root
+	err := c.checkType(k, dt, send, recv)
+	if err == nil {
+		err = c.checkRoot(k, dt, root)
+	}
+	if err == nil && c.rank == root {
+		r.args.sendDispls, err = c.checkV(k, dt, "send", counts, displs, elems(len(send), dt))
+		if err == nil && len(recv) != counts[root]*dt.Size() {
+			err = c.errorf(k, dt, "root's recv has %d elements but counts[%d] is %d", elems(len(recv), dt), root, counts[root])
+		}
+		if err == nil && overlapNotIn(recv, send, send[r.args.sendDispls[root]*dt.Size():][:len(recv)]) {
+			err = c.errorf(k, dt, "send and recv overlap (in place, recv is the root's own block of send)")
+		}
+		if err == nil {
+			r.args.sendCounts = append([]int(nil), counts...)
+		}
+	}
+	if err == nil {
+		r.count = elems(len(recv), dt) // this rank's block (the fingerprint leaves it out)
+	}
+	return c.submitOrReject(r, k, err)
+}
+
 func (c *Comm) barrier(r *Request) *Request {
 	r.kind, r.root = collBarrier, -1
 	var err error

@@ -210,6 +210,8 @@ func checksOf[T Number]() []check[T] {
 		{"alltoallv", checkAlltoallv[T]},
 		{"gather", checkGather[T]},
 		{"scatter", checkScatter[T]},
+		{"gatherv", checkGatherv[T]},
+		{"scatterv", checkScatterv[T]},
 		{"sendrecv", checkSendRecv[T]},
 		{"send/recv", checkSendThenRecv[T]},
 	}

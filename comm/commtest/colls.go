@@ -327,6 +327,92 @@ func checkScatter[T Number](ctx context.Context, k *checker[T]) error {
 	return nil
 }
 
+// vcounts are the block lengths of the v-collectives' checks: different
+// by rank, some empty.
+func vcounts(n, count int) []int {
+	counts := make([]int, n)
+	for j := range counts {
+		counts[j] = (count + 3*j) % (count + 2)
+	}
+	return counts
+}
+
+// checkGatherv gathers blocks of different lengths (some empty) on the
+// first and the last rank, into a buffer one element longer than they
+// need (left untouched); the other ranks pass their counts the first
+// time and nil the second, as MPI reads them on the root only.
+func checkGatherv[T Number](ctx context.Context, k *checker[T]) error {
+	counts := vcounts(k.n, k.count)
+	b, err := k.bufs(counts[k.me], total(counts)+1)
+	if err != nil {
+		return err
+	}
+	send := b[0]
+	fill(send, Sum, k.me)
+	for _, algo := range algosOf("gatherv") {
+		for _, root := range []int{0, k.n - 1} {
+			var recv []T
+			cs := counts
+			if k.me == root {
+				recv = b[1]
+				clear(recv)
+			} else if root != 0 {
+				cs = nil
+			}
+			if err := Gatherv(ctx, k.c, send, recv, cs, nil, root, withAlgo(algo)...); err != nil {
+				return algoErr(algo, err)
+			}
+			if k.me == root {
+				if err := blocks(algo, recv, Sum, counts); err != nil {
+					return fmt.Errorf("root %d: %w", root, err)
+				}
+				if v := recv[len(recv)-1]; v != 0 {
+					return wrongf(algo, "root %d: the element after the blocks = %v, want it untouched (0)", root, v)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkScatterv scatters blocks of different lengths (some empty) from
+// the first and the last rank; the other ranks pass their counts the
+// first time and nil the second.
+func checkScatterv[T Number](ctx context.Context, k *checker[T]) error {
+	counts := vcounts(k.n, k.count)
+	b, err := k.bufs(total(counts), counts[k.me])
+	if err != nil {
+		return err
+	}
+	mine := b[1]
+	for _, algo := range algosOf("scatterv") {
+		for _, root := range []int{0, k.n - 1} {
+			var all []T
+			cs := counts
+			if k.me == root {
+				all = b[0]
+				off := 0
+				for j, cnt := range counts {
+					fill(all[off:off+cnt], Prod, j)
+					off += cnt
+				}
+			} else if root != 0 {
+				cs = nil
+			}
+			clear(mine)
+			if err := Scatterv(ctx, k.c, all, mine, cs, nil, root, withAlgo(algo)...); err != nil {
+				return algoErr(algo, err)
+			}
+			for i, w := range inputs[T](Prod, k.me, counts[k.me]) {
+				if mine[i] != w {
+					return wrongf(algo, "root %d element %d = %v, want %v", root, i, mine[i], w)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // checkSendRecv is a ring exchange: each rank sends right and receives
 // from the left.
 func checkSendRecv[T Number](ctx context.Context, k *checker[T]) error {
