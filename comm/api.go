@@ -222,8 +222,9 @@ func ScatterAsync[T Number](c *Comm, send, recv []T, root int, opts ...CallOptio
 // checked as Allgatherv's; a rank's send must hold its count on root, or
 // the call fails naming the lengths. On root send may be its own block of
 // recv (in place). Elements of recv outside the blocks are left
-// untouched. A rank whose block is empty sends nothing and returns at
-// once.
+// untouched. A rank returns once the root has taken its block (whose
+// length only the root can check: a round trip more than Gather's eager
+// senders); one whose block is empty sends nothing and returns at once.
 func Gatherv[T Number](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int, opts ...CallOption) error {
 	return c.gatherv(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), counts, displs, root).wait()
 }
@@ -238,8 +239,10 @@ func GathervAsync[T Number](c *Comm, send, recv []T, counts, displs []int, root 
 // of root's send (displs nil: packed in rank order). counts, displs and
 // send are read on root only (the other ranks may pass nil); a rank's
 // recv must hold its count on root, or the call fails naming the lengths.
-// On root recv may be its own block of send (in place). A rank whose
-// block is empty receives nothing and returns at once.
+// On root recv may be its own block of send (in place). The root returns
+// once every rank has taken its block (whose length only that rank can
+// check); a rank whose block is empty receives nothing and returns at
+// once.
 func Scatterv[T Number](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int, opts ...CallOption) error {
 	return c.scatterv(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), counts, displs, root).wait()
 }

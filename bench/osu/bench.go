@@ -40,6 +40,8 @@ var Benchmarks = []*Benchmark{
 	{Name: "reduce_scatter", OSU: "osu_reduce_scatter", Title: "Reduce_scatter Latency Test", Kind: KindColl, Coll: "reduce_scatter", HasOp: true},
 	{Name: "gather", OSU: "osu_gather", Title: "Gather Latency Test", Kind: KindColl, Coll: "gather", Many: true, HasRoot: true},
 	{Name: "scatter", OSU: "osu_scatter", Title: "Scatter Latency Test", Kind: KindColl, Coll: "scatter", Many: true, HasRoot: true},
+	{Name: "gatherv", OSU: "osu_gatherv", Title: "Gatherv Latency Test", Kind: KindColl, Coll: "gatherv", Many: true, HasRoot: true},
+	{Name: "scatterv", OSU: "osu_scatterv", Title: "Scatterv Latency Test", Kind: KindColl, Coll: "scatterv", Many: true, HasRoot: true},
 	{Name: "barrier", OSU: "osu_barrier", Title: "Barrier Latency Test", Kind: KindColl, Coll: "barrier", NoSize: true},
 	{Name: "iallreduce", OSU: "osu_iallreduce", Title: "Non-blocking Allreduce Latency Test", Kind: KindNBC, Coll: "allreduce", HasOp: true},
 	{Name: "ibcast", OSU: "osu_ibcast", Title: "Non-Blocking Broadcast Latency Test", Kind: KindNBC, Coll: "bcast", HasRoot: true},

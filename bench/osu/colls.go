@@ -110,6 +110,24 @@ func collsFor[T comm.Number]() map[string]collImpl[T] {
 				return comm.ScatterAsync(c, send, recv, root, o...)
 			},
 		},
+		// The v-forms with every rank's block the same length, as OSU's
+		// osu_gatherv and osu_scatterv time them.
+		"gatherv": {
+			Run: func(ctx context.Context, c *comm.Comm, send, recv []T, _ comm.Op, root int, o []comm.CallOption) error {
+				return comm.Gatherv(ctx, c, send, recv, equalCounts(c.Size(), len(send)), nil, root, o...)
+			},
+			Start: func(c *comm.Comm, send, recv []T, _ comm.Op, root int, o []comm.CallOption) *comm.Request {
+				return comm.GathervAsync(c, send, recv, equalCounts(c.Size(), len(send)), nil, root, o...)
+			},
+		},
+		"scatterv": {
+			Run: func(ctx context.Context, c *comm.Comm, send, recv []T, _ comm.Op, root int, o []comm.CallOption) error {
+				return comm.Scatterv(ctx, c, send, recv, equalCounts(c.Size(), len(recv)), nil, root, o...)
+			},
+			Start: func(c *comm.Comm, send, recv []T, _ comm.Op, root int, o []comm.CallOption) *comm.Request {
+				return comm.ScattervAsync(c, send, recv, equalCounts(c.Size(), len(recv)), nil, root, o...)
+			},
+		},
 		"barrier": {
 			Run: func(ctx context.Context, c *comm.Comm, _, _ []T, _ comm.Op, _ int, _ []comm.CallOption) error {
 				return c.Barrier(ctx)
@@ -119,6 +137,16 @@ func collsFor[T comm.Number]() map[string]collImpl[T] {
 			},
 		},
 	}
+}
+
+// equalCounts is n counts of block elements: the v-collectives' counts
+// when every rank's block has the same length.
+func equalCounts(n, block int) []int {
+	counts := make([]int, n)
+	for i := range counts {
+		counts[i] = block
+	}
+	return counts
 }
 
 // p2pFor returns comm's point-to-point calls.

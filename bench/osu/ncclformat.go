@@ -104,7 +104,7 @@ func busFactor(coll string, n int) float64 {
 	if n <= 1 {
 		return 1
 	}
-	switch coll {
+	switch shape(coll) {
 	case "allreduce":
 		return 2 * float64(n-1) / float64(n)
 	case "allgather", "reduce_scatter", "alltoall", "gather", "scatter":

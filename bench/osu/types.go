@@ -36,6 +36,7 @@ func ncclTypeName(t string) string {
 // block) and reduce_scatter in total; nccl-tests counts every collective
 // in total (count is split into n blocks).
 func layout(coll string, count, n int, nccl bool) (sendLen, recvLen, block int) {
+	coll = shape(coll)
 	block = count
 	if nccl || coll == "reduce_scatter" {
 		block = count / n
@@ -139,6 +140,7 @@ func wrongFrom[T comm.Number](got []T, p *[period]T, off int) int {
 
 // fill writes this rank's inputs of iteration iter and clears its outputs.
 func fill[T comm.Number](coll string, send, recv []T, block, rank, n, root, iter int) {
+	coll = shape(coll)
 	clear(recv)
 	switch coll {
 	case "allreduce", "reduce", "allgather", "gather", "sendrecv", "reduce_scatter":
@@ -163,6 +165,7 @@ func fill[T comm.Number](coll string, send, recv []T, block, rank, n, root, iter
 // check counts the wrong elements of this rank's outputs of iteration iter
 // (for "sendrecv", the message from the other of 2 ranks).
 func check[T comm.Number](coll string, recv []T, block, rank, n, root, iter int) int {
+	coll = shape(coll)
 	switch coll {
 	case "allreduce":
 		return wrongFrom(recv, sumPattern[T](n, iter), 0)
@@ -193,6 +196,18 @@ func check[T comm.Number](coll string, recv []T, block, rank, n, root, iter int)
 		return wrongFrom(recv, pattern[T](1-rank, iter), 0)
 	}
 	return 0
+}
+
+// shape is the collective whose buffers and data a benchmark's has: the
+// v-forms time equal blocks (OSU's osu_gatherv, osu_scatterv).
+func shape(coll string) string {
+	switch coll {
+	case "gatherv":
+		return "gather"
+	case "scatterv":
+		return "scatter"
+	}
+	return coll
 }
 
 // typeErr reports an unknown type (Parse accepts only known ones).
