@@ -8,9 +8,10 @@ package collectives
 // round at distance d (1, 2, 4, ..., size/2) rank r sends its whole buffer
 // to its partner r XOR d and reduces the partner's buffer into its own.
 // After the round, both partners hold the reduction over their group of 2d
-// ranks, computed as (their group of d) op (the partner's group of d) on
-// both sides, which is the same expression, so the results stay bitwise
-// identical on every rank.
+// ranks, computed as (the lower group of d) op (the higher group of d) on
+// both sides (the executor puts a lower peer's data first), which is the
+// same expression, so the results stay bitwise identical on every rank,
+// NaN payloads included.
 //
 // For other sizes, let p be the largest power of two below size. Each of
 // the size-p extra ranks p+i first sends its buffer to rank i, which reduces

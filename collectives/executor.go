@@ -865,12 +865,20 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 		t := &c.Bufs[ch.buf]
 		dst := t.Region.Bytes()[t.Off+ch.off : t.Off+ch.off+n]
 		if ch.kind == RecvReduce {
-			a := dst
+			a, b := dst, src
 			if ch.fused { // dst = input op received: see CompileFused
 				in := &c.Bufs[BufInput]
 				a = in.Region.Bytes()[in.Off+ch.off : in.Off+ch.off+n]
 			}
-			if err := ReduceTo(c.Type, c.Op, dst, a, src); err != nil {
+			if l.Peer < e.Rank {
+				// The lower rank's operand first: two ranks that reduce
+				// each other's data (recursive doubling's partners) then
+				// compute the same expression, and get the same bits even
+				// where the result is a NaN, whose payload and sign come
+				// from the first NaN operand (see reduce.go).
+				a, b = b, a
+			}
+			if err := ReduceTo(c.Type, c.Op, dst, a, b); err != nil {
 				return fmt.Errorf("%s %s (%s): rank %d <- %d: %w", c.Desc(), c.Num(), p.Name, e.Rank, l.Peer, err)
 			}
 		} else {
