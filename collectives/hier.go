@@ -78,7 +78,9 @@ func (s *Schedule) appendOn(sub Schedule, peers []int, base int) {
 func HierRingAllreduce(rank, size int, a *Args) Schedule {
 	groups, hostOf, localOf := hostGroups(size, a.Hosts)
 	if !uniform(groups) {
-		return HierLeaderAllreduce(rank, size, a)
+		s := HierLeaderAllreduce(rank, size, a)
+		s.Name = "hier-leader" // what the call ran, for Request.Algorithm and errors
+		return s
 	}
 	s := Schedule{Rank: rank, Size: size}
 	count, elem := a.Count, a.ElemSize

@@ -307,7 +307,7 @@ var algoTable = []Algo{
 		Doc:      "double binary tree, each tree reducing and broadcasting half the buffer, pipelined (as NCCL)"},
 
 	{Coll: CollAllreduce, Name: "hier-ring", Schedule: HierRingAllreduce, Price: priceHierRing,
-		Doc: "several ranks per host: ring reduce-scatter in each host, ring allreduce of each shard across hosts, ring allgather in each host"},
+		Doc: "several ranks per host: ring reduce-scatter in each host, ring allreduce of each shard across hosts, ring allgather in each host (hosts of unequal rank counts run hier-leader, and the request says so)"},
 	{Coll: CollAllreduce, Name: "hier-leader", Schedule: HierLeaderAllreduce, Price: priceHierLeader,
 		Doc: "several ranks per host: reduce to each host's first rank, recursive doubling among those, then back to the host's ranks (small buffers)"},
 
@@ -618,7 +618,9 @@ func rooted(f func(rank, size, root, count, elemSize int) Schedule) func(int, in
 // the algorithm.
 func (a *Algo) Build(rank, size int, args *Args) Schedule {
 	s := a.Schedule(rank, size, args)
-	s.Name = a.Name
+	if s.Name == "" { // named by the schedule when it runs another's (HierRingAllreduce)
+		s.Name = a.Name
+	}
 	return s
 }
 

@@ -239,6 +239,11 @@ func (c *Comm) prepare(r *Request, x *callBufs) (*collectives.Plan, error) {
 		return nil, err
 	}
 	p, scratch, err := c.plan(c.life, r, algo, x.fuse)
+	if p != nil && p.Name != "" {
+		// The schedule may be another algorithm's (hier-ring on hosts of
+		// unequal rank counts runs hier-leader): say what ran.
+		r.used = p.Name
+	}
 	if err != nil || c.size == 1 {
 		return p, err // one rank: only the schedule's local copies
 	}

@@ -149,7 +149,7 @@ func (c *Comm) quickCallOf(r *Request) (collectives.Call, string, bool) {
 	}
 	call := c.describe(r)
 	call.Plan, call.Eager = p, true
-	return call, algo, true
+	return call, p.Name, true // what the schedule runs (see prepare)
 }
 
 // quickNetEntry is the call the quick way last ran for a kind (qnet[0]
