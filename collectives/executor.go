@@ -126,6 +126,10 @@ type Call struct {
 	Coll  string
 	Count int
 	Root  int // -1 when the collective has no root
+	// Named, if valid, is the type the call is named and fingerprinted
+	// by in place of Type: the caller's float16 or bfloat16 of a
+	// reduction that runs on float32.
+	Named DataType
 	// P2P marks point-to-point calls: Seq is the tag (0..MaxTag), which
 	// travels whole instead of the sequence number and fingerprint (the
 	// executor checks each message's length).
@@ -182,7 +186,7 @@ func (c *Call) fingerprint() uint16 {
 		str(c.Coll)
 	}
 	str(c.Plan.Name)
-	mix(uint64(c.Type))
+	mix(uint64(c.named()))
 	mix(uint64(c.Op))
 	if !c.P2P && !c.VarCount {
 		mix(uint64(c.Count))
@@ -260,7 +264,7 @@ func (c *Call) Num() string {
 func (c *Call) Desc() string {
 	s := c.Coll
 	if c.Type.Valid() {
-		s += fmt.Sprintf("(%s, %d", c.Type, c.Count)
+		s += fmt.Sprintf("(%s, %d", c.named(), c.Count)
 		if c.Op.Valid() {
 			s += ", " + c.Op.String()
 		}
@@ -270,6 +274,14 @@ func (c *Call) Desc() string {
 		s += ")"
 	}
 	return s
+}
+
+// named is the type the call is named by (see Named).
+func (c *Call) named() DataType {
+	if c.Named.Valid() {
+		return c.Named
+	}
+	return c.Type
 }
 
 // Err returns the error that broke the executor, if any.

@@ -691,7 +691,7 @@ func (c *Comm) executeBoard(r *Request) error {
 	b := c.board
 	r.used = "shm-board"
 	b.beginCall()
-	k := mkCall(r.kind, r.dt, r.op, r.root, r.count)
+	k := mkCall(r.kind, r.calledType(), r.op, r.root, r.count)
 	if c.life.Err() != nil { // abandoned before it started
 		return c.boardFail(k, context.Cause(c.life))
 	}

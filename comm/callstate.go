@@ -49,7 +49,7 @@ func newCallState() callState {
 func (s *callState) beginRequest(r *Request) uint32 {
 	s.seq++
 	s.prev = s.cur
-	s.cur.kind, s.cur.dt, s.cur.op, s.cur.count, s.cur.root = r.kind, r.dt, r.op, r.count, r.root
+	s.cur.kind, s.cur.dt, s.cur.op, s.cur.count, s.cur.root = r.kind, r.calledType(), r.op, r.count, r.root
 	return s.seq
 }
 

@@ -132,7 +132,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 	}
 	if c.board != nil && !r.kind.IsP2P() && !c.tuning.Load() {
 		// (The measurement at New numbers its calls apart: tune.go.)
-		c.board.markExec(c.seq, mkCall(r.kind, r.dt, r.op, r.root, r.count))
+		c.board.markExec(c.seq, mkCall(r.kind, r.calledType(), r.op, r.root, r.count))
 	}
 	var x callBufs
 	p, err := c.prepare(r, &x)
@@ -198,7 +198,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 // describe is the Call of r without its plan and buffers: what it is, and
 // its number (a point-to-point call's is its tag).
 func (c *Comm) describe(r *Request) collectives.Call {
-	call := collectives.Call{Type: r.dt, Op: r.op, Seq: c.seq, Coll: r.name(), Count: r.count, Root: r.root}
+	call := collectives.Call{Type: r.dt, Named: r.named, Op: r.op, Seq: c.seq, Coll: r.name(), Count: r.count, Root: r.root}
 	if r.kind.IsP2P() {
 		call.Seq, call.P2P, call.CollSeq = uint32(r.args.tag), true, c.seq
 	}

@@ -54,7 +54,7 @@ func (c *Comm) executeHalf(ctx context.Context, r *Request) error {
 	}
 	src, dst := wide[:4*in], wide[4*in:]
 	collectives.Widen(r.dt, src, r.send)
-	inner := Request{c: c, kind: r.kind, dt: TypeFloat32, op: r.op, root: r.root, count: r.count, algo: r.algo, send: src}
+	inner := Request{c: c, kind: r.kind, dt: TypeFloat32, named: r.dt, op: r.op, root: r.root, count: r.count, algo: r.algo, send: src}
 	switch r.kind {
 	case collAllreduce:
 		inner.recv, dst = src, src

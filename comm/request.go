@@ -19,6 +19,12 @@ type Request struct {
 	root  int
 	count int // elements of the buffer, or of one block for block collectives
 	algo  string
+	// named is the type the caller passed when the call runs on dt
+	// instead (a float16 or bfloat16 reduction runs on float32: see
+	// executeHalf): the call is named and fingerprinted by it, so that
+	// ranks that pass different types disagree and errors name the
+	// caller's type. Zero otherwise.
+	named DataType
 	// label names an internal call in place of its kind (Split's
 	// allgather is "split"): the name is part of the call's fingerprint,
 	// so a user's call of the same kind and size at the same turn is a
@@ -482,4 +488,12 @@ func (c *Comm) runBoard(r *Request) error {
 		c.breakOn(err)
 	}
 	return err
+}
+
+// calledType is the type r is named by: the caller's (see Request.named).
+func (r *Request) calledType() DataType {
+	if r.named != 0 {
+		return r.named
+	}
+	return r.dt
 }
