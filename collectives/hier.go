@@ -75,6 +75,19 @@ func (s *Schedule) appendOn(sub Schedule, peers []int, base int) {
 // link carries 2(H-1)/H of the buffer, as a flat ring's does, in 2(H-1)
 // network steps instead of 2(HL-1). Hosts of unequal rank counts get
 // HierLeaderAllreduce.
+// RunsAs names the algorithm whose schedule algo of c runs on size ranks
+// placed on hosts (Args.Hosts): algo itself, but hier-ring's allreduce on
+// hosts of unequal rank counts is hier-leader's (HierRingAllreduce), as
+// the plan of such a call is named.
+func RunsAs(c Coll, algo string, size int, hosts []int) string {
+	if c == CollAllreduce && algo == "hier-ring" {
+		if groups, _, _ := hostGroups(size, hosts); !uniform(groups) {
+			return "hier-leader"
+		}
+	}
+	return algo
+}
+
 func HierRingAllreduce(rank, size int, a *Args) Schedule {
 	groups, hostOf, localOf := hostGroups(size, a.Hosts)
 	if !uniform(groups) {

@@ -97,12 +97,13 @@ func (c *Comm) Algorithm(collective string, dt DataType, nbytes int) (string, er
 		return "", fmt.Errorf("comm: algorithm of %s: unsupported data type %s", k, dt)
 	}
 	if forced := c.forcedFor(k, ""); forced != "" {
-		return forced, nil
+		return collectives.RunsAs(k, forced, c.size, c.hosts), nil
 	}
 	if widened(k, dt) {
 		nbytes *= 2 // float32 partial results: twice the bytes
 	}
-	return c.pick(k, nbytes)
+	algo, err := c.pick(k, nbytes)
+	return collectives.RunsAs(k, algo, c.size, c.hosts), err
 }
 
 // choose picks the algorithm of a call: the call's own choice, else

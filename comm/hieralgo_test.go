@@ -41,6 +41,16 @@ func TestForcedHierRingOnUnevenHostsNamesHierLeader(t *testing.T) {
 				}
 				return nil
 			})
+			// Forced for the communicator: Comm.Algorithm names what a
+			// call would run, as the request does.
+			o := testOpts
+			o.Algorithms = "allreduce:hier-ring"
+			runRanksOnHosts(t, c.hosts, o, func(comm *Comm) error {
+				if got, err := comm.Algorithm("allreduce", TypeFloat32, 12); err != nil || got != c.want {
+					return fmt.Errorf("Comm.Algorithm with hier-ring forced on hosts %v: %q, %v, want %q", c.hosts, got, err, c.want)
+				}
+				return nil
+			})
 		})
 	}
 }
