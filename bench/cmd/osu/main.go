@@ -11,7 +11,8 @@
 //	osu list
 //
 // Benchmarks: latency, bw, bibw (2 ranks); allreduce, bcast, reduce,
-// alltoall, allgather, reduce_scatter, gather, scatter, barrier;
+// alltoall, allgather, reduce_scatter, gather, scatter, gatherv, scatterv,
+// barrier;
 // iallreduce, ibcast, ialltoall (overlap with compute). Each answers to
 // its OSU name (osu_allreduce) too, as a first argument or as the name the
 // program was invoked under (a link named osu_allreduce).
