@@ -121,6 +121,41 @@ func TestFreeAfterCloseSaysClose(t *testing.T) {
 	})
 }
 
+// TestFreeOnClosedSubNamesTheOwner frees and deregisters, on a closed
+// sub-communicator, buffers that are live on its parent: Close of the sub
+// released none of them, so the errors name the communicator that holds
+// them (not ErrClosed, "Close freed every buffer"), and freeing them there
+// still works.
+func TestFreeOnClosedSubNamesTheOwner(t *testing.T) {
+	runRanks(t, 2, testOpts, func(c *Comm) error {
+		d, err := c.Dup(context.Background())
+		if err != nil {
+			return err
+		}
+		if err := d.Close(); err != nil {
+			return err
+		}
+		b, err := Alloc[float32](c, 1000)
+		if err != nil {
+			return err
+		}
+		plain := make([]float32, 100)
+		if err := Register(c, plain); err != nil {
+			return err
+		}
+		if err := Free(d, b); err == nil || errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "from Alloc of communicator") {
+			return fmt.Errorf("Free on a closed Dup of the parent's buffer: %v, want an error naming the parent", err)
+		}
+		if err := Deregister(d, plain); err == nil || errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "registered by Register on communicator") {
+			return fmt.Errorf("Deregister on a closed Dup of the parent's buffer: %v, want an error naming the parent", err)
+		}
+		if err := Free(c, b); err != nil {
+			return fmt.Errorf("Free on the parent: %w", err)
+		}
+		return Deregister(c, plain)
+	})
+}
+
 // TestFreeRefusesABufferInUse frees and deregisters buffers that
 // asynchronous calls still use (queued behind a running call, or running
 // while the peer is late), and those of a started Persistent: each is

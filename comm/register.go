@@ -210,6 +210,15 @@ func (c *Comm) deregister(mem []byte, owned bool) error {
 	}
 	closed := c.closed
 	c.mu.Unlock()
+	// Live on another communicator of the family (c closed or not): say
+	// where, rather than that Close released it (it did not).
+	if why := c.registeredElsewhere(start, owned); why != "" {
+		what := "free"
+		if !owned {
+			what = "deregister"
+		}
+		return fmt.Errorf("comm: rank %d: %s %#x: %s", c.rank, what, start, why)
+	}
 	if closed {
 		// Close freed (and deregistered) every buffer: say so, rather
 		// than that this one was never live.
@@ -218,13 +227,6 @@ func (c *Comm) deregister(mem []byte, owned bool) error {
 			what, did = "deregister", "deregistered every registered buffer"
 		}
 		return fmt.Errorf("comm: rank %d: %s %#x: %w: Close %s", c.rank, what, start, ErrClosed, did)
-	}
-	if why := c.registeredElsewhere(start, owned); why != "" {
-		what := "free"
-		if !owned {
-			what = "deregister"
-		}
-		return fmt.Errorf("comm: rank %d: %s %#x: %s", c.rank, what, start, why)
 	}
 	if owned {
 		return fmt.Errorf("comm: rank %d: free %#x: not a live buffer from Alloc (freed already, or a subslice)", c.rank, start)
