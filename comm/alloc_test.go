@@ -352,6 +352,55 @@ func TestFreeRefusesABufferASubCommunicatorUses(t *testing.T) {
 	}
 }
 
+// TestPersistentAfterCloseSaysClosed starts persistent collectives after
+// their communicator was closed: on a buffer from Alloc (which Close
+// released) as on a plain one, the start fails with ErrClosed, as any call
+// after Close, and not as a refusal saying the caller freed the buffer
+// and should prepare it again.
+func TestPersistentAfterCloseSaysClosed(t *testing.T) {
+	runRanks(t, 2, testOpts, func(c *Comm) error {
+		ctx := context.Background()
+		d, err := c.Dup(ctx)
+		if err != nil {
+			return err
+		}
+		reg, err := Alloc[int32](d, 4)
+		if err != nil {
+			return err
+		}
+		plain := make([]int32, 4)
+		pr, err := BroadcastInit(d, reg, 0)
+		if err != nil {
+			return err
+		}
+		pp, err := AllreduceInit(d, nil, plain, Sum)
+		if err != nil {
+			return err
+		}
+		for _, p := range []*Persistent{pr, pp} {
+			if err := p.Start(); err != nil {
+				return err
+			}
+			if err := p.Wait(ctx); err != nil {
+				return err
+			}
+		}
+		if err := d.Close(); err != nil {
+			return err
+		}
+		for i, p := range []*Persistent{pr, pp} {
+			if err := p.Start(); err != nil {
+				return err
+			}
+			err := p.Wait(ctx)
+			if !errors.Is(err, ErrClosed) || strings.Contains(err.Error(), "freed since") {
+				return fmt.Errorf("persistent %d started after Close: %v, want ErrClosed", i, err)
+			}
+		}
+		return nil
+	})
+}
+
 // TestPersistentRefusesAFreedBuffer: a Persistent prepared on a buffer
 // from Alloc that was freed since (Free refuses only while a start runs)
 // refuses the start as a call with bad arguments is refused (its Wait says

@@ -123,6 +123,11 @@ func (p *Persistent) Start() error {
 	p.r.err, p.r.refused = nil, nil
 	for i, b := range [2][]byte{p.r.send, p.r.recv} {
 		if !p.held[i].stillHeld(b) {
+			if p.r.c.isClosed() {
+				// Close released it, not the caller: submit finishes
+				// the start with ErrClosed, as any call after Close.
+				break
+			}
 			// Refused as any call's arguments: in its turn it fails, and
 			// breaks the communicator on every rank, naming this one.
 			p.r.refused = p.r.c.errorf(p.r.kind, p.r.dt, "its buffer %#x from Alloc was freed since the Persistent was prepared: prepare it again on live buffers", uintptr(unsafe.Pointer(&b[0])))

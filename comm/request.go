@@ -234,6 +234,13 @@ func (c *Comm) usable(op string) error {
 	return c.usableLocked(op)
 }
 
+// isClosed reports whether Close was called on c.
+func (c *Comm) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
 func (c *Comm) usableLocked(op string) error {
 	if c.err != nil {
 		return c.inSub(c.err)
