@@ -64,17 +64,6 @@ func (s *Schedule) appendOn(sub Schedule, peers []int, base int) {
 	}
 }
 
-// HierRingAllreduce is the hierarchical ring allreduce of count elements
-// in place in BufData, for hosts of equal rank counts L (Args.Hosts): a
-// ring reduce-scatter among the L ranks of each host cuts the buffer into
-// L shards, local rank i holding shard i+1 reduced over its host; the
-// ranks holding the same shard on the H hosts (one per host) allreduce it
-// around a ring across the hosts; a ring allgather inside each host gives
-// every rank the whole result. Each rank sends 2(L-1)/L of the buffer on
-// local links and 2(H-1)/H of a shard on the network; a host's network
-// link carries 2(H-1)/H of the buffer, as a flat ring's does, in 2(H-1)
-// network steps instead of 2(HL-1). Hosts of unequal rank counts get
-// HierLeaderAllreduce.
 // RunsAs names the algorithm whose schedule algo of c runs on size ranks
 // placed on hosts (Args.Hosts): algo itself, but hier-ring's allreduce on
 // hosts of unequal rank counts is hier-leader's (HierRingAllreduce), as
@@ -88,6 +77,17 @@ func RunsAs(c Coll, algo string, size int, hosts []int) string {
 	return algo
 }
 
+// HierRingAllreduce is the hierarchical ring allreduce of count elements
+// in place in BufData, for hosts of equal rank counts L (Args.Hosts): a
+// ring reduce-scatter among the L ranks of each host cuts the buffer into
+// L shards, local rank i holding shard i+1 reduced over its host; the
+// ranks holding the same shard on the H hosts (one per host) allreduce it
+// around a ring across the hosts; a ring allgather inside each host gives
+// every rank the whole result. Each rank sends 2(L-1)/L of the buffer on
+// local links and 2(H-1)/H of a shard on the network; a host's network
+// link carries 2(H-1)/H of the buffer, as a flat ring's does, in 2(H-1)
+// network steps instead of 2(HL-1). Hosts of unequal rank counts get
+// HierLeaderAllreduce.
 func HierRingAllreduce(rank, size int, a *Args) Schedule {
 	groups, hostOf, localOf := hostGroups(size, a.Hosts)
 	if !uniform(groups) {
