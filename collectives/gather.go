@@ -125,3 +125,36 @@ func LinearGatherv(rank, size, root int, counts, displs []int, own, elemSize int
 	}
 	return s
 }
+
+// EmptyBlocksChecked adds to s, the schedule of a gatherv or scatterv
+// (LinearGatherv, LinearScatterv), an empty message for every empty block,
+// where the block's data would go (to the root in a gatherv, from it in a
+// scatterv): counts are the root's (nil elsewhere), own this rank's block
+// in elements. Without them a rank and the root that both see the block
+// as empty exchange nothing, and neither can check that the other agrees;
+// with them the receiver checks the length of every block, an empty one
+// included (the message carries none, where the other side expects some,
+// or the reverse), and every rank that disagrees fails in the call
+// (comm's StrictChecks).
+func EmptyBlocksChecked(s Schedule, c Coll, root int, counts []int, own int) Schedule {
+	k := Send // gatherv: blocks go to the root
+	if c == CollScatterv {
+		k = Recv
+	}
+	if s.Rank != root {
+		if own == 0 {
+			s.add(k, root, BufToken, 0, 0)
+		}
+		return s
+	}
+	rootKind := Recv
+	if k == Recv {
+		rootKind = Send
+	}
+	for p, n := range counts {
+		if p != root && n == 0 {
+			s.add(rootKind, p, BufToken, 0, 0)
+		}
+	}
+	return s
+}

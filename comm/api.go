@@ -224,7 +224,9 @@ func ScatterAsync[T Number](c *Comm, send, recv []T, root int, opts ...CallOptio
 // recv (in place). Elements of recv outside the blocks are left
 // untouched. A rank returns once the root has taken its block (whose
 // length only the root can check: a round trip more than Gather's eager
-// senders); one whose block is empty sends nothing and returns at once.
+// senders); one whose block is empty sends nothing and returns at once
+// (with Options.StrictChecks it sends the root an empty message, so that a
+// disagreement on an empty block fails both in the call).
 func Gatherv[T Number](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int, opts ...CallOption) error {
 	return c.gatherv(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), counts, displs, root).wait()
 }
@@ -242,7 +244,8 @@ func GathervAsync[T Number](c *Comm, send, recv []T, counts, displs []int, root 
 // On root recv may be its own block of send (in place). The root returns
 // once every rank has taken its block (whose length only that rank can
 // check); a rank whose block is empty receives nothing and returns at
-// once.
+// once (with Options.StrictChecks the root sends it an empty message, so
+// that a disagreement on an empty block fails both in the call).
 func Scatterv[T Number](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int, opts ...CallOption) error {
 	return c.scatterv(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), counts, displs, root).wait()
 }

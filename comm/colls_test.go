@@ -222,3 +222,68 @@ func TestGathervScattervEdges(t *testing.T) {
 		})
 	}
 }
+
+// TestGathervScattervStrictEmptyBlocks: with StrictChecks a root and a
+// rank that disagree on the length of the rank's block in a Gatherv or
+// Scatterv both fail in the call, also where one of them sees the block as
+// empty: an empty block moved nothing, so neither could check the other,
+// and the side that saw it empty completed the call without error (the
+// root of a gatherv that expected nothing from rank 1, rank 1 of a
+// gatherv whose root expected its 2 elements, and alike in a scatterv).
+func TestGathervScattervStrictEmptyBlocks(t *testing.T) {
+	opts := testOpts
+	opts.StrictChecks = true
+	for _, kind := range []string{"mem", "tcp"} {
+		t.Run(kind, func(t *testing.T) {
+			runRanksOn(t, kind, 3, opts, func(c *Comm) error {
+				ctx := context.Background()
+				me := c.Rank()
+				for _, tc := range []struct {
+					gather     bool
+					root, rank int // root's count of rank 1's block, and rank 1's own
+				}{
+					{true, 0, 2}, {true, 2, 0}, {false, 0, 2}, {false, 2, 0},
+				} {
+					d, err := c.Dup(ctx)
+					if err != nil {
+						return err
+					}
+					own := 2
+					if me == 1 {
+						own = tc.rank
+					}
+					counts := []int{2, tc.root, 2}
+					name := fmt.Sprintf("scatterv (root's count %d, rank 1's block %d)", tc.root, tc.rank)
+					if tc.gather {
+						name = "gatherv" + name[len("scatterv"):]
+						err = Gatherv(ctx, d, make([]int32, own), make([]int32, 4+tc.root), counts, nil, 0)
+					} else {
+						err = Scatterv(ctx, d, make([]int32, 4+tc.root), make([]int32, own), counts, nil, 0)
+					}
+					d.Close()
+					if me != 2 && err == nil {
+						return fmt.Errorf("%s: no error on rank %d, which disagrees with the other", name, me)
+					}
+				}
+				// Agreeing empty blocks still work, and the parent is intact.
+				recv := make([]int32, 2)
+				counts := []int{0, 0, 2}
+				send := []int32{}
+				if me == 2 {
+					send = []int32{5, 6}
+				}
+				if err := Gatherv(ctx, c, send, recv, counts, nil, 0); err != nil {
+					return fmt.Errorf("gatherv with agreed empty blocks: %w", err)
+				}
+				out := make([]int32, counts[me])
+				if err := Scatterv(ctx, c, recv, out, counts, nil, 0); err != nil {
+					return fmt.Errorf("scatterv with agreed empty blocks: %w", err)
+				}
+				if me == 2 && fmt.Sprint(out) != "[5 6]" {
+					return fmt.Errorf("rank 2 got %v, want [5 6]", out)
+				}
+				return c.Barrier(ctx)
+			})
+		})
+	}
+}

@@ -52,6 +52,16 @@ func (c *Comm) plan(ctx context.Context, r *Request, algo string, fuse int) (*co
 	a := r.args.schedArgs() // escapes to the constructor: made only when compiling
 	a.Count, a.ElemSize, a.Root, a.Hosts = r.count, elemSize, r.root, c.hosts
 	s := al.Build(c.rank, c.size, &a)
+	if c.opts.StrictChecks && (r.kind == collGatherv || r.kind == collScatterv) {
+		// An empty block moves nothing, so nobody checks that the root
+		// and its rank agree on it: an empty message does (every rank
+		// that disagrees then fails in the call, as StrictChecks says).
+		counts := r.args.recvCounts
+		if r.kind == collScatterv {
+			counts = r.args.sendCounts
+		}
+		s = collectives.EmptyBlocksChecked(s, r.kind, r.root, counts, r.count)
+	}
 	if c.opts.StrictChecks && agreed(r.kind, c.size, r.count) {
 		// A tree's leaf hears only from ranks that agree with it: the
 		// barrier's messages make every rank check every rank's call
