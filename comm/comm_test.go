@@ -417,6 +417,33 @@ func TestPersistentCollectives(t *testing.T) {
 	}
 }
 
+// TestPersistentInitNamesTheSubCommunicator: an ...Init refused on a
+// sub-communicator names it, as the same call's refusal does (the
+// blocking form's error ends with "[sub-communicator ...]"); the Init's
+// did not.
+func TestPersistentInitNamesTheSubCommunicator(t *testing.T) {
+	runRanks(t, 3, testOpts, func(c *Comm) error {
+		ctx := context.Background()
+		sub, err := c.Split(ctx, c.Rank()%2, 0)
+		if err != nil {
+			return err
+		}
+		defer sub.Close()
+		buf := make([]float32, 4)
+		for name, init := range map[string]func() (*Persistent, error){
+			"ReduceInit with BXor on float32": func() (*Persistent, error) { return ReduceInit(sub, buf, buf, BXor, 0) },
+			"BroadcastInit with root 5":       func() (*Persistent, error) { return BroadcastInit(sub, buf, 5) },
+			"AllreduceInit with a short recv": func() (*Persistent, error) { return AllreduceInit(sub, buf, buf[:2], Sum) },
+		} {
+			_, err := init()
+			if err == nil || !strings.Contains(err.Error(), "[sub-communicator ") {
+				return fmt.Errorf("%s on a sub-communicator: %v, want a refusal naming the sub-communicator", name, err)
+			}
+		}
+		return sub.Barrier(ctx)
+	})
+}
+
 // TestPersistentAllreduce starts one prepared allreduce many times, waited
 // for by Wait or by polling Test, and checks the results and that a second
 // Start before Wait is refused.

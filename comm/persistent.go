@@ -102,7 +102,7 @@ func persist(c *Comm, name string, opts []CallOption, fill func(r *Request) *Req
 	fill(&p.r)
 	p.r.prepOnly = false
 	if err := p.r.err; err != nil {
-		return nil, err
+		return nil, c.inSub(err) // which communicator, as a call's error says
 	}
 	p.held = [2]allocHold{c.holdOf(p.r.send), c.holdOf(p.r.recv)}
 	return p, nil
