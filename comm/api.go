@@ -220,9 +220,12 @@ func ScatterAsync[T Number](c *Comm, send, recv []T, root int, opts ...CallOptio
 // (displs nil: packed in rank order). counts and displs are read on root
 // only (the other ranks may pass nil, and recv too), where they are
 // checked as Allgatherv's; a rank's send must hold its count on root, or
-// the call fails naming the lengths. On root send may be its own block of
-// recv (in place). Elements of recv outside the blocks are left
-// untouched. A rank returns once the root has taken its block (whose
+// the call fails naming the lengths (when one of the two is 0 no data
+// moves between them to check: without Options.StrictChecks the ranks
+// learn of it as of any disagreement, one in the call and the other in a
+// later call, naming the calls but not the lengths). On root send may be
+// its own block of recv (in place). Elements of recv outside the blocks
+// are left untouched. A rank returns once the root has taken its block (whose
 // length only the root can check: a round trip more than Gather's eager
 // senders); one whose block is empty sends nothing and returns at once
 // (with Options.StrictChecks it sends the root an empty message, so that a
@@ -240,8 +243,9 @@ func GathervAsync[T Number](c *Comm, send, recv []T, counts, displs []int, root 
 // rank j receives into recv the counts[j] elements at element displs[j]
 // of root's send (displs nil: packed in rank order). counts, displs and
 // send are read on root only (the other ranks may pass nil); a rank's
-// recv must hold its count on root, or the call fails naming the lengths.
-// On root recv may be its own block of send (in place). The root returns
+// recv must hold its count on root, or the call fails naming the lengths
+// (when one of the two is 0, as Gatherv says). On root recv may be its own
+// block of send (in place). The root returns
 // once every rank has taken its block (whose length only that rank can
 // check); a rank whose block is empty receives nothing and returns at
 // once (with Options.StrictChecks the root sends it an empty message, so
