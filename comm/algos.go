@@ -15,6 +15,18 @@ type callArgs struct {
 	sendCounts, sendDispls, recvCounts, recvDispls []int
 	peer, src, tag                                 int // point to point: destination, source, tag
 	recvCount                                      int // point to point: elements received
+	// spare keeps the storage of a reused request's copies of the
+	// counts and displacements above (in that order) from call to call,
+	// so that a blocking v-collective allocates nothing in steady state;
+	// the fields above stay nil for the other collectives.
+	spare [4][]int
+}
+
+// keep copies counts into a's storage i (see spare) and returns the copy.
+func (a *callArgs) keep(i int, counts []int) []int {
+	s := append(a.spare[i][:0], counts...)
+	a.spare[i] = s
+	return s
 }
 
 // schedArgs is a's schedule arguments as the registry takes them.

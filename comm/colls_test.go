@@ -287,3 +287,59 @@ func TestGathervScattervStrictEmptyBlocks(t *testing.T) {
 		})
 	}
 }
+
+// TestVPlansFollowTheirCounts runs v-collectives whose calls differ only
+// in how the same total is split (counts, then displacements), back and
+// forth: their plans are cached by the counts and displacements
+// themselves, and each call must get the blocks where its own arguments
+// put them.
+func TestVPlansFollowTheirCounts(t *testing.T) {
+	for _, kind := range []string{"mem", "tcp"} {
+		t.Run(kind, func(t *testing.T) {
+			const n = 3
+			runRanksOn(t, kind, n, testOpts, func(c *Comm) error {
+				ctx := context.Background()
+				me := c.Rank()
+				for i, v := range []struct{ counts, displs []int }{
+					{[]int{1, 2, 3}, nil},
+					{[]int{3, 2, 1}, nil},
+					{[]int{1, 2, 3}, []int{5, 3, 0}},
+					{[]int{1, 2, 3}, nil},
+					{[]int{3, 2, 1}, []int{3, 1, 0}},
+				} {
+					send := make([]int32, v.counts[me])
+					for j := range send {
+						send[j] = int32(100*me + j + 1)
+					}
+					recv := make([]int32, 6)
+					if err := Allgatherv(ctx, c, send, recv, v.counts, v.displs); err != nil {
+						return err
+					}
+					grecv := make([]int32, 6)
+					if err := Gatherv(ctx, c, send, grecv, v.counts, v.displs, 1); err != nil {
+						return err
+					}
+					want := make([]int32, 6)
+					off := 0
+					for r, cnt := range v.counts {
+						d := off
+						if v.displs != nil {
+							d = v.displs[r]
+						}
+						for j := range cnt {
+							want[d+j] = int32(100*r + j + 1)
+						}
+						off += cnt
+					}
+					if fmt.Sprint(recv) != fmt.Sprint(want) {
+						return fmt.Errorf("call %d (counts %v, displs %v): allgatherv gave %v, want %v", i, v.counts, v.displs, recv, want)
+					}
+					if me == 1 && fmt.Sprint(grecv) != fmt.Sprint(want) {
+						return fmt.Errorf("call %d (counts %v, displs %v): gatherv gave %v, want %v", i, v.counts, v.displs, grecv, want)
+					}
+				}
+				return nil
+			})
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/goccl/goccl/collectives"
@@ -27,6 +28,9 @@ type planKey struct {
 	recvCount int
 	chunkSize int
 	fused     bool
+	// vhash is a hash of a v-collective's counts and displacements
+	// (planEntry.v holds them, compared on a hit); 0 for the others.
+	vhash uint64
 }
 
 // plan returns the compiled plan of a call, from the cache when it has no
@@ -39,11 +43,16 @@ func (c *Comm) plan(ctx context.Context, r *Request, algo string, fuse int) (*co
 	}
 	k := planKey{kind: r.kind, algo: algo, count: r.count, elemSize: elemSize, root: r.root,
 		peer: r.args.peer, src: r.args.src, recvCount: r.args.recvCount, chunkSize: c.opts.ChunkSize, fused: fuse > 0}
-	cacheable := r.args.sendCounts == nil && r.args.recvCounts == nil
-	if cacheable {
-		if e, ok := c.cachedPlan(k); ok {
-			return e.plan, e.scratch, nil
-		}
+	// A v-collective's plan depends on its counts and displacements too:
+	// keyed by their hash, and taken only if they are the same (a
+	// blocking Allgatherv compiled its plan on every call before: ~40
+	// allocations).
+	v := [4][]int{r.args.sendCounts, r.args.sendDispls, r.args.recvCounts, r.args.recvDispls}
+	if v[0] != nil || v[2] != nil {
+		k.vhash = hashInts(v)
+	}
+	if e, ok := c.cachedPlan(k); ok && sameInts(e.v, v) {
+		return e.plan, e.scratch, nil
 	}
 	al, err := collectives.LookupAlgo(r.kind, algo)
 	if err != nil {
@@ -88,15 +97,50 @@ func (c *Comm) plan(ctx context.Context, r *Request, algo string, fuse int) (*co
 	if err != nil {
 		return nil, 0, err
 	}
-	if cacheable {
-		c.rememberPlan(k, planEntry{plan: p, scratch: s.ScratchBytes})
+	e := planEntry{plan: p, scratch: s.ScratchBytes}
+	if k.vhash != 0 {
+		for i, x := range v { // the request's own copies are reused by its next call
+			e.v[i] = slices.Clone(x)
+		}
 	}
+	c.rememberPlan(k, e)
 	return p, s.ScratchBytes, nil
 }
 
 type planEntry struct {
 	plan    *collectives.Plan
 	scratch int
+	v       [4][]int // a v-collective's counts and displacements (planKey.vhash)
+}
+
+// hashInts is FNV-1a over the lengths and elements of v, never 0.
+func hashInts(v [4][]int) uint64 {
+	h := uint64(14695981039346656037)
+	mix := func(x uint64) {
+		for range 8 {
+			h ^= x & 0xff
+			h *= 1099511628211
+			x >>= 8
+		}
+	}
+	for _, s := range v {
+		mix(uint64(len(s)))
+		for _, x := range s {
+			mix(uint64(x))
+		}
+	}
+	return h | 1
+}
+
+// sameInts reports whether a and b hold the same slices' contents (nil and
+// empty alike).
+func sameInts(a, b [4][]int) bool {
+	for i := range a {
+		if !slices.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // dataBytes is how many bytes of BufData the call uses on this rank, and

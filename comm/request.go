@@ -94,8 +94,9 @@ func (c *Comm) newBlocking(ctx context.Context) *Request {
 // inline claim released.
 func (r *Request) wait() error {
 	if r.owned {
-		c, err := r.c, r.err
+		c, err, spare := r.c, r.err, r.args.spare
 		*r = Request{}
+		r.args.spare = spare
 		c.endInline()
 		return c.inSub(err)
 	}
@@ -117,8 +118,9 @@ func (r *Request) wait() error {
 	}
 	c, err := r.c, r.err
 	if r.pooled && !r.persistent {
-		done := r.done
+		done, spare := r.done, r.args.spare
 		*r = Request{done: done, pooled: true}
+		r.args.spare = spare
 		requestPool.Put(r)
 	}
 	return c.inSub(err)

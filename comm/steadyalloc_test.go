@@ -73,6 +73,7 @@ func steadyAllocs(t *testing.T, c *Comm, registered bool, counts ...int) error {
 		}
 		a, b, a2, b2 := bufs[0], bufs[1], bufs[2], bufs[3]
 		peer := 1 - c.Rank()
+		vcounts := []int{count, count}
 		pers, err := AllreduceInit(c, a, b, Sum)
 		if err != nil {
 			return err
@@ -99,6 +100,12 @@ func steadyAllocs(t *testing.T, c *Comm, registered bool, counts ...int) error {
 			{"gather", func() error { return Gather(ctx, c, a, b2, 0) }},
 			{"scatter", func() error { return Scatter(ctx, c, a2, b, 1) }},
 			{"barrier", func() error { return c.Barrier(ctx) }},
+			// The v-forms: their counts' copies and plans are kept from
+			// call to call (callArgs.spare, the plan cache by counts).
+			{"allgatherv", func() error { return Allgatherv(ctx, c, a, b2, vcounts, nil) }},
+			{"alltoallv", func() error { return Alltoallv(ctx, c, a2, vcounts, nil, b2, vcounts, nil) }},
+			{"gatherv", func() error { return Gatherv(ctx, c, a, b2, vcounts, nil, 0) }},
+			{"scatterv", func() error { return Scatterv(ctx, c, a2, b, vcounts, nil, 1) }},
 			{"persistent allreduce", func() error {
 				if err := pers.Start(); err != nil {
 					return err

@@ -216,14 +216,20 @@ func (c *Comm) allgather(r *Request, send, recv []byte, dt DataType) *Request {
 // checkV checks per-rank counts and displacements (in elements) against a
 // buffer of n elements; displs nil means packed. It returns the
 // displacements to use (0 for an empty block).
-func (c *Comm) checkV(k collKind, dt DataType, what string, counts, displs []int, n int) ([]int, error) {
+func (c *Comm) checkV(k collKind, dt DataType, what string, counts, displs []int, n int, into *[]int) ([]int, error) {
 	if len(counts) != c.size {
 		return nil, c.errorf(k, dt, "%d %s counts for %d ranks", len(counts), what, c.size)
 	}
 	if displs != nil && len(displs) != c.size {
 		return nil, c.errorf(k, dt, "%d %s displacements for %d ranks", len(displs), what, c.size)
 	}
-	out := make([]int, c.size)
+	// The displacements go to *into, kept by a reused request from call
+	// to call (callArgs.spare).
+	if cap(*into) < c.size {
+		*into = make([]int, c.size)
+	}
+	out := (*into)[:c.size]
+	clear(out)
 	pos := 0
 	for j, cnt := range counts {
 		d := pos
@@ -289,7 +295,7 @@ func (c *Comm) allgatherv(r *Request, send, recv []byte, dt DataType, counts, di
 	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, -1
 	err := c.checkType(k, dt, send, recv)
 	if err == nil {
-		r.args.recvDispls, err = c.checkV(k, dt, "recv", counts, displs, elems(len(recv), dt))
+		r.args.recvDispls, err = c.checkV(k, dt, "recv", counts, displs, elems(len(recv), dt), &r.args.spare[3])
 	}
 	if err == nil && len(send) != counts[c.rank]*dt.Size() {
 		err = c.errorf(k, dt, "send has %d elements but counts[%d] is %d", elems(len(send), dt), c.rank, counts[c.rank])
@@ -298,7 +304,7 @@ func (c *Comm) allgatherv(r *Request, send, recv []byte, dt DataType, counts, di
 		err = c.errorf(k, dt, "send and recv overlap (in place, send is this rank's block of recv)")
 	}
 	if err == nil {
-		r.args.recvCounts = append([]int(nil), counts...)
+		r.args.recvCounts = r.args.keep(2, counts)
 		r.count = sum(counts)
 	}
 	return c.submitOrReject(r, k, err)
@@ -344,10 +350,10 @@ func (c *Comm) alltoallv(r *Request, send []byte, sendCounts, sendDispls []int, 
 	r.kind, r.send, r.recv, r.dt, r.root = k, send, recv, dt, -1
 	err := c.checkType(k, dt, send, recv)
 	if err == nil {
-		r.args.sendDispls, err = c.checkV(k, dt, "send", sendCounts, sendDispls, elems(len(send), dt))
+		r.args.sendDispls, err = c.checkV(k, dt, "send", sendCounts, sendDispls, elems(len(send), dt), &r.args.spare[1])
 	}
 	if err == nil {
-		r.args.recvDispls, err = c.checkV(k, dt, "recv", recvCounts, recvDispls, elems(len(recv), dt))
+		r.args.recvDispls, err = c.checkV(k, dt, "recv", recvCounts, recvDispls, elems(len(recv), dt), &r.args.spare[3])
 	}
 	if err == nil && overlap(send, recv) && !sameBytes(send, recv) {
 		err = c.errorf(k, dt, "send and recv overlap (in place, send is recv)")
@@ -356,8 +362,8 @@ func (c *Comm) alltoallv(r *Request, send []byte, sendCounts, sendDispls []int, 
 		err = c.errorf(k, dt, "sendCounts[%d] is %d but recvCounts[%d] is %d: this rank's block to itself", c.rank, sendCounts[c.rank], c.rank, recvCounts[c.rank])
 	}
 	if err == nil {
-		r.args.sendCounts = append([]int(nil), sendCounts...)
-		r.args.recvCounts = append([]int(nil), recvCounts...)
+		r.args.sendCounts = r.args.keep(0, sendCounts)
+		r.args.recvCounts = r.args.keep(2, recvCounts)
 		r.count = sum(recvCounts)
 	}
 	return c.submitOrReject(r, k, err)
@@ -409,7 +415,7 @@ func (c *Comm) gatherv(r *Request, send, recv []byte, dt DataType, counts, displ
 		err = c.checkRoot(k, dt, root)
 	}
 	if err == nil && c.rank == root {
-		r.args.recvDispls, err = c.checkV(k, dt, "recv", counts, displs, elems(len(recv), dt))
+		r.args.recvDispls, err = c.checkV(k, dt, "recv", counts, displs, elems(len(recv), dt), &r.args.spare[3])
 		if err == nil && len(send) != counts[root]*dt.Size() {
 			err = c.errorf(k, dt, "root's send has %d elements but counts[%d] is %d", elems(len(send), dt), root, counts[root])
 		}
@@ -417,7 +423,7 @@ func (c *Comm) gatherv(r *Request, send, recv []byte, dt DataType, counts, displ
 			err = c.errorf(k, dt, "send and recv overlap (in place, send is the root's own block of recv)")
 		}
 		if err == nil {
-			r.args.recvCounts = append([]int(nil), counts...)
+			r.args.recvCounts = r.args.keep(2, counts)
 		}
 	}
 	if err == nil {
@@ -434,7 +440,7 @@ func (c *Comm) scatterv(r *Request, send, recv []byte, dt DataType, counts, disp
 		err = c.checkRoot(k, dt, root)
 	}
 	if err == nil && c.rank == root {
-		r.args.sendDispls, err = c.checkV(k, dt, "send", counts, displs, elems(len(send), dt))
+		r.args.sendDispls, err = c.checkV(k, dt, "send", counts, displs, elems(len(send), dt), &r.args.spare[1])
 		if err == nil && len(recv) != counts[root]*dt.Size() {
 			err = c.errorf(k, dt, "root's recv has %d elements but counts[%d] is %d", elems(len(recv), dt), root, counts[root])
 		}
@@ -442,7 +448,7 @@ func (c *Comm) scatterv(r *Request, send, recv []byte, dt DataType, counts, disp
 			err = c.errorf(k, dt, "send and recv overlap (in place, recv is the root's own block of send)")
 		}
 		if err == nil {
-			r.args.sendCounts = append([]int(nil), counts...)
+			r.args.sendCounts = r.args.keep(0, counts)
 		}
 	}
 	if err == nil {
