@@ -24,8 +24,9 @@ import (
 //     or a reduce leaf waits about one round trip for it. Point-to-point
 //     sends do not wait (a Send completes before its Recv is called, as
 //     MPI's eager sends do). Calls whose counts differ across ranks by
-//     design (alltoallv) wait for the credits of every chunk, whose
-//     lengths only the receiver checks.
+//     design and have no root (alltoallv) wait for the credits of every
+//     chunk, whose lengths only the receiver checks; rooted ones (gatherv,
+//     scatterv) are proven as gather and scatter are.
 //     In a call with Confirm set (rooted collectives on trees and chains:
 //     broadcast, reduce, gather, scatter), a rank keeps the credit of the
 //     last chunk from a peer that only sends to it until its own run is
@@ -160,7 +161,7 @@ func (e *Executor) confirmedPeer(c *Call, peer int) bool {
 	if l == nil {
 		return true // released: both ranks were done with it (window.go)
 	}
-	if c.VarCount || (c.Confirm && len(p.recvs[peer]) == 0) {
+	if c.creditsProve() || (c.Confirm && len(p.recvs[peer]) == 0) {
 		return l.credited >= l.sent
 	}
 	if c.Eager && len(p.recvs[peer]) == 0 {
@@ -169,11 +170,18 @@ func (e *Executor) confirmedPeer(c *Call, peer int) bool {
 	return e.recvHead[peer] > 0 || l.credited > e.sent0[peer]
 }
 
+// creditsProve reports whether c's sends are proven only by the credits of
+// every chunk: a call whose counts differ across ranks by design and that
+// has no root (alltoallv). A rooted one (gatherv, scatterv) is proven as
+// gather and scatter are: its receivers check every length, and in an
+// Eager run a rank that only sends completes once its sends are done.
+func (c *Call) creditsProve() bool { return c.VarCount && c.Root < 0 }
+
 // noteUnconfirmed records, when an Eager run completes, the peers it only
 // sent to without proof yet that they took what it sent: their link's
 // proveAt is the credit count that proves it.
 func (e *Executor) noteUnconfirmed(c *Call) {
-	if !c.Eager || c.VarCount || c.P2P {
+	if !c.Eager || c.creditsProve() || c.P2P {
 		return // point-to-point sends never wait for proof (see above)
 	}
 	p := c.Plan

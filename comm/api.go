@@ -225,11 +225,13 @@ func ScatterAsync[T Number](c *Comm, send, recv []T, root int, opts ...CallOptio
 // learn of it as of any disagreement, one in the call and the other in a
 // later call, naming the calls but not the lengths). On root send may be
 // its own block of recv (in place). Elements of recv outside the blocks
-// are left untouched. A rank returns once the root has taken its block (whose
-// length only the root can check: a round trip more than Gather's eager
-// senders); one whose block is empty sends nothing and returns at once
-// (with Options.StrictChecks it sends the root an empty message, so that a
-// disagreement on an empty block fails both in the call).
+// are left untouched. A rank other than the root returns once its block
+// is sent, as in Gather (the root checks its length; a disagreement fails
+// the root's call and reaches the rank in its next call or at Close, or
+// in this one with Options.StrictChecks); one whose block is empty sends
+// nothing and returns at once (with Options.StrictChecks it sends the root
+// an empty message, so that a disagreement on an empty block fails both in
+// the call).
 func Gatherv[T Number](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int, opts ...CallOption) error {
 	return c.gatherv(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), counts, displs, root).wait()
 }
@@ -245,10 +247,9 @@ func GathervAsync[T Number](c *Comm, send, recv []T, counts, displs []int, root 
 // send are read on root only (the other ranks may pass nil); a rank's
 // recv must hold its count on root, or the call fails naming the lengths
 // (when one of the two is 0, as Gatherv says). On root recv may be its own
-// block of send (in place). The root returns
-// once every rank has taken its block (whose length only that rank can
-// check); a rank whose block is empty receives nothing and returns at
-// once (with Options.StrictChecks the root sends it an empty message, so
+// block of send (in place). The root returns once its blocks are sent, as
+// in Scatter (each rank checks its block's length); a rank whose block is
+// empty receives nothing and returns at once (with Options.StrictChecks the root sends it an empty message, so
 // that a disagreement on an empty block fails both in the call).
 func Scatterv[T Number](ctx context.Context, c *Comm, send, recv []T, counts, displs []int, root int, opts ...CallOption) error {
 	return c.scatterv(applyOpts(c.newBlocking(ctx), opts), asBytes(send), asBytes(recv), TypeOf[T](), counts, displs, root).wait()
