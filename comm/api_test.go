@@ -131,6 +131,9 @@ func everyForm() map[string][]form {
 			async(func(c *Comm, o ...CallOption) *Request {
 				return c.AllgathervBytesAsync(rawOf(blk()), rawOf(b()), TypeFloat32, counts, nil, o...)
 			}),
+			persistent(func(c *Comm, o ...CallOption) (*Persistent, error) {
+				return AllgathervInit(c, blk(), b(), counts, nil, o...)
+			}),
 		},
 		"reduce-scatter": {
 			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error {
@@ -171,6 +174,9 @@ func everyForm() map[string][]form {
 			async(func(c *Comm, o ...CallOption) *Request {
 				return c.AlltoallvBytesAsync(rawOf(b()), counts, nil, rawOf(b()), counts, nil, TypeFloat32, o...)
 			}),
+			persistent(func(c *Comm, o ...CallOption) (*Persistent, error) {
+				return AlltoallvInit(c, b(), counts, nil, b(), counts, nil, o...)
+			}),
 		},
 		"gather": {
 			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error { return Gather(ctx, c, blk(), b(), 0, o...) }),
@@ -203,6 +209,9 @@ func everyForm() map[string][]form {
 			async(func(c *Comm, o ...CallOption) *Request {
 				return c.GathervBytesAsync(rawOf(blk()), rawOf(b()), TypeFloat32, counts, nil, 0, o...)
 			}),
+			persistent(func(c *Comm, o ...CallOption) (*Persistent, error) {
+				return GathervInit(c, blk(), b(), counts, nil, 0, o...)
+			}),
 		},
 		"scatterv": {
 			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error {
@@ -214,6 +223,9 @@ func everyForm() map[string][]form {
 			}),
 			async(func(c *Comm, o ...CallOption) *Request {
 				return c.ScattervBytesAsync(rawOf(b()), rawOf(blk()), TypeFloat32, counts, nil, 0, o...)
+			}),
+			persistent(func(c *Comm, o ...CallOption) (*Persistent, error) {
+				return ScattervInit(c, b(), blk(), counts, nil, 0, o...)
 			}),
 		},
 		"barrier": {

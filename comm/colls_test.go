@@ -342,3 +342,80 @@ func TestVPlansFollowTheirCounts(t *testing.T) {
 		})
 	}
 }
+
+// TestPersistentVCollectives starts persistent v-collectives
+// (AllgathervInit, GathervInit, ScattervInit, AlltoallvInit) several times
+// on new data, with the counts copied at Init (the caller's slices are
+// changed after it), and checks every result.
+func TestPersistentVCollectives(t *testing.T) {
+	for _, kind := range []string{"mem", "tcp"} {
+		t.Run(kind, func(t *testing.T) {
+			const n = 3
+			runRanksOn(t, kind, n, testOpts, func(c *Comm) error {
+				ctx := context.Background()
+				me := c.Rank()
+				counts := []int{1, 2, 3}
+				a2a := []int{2, 2, 2}
+				mine := make([]int32, counts[me])
+				all, gall := make([]int32, 6), make([]int32, 6)
+				sall, smine := make([]int32, 6), make([]int32, counts[me])
+				asend, arecv := make([]int32, 6), make([]int32, 6)
+				var ps []*Persistent
+				for _, mk := range []func() (*Persistent, error){
+					func() (*Persistent, error) { return AllgathervInit(c, mine, all, counts, nil) },
+					func() (*Persistent, error) { return GathervInit(c, mine, gall, counts, nil, 1) },
+					func() (*Persistent, error) { return ScattervInit(c, sall, smine, counts, nil, 2) },
+					func() (*Persistent, error) { return AlltoallvInit(c, asend, a2a, nil, arecv, a2a, nil) },
+				} {
+					p, err := mk()
+					if err != nil {
+						return err
+					}
+					ps = append(ps, p)
+				}
+				counts[0], a2a[0] = 9, 9 // copied at Init: the starts do not see it
+				for step := range 5 {
+					val := func(r, i int) int32 { return int32(1000*step + 10*r + i) }
+					for i := range mine {
+						mine[i] = val(me, i)
+					}
+					for i := range sall {
+						sall[i] = val(me, i)
+						asend[i] = val(me, i)
+					}
+					for _, p := range ps {
+						if err := p.Start(); err != nil {
+							return err
+						}
+						if err := p.Wait(ctx); err != nil {
+							return fmt.Errorf("step %d: %w", step, err)
+						}
+					}
+					off := 0
+					for r, cnt := range []int{1, 2, 3} {
+						for i := range cnt {
+							if all[off+i] != val(r, i) || (me == 1 && gall[off+i] != val(r, i)) {
+								return fmt.Errorf("step %d: block %d: allgatherv %v, gatherv %v", step, r, all, gall)
+							}
+						}
+						off += cnt
+					}
+					soff := []int{0, 1, 3}[me]
+					for i := range smine {
+						if smine[i] != val(2, soff+i) {
+							return fmt.Errorf("step %d: scatterv gave %v", step, smine)
+						}
+					}
+					for r := range n {
+						for i := range 2 {
+							if arecv[2*r+i] != val(r, 2*me+i) {
+								return fmt.Errorf("step %d: alltoallv gave %v", step, arecv)
+							}
+						}
+					}
+				}
+				return nil
+			})
+		})
+	}
+}

@@ -79,6 +79,38 @@ func AlltoallInit[T Number](c *Comm, send, recv []T, opts ...CallOption) (*Persi
 	})
 }
 
+// AllgathervInit prepares an Allgatherv (MPI_Allgatherv_init): counts
+// and displs are copied now.
+func AllgathervInit[T Number](c *Comm, send, recv []T, counts, displs []int, opts ...CallOption) (*Persistent, error) {
+	return persist(c, "allgatherv", opts, func(r *Request) *Request {
+		return c.allgatherv(r, asBytes(send), asBytes(recv), TypeOf[T](), counts, displs)
+	})
+}
+
+// AlltoallvInit prepares an Alltoallv (MPI_Alltoallv_init): counts and
+// displacements are copied now.
+func AlltoallvInit[T Number](c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int, opts ...CallOption) (*Persistent, error) {
+	return persist(c, "alltoallv", opts, func(r *Request) *Request {
+		return c.alltoallv(r, asBytes(send), sendCounts, sendDispls, asBytes(recv), recvCounts, recvDispls, TypeOf[T]())
+	})
+}
+
+// GathervInit prepares a Gatherv (MPI_Gatherv_init): counts and displs
+// are copied now.
+func GathervInit[T Number](c *Comm, send, recv []T, counts, displs []int, root int, opts ...CallOption) (*Persistent, error) {
+	return persist(c, "gatherv", opts, func(r *Request) *Request {
+		return c.gatherv(r, asBytes(send), asBytes(recv), TypeOf[T](), counts, displs, root)
+	})
+}
+
+// ScattervInit prepares a Scatterv (MPI_Scatterv_init): counts and displs
+// are copied now.
+func ScattervInit[T Number](c *Comm, send, recv []T, counts, displs []int, root int, opts ...CallOption) (*Persistent, error) {
+	return persist(c, "scatterv", opts, func(r *Request) *Request {
+		return c.scatterv(r, asBytes(send), asBytes(recv), TypeOf[T](), counts, displs, root)
+	})
+}
+
 // BarrierInit prepares a Barrier (MPI_Barrier_init).
 func BarrierInit(c *Comm, opts ...CallOption) (*Persistent, error) {
 	return persist(c, "barrier", opts, func(r *Request) *Request { return c.barrier(r) })
