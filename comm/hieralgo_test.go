@@ -2,14 +2,12 @@ package comm_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	. "github.com/goccl/goccl/comm"
-	"github.com/goccl/goccl/transport/mem"
+	"github.com/goccl/goccl/comm/commtest"
 )
 
 // TestForcedHierRingOnUnevenHostsNamesHierLeader: hier-ring forced on
@@ -57,34 +55,13 @@ func TestForcedHierRingOnUnevenHostsNamesHierLeader(t *testing.T) {
 
 // runRanksOnHosts runs f on len(hosts) ranks, goroutines of this process,
 // rank r on host hosts[r]: in-memory links stand for shared memory within
-// a host and for the network between hosts (as commtest's "mem-hosts",
-// with any layout).
+// a host and for the network between hosts (commtest's "mem-hosts", with
+// any layout).
 func runRanksOnHosts(t *testing.T, hosts []int, opts Options, f func(c *Comm) error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	n := len(hosts)
-	network, local := mem.NewNetwork(mem.Options{}), mem.NewNetwork(mem.Options{})
-	g := NewLocalGroup(n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			o := opts
-			o.OwnDevice = true
-			o.HostID = fmt.Sprint("test host ", hosts[r])
-			c, err := NewWith(ctx, g.Member(r), Devices{Net: network.NewDevice(), Shm: local.NewDevice()}, o)
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			errs[r] = errors.Join(f(c), c.Close())
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
+	for r, err := range commtest.RunOnHosts(ctx, "mem-hosts", hosts, opts, f) {
 		if err != nil {
 			t.Errorf("rank %d: %v", r, err)
 		}

@@ -29,6 +29,27 @@ var Kinds = []string{"mem", "tcp", "shm", "hosts", "mem-hosts"}
 // owning its devices; on failure it closes what it made and returns every
 // rank's error joined.
 func Connect(ctx context.Context, kind string, n int, opts comm.Options) ([]*comm.Comm, error) {
+	var hosts []int
+	if kind == "hosts" || kind == "mem-hosts" {
+		hosts = make([]int, n)
+		for r := range hosts {
+			hosts[r] = min(r/((n+1)/2), 1) // two hosts, the first half on host 0
+		}
+	}
+	return connect(ctx, kind, n, opts, hosts)
+}
+
+// ConnectOnHosts is Connect for kind "hosts" or "mem-hosts" with rank r on
+// host hosts[r] (any layout: hosts of unequal rank counts, interleaved).
+func ConnectOnHosts(ctx context.Context, kind string, hosts []int, opts comm.Options) ([]*comm.Comm, error) {
+	if kind != "hosts" && kind != "mem-hosts" {
+		return nil, fmt.Errorf("commtest: ConnectOnHosts of kind %q (want hosts or mem-hosts)", kind)
+	}
+	return connect(ctx, kind, len(hosts), opts, hosts)
+}
+
+// connect is Connect with rank r on host hosts[r] when hosts is not nil.
+func connect(ctx context.Context, kind string, n int, opts comm.Options, hosts []int) ([]*comm.Comm, error) {
 	network, local := mem.NewNetwork(mem.Options{}), mem.NewNetwork(mem.Options{})
 	g := comm.NewLocalGroup(n)
 	comms := make([]*comm.Comm, n)
@@ -45,8 +66,8 @@ func Connect(ctx context.Context, kind string, n int, opts comm.Options) ([]*com
 				errs[r] = fmt.Errorf("rank %d: %w", r, err)
 				return
 			}
-			if kind == "hosts" || kind == "mem-hosts" {
-				o.HostID = fmt.Sprintf("commtest host %d", min(r/((n+1)/2), 1))
+			if hosts != nil {
+				o.HostID = fmt.Sprintf("commtest host %d", hosts[r])
 			}
 			c, err := comm.NewWith(ctx, g.Member(r), devs, o)
 			if err != nil {
@@ -102,8 +123,20 @@ func devicesFor(kind string, network, local *mem.Network) (comm.Devices, error) 
 // concurrently, closes the communicators and returns each rank's error
 // (f's, or Close's).
 func Run(ctx context.Context, kind string, n int, opts comm.Options, f func(c *comm.Comm) error) []error {
-	errs := make([]error, n)
 	comms, err := Connect(ctx, kind, n, opts)
+	return runOn(comms, err, n, f)
+}
+
+// RunOnHosts is Run over ConnectOnHosts: rank r on host hosts[r].
+func RunOnHosts(ctx context.Context, kind string, hosts []int, opts comm.Options, f func(c *comm.Comm) error) []error {
+	comms, err := ConnectOnHosts(ctx, kind, hosts, opts)
+	return runOn(comms, err, len(hosts), f)
+}
+
+// runOn runs f on every one of comms concurrently (or reports err, the
+// connection's failure, for each of n ranks) and closes them.
+func runOn(comms []*comm.Comm, err error, n int, f func(c *comm.Comm) error) []error {
+	errs := make([]error, n)
 	if err != nil {
 		for r := range errs {
 			errs[r] = err
