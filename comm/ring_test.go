@@ -3,7 +3,9 @@ package comm_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	. "github.com/goccl/goccl/comm"
 )
@@ -36,6 +38,87 @@ func TestRingFirstExchange(t *testing.T) {
 						if want := float32(prev*10 + round); got[0] != want {
 							return fmt.Errorf("round %d: got %v from %d, want %v", round, got[0], prev, want)
 						}
+					}
+					return nil
+				})
+			})
+		}
+	}
+}
+
+// TestP2PExchangeIdioms checks what the README says of neighbour
+// exchanges, on every transport: a ring shift is one SendRecv per rank, a
+// halo exchange with two neighbours two SendRecvs (one per direction),
+// and sends queued before the receives (MPI's Isend, then Recv) work too;
+// a ring that posts its receive before its send (MPI's Irecv, then Send)
+// waits on itself, and the error names the calls that cannot meet, well
+// before the stall timeout.
+func TestP2PExchangeIdioms(t *testing.T) {
+	for _, kind := range []string{"mem", "tcp", "shm"} {
+		for _, n := range []int{3, 4} {
+			t.Run(fmt.Sprint(kind, n), func(t *testing.T) {
+				runRanksOn(t, kind, n, testOptsFast, func(c *Comm) error {
+					ctx := context.Background()
+					r := c.Rank()
+					left, right := (r+n-1)%n, (r+1)%n
+					// Several chunks and a single element.
+					for _, count := range []int{1, 70000} {
+						mine := make([]float32, count)
+						for i := range mine {
+							mine[i] = float32(r*1000 + i%1000)
+						}
+						check := func(what string, got []float32, from int) error {
+							for i, v := range got {
+								if want := float32(from*1000 + i%1000); v != want {
+									return fmt.Errorf("%s, %d elements: element %d from rank %d is %v, want %v", what, count, i, from, v, want)
+								}
+							}
+							return nil
+						}
+						fromLeft := make([]float32, count)
+						if err := SendRecv(ctx, c, mine, right, fromLeft, left, 1); err != nil {
+							return fmt.Errorf("ring shift: %w", err)
+						}
+						if err := check("ring shift", fromLeft, left); err != nil {
+							return err
+						}
+						fromRight := make([]float32, count)
+						clear(fromLeft)
+						if err := SendRecv(ctx, c, mine, right, fromLeft, left, 2); err != nil {
+							return fmt.Errorf("halo, first direction: %w", err)
+						}
+						if err := SendRecv(ctx, c, mine, left, fromRight, right, 3); err != nil {
+							return fmt.Errorf("halo, second direction: %w", err)
+						}
+						if err := check("halo from the left", fromLeft, left); err != nil {
+							return err
+						}
+						if err := check("halo from the right", fromRight, right); err != nil {
+							return err
+						}
+						if count == 1 { // within what a Send buffers for its peer
+							clear(fromLeft)
+							req := SendAsync(c, mine, right, 4)
+							if err := Recv(ctx, c, fromLeft, left, 4); err != nil {
+								return fmt.Errorf("send queued before the receive: %w", err)
+							}
+							if err := req.Wait(ctx); err != nil {
+								return fmt.Errorf("send queued before the receive: send: %w", err)
+							}
+							if err := check("send queued before the receive", fromLeft, left); err != nil {
+								return err
+							}
+						}
+					}
+					start := time.Now()
+					recv := RecvAsync(c, make([]float32, 1), left, 5)
+					send := SendAsync(c, []float32{1}, right, 5)
+					err := WaitAll(ctx, recv, send)
+					if err == nil || !strings.Contains(err.Error(), "calls that cannot meet") {
+						return fmt.Errorf("receive queued before the send: %v, want calls that cannot meet", err)
+					}
+					if d := time.Since(start); d > testOptsFast.StallTimeout/2 {
+						return fmt.Errorf("receive queued before the send: found after %v, want well before the stall timeout (%v)", d, testOptsFast.StallTimeout)
 					}
 					return nil
 				})

@@ -269,7 +269,83 @@ func (c *Comm) onStall(ctx context.Context, call *collectives.Call) (context.Con
 			}
 		}
 	}
+	if err := c.p2pCycle(lctx, kv, st, answers); err != nil {
+		return nil, err
+	}
 	return next.ctx, nil
+}
+
+// p2pCycle finds point-to-point calls that cannot meet around a cycle of
+// three or more ranks (compareP2P finds a pair): this rank stalled in a
+// receive (or a send) from the rank it waits on, which is stalled in a
+// receive from the next, and so on back to this rank, each alive, past
+// passedAfter, with nothing unpolled or being linked. None of them can
+// reach the call its predecessor waits for (calls run one at a time, in
+// order): MPI's ring of an Irecv from the left before a Send to the right
+// on every rank. Before, such a ring waited until the stall timeout (a
+// minute by default), which named the cycle then; a pair of ranks was
+// found after the stall step. answers holds what the ranks this rank
+// waits on answered; the others of the cycle are asked here.
+func (c *Comm) p2pCycle(ctx context.Context, kv keyValue, st rankState, answers map[int]rankState) error {
+	dir := p2pDirection(st.call)
+	if !st.p2p || dir == "" || len(st.waiting) != 1 || time.Duration(c.stallElapsed.Load()) < c.passedAfter || c.stale() {
+		return nil
+	}
+	cycle := []int{c.rank}
+	calls := []string{st.call}
+	for w := st.waiting[0]; len(cycle) <= c.size; {
+		if w == c.rank {
+			if len(cycle) < 3 {
+				return nil // a pair: compareP2P's
+			}
+			return &cannotMeetCycle{Ranks: cycle, Calls: calls, Dir: dir}
+		}
+		if slices.Contains(cycle, w) {
+			return nil // a cycle that this rank only leads to: its ranks find it
+		}
+		a, ok := answers[w]
+		if !ok {
+			got := c.query(ctx, kv, []int{w})
+			if a, ok = got[w]; !ok {
+				return nil
+			}
+			answers[w] = a
+		}
+		if !a.running || a.failed || !a.stalled || !a.p2p || a.unpolled || a.linking || len(a.waiting) != 1 || p2pDirection(a.call) != dir {
+			return nil
+		}
+		cycle, calls = append(cycle, w), append(calls, a.call)
+		w = a.waiting[0]
+	}
+	return nil
+}
+
+// cannotMeetCycle is p2pCycle's finding: Ranks[i] waits in Calls[i] for
+// Ranks[i+1], the last for the first.
+type cannotMeetCycle struct {
+	Ranks []int
+	Calls []string
+	Dir   string
+}
+
+func (e *cannotMeetCycle) Error() string {
+	var b strings.Builder
+	sorted := slices.Sorted(slices.Values(e.Ranks))
+	fmt.Fprintf(&b, "%s are alive and wait on one another in point-to-point calls that cannot meet: ", collectives.RankList(sorted))
+	for i, r := range e.Ranks {
+		if i > 0 {
+			b.WriteString(", which ")
+		} else {
+			fmt.Fprintf(&b, "rank %d ", r)
+		}
+		fmt.Fprintf(&b, "waits in %s for rank %d", e.Calls[i], e.Ranks[(i+1)%len(e.Ranks)])
+	}
+	what := "receives that each wait for a rank that receives too"
+	if e.Dir == "send" {
+		what = "sends that each wait for a rank that sends too"
+	}
+	fmt.Fprintf(&b, " (%s; calls run one at a time, in order: SendRecv exchanges, or sends queued before the receives)", what)
+	return b.String()
 }
 
 // passed finds the disagreement of a peer that this rank, stalled in its
