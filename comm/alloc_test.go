@@ -397,6 +397,13 @@ func TestPersistentAfterCloseSaysClosed(t *testing.T) {
 				return fmt.Errorf("persistent %d started after Close: %v, want ErrClosed", i, err)
 			}
 		}
+		// Prepared after Close: refused at once, naming the call.
+		if p, err := AllreduceInit(d, nil, plain, Sum); !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "allreduce init") || p != nil {
+			return fmt.Errorf("AllreduceInit after Close: %v, %v, want ErrClosed naming allreduce init", p, err)
+		}
+		if _, err := BarrierInit(d); !errors.Is(err, ErrClosed) {
+			return fmt.Errorf("BarrierInit after Close: %v, want ErrClosed", err)
+		}
 		return nil
 	})
 }

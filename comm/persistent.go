@@ -28,7 +28,8 @@ var ErrRunning = errors.New("persistent collective still running")
 
 // AllreduceInit prepares an allreduce of send into recv (same length; send
 // nil or equal to recv for in place), with opts applying to every start.
-// Arguments are checked now. A buffer from Alloc must stay allocated while
+// Arguments are checked now, and a closed or failed communicator refuses
+// it with the error a call would get. A buffer from Alloc must stay allocated while
 // the Persistent is used: a start once it was freed (Free refuses only
 // while a start runs; its memory may belong to a later Alloc by then) is
 // refused as a call with bad arguments is: its Wait returns the refusal,
@@ -135,6 +136,12 @@ func persist(c *Comm, name string, opts []CallOption, fill func(r *Request) *Req
 	p.r.prepOnly = false
 	if err := p.r.err; err != nil {
 		return nil, c.inSub(err) // which communicator, as a call's error says
+	}
+	// Prepared on a closed or broken communicator, it could never start:
+	// said here, as a call then is refused (before, only its first start
+	// said so).
+	if err := c.usable(name + " init"); err != nil {
+		return nil, err
 	}
 	p.held = [2]allocHold{c.holdOf(p.r.send), c.holdOf(p.r.recv)}
 	return p, nil
