@@ -42,8 +42,10 @@ package ddp
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sync"
 	"time"
 
@@ -264,10 +266,69 @@ func (d *DDP) Buckets() [][]int {
 
 // BroadcastParams copies rank 0's parameters to every rank. Call it once,
 // after initialising the parameters and before the first step, so that
-// every replica starts from the same model.
+// every replica starts from the same model. It first checks that every
+// rank has the same parameter sizes, in the same order, and the same
+// buckets (as PyTorch DDP's constructor checks the parameter shapes), and
+// otherwise returns an error on every rank naming the first rank that
+// differs from rank 0.
 func (d *DDP) BroadcastParams(ctx context.Context) error {
+	if err := d.checkLayout(ctx); err != nil {
+		return err
+	}
 	if err := comm.Broadcast(ctx, d.c, d.params, 0); err != nil {
 		return fmt.Errorf("ddp: broadcast parameters: %w", err)
+	}
+	return nil
+}
+
+// checkLayout compares the layout of the flat buffers across the ranks.
+// Only the element counts would otherwise meet: models with the same total
+// but sizes in another order would be broadcast and averaged without an
+// error, each rank reading other tensors' elements as its own, and another
+// bucket cap would fail the first step with a bare count mismatch. Every
+// rank gathers every rank's summary, so all of them see the difference
+// and fail alike; none is left waiting in the broadcast.
+func (d *DDP) checkLayout(ctx context.Context) error {
+	const (
+		nParams = iota
+		nElems
+		sizesHash
+		nBuckets
+		bucketsHash
+		fields
+	)
+	hash := func(xs []int) int64 {
+		f := fnv.New64a()
+		var b [8]byte
+		for _, x := range xs {
+			binary.LittleEndian.PutUint64(b[:], uint64(x))
+			f.Write(b[:])
+		}
+		return int64(f.Sum64())
+	}
+	bucketSizes := make([]int, len(d.buckets))
+	for b := range d.buckets {
+		bucketSizes[b] = d.buckets[b].n
+	}
+	mine := make([]int64, fields)
+	mine[nParams], mine[nElems], mine[sizesHash] = int64(len(d.sizes)), int64(len(d.params)), hash(d.sizes)
+	mine[nBuckets], mine[bucketsHash] = int64(len(d.buckets)), hash(bucketSizes)
+	all := make([]int64, fields*d.c.Size())
+	if err := comm.Allgather(ctx, d.c, mine, all); err != nil {
+		return fmt.Errorf("ddp: broadcast parameters: compare the ranks' parameter sizes: %w", err)
+	}
+	root := all[:fields]
+	for r := 1; r < d.c.Size(); r++ {
+		got := all[r*fields : (r+1)*fields]
+		switch {
+		case got[nParams] != root[nParams] || got[nElems] != root[nElems] || got[sizesHash] != root[sizesHash]:
+			return fmt.Errorf("ddp: broadcast parameters: rank %d has %d parameter tensors of %d elements, rank 0 %d of %d, "+
+				"and their parameter sizes differ: every rank must pass New the same sizes in the same order",
+				r, got[nParams], got[nElems], root[nParams], root[nElems])
+		case got[nBuckets] != root[nBuckets] || got[bucketsHash] != root[bucketsHash]:
+			return fmt.Errorf("ddp: broadcast parameters: rank %d cuts the gradients into other buckets than rank 0 "+
+				"(%d buckets against %d): every rank must pass New the same Options.BucketBytes", r, got[nBuckets], root[nBuckets])
+		}
 	}
 	return nil
 }

@@ -194,6 +194,45 @@ func TestMisuse(t *testing.T) {
 	})
 }
 
+// TestLayoutMismatch gives rank 2 a model whose parameter tensors or
+// buckets differ from the others': BroadcastParams must refuse it on every
+// rank. Before, sizes in another order with the same total (or another
+// bucket cap) went through, and the ranks averaged unrelated elements of
+// their flat buffers in silence (or failed in the first step on a count
+// mismatch the user could not trace to the model).
+func TestLayoutMismatch(t *testing.T) {
+	cases := []struct {
+		what       string
+		sizes      []int // rank 2's; the others have 10, 20, 30
+		bucketCap  int   // rank 2's; the others have 0 (one bucket)
+		wantInText string
+	}{
+		{"sizes in another order", []int{20, 10, 30}, 0, "parameter sizes"},
+		{"one tensor fewer", []int{30, 30}, 0, "2 parameter tensors"},
+		{"other buckets", []int{10, 20, 30}, 80, "buckets"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.what, func(t *testing.T) {
+			runRanks(t, 3, func(ctx context.Context, c *comm.Comm) error {
+				sizes, bucketCap := []int{10, 20, 30}, 0
+				if c.Rank() == 2 {
+					sizes, bucketCap = tc.sizes, tc.bucketCap
+				}
+				d, err := New(c, sizes, Options{BucketBytes: bucketCap})
+				if err != nil {
+					return err
+				}
+				defer d.Close()
+				err = d.BroadcastParams(ctx)
+				if err == nil || !strings.Contains(err.Error(), "rank 2") || !strings.Contains(err.Error(), tc.wantInText) {
+					return fmt.Errorf("BroadcastParams: %v, want an error naming rank 2 and %q", err, tc.wantInText)
+				}
+				return nil
+			})
+		})
+	}
+}
+
 // TestOverlap runs a simulated backward pass that takes time per layer and
 // checks that the first bucket's allreduce started, and finished, while the
 // backward pass was still running: communication overlaps compute.
