@@ -106,6 +106,9 @@ type DDP struct {
 	reqs        []request
 	launchAt    []time.Time
 	err         error // first allreduce error of this step
+	// closed is set by Close: the buffers are released and the monitor
+	// has quit, so nothing may start a collective any more.
+	closed bool
 
 	// The monitor goroutine waits for each launched bucket in order and
 	// records when it finished.
@@ -220,10 +223,17 @@ func (d *DDP) monitor() {
 }
 
 // Close releases the registered buffers. Param, Grad, Params and Grads
-// must not be used afterwards. It waits for a step in flight to end.
+// must not be used afterwards; MarkReady, Wait and BroadcastParams return
+// an error. It waits for a step in flight to end. A second Close does
+// nothing.
 func (d *DDP) Close() error {
 	// Let launched allreduces finish before their memory is released.
 	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
 	n := d.outstanding
 	d.outstanding = 0
 	d.mu.Unlock()
@@ -272,6 +282,12 @@ func (d *DDP) Buckets() [][]int {
 // otherwise returns an error on every rank naming the first rank that
 // differs from rank 0.
 func (d *DDP) BroadcastParams(ctx context.Context) error {
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return errors.New("ddp: broadcast parameters: closed")
+	}
 	if err := d.checkLayout(ctx); err != nil {
 		return err
 	}
@@ -343,6 +359,11 @@ func (d *DDP) MarkReady(i int) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		// The gradient buffer is released: an allreduce on it would
+		// write freed memory, and no monitor would collect it.
+		return fmt.Errorf("ddp: mark ready: parameter %d: closed", i)
+	}
 	if d.ready[i] {
 		return fmt.Errorf("ddp: mark ready: parameter %d marked twice in one step", i)
 	}
@@ -368,6 +389,10 @@ func (d *DDP) MarkReady(i int) error {
 func (d *DDP) Wait(ctx context.Context) error {
 	t0 := time.Now()
 	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return errors.New("ddp: wait: closed")
+	}
 	if d.nReady != len(d.sizes) {
 		missing := -1
 		for i, r := range d.ready {

@@ -233,6 +233,37 @@ func TestLayoutMismatch(t *testing.T) {
 	}
 }
 
+// TestUseAfterClose checks that a closed helper refuses to work instead of
+// running collectives on the buffers Close released, and that a second
+// Close (an explicit one before a deferred one) is harmless. Before, the
+// second Close panicked (close of closed channel), MarkReady started an
+// allreduce on the freed gradient buffer and returned nil, and Wait then
+// waited for a monitor that had quit until its context ended.
+func TestUseAfterClose(t *testing.T) {
+	runRanks(t, 1, func(ctx context.Context, c *comm.Comm) error {
+		d, err := New(c, []int{4, 4}, Options{BucketBytes: 1})
+		if err != nil {
+			return err
+		}
+		if err := d.Close(); err != nil {
+			return err
+		}
+		if err := d.Close(); err != nil {
+			return fmt.Errorf("second Close: %v", err)
+		}
+		if err := d.MarkReady(1); err == nil || !strings.Contains(err.Error(), "closed") {
+			return fmt.Errorf("MarkReady after Close: %v, want an error saying closed", err)
+		}
+		if err := d.Wait(ctx); err == nil || !strings.Contains(err.Error(), "closed") {
+			return fmt.Errorf("Wait after Close: %v, want an error saying closed", err)
+		}
+		if err := d.BroadcastParams(ctx); err == nil || !strings.Contains(err.Error(), "closed") {
+			return fmt.Errorf("BroadcastParams after Close: %v, want an error saying closed", err)
+		}
+		return nil
+	})
+}
+
 // TestOverlap runs a simulated backward pass that takes time per layer and
 // checks that the first bucket's allreduce started, and finished, while the
 // backward pass was still running: communication overlaps compute.
