@@ -21,6 +21,12 @@
 //     optimizers.StochasticGradientDescent and optimizers.Adam). An
 //     optimizer without that method is refused by New.
 //
+// Non-trainable variables that the gradient execution updates (batch
+// normalization's moving mean and variance) are computed by each rank from
+// its own share, so they are broadcast from rank 0 after every gradient
+// execution, as PyTorch DDP broadcasts its buffers; the random number
+// generator's state is left apart.
+//
 // The loss and the metrics are averaged across ranks too (one small
 // allreduce, started before the gradients and waited for after the update),
 // so what rank 0 logs describes the global batch.

@@ -53,15 +53,8 @@ func broadcastVariables(ctx context.Context, c *comm.Comm, mctx *mlctx.Context) 
 	}
 	defer comm.Free(c, buf)
 	if c.Rank() == 0 {
-		off := 0
-		for _, v := range vars {
-			t, err := v.Value()
-			if err != nil {
-				return fmt.Errorf("variable %s: %w", v.ScopeAndName(), err)
-			}
-			if err := t.ConstBytes(func(b []byte) { off += copy(buf[off:], b) }); err != nil {
-				return fmt.Errorf("variable %s: %w", v.ScopeAndName(), err)
-			}
+		if err := packVariables(vars, buf); err != nil {
+			return err
 		}
 	}
 	if err := comm.Broadcast(ctx, c, buf, 0); err != nil {
@@ -70,6 +63,27 @@ func broadcastVariables(ctx context.Context, c *comm.Comm, mctx *mlctx.Context) 
 	if c.Rank() == 0 {
 		return nil
 	}
+	return unpackVariables(vars, buf)
+}
+
+// packVariables copies the values of vars into buf, one after the other.
+func packVariables(vars []*mlctx.Variable, buf []byte) error {
+	off := 0
+	for _, v := range vars {
+		t, err := v.Value()
+		if err != nil {
+			return fmt.Errorf("variable %s: %w", v.ScopeAndName(), err)
+		}
+		if err := t.ConstBytes(func(b []byte) { off += copy(buf[off:], b) }); err != nil {
+			return fmt.Errorf("variable %s: %w", v.ScopeAndName(), err)
+		}
+	}
+	return nil
+}
+
+// unpackVariables sets the values of vars from buf, as packVariables
+// laid them out.
+func unpackVariables(vars []*mlctx.Variable, buf []byte) error {
 	off := 0
 	for _, v := range vars {
 		t, err := v.Value()
@@ -81,4 +95,71 @@ func broadcastVariables(ctx context.Context, c *comm.Comm, mctx *mlctx.Context) 
 		}
 	}
 	return nil
+}
+
+// buffers keeps the non-trainable variables that the gradient execution
+// updates (batch normalization's moving mean and variance: PyTorch's
+// buffers) equal on every rank. Each rank updates them from its own share
+// of the batch, so they would drift apart; as PyTorch DDP with
+// broadcast_buffers, rank 0's values are broadcast after every gradient
+// execution, in one registered buffer with a persistent broadcast.
+type buffers struct {
+	c    *comm.Comm
+	vars []*mlctx.Variable
+	buf  []byte
+	bc   *comm.Persistent
+}
+
+// newBuffers prepares the broadcast of vars (which have values); with no
+// vars it does nothing.
+func newBuffers(c *comm.Comm, vars []*mlctx.Variable) (*buffers, error) {
+	b := &buffers{c: c, vars: vars}
+	total := 0
+	for _, v := range vars {
+		total += int(v.Shape().Memory())
+	}
+	if total == 0 {
+		return b, nil
+	}
+	var err error
+	if b.buf, err = comm.Alloc[uint8](c, total); err != nil {
+		return nil, fmt.Errorf("allocating %d bytes for the updated non-trainable variables: %w", total, err)
+	}
+	if b.bc, err = comm.BroadcastInit(c, b.buf, 0); err != nil {
+		comm.Free(c, b.buf)
+		return nil, fmt.Errorf("preparing the broadcast of the updated non-trainable variables: %w", err)
+	}
+	return b, nil
+}
+
+// sync sets every rank's variables to rank 0's values.
+func (b *buffers) sync(ctx context.Context) error {
+	if b.bc == nil {
+		return nil
+	}
+	if b.c.Rank() == 0 {
+		if err := packVariables(b.vars, b.buf); err != nil {
+			return err
+		}
+	}
+	if err := b.bc.Start(); err != nil {
+		return err
+	}
+	if err := b.bc.Wait(ctx); err != nil {
+		return err
+	}
+	if b.c.Rank() == 0 {
+		return nil
+	}
+	return unpackVariables(b.vars, b.buf)
+}
+
+// free releases the registered buffer.
+func (b *buffers) free() error {
+	if b == nil || b.buf == nil {
+		return nil
+	}
+	err := comm.Free(b.c, b.buf)
+	b.buf = nil
+	return err
 }

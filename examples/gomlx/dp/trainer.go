@@ -72,6 +72,7 @@ type Trainer struct {
 	gradExec, updateExec *mlctx.Exec
 	nInputs              int
 	vars                 []*mlctx.Variable // trainable variables, in context order
+	bufVars              []*mlctx.Variable // non-trainable variables the gradient graph updates
 	lossDType            dtypes.DType
 	buildErr             error // a graph-building check that failed
 
@@ -81,6 +82,7 @@ type Trainer struct {
 	gradArgs []any             // gradIn as Exec's arguments
 	scalars  []float64         // loss and metrics, registered
 	scalAR   *comm.Persistent
+	bufs     *buffers // broadcast of bufVars from rank 0
 	step     Step
 	args     []any
 	stats    Stats
@@ -157,10 +159,17 @@ func (t *Trainer) gradientGraph(mctx *mlctx.Context, all []*graph.Node) []*graph
 		outs = append(outs, graph.ConvertDType(v, dtypes.Float64))
 	}
 	grads := mctx.BuildTrainableVariablesGradientsGraph(loss)
-	var vars []*mlctx.Variable
+	var vars, bufVars []*mlctx.Variable
 	for v := range mctx.IterVariables() {
-		if v.Trainable && v.InUseByGraph(g) {
+		switch {
+		case v.Trainable && v.InUseByGraph(g):
 			vars = append(vars, v)
+		case !v.Trainable && v.ChangedInGraph(g) && !(v.Scope() == mlctx.RootScope && v.Name() == mlctx.RNGStateVariableName):
+			// Updated from this rank's share of the batch (batch
+			// normalization's moving averages): kept equal by a
+			// broadcast from rank 0 at every step. The random
+			// generator's state is left apart on purpose.
+			bufVars = append(bufVars, v)
 		}
 	}
 	mctx.EnumerateGraphParams(g, func(_, key string, _ any) {
@@ -172,9 +181,11 @@ func (t *Trainer) gradientGraph(mctx *mlctx.Context, all []*graph.Node) []*graph
 	case len(vars) != len(grads):
 		t.buildErr = fmt.Errorf("%d gradients for %d trainable variables", len(grads), len(vars))
 	case t.vars == nil:
-		t.vars, t.lossDType = vars, loss.DType()
+		t.vars, t.bufVars, t.lossDType = vars, bufVars, loss.DType()
 	case !slices.Equal(vars, t.vars):
 		t.buildErr = fmt.Errorf("the batch shapes changed and the new graph trains %d variables, not the same %d", len(vars), len(t.vars))
+	case !slices.Equal(bufVars, t.bufVars):
+		t.buildErr = fmt.Errorf("the batch shapes changed and the new graph updates %d non-trainable variables, not the same %d", len(bufVars), len(t.bufVars))
 	}
 	return append(outs, grads...)
 }
@@ -261,6 +272,9 @@ func (t *Trainer) trainStep(ctx context.Context, inputs, labels []any) error {
 	}
 	t1 := t.clock()
 	t.stats.Gradients += t1 - t0
+	if err := t.bufs.sync(ctx); err != nil {
+		return fmt.Errorf("broadcasting the updated non-trainable variables from rank 0: %w", err)
+	}
 	if err := t.scalAR.Start(); err != nil {
 		return fmt.Errorf("allreduce of the loss and metrics: %w", err)
 	}
@@ -312,6 +326,10 @@ func (t *Trainer) start(ctx context.Context) error {
 	if err := broadcastVariables(ctx, t.c, t.mctx); err != nil {
 		return err
 	}
+	var err error
+	if t.bufs, err = newBuffers(t.c, t.bufVars); err != nil {
+		return err
+	}
 	if t.mctx.GetVariableByScopeAndName(mlctx.RootScope, mlctx.RNGStateVariableName) != nil {
 		if err := t.mctx.SetRNGStateFromSeed(t.opts.Seed + int64(t.c.Rank())); err != nil {
 			return fmt.Errorf("seeding the random number generator: %w", err)
@@ -333,7 +351,6 @@ func (t *Trainer) start(ctx context.Context) error {
 		}
 		t.gradArgs[i] = t.gradIn[i]
 	}
-	var err error
 	if t.fused, err = newFused(t.c, dtype, sizes, t.opts.BucketBytes, t.clock); err != nil {
 		return err
 	}
@@ -369,10 +386,10 @@ func (t *Trainer) Close() error {
 	if t.fused == nil || t.err != nil {
 		return nil
 	}
-	err := t.fused.free()
+	err := errors.Join(t.fused.free(), t.bufs.free())
 	if e := comm.Free(t.c, t.scalars); e != nil {
 		err = errors.Join(err, e)
 	}
-	t.fused, t.scalars = nil, nil
+	t.fused, t.scalars, t.bufs = nil, nil, nil
 	return err
 }

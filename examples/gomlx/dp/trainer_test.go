@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,11 +14,13 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/simplego"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
+	"github.com/gomlx/gomlx/pkg/ml/layers/batchnorm"
 	"github.com/gomlx/gomlx/pkg/ml/train/losses"
 	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
 
@@ -339,5 +342,91 @@ func TestBatchShapes(t *testing.T) {
 	}
 	if len(tr.Variables()) != 6 {
 		t.Errorf("%d trainable variables, want 6", len(tr.Variables()))
+	}
+}
+
+// bnModel is a 12-32-4 perceptron with batch normalization after the
+// hidden layer, computed in the graph (simplego v0.26.0 has no
+// BatchNormForTraining op).
+func bnModel(ctx *mlctx.Context, _ any, inputs []*graph.Node) []*graph.Node {
+	x := layers.Dense(ctx.In("l1"), inputs[0], true, 32)
+	x = activations.Relu(batchnorm.New(ctx.In("bn"), x, -1).UseBackendInference(false).Done())
+	return []*graph.Node{layers.Dense(ctx.In("l2"), x, true, classes)}
+}
+
+// TestBuffersSynced trains a model with batch normalization on 2 ranks:
+// its moving mean and variance are non-trainable variables that each rank
+// updates from its own share of the batch in the gradient execution, and
+// they must still be the same on every rank after every step, as PyTorch
+// DDP keeps its buffers (broadcast from rank 0). Before, only the
+// trainable variables were averaged: the moving averages drifted apart,
+// and the replicas evaluated, and would checkpoint, different models.
+func TestBuffersSynced(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	comms, err := commtest.Connect(ctx, "mem", 2, comm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs, ys := data()
+	// values[r][s] maps every variable but the random generator's state
+	// to its value on rank r after step s.
+	values := make([][]map[string][]float32, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		backend := newBackend(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			errs[r] = func() error {
+				mctx := mlctx.New()
+				tr, err := New(c, backend, mctx, bnModel, losses.SparseCategoricalCrossEntropyLogits,
+					optimizers.StochasticGradientDescent(), Options{})
+				if err != nil {
+					return err
+				}
+				defer tr.Close()
+				for s := range steps {
+					x, y := share(xs[s], ys[s], r, 2)
+					if _, err := tr.TrainStep(ctx, []any{x}, []any{y}); err != nil {
+						return err
+					}
+					vals := map[string][]float32{}
+					for v := range mctx.IterVariables() {
+						if v.Name() == mlctx.RNGStateVariableName || v.DType() != dtypes.Float32 {
+							continue
+						}
+						if vals[v.ScopeAndName()], err = tensors.CopyFlatData[float32](v.MustValue()); err != nil {
+							return err
+						}
+					}
+					values[r] = append(values[r], vals)
+				}
+				return nil
+			}()
+			if errs[r] != nil {
+				c.Abort(errs[r])
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	const mean = "/bn/batch_normalization/mean"
+	if _, ok := values[0][0][mean]; !ok {
+		t.Fatalf("no variable %s: %v", mean, values[0][0])
+	}
+	if slices.Equal(values[0][0][mean], values[0][steps-1][mean]) {
+		t.Errorf("%s did not change over %d steps: the test does not exercise the moving averages", mean, steps)
+	}
+	for s := range steps {
+		for name, v0 := range values[0][s] {
+			if v1 := values[1][s][name]; !slices.Equal(v0, v1) {
+				t.Errorf("step %d: %s differs between ranks 0 and 1: %v against %v", s+1, name, v0[:min(3, len(v0))], v1[:min(3, len(v1))])
+			}
+		}
 	}
 }
