@@ -136,6 +136,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mnist:", err)
 		return 1
 	}
+	// Before Init, as the other usage errors: every rank finds it alike,
+	// and none waits for the others or aborts the job over it.
+	if trainSet.len() < *batch {
+		fmt.Fprintf(stderr, "mnist: %d training images make no batch of %d (-train-n, -batch)\n", trainSet.len(), *batch)
+		return 2
+	}
 	c, err := comm.Init(ctx, comm.Options{})
 	if err != nil {
 		fmt.Fprintln(stderr, "mnist:", err)

@@ -166,6 +166,23 @@ func TestUsage(t *testing.T) {
 	if code := run(context.Background(), []string{"-data", t.TempDir()}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "go mod download") {
 		t.Errorf("missing data: exit %d, want 1 with a hint; stderr: %s", code, &stderr)
 	}
+	// Fewer training images than a batch: a usage error before Init, as in
+	// goccl's examples/mnist. Before, it came from train, after Init: every
+	// rank aborted the job over it and exited 1. In a 2-rank job's
+	// environment, so that an Init would wait for a rank that never comes.
+	dir, err := dataDir()
+	if err != nil {
+		t.Skipf("no MNIST data: %v", err)
+	}
+	t.Setenv("GOCCL_RANK", "0")
+	t.Setenv("GOCCL_SIZE", "2")
+	t.Setenv("GOCCL_BOOTSTRAP", "127.0.0.1:1")
+	stderr.Reset()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if code := run(ctx, []string{"-data", dir, "-train-n", "10", "-test-n", "5"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "10 training images make no batch of 64") {
+		t.Errorf("-train-n 10: exit %d, want 2 before Init; stderr: %s", code, &stderr)
+	}
 }
 
 // TestKillRank trains on 2 processes under gorun and SIGKILLs one of them
