@@ -44,6 +44,9 @@
 // that all ranks have the same variables (names, shapes, dtypes). It then
 // seeds each rank's random number generator with Options.Seed + rank: with
 // the same seed everywhere, dropout would draw the same mask on every rank.
+// After its update it broadcasts the variables once more, the random
+// generator's state excepted: the optimizer's variables (moments, step
+// count) are created by the first update, from the checkpoint on rank 0.
 //
 // Errors: a TrainStep that fails (a peer died, a collective failed, an
 // execution failed) returns an error naming the step and the cause, and the

@@ -24,6 +24,11 @@ func broadcastVariables(ctx context.Context, c *comm.Comm, mctx *mlctx.Context) 
 		if !v.HasValue() || v.Shape().Memory() == 0 {
 			continue
 		}
+		if v.Scope() == mlctx.RootScope && v.Name() == mlctx.RNGStateVariableName {
+			// Each rank's random generator is seeded apart after the
+			// initial broadcast, and must stay so after a later one.
+			continue
+		}
 		vars = append(vars, v)
 		total += int(v.Shape().Memory())
 		fmt.Fprintf(h, "%s %s\n", v.ScopeAndName(), v.Shape())

@@ -301,6 +301,19 @@ func (t *Trainer) trainStep(ctx context.Context, inputs, labels []any) error {
 	if err != nil {
 		return fmt.Errorf("update execution: %w", err)
 	}
+	if t.stats.Steps == 0 {
+		// The first update execution created the optimizer's variables
+		// (moments, step count, learning rate): the initial broadcast
+		// could not include them. Where a checkpoint was loaded on rank 0
+		// alone, they came from it there and from zero elsewhere, and the
+		// updates differed. Rank 0's variables, updated from its state,
+		// are what every rank goes on from.
+		t4 := t.clock()
+		if err := broadcastVariables(ctx, t.c, t.mctx); err != nil {
+			return fmt.Errorf("after the first update: %w", err)
+		}
+		t.stats.Comm += t.clock() - t4
+	}
 	t.step.Loss = t.scalars[0]
 	copy(t.step.Metrics, t.scalars[1:nm])
 	return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/pkg/ml/context/checkpoints"
 	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 	"github.com/gomlx/gomlx/pkg/ml/layers/batchnorm"
@@ -428,5 +429,116 @@ func TestBuffersSynced(t *testing.T) {
 				t.Errorf("step %d: %s differs between ranks 0 and 1: %v against %v", s+1, name, v0[:min(3, len(v0))], v1[:min(3, len(v1))])
 			}
 		}
+	}
+}
+
+// TestCheckpointOnRankZero resumes training from a checkpoint that only
+// rank 0 loads, as the package doc promises it may: the checkpoint holds
+// Adam's moments and step count besides the weights, which the update graph
+// creates, and every rank must train on from rank 0's. Before, only the
+// variables of the gradient graph existed at the initial broadcast: rank 1
+// started Adam from zero moments and step 0 while rank 0 had the
+// checkpoint's, and the replicas parted at the first update.
+func TestCheckpointOnRankZero(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	xs, ys := data()
+	newOpt := func() optimizers.Interface { return optimizers.Adam().LearningRate(0.01).Done() }
+	// A single rank trains 3 steps and saves its checkpoint.
+	comms, err := commtest.Connect(ctx, "mem", 1, comm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = func() error {
+		defer comms[0].Close()
+		mctx := mlctx.New()
+		tr, err := New(comms[0], newBackend(t), mctx, mlp, losses.SparseCategoricalCrossEntropyLogits, newOpt(), Options{})
+		if err != nil {
+			return err
+		}
+		defer tr.Close()
+		for s := range 3 {
+			x, y := share(xs[s], ys[s], 0, 1)
+			if _, err := tr.TrainStep(ctx, []any{x}, []any{y}); err != nil {
+				return err
+			}
+		}
+		h, err := checkpoints.Build(mctx).Dir(dir).Done()
+		if err != nil {
+			return err
+		}
+		return h.Save()
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One rank, then two, train on from it; only rank 0 loads it.
+	resume := func(n int) []trained {
+		comms, err := commtest.Connect(ctx, "mem", n, comm.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]trained, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for r, c := range comms {
+			backend := newBackend(t)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				errs[r] = func() error {
+					// Unchecked, as GoMLX wants a context a checkpoint is
+					// loaded into: its variables exist before the model
+					// creates them.
+					mctx := mlctx.New().Checked(false)
+					if err := mctx.SetRNGStateFromSeed(int64(7 + r)); err != nil {
+						return err
+					}
+					if r == 0 {
+						if _, err := checkpoints.Build(mctx).Dir(dir).Done(); err != nil {
+							return err
+						}
+					}
+					tr, err := New(c, backend, mctx, mlp, losses.SparseCategoricalCrossEntropyLogits, newOpt(), Options{})
+					if err != nil {
+						return err
+					}
+					defer tr.Close()
+					for s := 3; s < steps; s++ {
+						x, y := share(xs[s], ys[s], r, n)
+						if _, err := tr.TrainStep(ctx, []any{x}, []any{y}); err != nil {
+							return err
+						}
+					}
+					for _, v := range tr.Variables() {
+						w, err := tensors.CopyFlatData[float32](v.MustValue())
+						if err != nil {
+							return err
+						}
+						out[r].weights = append(out[r].weights, w)
+					}
+					return nil
+				}()
+				if errs[r] != nil {
+					c.Abort(errs[r])
+				}
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	one, two := resume(1), resume(2)
+	if d := maxDiff(t, two[0], two[1]); d != 0 {
+		t.Errorf("ranks 0 and 1 differ by %g after resuming from rank 0's checkpoint: the optimizer state was not broadcast", d)
+	}
+	// As in TestEquivalence (Adam's tolerance): the two ranks went on from
+	// the checkpoint's optimizer state, as the single rank did.
+	if d := maxDiff(t, one[0], two[0]); d > 1e-5 {
+		t.Errorf("1 rank and 2 ranks resumed from the checkpoint differ by %g", d)
 	}
 }
