@@ -428,6 +428,61 @@ func (c *Comm) Hosts() int {
 	return c.nHosts
 }
 
+// Host is the index of this rank's host among the communicator's hosts,
+// 0 to Hosts()-1, numbered in the order of their lowest ranks (see
+// Options.HostID for what tells hosts apart: network namespaces and
+// containers count as hosts of their own).
+func (c *Comm) Host() int {
+	if c == nil {
+		return -1 // as Rank
+	}
+	if c.rank >= len(c.hosts) {
+		return 0
+	}
+	return c.hosts[c.rank]
+}
+
+// LocalRank is this rank's index among the communicator's ranks on its
+// host, in rank order, and LocalSize is their number (torchrun's
+// LOCAL_RANK and LOCAL_WORLD_SIZE, for this communicator): the rank and
+// size of this rank in its SplitByHost communicator with key 0.
+func (c *Comm) LocalRank() int {
+	if c == nil {
+		return -1 // as Rank
+	}
+	n := 0
+	for r := range min(c.rank, len(c.hosts)) {
+		if c.hosts[r] == c.Host() {
+			n++
+		}
+	}
+	return n
+}
+
+// LocalSize is the number of the communicator's ranks on this rank's host,
+// itself included (see LocalRank).
+func (c *Comm) LocalSize() int {
+	if c == nil {
+		return 0 // as Size
+	}
+	if len(c.hosts) == 0 {
+		return 1
+	}
+	return c.localRanks()
+}
+
+// SplitByHost splits c into one communicator per host, each holding the
+// ranks on one host, ordered by key, then by rank: MPI_Comm_split_type
+// with MPI_COMM_TYPE_SHARED (torch.distributed's new_subgroups, one group
+// per node). Every rank of c must call it, as Split. Over those ranks the
+// collectives take the shared-memory transport where there is one.
+func (c *Comm) SplitByHost(ctx context.Context, key int) (*Comm, error) {
+	if c == nil {
+		return nil, errNilComm("split by host")
+	}
+	return c.Split(ctx, c.Host(), key)
+}
+
 // Transports says which transport reaches which peers, e.g.
 // "shm: ranks 1-3; tcp: ranks 4-7".
 func (c *Comm) Transports() string {

@@ -77,6 +77,7 @@ func TestNilCommAndRequest(t *testing.T) {
 		"Register":                func() error { return Register(c, b) },
 		"Deregister":              func() error { return Deregister(c, b) },
 		"Split":                   func() error { _, err := c.Split(ctx, 0, 0); return err },
+		"SplitByHost":             func() error { _, err := c.SplitByHost(ctx, 0); return err },
 		"Dup":                     func() error { _, err := c.Dup(ctx); return err },
 		"Algorithm":               func() error { _, err := c.Algorithm("allreduce", f32, 8); return err },
 		"AllreduceInit":           func() error { _, err := AllreduceInit(c, b, b, Sum); return err },
@@ -88,6 +89,9 @@ func TestNilCommAndRequest(t *testing.T) {
 	}
 	if c.Rank() != -1 || c.Size() != 0 || c.Transport() != "" {
 		t.Errorf("nil *Comm: Rank %d, Size %d, Transport %q; want -1, 0, \"\"", c.Rank(), c.Size(), c.Transport())
+	}
+	if c.Host() != -1 || c.LocalRank() != -1 || c.LocalSize() != 0 || c.Hosts() != 0 {
+		t.Errorf("nil *Comm: Host %d, LocalRank %d, LocalSize %d, Hosts %d; want -1, -1, 0, 0", c.Host(), c.LocalRank(), c.LocalSize(), c.Hosts())
 	}
 	if a, b := c.CostModel(); a != 0 || b != 0 {
 		t.Errorf("nil *Comm: CostModel %v, %v", a, b)
