@@ -32,6 +32,8 @@ const (
 	CollSendRecv
 	CollGatherv
 	CollScatterv
+	CollScan
+	CollExscan
 	numColls
 )
 
@@ -82,6 +84,8 @@ var collTable = [numColls]CollInfo{
 	CollSendRecv:      {Coll: CollSendRecv, Name: "sendrecv", P2P: true, Input: true, InPlace: "-"},
 	CollGatherv:       {Coll: CollGatherv, Name: "gatherv", Rooted: true, VarCount: true, Input: true, InPlace: "send is the root's own block of recv"},
 	CollScatterv:      {Coll: CollScatterv, Name: "scatterv", Rooted: true, VarCount: true, Input: true, InPlace: "recv is the root's own block of send"},
+	CollScan:          {Coll: CollScan, Name: "scan", Reducing: true, InPlace: "send is recv (or nil)"},
+	CollExscan:        {Coll: CollExscan, Name: "exscan", Reducing: true, InPlace: "send is recv (or nil)"},
 }
 
 // Info describes c; the zero CollInfo for an unknown c.
@@ -563,6 +567,10 @@ var algoTable = []Algo{
 	{Coll: CollScatterv, Name: "linear", Schedule: func(r, n int, a *Args) Schedule {
 		return LinearScatterv(r, n, a.Root, a.SendCounts, a.SendDispls, a.Count, a.ElemSize)
 	}, Concurrent: true, Doc: "the root sends every rank its block itself, all at once"},
+	{Coll: CollScan, Name: "linear", Schedule: plain(LinearScan),
+		Doc: "a chain: each rank reduces the prefix of the ranks below it into its block and passes it on (n-1 steps; MPI's basic scan)"},
+	{Coll: CollExscan, Name: "linear", Schedule: plain(LinearExscan),
+		Doc: "a chain: each rank takes the prefix of the ranks below it as its result and passes it on with its own block reduced in (n-1 steps; MPI's basic exscan)"},
 	{Coll: CollBarrier, Name: "recursive-doubling", Schedule: func(r, n int, a *Args) Schedule { return RecursiveDoublingBarrier(r, n) },
 		Cost: func(p int, n float64) (int, float64) {
 			_, fold, lg := foldCost(p)

@@ -58,6 +58,8 @@ const (
 	collSendRecv      = collectives.CollSendRecv
 	collGatherv       = collectives.CollGatherv
 	collScatterv      = collectives.CollScatterv
+	collScan          = collectives.CollScan
+	collExscan        = collectives.CollExscan
 )
 
 // Algorithms lists, sorted, the algorithms goccl has for a collective,

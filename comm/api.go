@@ -62,6 +62,33 @@ func AllreduceAsync[T Number](c *Comm, send, recv []T, op Op, opts ...CallOption
 	return c.allreduce(applyOpts(&Request{}, opts), asBytes(orRecv(send, recv)), asBytes(recv), TypeOf[T](), op)
 }
 
+// Scan is MPI_Scan, an inclusive prefix reduction: rank r's recv ends as
+// the reduction with op of the send buffers of ranks 0 to r, element by
+// element, reduced in rank order. send and recv have the same length;
+// send may be recv (or nil) for in place. Every operation but Avg (which
+// is no prefix reduction); the half-precision types reduce in float32, as
+// an allreduce does.
+func Scan[T Number](ctx context.Context, c *Comm, send, recv []T, op Op, opts ...CallOption) error {
+	return c.scan(applyOpts(c.newBlocking(ctx), opts), collScan, asBytes(orRecv(send, recv)), asBytes(recv), TypeOf[T](), op).wait()
+}
+
+// ScanAsync starts a Scan.
+func ScanAsync[T Number](c *Comm, send, recv []T, op Op, opts ...CallOption) *Request {
+	return c.scan(applyOpts(&Request{}, opts), collScan, asBytes(orRecv(send, recv)), asBytes(recv), TypeOf[T](), op)
+}
+
+// Exscan is MPI_Exscan, an exclusive prefix reduction: rank r's recv ends
+// as the reduction with op of the send buffers of ranks 0 to r-1. Rank 0's
+// recv, which MPI leaves undefined, holds its own send. As Scan otherwise.
+func Exscan[T Number](ctx context.Context, c *Comm, send, recv []T, op Op, opts ...CallOption) error {
+	return c.scan(applyOpts(c.newBlocking(ctx), opts), collExscan, asBytes(orRecv(send, recv)), asBytes(recv), TypeOf[T](), op).wait()
+}
+
+// ExscanAsync starts an Exscan.
+func ExscanAsync[T Number](c *Comm, send, recv []T, op Op, opts ...CallOption) *Request {
+	return c.scan(applyOpts(&Request{}, opts), collExscan, asBytes(orRecv(send, recv)), asBytes(recv), TypeOf[T](), op)
+}
+
 // Broadcast copies root's buf into buf on every other rank.
 func Broadcast[T Number](ctx context.Context, c *Comm, buf []T, root int, opts ...CallOption) error {
 	if len(opts) == 0 {

@@ -18,6 +18,26 @@ func (c *Comm) AllreduceBytesAsync(send, recv []byte, dt DataType, op Op, opts .
 	return c.allreduce(applyOpts(&Request{}, opts), orRecv(send, recv), recv, dt, op)
 }
 
+// ScanBytes is Scan on bytes; send may be nil or recv (in place).
+func (c *Comm) ScanBytes(ctx context.Context, send, recv []byte, dt DataType, op Op, opts ...CallOption) error {
+	return c.scan(applyOpts(c.newBlocking(ctx), opts), collScan, orRecv(send, recv), recv, dt, op).wait()
+}
+
+// ScanBytesAsync starts a ScanBytes.
+func (c *Comm) ScanBytesAsync(send, recv []byte, dt DataType, op Op, opts ...CallOption) *Request {
+	return c.scan(applyOpts(&Request{}, opts), collScan, orRecv(send, recv), recv, dt, op)
+}
+
+// ExscanBytes is Exscan on bytes; send may be nil or recv (in place).
+func (c *Comm) ExscanBytes(ctx context.Context, send, recv []byte, dt DataType, op Op, opts ...CallOption) error {
+	return c.scan(applyOpts(c.newBlocking(ctx), opts), collExscan, orRecv(send, recv), recv, dt, op).wait()
+}
+
+// ExscanBytesAsync starts an ExscanBytes.
+func (c *Comm) ExscanBytesAsync(send, recv []byte, dt DataType, op Op, opts ...CallOption) *Request {
+	return c.scan(applyOpts(&Request{}, opts), collExscan, orRecv(send, recv), recv, dt, op)
+}
+
 // BroadcastBytes is Broadcast on bytes.
 func (c *Comm) BroadcastBytes(ctx context.Context, buf []byte, dt DataType, root int, opts ...CallOption) error {
 	return c.broadcast(applyOpts(c.newBlocking(ctx), opts), buf, dt, root).wait()

@@ -228,6 +228,32 @@ func everyForm() map[string][]form {
 				return ScattervInit(c, b(), blk(), counts, nil, 0, o...)
 			}),
 		},
+		"scan": {
+			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error {
+				return Scan(ctx, c, blk(), blk(), Sum, o...)
+			}),
+			async(func(c *Comm, o ...CallOption) *Request { return ScanAsync(c, blk(), blk(), Sum, o...) }),
+			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error {
+				return c.ScanBytes(ctx, rawOf(blk()), rawOf(blk()), TypeFloat32, Sum, o...)
+			}),
+			async(func(c *Comm, o ...CallOption) *Request {
+				return c.ScanBytesAsync(rawOf(blk()), rawOf(blk()), TypeFloat32, Sum, o...)
+			}),
+			persistent(func(c *Comm, o ...CallOption) (*Persistent, error) { return ScanInit(c, nil, blk(), Sum, o...) }),
+		},
+		"exscan": {
+			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error {
+				return Exscan(ctx, c, blk(), blk(), Sum, o...)
+			}),
+			async(func(c *Comm, o ...CallOption) *Request { return ExscanAsync(c, blk(), blk(), Sum, o...) }),
+			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error {
+				return c.ExscanBytes(ctx, rawOf(blk()), rawOf(blk()), TypeFloat32, Sum, o...)
+			}),
+			async(func(c *Comm, o ...CallOption) *Request {
+				return c.ExscanBytesAsync(rawOf(blk()), rawOf(blk()), TypeFloat32, Sum, o...)
+			}),
+			persistent(func(c *Comm, o ...CallOption) (*Persistent, error) { return ExscanInit(c, nil, blk(), Sum, o...) }),
+		},
 		"barrier": {
 			blocking(func(ctx context.Context, c *Comm, o ...CallOption) error { return c.Barrier(ctx, o...) }),
 			async(func(c *Comm, o ...CallOption) *Request { return c.BarrierAsync(o...) }),

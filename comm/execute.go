@@ -352,6 +352,11 @@ func (c *Comm) stage(r *Request, x *callBufs) error {
 				copy(x.data(), r.send)
 			}
 		}
+	case collScan, collExscan:
+		// Not fused: the chain's first step on rank 0 sends BufData.
+		if dlen > 0 && (x.staged || !sameBytes(r.send, r.recv)) {
+			copy(x.data(), r.send)
+		}
 	case collBroadcast:
 		if x.staged && c.rank == r.root {
 			copy(x.data(), r.send)

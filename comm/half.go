@@ -19,7 +19,7 @@ func halfReduction(r *Request) bool { return widened(r.kind, r.dt) }
 // widened says whether a call of k on dt runs on float32 (the reductions
 // of the half types).
 func widened(k collKind, dt DataType) bool {
-	return dt.Half() && (k == collAllreduce || k == collReduce || k == collReduceScatter)
+	return dt.Half() && (k == collAllreduce || k == collReduce || k == collReduceScatter || k == collScan || k == collExscan)
 }
 
 // wideFor returns a registered float32 buffer of at least n bytes, grown
@@ -56,7 +56,7 @@ func (c *Comm) executeHalf(ctx context.Context, r *Request) error {
 	collectives.Widen(r.dt, src, r.send)
 	inner := Request{c: c, kind: r.kind, dt: TypeFloat32, named: r.dt, op: r.op, root: r.root, count: r.count, algo: r.algo, send: src}
 	switch r.kind {
-	case collAllreduce:
+	case collAllreduce, collScan, collExscan:
 		inner.recv, dst = src, src
 	case collReduce:
 		if c.rank == r.root {

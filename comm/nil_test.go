@@ -81,6 +81,10 @@ func TestNilCommAndRequest(t *testing.T) {
 		"Dup":                     func() error { _, err := c.Dup(ctx); return err },
 		"Algorithm":               func() error { _, err := c.Algorithm("allreduce", f32, 8); return err },
 		"AllreduceInit":           func() error { _, err := AllreduceInit(c, b, b, Sum); return err },
+		"Scan":                    func() error { return Scan(ctx, c, b, b, Sum) },
+		"ExscanAsync":             func() error { return ExscanAsync(c, b, b, Sum).Wait(ctx) },
+		"ScanBytes":               func() error { return c.ScanBytes(ctx, raw, raw, f32, Sum) },
+		"ExscanInit":              func() error { _, err := ExscanInit(c, b, b, Sum); return err },
 	}
 	for name, f := range calls {
 		if err := f(); !errors.Is(err, ErrNilComm) {

@@ -43,6 +43,20 @@ func AllreduceInit[T Number](c *Comm, send, recv []T, op Op, opts ...CallOption)
 	})
 }
 
+// ScanInit prepares a Scan (MPI_Scan_init).
+func ScanInit[T Number](c *Comm, send, recv []T, op Op, opts ...CallOption) (*Persistent, error) {
+	return persist(c, "scan", opts, func(r *Request) *Request {
+		return c.scan(r, collScan, asBytes(orRecv(send, recv)), asBytes(recv), TypeOf[T](), op)
+	})
+}
+
+// ExscanInit prepares an Exscan (MPI_Exscan_init).
+func ExscanInit[T Number](c *Comm, send, recv []T, op Op, opts ...CallOption) (*Persistent, error) {
+	return persist(c, "exscan", opts, func(r *Request) *Request {
+		return c.scan(r, collExscan, asBytes(orRecv(send, recv)), asBytes(recv), TypeOf[T](), op)
+	})
+}
+
 // BroadcastInit prepares a Broadcast of root's buf (MPI_Bcast_init).
 func BroadcastInit[T Number](c *Comm, buf []T, root int, opts ...CallOption) (*Persistent, error) {
 	return persist(c, "broadcast", opts, func(r *Request) *Request {

@@ -125,8 +125,23 @@ func (c *Comm) allreduce(r *Request, send, recv []byte, dt DataType, op Op) *Req
 	return c.submitOrReject(r, collAllreduce, c.prepAllreduce(r, send, recv, dt, op))
 }
 
+// scan is Scan's and Exscan's (k): an allreduce's arguments, without Avg.
+func (c *Comm) scan(r *Request, k collKind, send, recv []byte, dt DataType, op Op) *Request {
+	err := c.prepElementwise(r, k, send, recv, dt, op)
+	if err == nil && op == Avg {
+		err = c.errorf(k, dt, "avg is no prefix reduction (MPI_Scan has none): scan with sum and divide rank r's result by r+1")
+	}
+	return c.submitOrReject(r, k, err)
+}
+
 func (c *Comm) prepAllreduce(r *Request, send, recv []byte, dt DataType, op Op) error {
-	k := collAllreduce
+	return c.prepElementwise(r, collAllreduce, send, recv, dt, op)
+}
+
+// prepElementwise checks and records the arguments of k, a collective
+// that reduces recv's elements across ranks in place of send's (an
+// allreduce, a scan).
+func (c *Comm) prepElementwise(r *Request, k collKind, send, recv []byte, dt DataType, op Op) error {
 	if err := c.checkType(k, dt, send, recv); err != nil {
 		return err
 	}

@@ -212,6 +212,7 @@ func checksOf[T Number]() []check[T] {
 		{"scatter", checkScatter[T]},
 		{"gatherv", checkGatherv[T]},
 		{"scatterv", checkScatterv[T]},
+		{"scan/exscan", checkScan[T]},
 		{"sendrecv", checkSendRecv[T]},
 		{"send/recv", checkSendThenRecv[T]},
 	}

@@ -50,6 +50,58 @@ func checkAllreduce[T Number](ctx context.Context, k *checker[T]) error {
 	return nil
 }
 
+// checkScan runs Scan and Exscan, out of place and in place, with every
+// operation of the table but Avg (no prefix reduction): rank r's result
+// is the reduction over ranks 0 to r (Exscan: 0 to r-1; rank 0 keeps its
+// own block).
+func checkScan[T Number](ctx context.Context, k *checker[T]) error {
+	b, err := k.bufs(k.count, k.count)
+	if err != nil {
+		return err
+	}
+	send, recv := b[0], b[1]
+	for _, excl := range []bool{false, true} {
+		name, f := "scan", Scan[T]
+		if excl {
+			name, f = "exscan", Exscan[T]
+		}
+		for _, algo := range algosOf(name) {
+			for _, op := range k.ops {
+				if op == Avg {
+					continue
+				}
+				for _, inPlace := range []bool{false, true} {
+					s := send
+					fill(send, op, k.me)
+					if inPlace {
+						s = nil
+						fill(recv, op, k.me)
+					} else {
+						clear(recv)
+					}
+					if err := f(ctx, k.c, s, recv, op, withAlgo(algo)...); err != nil {
+						return algoErr(algo, fmt.Errorf("%s: %w", name, err))
+					}
+					ranks := k.me + 1
+					if excl && k.me > 0 {
+						ranks = k.me
+					}
+					ws := wants[T](op, ranks)
+					if excl && k.me == 0 {
+						ws = inputs[T](op, 0, period)
+					}
+					for i, v := range recv {
+						if w := ws[i%period]; v != w {
+							return wrongf(algo, "%s %s (in place %v): element %d = %v, want %v", name, op, inPlace, i, v, w)
+						}
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // checkReduce reduces to the first and the last rank and checks that the
 // send buffer is left as it was.
 func checkReduce[T Number](ctx context.Context, k *checker[T]) error {

@@ -6,8 +6,8 @@
 //
 // For each type and count it runs allreduce (each algorithm, then the
 // selector's choice) with sum, prod, min, max and avg, reduce, broadcast,
-// allgather(v), reduce-scatter, alltoall(v), gather, scatter, sendrecv and
-// send/recv, on plain slices or (-buffers registered) on buffers from
+// allgather(v), reduce-scatter, alltoall(v), gather(v), scatter(v), scan and
+// exscan, sendrecv and send/recv, on plain slices or (-buffers registered) on buffers from
 // comm.Alloc, and prints one line per (type, count) on rank 0. It exits 1 on
 // the first wrong result or error, 2 on bad flags. With -stats every rank
 // prints its Init time, connected peers, memory and descriptors at the
