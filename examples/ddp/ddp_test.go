@@ -34,8 +34,8 @@ func runRanks(t *testing.T, n int, f func(ctx context.Context, c *comm.Comm) err
 				return
 			}
 			errs[r] = f(ctx, c)
-			if err != nil {
-				c.Abort(errs[r])
+			if errs[r] != nil {
+				c.Abort(errs[r]) // the others fail now, not at their timeout
 			}
 			if err := c.Close(); err != nil && errs[r] == nil {
 				errs[r] = fmt.Errorf("close: %w", err)

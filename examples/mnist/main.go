@@ -127,7 +127,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := config{Dims: []int{imageSize, 256, 128, 10}, Epochs: *epochs, Batch: *batch, LR: *lr, Momentum: *momentum,
-		BucketBytes: int(*bucketMB * (1 << 20)), Seed: *seed, Points: *points}
+		// At least a byte: a cap that rounds to 0 would mean ddp's
+		// default of 25 MiB (one bucket), not the smallest buckets asked
+		// for.
+		BucketBytes: max(1, int(*bucketMB*(1<<20))), Seed: *seed, Points: *points}
 	var progress io.Writer
 	if c.Rank() == 0 {
 		progress = stderr

@@ -268,7 +268,9 @@ func TestRun(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	code := run(ctx, []string{"-data", dir, "-epochs", "1", "-train-n", "640", "-test-n", "200", "-batch", "32", "-json", js}, &stdout, &stderr)
+	// A bucket cap that rounds to 0 bytes: the smallest buckets (one per
+	// tensor), not ddp's default of one 25 MiB bucket.
+	code := run(ctx, []string{"-data", dir, "-epochs", "1", "-train-n", "640", "-test-n", "200", "-batch", "32", "-bucket-mb", "1e-9", "-json", js}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, &stderr)
 	}
@@ -288,6 +290,9 @@ func TestRun(t *testing.T) {
 	}
 	if res.Ranks != 1 || len(res.Epochs) != 1 || len(res.Points) != 10 || res.TrainSamples != 640 {
 		t.Errorf("JSON: %+v", res)
+	}
+	if res.Buckets < 2 {
+		t.Errorf("-bucket-mb 1e-9: %d bucket(s), want one per tensor", res.Buckets)
 	}
 	out := filepath.Join(tmp, "curve.png")
 	if code := run(ctx, []string{"-plot", out, js, js}, &stdout, &stderr); code != 0 {
