@@ -567,9 +567,13 @@ var algoTable = []Algo{
 	{Coll: CollScatterv, Name: "linear", Schedule: func(r, n int, a *Args) Schedule {
 		return LinearScatterv(r, n, a.Root, a.SendCounts, a.SendDispls, a.Count, a.ElemSize)
 	}, Concurrent: true, Doc: "the root sends every rank its block itself, all at once"},
-	{Coll: CollScan, Name: "linear", Schedule: plain(LinearScan),
+	{Coll: CollScan, Name: "recursive-doubling", Schedule: plain(RecursiveDoublingScan), Cost: costRecursiveDoublingScan,
+		Doc: "exchange partial reductions with partners at distance 1, 2, 4, ..., reducing those of lower ranks into the result (ceil(log2 n) rounds; MPICH's)"},
+	{Coll: CollScan, Name: "linear", Schedule: plain(LinearScan), Cost: costLinearScan,
 		Doc: "a chain: each rank reduces the prefix of the ranks below it into its block and passes it on (n-1 steps; MPI's basic scan)"},
-	{Coll: CollExscan, Name: "linear", Schedule: plain(LinearExscan),
+	{Coll: CollExscan, Name: "recursive-doubling", Schedule: plain(RecursiveDoublingExscan), Cost: costRecursiveDoublingScan,
+		Doc: "as scan's, the result taking only the partials of lower ranks"},
+	{Coll: CollExscan, Name: "linear", Schedule: plain(LinearExscan), Cost: costLinearScan,
 		Doc: "a chain: each rank takes the prefix of the ranks below it as its result and passes it on with its own block reduced in (n-1 steps; MPI's basic exscan)"},
 	{Coll: CollBarrier, Name: "recursive-doubling", Schedule: func(r, n int, a *Args) Schedule { return RecursiveDoublingBarrier(r, n) },
 		Cost: func(p int, n float64) (int, float64) {
@@ -604,6 +608,17 @@ var algoTable = []Algo{
 			{Kind: Recv, Peer: a.Src, Buf: BufData, Len: a.RecvCount * a.ElemSize},
 		}}
 	}, Doc: "one message each way"},
+}
+
+// The scans' prices: the chain's n-1 steps in a row against recursive
+// doubling's ceil(log2 n) rounds, each of which moves the partial twice
+// (recursiveDoublingScan). The chain takes 2 ranks (one step either way,
+// half the bytes), and 3 and 4 from about the bytes where its extra
+// steps cost less than the doubled volume.
+func costLinearScan(p int, n float64) (int, float64) { return p - 1, float64(p-1) * n }
+
+func costRecursiveDoublingScan(p int, n float64) (int, float64) {
+	return log2Ceil(p), 2 * float64(log2Ceil(p)) * n
 }
 
 func costRabenseifnerAllreduce(p int, n float64) (int, float64) {

@@ -12,12 +12,12 @@ import (
 // TestScanExscan: Scan (MPI_Scan) leaves on rank r the reduction of ranks
 // 0 to r, Exscan (MPI_Exscan) that of ranks 0 to r-1 (rank 0: its own
 // block), for every operation they take, on every transport, in and out of
-// place, from registered and plain buffers, with a block of several chunks
-// and an empty one; Avg is refused on every rank.
+// place, from registered and plain buffers, with each algorithm, with a
+// block of several chunks and an empty one; Avg is refused on every rank.
 func TestScanExscan(t *testing.T) {
 	ops := []Op{Sum, Prod, Min, Max, BAnd, BOr, BXor}
 	for _, kind := range []string{"mem", "tcp", "shm"} {
-		for _, n := range []int{1, 2, 3, 5} {
+		for _, n := range []int{1, 2, 3, 5, 6} {
 			t.Run(fmt.Sprint(kind, n), func(t *testing.T) {
 				opts := testOptsFast
 				opts.ChunkSize = 4096
@@ -28,7 +28,7 @@ func TestScanExscan(t *testing.T) {
 					for _, count := range []int{0, 3, 5000} {
 						for _, op := range ops {
 							for _, excl := range []bool{false, true} {
-								for _, variant := range []string{"plain", "inplace", "alloc"} {
+								for _, variant := range []string{"plain", "inplace", "alloc", "linear", "recursive-doubling"} {
 									send := make([]int64, count)
 									recv := make([]int64, count)
 									if variant == "alloc" {
@@ -36,6 +36,10 @@ func TestScanExscan(t *testing.T) {
 										if recv, err = Alloc[int64](c, count); err != nil {
 											return err
 										}
+									}
+									var o []CallOption
+									if variant == "linear" || variant == "recursive-doubling" {
+										o = append(o, WithAlgorithm(variant))
 									}
 									for i := range send {
 										send[i] = in(r, i)
@@ -47,9 +51,9 @@ func TestScanExscan(t *testing.T) {
 									}
 									var err error
 									if excl {
-										err = Exscan(ctx, c, s, recv, op)
+										err = Exscan(ctx, c, s, recv, op, o...)
 									} else {
-										err = Scan(ctx, c, s, recv, op)
+										err = Scan(ctx, c, s, recv, op, o...)
 									}
 									if err != nil {
 										return fmt.Errorf("%v %s %s count %d: %w", op, map[bool]string{false: "scan", true: "exscan"}[excl], variant, count, err)
