@@ -12,6 +12,13 @@
 // Ordering: as in MPI and NCCL, every rank must call the same collectives in
 // the same order. Collectives of one communicator run one at a time, in the
 // order they were called; an asynchronous call returns a Request at once.
+// Point-to-point calls run in that order too: a Send completes once its
+// message is buffered for the peer, so sends queued before receives work
+// on every rank at once, but a Recv holds the calls behind it until its
+// message comes, so ranks that each queue a Recv before the Send its peer
+// waits for (MPI's Irecv, then Send, around a ring) wait on one another,
+// which the stall diagnosis reports after about a second. SendRecv
+// exchanges with two peers at once (MPI_Sendrecv).
 //
 // Errors name the collective, its sequence number, the ranks involved and
 // the cause. A failure fails the call on every rank, fast, naming the same
