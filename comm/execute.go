@@ -171,6 +171,9 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 	if halfReduction(r) {
 		return c.executeHalf(ctx, r)
 	}
+	if r.kind.IsP2P() && (r.args.peer == ProcNull || r.args.src == ProcNull) {
+		return c.executeNull(ctx, r)
+	}
 	if r.kind.IsP2P() && (r.args.peer == c.rank || r.args.src == c.rank) {
 		return c.executeSelf(ctx, r)
 	}

@@ -64,3 +64,28 @@ func (c *Comm) executeSelf(ctx context.Context, r *Request) error {
 	c.dropOldestSelf()
 	return nil
 }
+
+// executeNull runs a point-to-point call with ProcNull as its peer, or as
+// a SendRecv's destination or source: that side does nothing (MPI's
+// MPI_PROC_NULL), and a SendRecv's other side runs as a Send or Recv.
+func (c *Comm) executeNull(ctx context.Context, r *Request) error {
+	algo, err := c.choose(r.kind, r.algo, len(r.send)+len(r.recv))
+	if err != nil {
+		return fmt.Errorf("comm: %s: rank %d: %w", r.kind, c.rank, err)
+	}
+	r.used = algo
+	if r.kind != collSendRecv || (r.args.peer == ProcNull && r.args.src == ProcNull) {
+		return nil
+	}
+	inner := Request{c: c, dt: r.dt, root: -1, algo: r.algo, args: r.args}
+	if r.args.peer == ProcNull {
+		inner.kind, inner.recv, inner.count = collRecv, r.recv, r.args.recvCount
+		inner.args.peer = r.args.src
+	} else {
+		inner.kind, inner.send, inner.count = collSend, r.send, r.count
+		inner.args.src = r.args.peer
+	}
+	err = c.execute(ctx, &inner)
+	r.used = inner.used
+	return err
+}

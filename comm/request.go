@@ -469,7 +469,7 @@ func (c *Comm) runOnBoard(r *Request) bool {
 		!c.boardTakes(r) || halfReduction(r) {
 		return false
 	}
-	if r.kind.IsP2P() && (r.args.peer == c.rank || r.args.src == c.rank) {
+	if r.kind.IsP2P() && (r.args.peer == c.rank || r.args.src == c.rank || r.args.peer == ProcNull || r.args.src == ProcNull) {
 		return false
 	}
 	if r.ctx != nil && r.ctx.Err() != nil {

@@ -126,3 +126,80 @@ func TestP2PExchangeIdioms(t *testing.T) {
 		}
 	}
 }
+
+// TestProcNull: ProcNull (MPI_PROC_NULL) as a peer makes that side of a
+// call do nothing: a chain without periodic boundaries exchanges halos in
+// the same two SendRecvs on every rank, its end ranks' missing halos left
+// as they were; a Send to and a Recv from ProcNull complete at once,
+// blocking and asynchronous, in their turn; other negative ranks are
+// still refused.
+func TestProcNull(t *testing.T) {
+	for _, kind := range []string{"mem", "tcp", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			runRanksOn(t, kind, 4, testOptsFast, func(c *Comm) error {
+				ctx := context.Background()
+				r, n := c.Rank(), c.Size()
+				left, right := r-1, r+1
+				if left < 0 {
+					left = ProcNull
+				}
+				if right == n {
+					right = ProcNull
+				}
+				for _, count := range []int{1, 70000} { // one chunk, several
+					mine := make([]float64, count)
+					for i := range mine {
+						mine[i] = float64(r*100000 + i)
+					}
+					fromLeft, fromRight := make([]float64, count), make([]float64, count)
+					for i := range fromLeft {
+						fromLeft[i], fromRight[i] = -1, -2
+					}
+					if err := SendRecv(ctx, c, mine, right, fromLeft, left, 1); err != nil {
+						return fmt.Errorf("%d elements, to the right: %w", count, err)
+					}
+					if err := SendRecv(ctx, c, mine, left, fromRight, right, 2); err != nil {
+						return fmt.Errorf("%d elements, to the left: %w", count, err)
+					}
+					for i := range count {
+						wantL, wantR := float64(-1), float64(-2)
+						if left != ProcNull {
+							wantL = float64(left*100000 + i)
+						}
+						if right != ProcNull {
+							wantR = float64(right*100000 + i)
+						}
+						if fromLeft[i] != wantL || fromRight[i] != wantR {
+							return fmt.Errorf("%d elements: element %d from the left %v (want %v), from the right %v (want %v)", count, i, fromLeft[i], wantL, fromRight[i], wantR)
+						}
+					}
+				}
+				buf := []int32{7}
+				if err := Send(ctx, c, buf, ProcNull, 3); err != nil {
+					return fmt.Errorf("send to ProcNull: %w", err)
+				}
+				if err := Recv(ctx, c, buf, ProcNull, 3); err != nil || buf[0] != 7 {
+					return fmt.Errorf("recv from ProcNull: %v, buffer %v (want untouched 7)", err, buf)
+				}
+				reqs := []*Request{SendAsync(c, buf, ProcNull, 4), RecvAsync(c, buf, ProcNull, 4), SendRecvAsync(c, buf, ProcNull, []int32{0}, ProcNull, 4)}
+				if err := WaitAll(ctx, reqs...); err != nil || buf[0] != 7 {
+					return fmt.Errorf("asynchronous calls with ProcNull: %v, buffer %v", err, buf)
+				}
+				// A ring exchange after them: their turns passed.
+				got := []int32{-1}
+				if err := SendRecv(ctx, c, []int32{int32(r)}, (r+1)%n, got, (r+n-1)%n, 5); err != nil || got[0] != int32((r+n-1)%n) {
+					return fmt.Errorf("ring after ProcNull calls: %v, got %v", err, got)
+				}
+				d, err := c.Dup(ctx)
+				if err != nil {
+					return err
+				}
+				defer d.Close()
+				if err := Send(ctx, d, buf, -2, 0); err == nil || !strings.Contains(err.Error(), "peer -2 is not a rank") {
+					return fmt.Errorf("send to rank -2: %v, want a refusal", err)
+				}
+				return nil
+			})
+		})
+	}
+}

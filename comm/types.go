@@ -65,6 +65,15 @@ const (
 // 0..MaxTag match exactly; others are refused.
 const MaxTag = collectives.MaxTag
 
+// ProcNull as the peer of a Send or Recv, or the destination or source of
+// a SendRecv, makes that side of the call do nothing, as MPI_PROC_NULL
+// does: a Send to it sends nothing, a Recv from it leaves its buffer as it
+// is, and both complete at once, in their turn among the calls. The ranks
+// at the ends of a chain then exchange with their one neighbour in the
+// same SendRecv as the ranks between them (a halo exchange without
+// periodic boundaries).
+const ProcNull = -1
+
 // Reduction operations. Avg of integers truncates toward zero. BAnd, BOr
 // and BXor are the bitwise and, or and exclusive or of integer types
 // (MPI_BAND, MPI_BOR, MPI_BXOR); with another type the call is refused.

@@ -483,7 +483,7 @@ func (c *Comm) barrier(r *Request) *Request {
 
 func (c *Comm) p2p(r *Request, k collKind, buf []byte, dt DataType, peer, tag int) *Request {
 	err := c.checkType(k, dt, buf)
-	if err == nil {
+	if err == nil && peer != ProcNull {
 		err = c.checkPeer(k, dt, "peer", peer)
 	}
 	if err == nil && (tag < 0 || tag > MaxTag) {
@@ -512,10 +512,10 @@ func fillP2P(r *Request, k collKind, buf []byte, dt DataType, peer, tag int) {
 func (c *Comm) sendRecv(r *Request, send []byte, dst int, recv []byte, src int, dt DataType, tag int) *Request {
 	k := collSendRecv
 	err := c.checkType(k, dt, send, recv)
-	if err == nil {
+	if err == nil && dst != ProcNull {
 		err = c.checkPeer(k, dt, "destination", dst)
 	}
-	if err == nil {
+	if err == nil && src != ProcNull {
 		err = c.checkPeer(k, dt, "source", src)
 	}
 	if err == nil && (tag < 0 || tag > MaxTag) {
