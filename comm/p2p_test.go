@@ -450,3 +450,46 @@ func TestP2PCallsThatCannotMeet(t *testing.T) {
 		quick(t, start)
 	})
 }
+
+// TestSendRecvWithItselfKeepsItsContext: a SendRecv with this rank on one
+// side and a peer that does not come fails when its context ends, over
+// shared memory as over the links. Over the board the side with the peer
+// ran without the caller's context (run leaves a board call to watch it
+// in its own waits), so the call waited until the peer closed, or the
+// stall timeout, and failed without naming the deadline.
+func TestSendRecvWithItselfKeepsItsContext(t *testing.T) {
+	for _, form := range []string{"send to itself", "receive from itself"} {
+		t.Run(form, func(t *testing.T) {
+			var err0 error
+			var took time.Duration
+			runRanksOn(t, "shm", 2, testOptsFast, func(c *Comm) error {
+				ctx := context.Background()
+				if err := c.Barrier(ctx); err != nil {
+					return err
+				}
+				if c.Rank() == 1 {
+					time.Sleep(1500 * time.Millisecond) // in no call
+					return nil
+				}
+				cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+				defer cancel()
+				start := time.Now()
+				if form == "send to itself" {
+					err0 = SendRecv(cctx, c, []float32{1}, 0, []float32{0}, 1, 3)
+				} else {
+					if err := Send(ctx, c, []float32{1}, 0, 3); err != nil {
+						return err
+					}
+					// Large: the send waits for its receiver.
+					err0 = SendRecv(cctx, c, make([]float32, 1<<20), 1, []float32{0}, 0, 3)
+				}
+				took = time.Since(start)
+				return nil
+			})
+			t.Logf("after %v: %v", took, err0)
+			if err0 == nil || !errors.Is(err0, context.DeadlineExceeded) && !strings.Contains(err0.Error(), "deadline exceeded") || took > time.Second {
+				t.Errorf("a SendRecv with a deadline of 100ms: %v after %v; want the deadline's error at once", err0, took)
+			}
+		})
+	}
+}

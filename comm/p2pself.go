@@ -33,8 +33,12 @@ func (c *Comm) executeSelf(ctx context.Context, r *Request) error {
 		c.sendSelf(r.args.tag, r.send)
 	}
 	if r.kind == collSendRecv && sendSelf != recvSelf {
-		// The other side, with a peer.
-		inner := Request{c: c, dt: r.dt, root: -1, algo: r.algo, args: r.args}
+		// The other side, with a peer. It carries the caller's context:
+		// over the shared-memory board run does not watch it (a board
+		// call watches it in its own waits, boardWait), so without it a
+		// SendRecv whose peer never came ignored its deadline until the
+		// stall timeout.
+		inner := Request{c: c, ctx: r.ctx, dt: r.dt, root: -1, algo: r.algo, args: r.args}
 		if sendSelf {
 			inner.kind, inner.recv, inner.count = collRecv, r.recv, r.args.recvCount
 			inner.args.peer, inner.args.recvCount = r.args.src, r.args.recvCount
