@@ -857,6 +857,12 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 			PeerSeq: seq, PeerFingerprint: fp, Fingerprint: c.fingerprint()}
 	}
 	if n != ch.len {
+		if c.P2P {
+			// Not collectives: a send and a receive whose lengths
+			// differ within a chunk (the chunks before it matched).
+			return fmt.Errorf("%s %s (%s): rank %d <- %d: received a chunk of %d bytes of the peer's message where this rank's receive expects %d: the ranks' point-to-point calls have different sizes",
+				c.Desc(), c.Num(), p.Name, e.Rank, l.Peer, n, ch.len)
+		}
 		return fmt.Errorf("%s %s (%s): rank %d <- %d: received %d bytes where this rank expects %d: the ranks called collectives with different sizes",
 			c.Desc(), c.Num(), p.Name, e.Rank, l.Peer, n, ch.len)
 	}

@@ -493,3 +493,31 @@ func TestSendRecvWithItselfKeepsItsContext(t *testing.T) {
 		})
 	}
 }
+
+// TestP2PSizesDifferWithinAChunk: a send and a receive whose lengths
+// differ within a chunk fail the receive naming point-to-point calls of
+// different sizes, over the links as over shared memory. Over the links
+// the error said "the ranks called collectives with different sizes" of
+// a send and a receive.
+func TestP2PSizesDifferWithinAChunk(t *testing.T) {
+	for _, kind := range []string{"mem", "tcp"} {
+		for _, n := range [][2]int{{10, 12}, {12, 10}, {5000, 10}} {
+			t.Run(fmt.Sprintf("%s/%d-%d", kind, n[0], n[1]), func(t *testing.T) {
+				var recvErr error
+				runRanksOn(t, kind, 2, testOptsFast, func(c *Comm) error {
+					ctx := context.Background()
+					if c.Rank() == 0 {
+						Send(ctx, c, make([]float32, n[0]), 1, 6) // fails, or completes once sent
+						return nil
+					}
+					recvErr = Recv(ctx, c, make([]float32, n[1]), 0, 6)
+					return nil
+				})
+				t.Log(recvErr)
+				if recvErr == nil || !strings.Contains(recvErr.Error(), "point-to-point calls have different sizes") || strings.Contains(recvErr.Error(), "collectives") {
+					t.Errorf("a Send of %d float32 received by a Recv of %d: %v; want an error naming point-to-point calls of different sizes", n[0], n[1], recvErr)
+				}
+			})
+		}
+	}
+}
