@@ -250,6 +250,9 @@ type board struct {
 	settling uint32
 	// tag is the running point-to-point call's tag, for its errors.
 	tag int
+	// zombieAt[p]: when peerGone last looked whether rank p's process
+	// is a zombie (zombieDue).
+	zombieAt []time.Time
 	// The broadcast stream (board_stream.go): sPos[r], the line of root
 	// r's ring where this rank's next call on it begins (waitPos: the
 	// one a wait polls); rSeq, rCall and rNum, the calls this rank's
@@ -1503,12 +1506,37 @@ func (c *Comm) peerGone(p int, k boardCall) error {
 	case boardMismatched: // passed on as a mismatch, for the ranks that wait on this one
 		return c.boardBlameAs(boardMismatched, k, p, fmt.Errorf("collective mismatch: rank %d found that the ranks called different collectives (its error names the calls)", p))
 	}
+	// Killed, or exited without Close: its board state says nothing. A
+	// zombie its parent has not reaped yet is gone too (processGone),
+	// though a kill's signal 0 still finds it: the ranks that waited on a
+	// killed rank whose launcher reaps late (or its ranks in order, as a
+	// shell's wait does) waited until the stall timeout, which blamed it
+	// as stopped or hung.
 	if pid := int(b.u32(b.hdr(p) + bPid).Load()); pid != 0 && pid != int(b.pid) {
-		if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+		if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) || b.zombieDue(p) && b.processGone(p) {
 			return c.boardBlame(k, p, fmt.Errorf("rank %d failed: its process %d is gone", p, pid))
 		}
 	}
 	return nil
+}
+
+// zombieLook is how often peerGone looks whether a rank's process is a
+// zombie: that reads /proc (10-15 us), and the board's waits look at every
+// rank they wait for every boardLook.
+const zombieLook = 100 * time.Millisecond
+
+// zombieDue says whether peerGone should look whether rank p's process is
+// a zombie now (at most every zombieLook), and notes the look.
+func (b *board) zombieDue(p int) bool {
+	if b.zombieAt == nil {
+		b.zombieAt = make([]time.Time, b.n)
+	}
+	now := time.Now()
+	if now.Sub(b.zombieAt[p]) < zombieLook {
+		return false
+	}
+	b.zombieAt[p] = now
+	return true
 }
 
 // readFail fails a call whose copy from rank p's memory failed: p is gone

@@ -36,6 +36,8 @@ func TestMain(m *testing.M) {
 		os.Exit(stopContChild())
 	case "keptkill":
 		os.Exit(keptKillChild())
+	case "zombie":
+		os.Exit(zombieChild())
 	case "initfail":
 		start := time.Now()
 		c, err := Init(context.Background(), Options{})
@@ -410,5 +412,66 @@ func TestCloseAfterKeptCopiesToAKilledRank(t *testing.T) {
 	took, err := time.ParseDuration(strings.TrimSuffix(strings.Fields(line)[1], ":"))
 	if err != nil || took > 5*time.Second || strings.Contains(line, "has not taken") {
 		t.Errorf("rank 0's Close: %s; want it to end at once", line)
+	}
+}
+
+// zombieChild is a rank of TestBoardWaitEndsOnAZombie: rank 1 kills
+// itself while rank 0 waits for it over the board, in the call that
+// GOCCL_ZOMBIE_CALL names.
+func zombieChild() int {
+	ctx := context.Background()
+	c, err := Init(ctx, Options{})
+	if err != nil {
+		fmt.Println("init:", err)
+		return 1
+	}
+	if err := c.Barrier(ctx); err != nil {
+		fmt.Println("barrier:", err)
+		return 1
+	}
+	if c.Rank() == 1 {
+		time.Sleep(100 * time.Millisecond)
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	start := time.Now()
+	switch os.Getenv("GOCCL_ZOMBIE_CALL") {
+	case "recv":
+		err = Recv(ctx, c, make([]float32, 4), 1, 0)
+	case "send":
+		err = Send(ctx, c, make([]float32, 1<<21), 1, 0) // more than kept copies hold: waits for its receiver
+	default:
+		err = c.Barrier(ctx)
+	}
+	fmt.Printf("after %v: %v\n", time.Since(start).Round(time.Millisecond), err)
+	return 0
+}
+
+// TestBoardWaitEndsOnAZombie: a rank that waits over the shared-memory
+// board (a Recv, a large Send, a collective) for a rank that was killed
+// fails at once naming it, also while the dead rank is a zombie its
+// launcher has not reaped (the test reaps rank 0 first, as a shell's wait
+// does). The signal 0 by which the board looked for a dead process finds
+// a zombie: the waits went on until the stall timeout (10 s here), which
+// blamed rank 1 as "stopped, hung, or not in this call"; rank 1 found rank
+// 0 dead at once when rank 0 was killed, as its process was reaped.
+func TestBoardWaitEndsOnAZombie(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; skipped with -short")
+	}
+	for _, call := range []string{"recv", "send", "barrier"} {
+		t.Run(call, func(t *testing.T) {
+			outs, cmds := storeChildren(t, "zombie", "shm", 2, "GOCCL_STALL_TIMEOUT=10s", "GOCCL_ZOMBIE_CALL="+call)
+			waitAll(t, cmds, 60*time.Second) // rank 0 first: rank 1 stays a zombie until it ends
+			line := lastLine(outs[0].String(), "after ")
+			if line == "" {
+				t.Fatalf("rank 0 reported nothing:\n%s", outs[0])
+			}
+			t.Log(line)
+			took, err := time.ParseDuration(strings.TrimSuffix(strings.Fields(line)[1], ":"))
+			if err != nil || took > 5*time.Second || !strings.Contains(line, "rank 1 failed: its process") {
+				t.Errorf("rank 0: %s; want it to name rank 1's process as gone at once", line)
+			}
+		})
 	}
 }
