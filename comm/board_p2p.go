@@ -56,6 +56,12 @@ const (
 	mSegID = 32 // uint64
 	mSegOf = 40 // uint64
 	mData  = 48 // the payload of an eager message
+	// mLenHi is a large message's length beyond 32 bits (uint32), where
+	// an eager message's payload would begin (mailLen): mLen alone held
+	// the low bits of a message of 4 GiB or more, which then failed as a
+	// mismatch with a receive of its length, and was taken, cut to its
+	// first bytes, by a receive of the low bits' length.
+	mLenHi = mData
 	// mKept is where the description of a large message's kept copy
 	// lies: the ring of copies (the fields above, at the same distances
 	// from it), then where in the ring the copy begins (mKeptAt) and how
@@ -388,6 +394,7 @@ func (c *Comm) mailPost(r *Request, k boardCall) (large bool, n uint64, err erro
 	*u32at(e, mTag), *u32at(e, mLen) = uint32(r.args.tag), uint32(len(r.send))
 	st := (*atomic.Uint32)(unsafe.Pointer(&e[mLarge]))
 	if large {
+		*u32at(e, mLenHi) = uint32(uint64(len(r.send)) >> 32)
 		setLarge(e, 0, r.send)
 		st.Store(mailOpen)
 	} else {
@@ -413,13 +420,14 @@ func (c *Comm) mailTake(r *Request, k boardCall) error {
 	if err := c.mailWaitLines(r, k, s, e, lines, n+1, "for rank %d's message"); err != nil {
 		return err
 	}
-	tag, size := *u32at(e, mTag), int(*u32at(e, mLen))
+	st := (*atomic.Uint32)(unsafe.Pointer(&e[mLarge]))
+	in := st.Load() == mailIn
+	tag, size := *u32at(e, mTag), mailLen(e, in)
 	if int(tag) != r.args.tag || size != len(r.recv) {
 		return c.boardFail(k, fmt.Errorf("point-to-point mismatch: rank %d sent %d bytes with tag %d where rank %d receives %d bytes with tag %d",
 			s, size, tag, b.me, len(r.recv), r.args.tag))
 	}
-	st := (*atomic.Uint32)(unsafe.Pointer(&e[mLarge]))
-	if in := st.Load() == mailIn; in && lines > 1 {
+	if in && lines > 1 {
 		copy(r.recv, e[mData:mData+mailHead])
 		for i, at := mailHead, llLine; i < size; i, at = i+llBody, at+llLine {
 			copy(r.recv[i:], e[at:at+llBody])
@@ -433,6 +441,15 @@ func (c *Comm) mailTake(r *Request, k boardCall) error {
 	storeRelease(b.u64(b.box(s, b.me)), n+1)
 	b.ring()
 	return nil
+}
+
+// mailLen is the length of the message in entry e, eager (in) or large.
+func mailLen(e []byte, in bool) int {
+	n := int(*u32at(e, mLen))
+	if !in {
+		n |= int(*u32at(e, mLenHi)) << 32
+	}
+	return n
 }
 
 // mailTakeLarge copies the large message in entry e from rank s into
@@ -521,7 +538,7 @@ func (c *Comm) mailWaitOn(r *Request, k boardCall, p int, w *atomic.Uint64, e []
 					in = false
 				}
 			}
-			if ok && !in && int(*u32at(e, mLen)) != len(r.recv) {
+			if ok && !in && mailLen(e, (*atomic.Uint32)(unsafe.Pointer(&e[mLarge])).Load() == mailIn) != len(r.recv) {
 				return nil // another size: a mismatch
 			}
 			ok = ok && in

@@ -521,3 +521,39 @@ func TestP2PSizesDifferWithinAChunk(t *testing.T) {
 		}
 	}
 }
+
+// TestMailboxLengthBeyond32Bits: a message of 4 GiB or more over the
+// shared-memory mailbox is compared with its receive by its whole length.
+// The entry held the low 32 bits only: a Send of 4 GiB + 16 bytes received
+// by a Recv of 16 returned nil on both ranks, the receiver holding the
+// message's first 16 bytes and the rest dropped (and a Recv of its own
+// length failed as a mismatch); a Recv of 100 (a size whose message the
+// receiver polls in lines) waited for lines that never came and failed as
+// calls that cannot meet. The sender's buffer is never read whole (nothing
+// matches it), so the test needs 4 GiB of address space, not of memory.
+func TestMailboxLengthBeyond32Bits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 4 GiB (untouched); skipped with -short")
+	}
+	for _, n := range []int{16, 100} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			errs := make([]error, 2)
+			runRanksOn(t, "shm", 2, testOptsFast, func(c *Comm) error {
+				ctx := context.Background()
+				if c.Rank() == 0 {
+					errs[0] = c.SendBytes(ctx, make([]byte, 1<<32+n), TypeUint8, 1, 1)
+				} else {
+					errs[1] = c.RecvBytes(ctx, make([]byte, n), TypeUint8, 0, 1)
+				}
+				return nil
+			})
+			want := fmt.Sprintf("rank 0 sent %d bytes with tag 1 where rank 1 receives %d bytes", 1<<32+n, n)
+			for r, err := range errs {
+				t.Logf("rank %d: %v", r, err)
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("rank %d: %v; want a mismatch naming both lengths (%q)", r, err, want)
+				}
+			}
+		})
+	}
+}
