@@ -329,6 +329,34 @@ func (c *Comm) mailSettle(wait time.Duration) error {
 	return nil
 }
 
+// mailUntaken, at Close, names a message that a peer sent this rank
+// through its mailbox and that this rank never received: no later Recv
+// can take it. A small message completes its Send at once and nothing
+// else reads the mailboxes, so such a Send went unnoticed by every call
+// after it on both ranks and by their Close, and its data was dropped
+// without a word (over the links the next call that receives from the
+// sender finds it). Not for a peer that failed: its failure says why.
+func (c *Comm) mailUntaken() error {
+	b := c.board
+	if b == nil || !b.mail {
+		return nil
+	}
+	for s := range b.n {
+		if s == b.me || b.stateOf(s).Load() == boardFailed || b.stateOf(s).Load() == boardMismatched {
+			continue
+		}
+		n := b.got[s]
+		e := b.entry(s, b.me, n)
+		if (*atomic.Uint64)(unsafe.Pointer(&e[mSeq])).Load() < n+1 {
+			continue
+		}
+		in := (*atomic.Uint32)(unsafe.Pointer(&e[mLarge])).Load() == mailIn
+		return fmt.Errorf("rank %d sent this rank a message of %d bytes with tag %d that it never received (a Send without its Recv)",
+			s, mailLen(e, in), *u32at(e, mTag))
+	}
+	return nil
+}
+
 // withdrawKept, as the communicator ends, withdraws the kept copies their
 // receivers have not taken (they fail, naming this rank) and frees the
 // rings: not one with a copy that a receiver is reading still after a

@@ -266,6 +266,9 @@ func (c *Comm) Close() error {
 		if err := c.mailSettle(min(10*time.Second, c.opts.StallTimeout)); err != nil {
 			drainErr = fmt.Errorf("comm: close: %w", err)
 		}
+		if err := c.mailUntaken(); err != nil {
+			drainErr = errors.Join(drainErr, fmt.Errorf("comm: close: %w", err))
+		}
 		c.board.mark(boardClosed)
 		// A peer that takes nothing for the stall timeout is stopped or
 		// hung: Close names it then (it waited 10 s, then closeWait and

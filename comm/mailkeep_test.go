@@ -233,3 +233,31 @@ func TestMailboxKeptCopiesFillTheRing(t *testing.T) {
 		return nil
 	})
 }
+
+// TestMailboxSendWithoutRecvNamedAtClose: a small Send over the mailbox
+// that its receiver never matches with a Recv (it completes at once) is
+// named by the receiver's Close. Nothing else reads the mailboxes: the
+// calls after it succeeded on both ranks and so did their Close, the
+// message dropped without a word (over the links the receiver's next
+// call that receives from the sender finds it).
+func TestMailboxSendWithoutRecvNamedAtClose(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errs := commtest.Run(ctx, "shm", 2, testOptsFast, func(c *Comm) error {
+		if c.Rank() == 0 {
+			if err := Send(ctx, c, make([]float32, 8), 1, 2); err != nil {
+				return err
+			}
+		}
+		return c.Barrier(ctx) // rank 0's message is there once rank 1 is past it
+	})
+	if errs[0] != nil {
+		t.Errorf("rank 0: %v", errs[0])
+	}
+	const want = "rank 0 sent this rank a message of 32 bytes with tag 2 that it never received"
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), want) {
+		t.Errorf("rank 1: %v; want its Close to say %q", errs[1], want)
+	} else {
+		t.Log(errs[1])
+	}
+}
