@@ -458,7 +458,7 @@ func TestP2PCallsThatCannotMeet(t *testing.T) {
 // in its own waits), so the call waited until the peer closed, or the
 // stall timeout, and failed without naming the deadline.
 func TestSendRecvWithItselfKeepsItsContext(t *testing.T) {
-	for _, form := range []string{"send to itself", "receive from itself"} {
+	for _, form := range []string{"send to itself", "receive from itself", "send to ProcNull", "receive from ProcNull"} {
 		t.Run(form, func(t *testing.T) {
 			var err0 error
 			var took time.Duration
@@ -474,9 +474,14 @@ func TestSendRecvWithItselfKeepsItsContext(t *testing.T) {
 				cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 				defer cancel()
 				start := time.Now()
-				if form == "send to itself" {
+				switch form {
+				case "send to itself":
 					err0 = SendRecv(cctx, c, []float32{1}, 0, []float32{0}, 1, 3)
-				} else {
+				case "send to ProcNull":
+					err0 = SendRecv(cctx, c, []float32{1}, ProcNull, []float32{0}, 1, 3)
+				case "receive from ProcNull":
+					err0 = SendRecv(cctx, c, make([]float32, 1<<20), 1, []float32{0}, ProcNull, 3)
+				default:
 					if err := Send(ctx, c, []float32{1}, 0, 3); err != nil {
 						return err
 					}

@@ -81,7 +81,8 @@ func (c *Comm) executeNull(ctx context.Context, r *Request) error {
 	if r.kind != collSendRecv || (r.args.peer == ProcNull && r.args.src == ProcNull) {
 		return nil
 	}
-	inner := Request{c: c, dt: r.dt, root: -1, algo: r.algo, args: r.args}
+	// With the caller's context, as executeSelf's inner request.
+	inner := Request{c: c, ctx: r.ctx, dt: r.dt, root: -1, algo: r.algo, args: r.args}
 	if r.args.peer == ProcNull {
 		inner.kind, inner.recv, inner.count = collRecv, r.recv, r.args.recvCount
 		inner.args.peer = r.args.src
