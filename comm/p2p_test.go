@@ -386,6 +386,7 @@ func TestP2PCallsThatCannotMeet(t *testing.T) {
 	}
 	for _, kind := range []string{"tcp", "shm"} {
 		t.Run(kind+"/pair", func(t *testing.T) {
+			t.Parallel() // most of each is the second the stall diagnosis waits
 			start := time.Now()
 			runRanksOn(t, kind, 2, testOptsFast, func(c *Comm) error {
 				ctx := context.Background()
@@ -408,6 +409,7 @@ func TestP2PCallsThatCannotMeet(t *testing.T) {
 			quick(t, start)
 		})
 		t.Run(kind+"/ring", func(t *testing.T) {
+			t.Parallel()
 			opts := testOptsFast
 			if kind == "tcp" {
 				opts.StallTimeout = 3 * time.Second
@@ -433,6 +435,7 @@ func TestP2PCallsThatCannotMeet(t *testing.T) {
 		})
 	}
 	t.Run("shm/collective", func(t *testing.T) {
+		t.Parallel()
 		start := time.Now()
 		runRanksOn(t, "shm", 2, testOptsFast, func(c *Comm) error {
 			ctx := context.Background()
@@ -460,6 +463,7 @@ func TestP2PCallsThatCannotMeet(t *testing.T) {
 func TestSendRecvWithItselfKeepsItsContext(t *testing.T) {
 	for _, form := range []string{"send to itself", "receive from itself", "send to ProcNull", "receive from ProcNull"} {
 		t.Run(form, func(t *testing.T) {
+			t.Parallel() // most of each is rank 1's sleep
 			var err0 error
 			var took time.Duration
 			runRanksOn(t, "shm", 2, testOptsFast, func(c *Comm) error {

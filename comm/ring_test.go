@@ -57,6 +57,7 @@ func TestP2PExchangeIdioms(t *testing.T) {
 	for _, kind := range []string{"mem", "tcp", "shm"} {
 		for _, n := range []int{3, 4} {
 			t.Run(fmt.Sprint(kind, n), func(t *testing.T) {
+				t.Parallel() // most of each is the second the stall diagnosis waits
 				runRanksOn(t, kind, n, testOptsFast, func(c *Comm) error {
 					ctx := context.Background()
 					r := c.Rank()
