@@ -93,7 +93,6 @@ func steadyAllocs(t *testing.T, c *Comm, registered bool, counts ...int) error {
 			{"allreduce", func() error { return Allreduce(ctx, c, a, b, Sum) }},
 			{"allreduce in place", func() error { return Allreduce(ctx, c, b, b, Sum) }},
 			{"scan", func() error { return Scan(ctx, c, a, b, Sum) }},
-			{"exscan", func() error { return Exscan(ctx, c, a, b, Max) }},
 			{"broadcast", func() error { return Broadcast(ctx, c, a, 0) }},
 			{"reduce", func() error { return Reduce(ctx, c, a, b, Max, 1) }},
 			{"allgather", func() error { return Allgather(ctx, c, a, b2) }},

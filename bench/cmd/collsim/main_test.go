@@ -259,6 +259,7 @@ func wakeLevel(t *testing.T) (config, string) {
 // (8 us here, for 40), and recursive doubling's 3 rounds in OSU's loop
 // move by 25% between latencies 10% apart.
 func TestFitWake(t *testing.T) {
+	t.Parallel() // CPU-bound fits, each on its own files: the package's time on two cores
 	skipFitShort(t, "three fits of a crowded level take 14 s (110 with -race)")
 	want, dir := wakeLevel(t)
 	read := func(name string) *calibration {
@@ -298,6 +299,7 @@ func TestFitWake(t *testing.T) {
 // allreduces it was fitted on as well as without it. Without it, the
 // all-to-all comes out farther from the truth than with it.
 func TestFitOversubAlltoall(t *testing.T) {
+	t.Parallel() // CPU-bound fits, each on its own files: the package's time on two cores
 	if testing.Short() {
 		t.Skip("-short: two fits of a crowded level take 25 s (minutes with -race)")
 	}
@@ -362,6 +364,7 @@ func TestFitOversubAlltoall(t *testing.T) {
 // reproduces its calibrations (TestFitWake) and takes the fast times
 // whole.
 func TestFitOversubJoint(t *testing.T) {
+	t.Parallel() // CPU-bound fits, each on its own files: the package's time on two cores
 	if testing.Short() {
 		t.Skip("-short: a joint fit of 9 simulated calibrations takes 15 s (minutes with -race)")
 	}
@@ -687,6 +690,7 @@ func TestFitCallOverhead(t *testing.T) {
 // model (a cost that is not per byte), the factor lands between what 256
 // KiB and 1 MiB want alone.
 func TestByteCostFromLargeSizes(t *testing.T) {
+	t.Parallel() // CPU-bound fits, each on its own files: the package's time on two cores
 	skipFitShort(t, "five fits of a crowded level take 8 s (64 with -race)")
 	want := truth()
 	want.Inline = 32 << 10
