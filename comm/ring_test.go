@@ -62,8 +62,9 @@ func TestP2PExchangeIdioms(t *testing.T) {
 					ctx := context.Background()
 					r := c.Rank()
 					left, right := (r+n-1)%n, (r+1)%n
-					// Several chunks and a single element.
-					for _, count := range []int{1, 70000} {
+					// A single element, and more chunks (of 4 KiB) than the
+					// links' staging slots (3).
+					for _, count := range []int{1, 3000} {
 						mine := make([]float32, count)
 						for i := range mine {
 							mine[i] = float32(r*1000 + i%1000)
@@ -147,7 +148,7 @@ func TestProcNull(t *testing.T) {
 				if right == n {
 					right = ProcNull
 				}
-				for _, count := range []int{1, 70000} { // one chunk, several
+				for _, count := range []int{1, 2000} { // one chunk, more than the slots (3 of 4 KiB)
 					mine := make([]float64, count)
 					for i := range mine {
 						mine[i] = float64(r*100000 + i)
