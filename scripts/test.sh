@@ -4,7 +4,8 @@
 #   1. system packages (scripts/install-deps.sh), gofmt, go vet
 #   2. a build without cgo (the verbs stub) and its tests
 #   3. go test on every package (ranks as goroutines over the in-memory and
-#      TCP transports, real processes under gorun), then again under the
+#      TCP transports, real processes under gorun; collsim's CPU-bound
+#      model fits run beside steps 6 and 7 instead), then again under the
 #      race detector with -short (smaller tables, no process tests)
 #   4. the GoMLX example module (examples/gomlx, its own go.mod): vet, tests
 #   5. each fuzz target for a fixed number of inputs (FUZZTIME, default
@@ -55,8 +56,13 @@ CGO_ENABLED=0 go test -count=1 ./transport/verbs/... ./transport/
 # all), go first, so that they are not the run's tail alone.
 longest="./comm"
 
+# collsim's full tests are CPU-bound model fits (a minute of two idle
+# cores, three beside three busy loops): they run below, beside the gorun
+# and link-cut steps, which mostly wait. Its -short tests run in the race
+# step as before.
+sim=./bench/cmd/collsim
 step "go test (everything, full tables, real processes)"
-go test -count=1 -timeout 15m $longest ./...
+go test -count=1 -timeout 15m $longest $(go list ./... | grep -v '/bench/cmd/collsim$')
 
 # The race detector looks at goroutines sharing memory; these packages
 # have none of their own to look at (schedule arithmetic, parsers, the
@@ -102,13 +108,23 @@ done
 # beside the gorun and link-cut steps, which mostly wait (sshd and Slurm
 # start-ups, SIGKILL and SIGINT rounds, a TCP timeout of 10 s): about a
 # minute less in all. Its log is printed when it ends.
-vm=0 vmpid=""
+vm=0 vmpid="" simpid=""
+simlog=$(mktemp)
+vmlog=$(mktemp)
+trap 'rm -f "$fuzzlog" "$vmlog" "$simlog"; [[ -n "$vmpid" ]] && kill "$vmpid" 2>/dev/null; [[ -n "$simpid" ]] && kill "$simpid" 2>/dev/null; true' EXIT
+if [[ "${SKIP_INTEGRATION:-0}" != 1 ]]; then
+	step "collsim's model fits (go test $sim)"
+	echo "started in the background, beside the next two steps; its log follows them"
+	go test -count=1 -timeout 15m "$sim" </dev/null >"$simlog" 2>&1 &
+	simpid=$!
+else
+	step "collsim's model fits (go test $sim)"
+	go test -count=1 -timeout 15m "$sim"
+fi
 if [[ "${SKIP_VM:-0}" != 1 && -x scripts/softroce-test.sh ]]; then
 	vm=1
 fi
 if [[ "$vm" == 1 && "${SKIP_INTEGRATION:-0}" != 1 ]]; then
-	vmlog=$(mktemp)
-	trap 'rm -f "$fuzzlog" "$vmlog"; [[ -n "$vmpid" ]] && kill "$vmpid" 2>/dev/null; true' EXIT
 	step "verbs on Soft-RoCE in QEMU"
 	echo "started in the background, beside the next two steps; its log follows them"
 	./scripts/softroce-test.sh </dev/null >"$vmlog" 2>&1 &
@@ -120,6 +136,18 @@ if [[ "${SKIP_INTEGRATION:-0}" != 1 ]]; then
 	GORUN_INTEGRATION_STRICT=1 ./scripts/gorun-integration.sh
 	step "a link cut mid-collective between network namespaces"
 	LINKCUT_STRICT=1 ./scripts/linkcut-test.sh
+fi
+
+if [[ -n "$simpid" ]]; then
+	step "collsim's model fits (go test $sim)"
+	echo "the log of the run started above:"
+	simrc=0
+	wait "$simpid" || simrc=$?
+	simpid=""
+	cat "$simlog"
+	if [[ "$simrc" != 0 ]]; then
+		echo "collsim's tests: failed (exit $simrc)"; exit 1
+	fi
 fi
 
 if [[ -n "$vmpid" ]]; then
