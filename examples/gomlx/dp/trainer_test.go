@@ -105,14 +105,26 @@ type trained struct {
 // only the broadcast from rank 0 makes them equal.
 func trainRanks(t *testing.T, n int, newOpt func() optimizers.Interface, bucketBytes int) []trained {
 	t.Helper()
+	xs, ys := data()
+	out := make([]trained, n)
+	onRanks(t, n, func(ctx context.Context, r int, c *comm.Comm, backend backends.Backend) (err error) {
+		out[r], err = trainRank(ctx, c, backend, newOpt(), bucketBytes, xs, ys)
+		return err
+	})
+	return out
+}
+
+// onRanks runs f on n ranks (goroutines over the in-memory transport, each
+// with a backend of its own) and fails the test with their errors; a rank
+// whose f fails aborts its communicator, so that the others fail at once.
+func onRanks(t *testing.T, n int, f func(ctx context.Context, r int, c *comm.Comm, backend backends.Backend) error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	comms, err := commtest.Connect(ctx, "mem", n, comm.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	xs, ys := data()
-	out := make([]trained, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r, c := range comms {
@@ -121,8 +133,7 @@ func trainRanks(t *testing.T, n int, newOpt func() optimizers.Interface, bucketB
 		go func() {
 			defer wg.Done()
 			defer c.Close()
-			out[r], errs[r] = trainRank(ctx, c, backend, newOpt(), bucketBytes, xs, ys)
-			if errs[r] != nil {
+			if errs[r] = f(ctx, r, c, backend); errs[r] != nil {
 				c.Abort(errs[r])
 			}
 		}()
@@ -131,7 +142,6 @@ func trainRanks(t *testing.T, n int, newOpt func() optimizers.Interface, bucketB
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	return out
 }
 
 func trainRank(ctx context.Context, c *comm.Comm, backend backends.Backend, opt optimizers.Interface, bucketBytes int,
@@ -363,59 +373,36 @@ func bnModel(ctx *mlctx.Context, _ any, inputs []*graph.Node) []*graph.Node {
 // trainable variables were averaged: the moving averages drifted apart,
 // and the replicas evaluated, and would checkpoint, different models.
 func TestBuffersSynced(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	comms, err := commtest.Connect(ctx, "mem", 2, comm.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	xs, ys := data()
 	// values[r][s] maps every variable but the random generator's state
 	// to its value on rank r after step s.
 	values := make([][]map[string][]float32, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r, c := range comms {
-		backend := newBackend(t)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer c.Close()
-			errs[r] = func() error {
-				mctx := mlctx.New()
-				tr, err := New(c, backend, mctx, bnModel, losses.SparseCategoricalCrossEntropyLogits,
-					optimizers.StochasticGradientDescent(), Options{})
-				if err != nil {
+	onRanks(t, 2, func(ctx context.Context, r int, c *comm.Comm, backend backends.Backend) error {
+		mctx := mlctx.New()
+		tr, err := New(c, backend, mctx, bnModel, losses.SparseCategoricalCrossEntropyLogits,
+			optimizers.StochasticGradientDescent(), Options{})
+		if err != nil {
+			return err
+		}
+		defer tr.Close()
+		for s := range steps {
+			x, y := share(xs[s], ys[s], r, 2)
+			if _, err := tr.TrainStep(ctx, []any{x}, []any{y}); err != nil {
+				return err
+			}
+			vals := map[string][]float32{}
+			for v := range mctx.IterVariables() {
+				if v.Name() == mlctx.RNGStateVariableName || v.DType() != dtypes.Float32 {
+					continue
+				}
+				if vals[v.ScopeAndName()], err = tensors.CopyFlatData[float32](v.MustValue()); err != nil {
 					return err
 				}
-				defer tr.Close()
-				for s := range steps {
-					x, y := share(xs[s], ys[s], r, 2)
-					if _, err := tr.TrainStep(ctx, []any{x}, []any{y}); err != nil {
-						return err
-					}
-					vals := map[string][]float32{}
-					for v := range mctx.IterVariables() {
-						if v.Name() == mlctx.RNGStateVariableName || v.DType() != dtypes.Float32 {
-							continue
-						}
-						if vals[v.ScopeAndName()], err = tensors.CopyFlatData[float32](v.MustValue()); err != nil {
-							return err
-						}
-					}
-					values[r] = append(values[r], vals)
-				}
-				return nil
-			}()
-			if errs[r] != nil {
-				c.Abort(errs[r])
 			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+			values[r] = append(values[r], vals)
+		}
+		return nil
+	})
 	const mean = "/bn/batch_normalization/mean"
 	if _, ok := values[0][0][mean]; !ok {
 		t.Fatalf("no variable %s: %v", mean, values[0][0])
@@ -475,61 +462,40 @@ func TestCheckpointOnRankZero(t *testing.T) {
 	}
 	// One rank, then two, train on from it; only rank 0 loads it.
 	resume := func(n int) []trained {
-		comms, err := commtest.Connect(ctx, "mem", n, comm.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		out := make([]trained, n)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for r, c := range comms {
-			backend := newBackend(t)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				errs[r] = func() error {
-					// Unchecked, as GoMLX wants a context a checkpoint is
-					// loaded into: its variables exist before the model
-					// creates them.
-					mctx := mlctx.New().Checked(false)
-					if err := mctx.SetRNGStateFromSeed(int64(7 + r)); err != nil {
-						return err
-					}
-					if r == 0 {
-						if _, err := checkpoints.Build(mctx).Dir(dir).Done(); err != nil {
-							return err
-						}
-					}
-					tr, err := New(c, backend, mctx, mlp, losses.SparseCategoricalCrossEntropyLogits, newOpt(), Options{})
-					if err != nil {
-						return err
-					}
-					defer tr.Close()
-					for s := 3; s < steps; s++ {
-						x, y := share(xs[s], ys[s], r, n)
-						if _, err := tr.TrainStep(ctx, []any{x}, []any{y}); err != nil {
-							return err
-						}
-					}
-					for _, v := range tr.Variables() {
-						w, err := tensors.CopyFlatData[float32](v.MustValue())
-						if err != nil {
-							return err
-						}
-						out[r].weights = append(out[r].weights, w)
-					}
-					return nil
-				}()
-				if errs[r] != nil {
-					c.Abort(errs[r])
+		onRanks(t, n, func(ctx context.Context, r int, c *comm.Comm, backend backends.Backend) error {
+			// Unchecked, as GoMLX wants a context a checkpoint is
+			// loaded into: its variables exist before the model
+			// creates them.
+			mctx := mlctx.New().Checked(false)
+			if err := mctx.SetRNGStateFromSeed(int64(7 + r)); err != nil {
+				return err
+			}
+			if r == 0 {
+				if _, err := checkpoints.Build(mctx).Dir(dir).Done(); err != nil {
+					return err
 				}
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatal(err)
-		}
+			}
+			tr, err := New(c, backend, mctx, mlp, losses.SparseCategoricalCrossEntropyLogits, newOpt(), Options{})
+			if err != nil {
+				return err
+			}
+			defer tr.Close()
+			for s := 3; s < steps; s++ {
+				x, y := share(xs[s], ys[s], r, n)
+				if _, err := tr.TrainStep(ctx, []any{x}, []any{y}); err != nil {
+					return err
+				}
+			}
+			for _, v := range tr.Variables() {
+				w, err := tensors.CopyFlatData[float32](v.MustValue())
+				if err != nil {
+					return err
+				}
+				out[r].weights = append(out[r].weights, w)
+			}
+			return nil
+		})
 		return out
 	}
 	one, two := resume(1), resume(2)
