@@ -177,12 +177,16 @@ func (e *Executor) confirmedPeer(c *Call, peer int) bool {
 // Eager run a rank that only sends completes once its sends are done.
 func (c *Call) creditsProve() bool { return c.VarCount && c.Root < 0 }
 
-// noteUnconfirmed records, when an Eager run completes, the peers it only
-// sent to without proof yet that they took what it sent: their link's
-// proveAt is the credit count that proves it.
+// noteUnconfirmed records, when an Eager run or a point-to-point call
+// completes, the peers it only sent to without proof yet that they took
+// what it sent: their link's proveAt is the credit count that proves it.
+// A point-to-point call's proof is not waited for by the call (a Send
+// completes before its Recv is called, as MPI's eager sends do), only by
+// Confirm at close: a receiver that closes without taking a message
+// dropped it, and the sender says so instead of returning nil.
 func (e *Executor) noteUnconfirmed(c *Call) {
-	if !c.Eager || c.creditsProve() || c.P2P {
-		return // point-to-point sends never wait for proof (see above)
+	if !c.P2P && (!c.Eager || c.creditsProve()) {
+		return
 	}
 	p := c.Plan
 	for _, peer := range p.peers {
@@ -191,7 +195,10 @@ func (e *Executor) noteUnconfirmed(c *Call) {
 			continue
 		}
 		if l.proveAt <= l.credited {
-			l.proveSeq = c.Seq
+			l.proveSeq, l.proveP2P = c.Seq, c.P2P
+			if c.P2P { // what errors name it by; no allocation
+				l.proveCall = Call{Coll: c.Coll, Type: c.Type, Named: c.Named, Count: c.Count, Root: -1, Seq: c.Seq, P2P: true}
+			}
 		}
 		l.proveAt = l.sent
 	}
@@ -272,6 +279,13 @@ func (e *Executor) unconfirmed(l *Link, why string) error {
 	what := ""
 	switch {
 	case why != "":
+	case l.notice != 0 && l.proveP2P:
+		n, _ := decodeNotice(l.notice, l.Peer, e.Size)
+		if n.Reason == NoticeClosed {
+			return fmt.Errorf("rank %d's %s %s sent rank %d a message that rank %d never received: rank %d closed the communicator without receiving it (a Send without its Recv)",
+				e.Rank, l.proveCall.Desc(), l.proveCall.Num(), l.Peer, l.Peer, l.Peer)
+		}
+		why = fmt.Sprintf("rank %d failed before receiving it (its notice: %s, rank %d)", l.Peer, n.Reason, n.Rank)
 	case l.notice != 0:
 		n, _ := decodeNotice(l.notice, l.Peer, e.Size)
 		if n.Reason == NoticeClosed {
@@ -287,6 +301,9 @@ func (e *Executor) unconfirmed(l *Link, why string) error {
 		why = fmt.Sprintf("the connection to rank %d was lost before it took it: %v", l.Peer, l.down)
 	default:
 		return nil
+	}
+	if l.proveP2P {
+		return fmt.Errorf("rank %d's %s %s sent rank %d a message that rank %d never received: %s", e.Rank, l.proveCall.Desc(), l.proveCall.Num(), l.Peer, l.Peer, why)
 	}
 	return fmt.Errorf("%srank %d's collective #%d sent rank %d data that rank %d never took: %s", what, e.Rank, l.proveSeq, l.Peer, l.Peer, why)
 }

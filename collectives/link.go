@@ -60,10 +60,17 @@ type Link struct {
 	sent, credited uint64
 	// proveAt: the credit count that proves the peer took the chunks of
 	// Eager runs that only sent to it (0: none waits); proveSeq: the
-	// first of those runs not yet proven (see Executor.Confirm).
-	proveAt  uint64
-	proveSeq uint32
-	notice   uint32 // the peer's failure notice (immediate), 0 if none
+	// first of those runs not yet proven (see Executor.Confirm); if
+	// proveP2P, it is a point-to-point call, which proveCall names.
+	proveAt   uint64
+	proveSeq  uint32
+	proveP2P  bool
+	proveCall Call
+	notice    uint32 // the peer's failure notice (immediate), 0 if none
+	// strayP2P: a point-to-point message arrived after the last run
+	// (recordOne), with tag strayTag: no receive took it (Unreceived).
+	strayP2P bool
+	strayTag uint32
 	// postErr: a post on the link failed because its connection is gone
 	// (Notify's); Confirm counts the link down once the completions
 	// queued before have been taken.

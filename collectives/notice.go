@@ -348,6 +348,10 @@ func (e *Executor) recordOne(comp *transport.Completion) {
 		return
 	}
 	_ = l.EP.PostRecv(comp.ID, l.Staging, 0, 0)
+	if comp.HasImm && comp.Imm&immType == immP2P && !l.strayP2P {
+		// A point-to-point message that no run will receive (Unreceived).
+		l.strayP2P, l.strayTag = true, comp.Imm&MaxTag
+	}
 	if !comp.HasImm || comp.Imm&immType != immCredit {
 		return
 	}
@@ -384,4 +388,29 @@ func RankList(ranks []int) string {
 		return "rank " + b.String()
 	}
 	return "ranks " + b.String()
+}
+
+// Unreceived names, at close, a point-to-point message a peer sent this
+// rank that no receive took: the oldest waiting in a link's slots, or one
+// that arrived after the last run (Confirm and Drain note them). A Send
+// of a message that fits the slots completes before its Recv is called,
+// so nothing else says that its data was dropped; its sender's Confirm
+// says it too, once this rank's closing notice reaches it.
+func (e *Executor) Unreceived() error {
+	if n := e.CQ.Poll(e.compBuf()); n > 0 {
+		e.record(n)
+	}
+	for peer, l := range e.Links {
+		if l == nil {
+			continue
+		}
+		tag, ok := l.strayTag, l.strayP2P
+		if slot := l.recvSlot; l.arrived > 0 && l.arrP2P[slot] {
+			tag, ok = (uint32(l.arrSeq[slot])<<16|uint32(l.arrFP[slot]))&MaxTag, true
+		}
+		if ok {
+			return fmt.Errorf("rank %d sent this rank a message with tag %d that it never received (a Send without its Recv)", peer, tag)
+		}
+	}
+	return nil
 }

@@ -90,8 +90,8 @@ func (e *Executor) QuickSend(c *Call, peer int) bool {
 		// As a Run of a collective that only sends ends.
 		e.lastColl = c.Seq
 		e.settle()
-		e.noteUnconfirmed(c)
 	}
+	e.noteUnconfirmed(c)
 	// As at the end of a Run: a transport that writes posts at the
 	// caller's next poll gets it now, the peer waits for this message.
 	e.CQ.Poll(e.compBuf()[:0])

@@ -357,6 +357,50 @@ func (c *Comm) mailUntaken() error {
 	return nil
 }
 
+// mailDropped, at Close, names messages this rank sent through the
+// mailboxes to a peer that closed without taking them: the peer looked
+// at its mailboxes before this rank's message was there (it marks itself
+// closed first, so one of the two always sees the message; see Close).
+// Not for a peer that failed or is still live (it may yet take them, or
+// its own Close names them).
+func (c *Comm) mailDropped() error {
+	b := c.board
+	if b == nil || !b.mail {
+		return nil
+	}
+	for d := range b.n {
+		if d == b.me || b.sent[d] == 0 || b.stateOf(d).Load() != boardClosed {
+			continue
+		}
+		if taken := b.u64(b.box(b.me, d)).Load(); taken < b.sent[d] {
+			e := b.entry(b.me, d, taken)
+			in := (*atomic.Uint32)(unsafe.Pointer(&e[mLarge])).Load() == mailIn
+			return fmt.Errorf("rank %d closed the communicator without receiving %s this rank sent it (the first: %d bytes with tag %d; a Send without its Recv)",
+				d, messages(b.sent[d]-taken), mailLen(e, in), *u32at(e, mTag))
+		}
+	}
+	return nil
+}
+
+// selfUntaken, at Close, names the messages this rank sent itself and
+// never received: no later Recv can take them.
+func (c *Comm) selfUntaken() error {
+	m, ok := c.oldestSelf()
+	if !ok {
+		return nil
+	}
+	return fmt.Errorf("this rank sent itself %s that it never received (the first: %d bytes with tag %d; a Send to itself without its Recv)",
+		messages(uint64(len(c.selfq))), len(m.data), m.tag)
+}
+
+// messages is "a message" or "n messages".
+func messages(n uint64) string {
+	if n == 1 {
+		return "a message"
+	}
+	return strconv.FormatUint(n, 10) + " messages"
+}
+
 // withdrawKept, as the communicator ends, withdraws the kept copies their
 // receivers have not taken (they fail, naming this rank) and frees the
 // rings: not one with a copy that a receiver is reading still after a

@@ -242,6 +242,11 @@ func (c *Comm) Close() error {
 	var drainErr error
 	switch {
 	case c.exec == nil || c.size == 1:
+		if !c.aborted.Load() && c.life.Err() == nil && (c.exec == nil || c.exec.Err() == nil) {
+			if err := c.selfUntaken(); err != nil {
+				drainErr = fmt.Errorf("comm: close: %w", err)
+			}
+		}
 	case c.aborted.Load():
 		// Also when the running call has failed the executor already
 		// (Abort's cancellation): the peers learn that this rank
@@ -266,10 +271,13 @@ func (c *Comm) Close() error {
 		if err := c.mailSettle(min(10*time.Second, c.opts.StallTimeout)); err != nil {
 			drainErr = fmt.Errorf("comm: close: %w", err)
 		}
+		// Marked closed before this rank looks at its mailboxes: a
+		// message a peer puts there after the look is one the peer's own
+		// Close finds untaken by a closed rank (mailDropped).
+		c.board.mark(boardClosed)
 		if err := c.mailUntaken(); err != nil {
 			drainErr = errors.Join(drainErr, fmt.Errorf("comm: close: %w", err))
 		}
-		c.board.mark(boardClosed)
 		// A peer that takes nothing for the stall timeout is stopped or
 		// hung: Close names it then (it waited 10 s, then closeWait and
 		// the stall timeout again in Confirm, 15 s with a 3 s timeout).
@@ -295,6 +303,16 @@ func (c *Comm) Close() error {
 				drainErr = errors.Join(drainErr, fmt.Errorf("comm: close: %w", err))
 			}
 			cancel()
+		}
+		// Messages sent to this rank that no Recv took, and messages this
+		// rank sent through the mailboxes to a peer that closed without
+		// taking them (over the links Confirm above names those): a
+		// Send that fits the slots completes before its Recv is called,
+		// and nothing else says its data was dropped.
+		for _, err := range []error{c.exec.Unreceived(), c.mailDropped(), c.selfUntaken()} {
+			if err != nil {
+				drainErr = errors.Join(drainErr, fmt.Errorf("comm: close: %w", err))
+			}
 		}
 		// Peers not connected to this rank learn it from the store, should
 		// a call of theirs still need it (lazy.go).

@@ -61,7 +61,7 @@ func TestTagsMatchExactly(t *testing.T) {
 	})
 	for _, tags := range [][2]int{{1, 1<<14 + 1}, {1, 1<<16 + 1}, {5, 1<<28 + 5}} {
 		var recvErr error
-		runRanks(t, 2, testOpts, func(c *Comm) error {
+		runRanksSenderLearns(t, "mem", testOpts, func(c *Comm) error {
 			buf := []float32{1, 2}
 			if c.Rank() == 0 {
 				err := Send(ctx, c, buf, 1, tags[0])
@@ -515,7 +515,7 @@ func TestP2PSizesDifferWithinAChunk(t *testing.T) {
 		for _, n := range [][2]int{{10, 12}, {12, 10}, {5000, 10}} {
 			t.Run(fmt.Sprintf("%s/%d-%d", kind, n[0], n[1]), func(t *testing.T) {
 				var recvErr error
-				runRanksOn(t, kind, 2, testOptsFast, func(c *Comm) error {
+				runRanksSenderLearns(t, kind, testOptsFast, func(c *Comm) error {
 					ctx := context.Background()
 					if c.Rank() == 0 {
 						Send(ctx, c, make([]float32, n[0]), 1, 6) // fails, or completes once sent
