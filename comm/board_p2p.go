@@ -252,6 +252,18 @@ func (c *Comm) mailKeep(r *Request, d int, n uint64, taken *atomic.Uint64) bool 
 			}
 		}
 	}
+	return c.mailKeepCopy(r, d, n, taken)
+}
+
+// mailKeepCopy is mailKeep's copy, once the wait for the receiver is over
+// (or skipped: mailKeepNow).
+func (c *Comm) mailKeepCopy(r *Request, d int, n uint64, taken *atomic.Uint64) bool {
+	b := c.board
+	k := c.keepRingFor(d)
+	if k == nil || len(r.send) > len(k.mem.mem) {
+		return false
+	}
+	st := (*atomic.Uint32)(unsafe.Pointer(&b.entry(b.me, d, n)[mLarge]))
 	t := taken.Load()
 	if t > n || st.Load() != mailOpen {
 		return false // taken, or being taken, after all
@@ -625,6 +637,9 @@ func (c *Comm) mailWaitOn(r *Request, k boardCall, p int, w *atomic.Uint64, e []
 		if start.IsZero() {
 			start, lastLook = now, now
 			boardWaiters.Add(1)
+		}
+		if c.hoistDue(now) {
+			c.hoistSends(r) // Sends queued after this call that need not wait
 		}
 		if now.Sub(lastLook) >= boardLook {
 			lastLook = now

@@ -1,6 +1,9 @@
 package comm
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // callState is what the runs of calls carry from one to the next: the
 // collectives' numbering and summaries (for failure reports), the cache
@@ -31,6 +34,12 @@ type callState struct {
 	// rank (Split's caller counting them after its call returned named
 	// two concurrent Splits in the order their goroutines woke).
 	splits int
+	// hoisting: the running call's wait runs Sends queued after it
+	// (hoist.go); hoistPushed and hoistAt: the queue's count and the time
+	// of its last look.
+	hoisting    bool
+	hoistPushed uint64
+	hoistAt     time.Time
 }
 
 // maxPlans bounds the plan cache: past it, it starts over.

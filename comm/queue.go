@@ -45,6 +45,12 @@ type callQueue struct {
 	wg         sync.WaitGroup
 	pending    atomic.Int64
 	gate       atomic.Uint32
+	// pushed counts the requests ever queued, for a waiting call's look
+	// at what it may run ahead of it (hoist.go); hoisted lists the
+	// requests taken out of the queue to run so (guarded by mu, like the
+	// list), until each is finished.
+	pushed  atomic.Uint64
+	hoisted *Request
 	// own is the request of the blocking call that holds the inline claim
 	// (newBlocking): no pool round trip on the calls that run inline.
 	own Request
@@ -101,6 +107,7 @@ func (q *callQueue) awaitInline() {
 // the communicator's mu and then calls signal (after unlocking).
 func (q *callQueue) pushLocked(r *Request) {
 	q.pending.Add(1)
+	q.pushed.Add(1)
 	if q.qtail == nil {
 		q.qhead = r
 	} else {

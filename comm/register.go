@@ -287,9 +287,11 @@ func (c *Comm) inUseLocked(start, end uintptr) *Request {
 	if c.active != nil && touches(c.active) {
 		return c.active
 	}
-	for r := c.qhead; r != nil; r = r.next {
-		if touches(r) {
-			return r
+	for _, list := range [2]*Request{c.qhead, c.hoisted} {
+		for r := list; r != nil; r = r.next {
+			if touches(r) {
+				return r
+			}
 		}
 	}
 	return nil
