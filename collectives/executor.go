@@ -467,6 +467,12 @@ func (e *Executor) run(ctx context.Context, c *Call) error {
 		}
 		if err != nil && ctx.Err() != nil && e.Stalled != nil {
 			next, serr := e.Stalled(ctx, c)
+			if errors.Is(serr, ErrYield) {
+				if e.yieldable(c) {
+					return serr // nothing done: the caller runs c again later
+				}
+				serr = nil
+			}
 			if serr != nil {
 				e.Fail(serr)
 				return serr
@@ -494,6 +500,47 @@ func (e *Executor) run(ctx context.Context, c *Call) error {
 		}
 		e.unstall()
 	}
+}
+
+// ErrYield, from a Stalled hook, asks a run that has done nothing yet to
+// return it instead of waiting on (Run returns it, and the executor is
+// not failed): its caller runs other calls first, then this one again.
+// Only a point-to-point run that only receives, has received nothing and
+// has nothing arrived to take yields (yieldable); any other goes on with
+// the context the hook returned. comm runs the Sends queued behind a
+// waiting Recv so (hoist.go).
+var ErrYield = errors.New("collectives: the run yields to other calls")
+
+// yieldable reports whether the run of c may end now as if it never
+// began: a point-to-point receive, nothing consumed, no chunk waiting to
+// be, nothing sent.
+func (e *Executor) yieldable(c *Call) bool {
+	p := c.Plan
+	if !c.P2P || e.done != 0 || e.win.on || len(p.copies) != 0 {
+		return false
+	}
+	for _, peer := range p.peers {
+		l := e.Links[peer]
+		if len(p.sends[peer]) != 0 || l == nil || l.arrived != 0 || l.deferred {
+			return false
+		}
+	}
+	return true
+}
+
+// SendRoom reports how many chunks a run could send to peer now without
+// waiting for the peer to take any (its free slots), and whether the link
+// is one a run sends over as it is (up, not transient, no notice from the
+// peer); 0 and false if there is no such link.
+func (e *Executor) SendRoom(peer int) (int, bool) {
+	if e.err != nil || uint(peer) >= uint(len(e.Links)) {
+		return 0, false
+	}
+	l := e.Links[peer]
+	if l == nil || l.Transient || l.down != nil || l.notice != 0 || l.postErr != nil {
+		return 0, false
+	}
+	return l.credits, true
 }
 
 // stall notes that the completion queue refused a post to peer

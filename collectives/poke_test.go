@@ -1,12 +1,15 @@
 package collectives
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/goccl/goccl/transport"
 )
 
 // TestPokeKeepsCompletions: a run whose context ends (the communicator's
@@ -74,4 +77,107 @@ func pokeKeepsCompletions(t *testing.T) int {
 		t.Fatalf("rank 1: %v", err)
 	}
 	return pokes
+}
+
+// TestRunYields: a point-to-point receive whose Stalled hook asks it to
+// yield (ErrYield) before anything arrived returns ErrYield and leaves the
+// executor sound, its links as they were: run again, it receives the
+// message sent meanwhile. A run that is not a plain receive (a send)
+// goes on with the hook's context instead.
+func TestRunYields(t *testing.T) {
+	const size, n = 2, 100
+	sb, ex := newSwitchboard(t, size, 2, 64)
+	var wg sync.WaitGroup
+	errs := make([]error, size)
+	for r, e := range ex {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[r] = sb.connect(e, []int{1 - r}) }()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: connect: %v", r, err)
+		}
+	}
+	plan := func(r int, k Kind) *Plan {
+		p, err := Compile(Schedule{Rank: r, Size: size, Steps: []Step{{Kind: k, Peer: 1 - r, Buf: BufData, Len: n}}}, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	call := func(r int, k Kind, buf []byte) *Call {
+		c := &Call{Plan: plan(r, k), Seq: 3, P2P: true, Coll: k.String(), Count: n, Root: -1}
+		reg, err := sb.devs[r].Register(buf, transport.AccessLocalWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sb.devs[r].Deregister(reg) })
+		c.Bufs[BufData] = Target{Region: reg}
+		return c
+	}
+	yields := 0
+	ex[1].Stalled = func(ctx context.Context, c *Call) (context.Context, error) {
+		yields++
+		next, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		t.Cleanup(cancel)
+		return next, ErrYield
+	}
+	poked, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("poke"))
+	out := make([]byte, n)
+	recv := call(1, Recv, out)
+	if err := ex[1].Run(poked, recv); !errors.Is(err, ErrYield) {
+		t.Fatalf("a receive with nothing arrived, asked to yield: %v, want ErrYield", err)
+	}
+	if ex[1].Err() != nil {
+		t.Fatalf("the executor failed with the yield: %v", ex[1].Err())
+	}
+	in := make([]byte, n)
+	for i := range in {
+		in[i] = byte(i + 1)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- ex[0].Run(ctx, call(0, Send, in))
+	}()
+	// Run again (the hook may be asked again: it has not arrived yet).
+	ctx, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	for {
+		err := ex[1].Run(ctx, recv)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrYield) {
+			t.Fatalf("the receive run again: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("rank 0: %v", err)
+	}
+	if !bytes.Equal(out, in) {
+		t.Fatalf("received %v, want %v", out[:8], in[:8])
+	}
+	// A send does not yield: it goes on and completes once rank 1 takes it.
+	ex[0].Stalled = ex[1].Stalled
+	ex[1].Stalled = nil
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- ex[1].Run(ctx, call(1, Recv, make([]byte, n)))
+	}()
+	if err := ex[0].Run(poked, call(0, Send, in)); err != nil {
+		t.Fatalf("a send asked to yield: %v, want it to go on and complete", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("rank 1's receive of the second message: %v", err)
+	}
+	if yields == 0 {
+		t.Fatal("the hook never ran")
+	}
 }

@@ -40,6 +40,9 @@ type callState struct {
 	hoisting    bool
 	hoistPushed uint64
 	hoistAt     time.Time
+	// waitingRecv is the Recv whose run in the executor may yield to the
+	// Sends queued behind it (recvWaits).
+	waitingRecv *Request
 }
 
 // maxPlans bounds the plan cache: past it, it starts over.

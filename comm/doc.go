@@ -17,12 +17,13 @@
 // on every rank at once, but a Recv holds the calls behind it until its
 // message comes, so ranks that each queue a Recv before the Send its peer
 // waits for (MPI's Irecv, then Send, around a ring) wait on one another,
-// which the stall diagnosis reports after about a second. Over the
-// shared-memory board, the Sends queued behind a waiting call that
-// complete without their receivers (the message fits what the board
-// buffers for the receiver) run ahead of it, so such rings and halo
-// exchanges work there. SendRecv exchanges with two peers at once
-// (MPI_Sendrecv), on every transport.
+// which the stall diagnosis reports after about a second, unless the
+// Sends complete without their receivers: the Sends queued behind a
+// waiting Recv whose messages fit what a Send buffers for its receiver
+// (free staging slots, or mailbox room and kept copies over the
+// shared-memory board) run ahead of it, so such rings and halo exchanges
+// work for those sizes. SendRecv exchanges with two peers at once
+// (MPI_Sendrecv), at any size.
 //
 // Errors name the collective, its sequence number, the ranks involved and
 // the cause. A failure fails the call on every rank, fast, naming the same

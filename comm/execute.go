@@ -232,11 +232,40 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		if err := c.ensureLinks(call); err != nil {
 			return c.fail(err, call)
 		}
-		if err := c.exec.Run(c.runCtx(ctx), call); err != nil {
-			// Tell the peers and drop every connection at once, so that
-			// peers waiting on this rank fail now rather than at their
-			// timeout.
-			return c.fail(err, call)
+		for {
+			// A Recv may yield to the Sends queued behind it (hoist.go).
+			yields := r.kind == collRecv && !c.hoisting
+			if yields {
+				c.waitingRecv = r
+				c.recvWaits.Store(true)
+			}
+			var err error
+			if yields && c.sendsQueued.Load() > 0 && c.linkHoistable(r) {
+				// Queued before this run began: no poke says so.
+				err = collectives.ErrYield
+			} else {
+				err = c.exec.Run(c.runCtx(ctx), call)
+			}
+			if yields {
+				c.recvWaits.Store(false)
+				c.waitingRecv = nil
+			}
+			if yields && errors.Is(err, collectives.ErrYield) {
+				c.hoisting = true
+				c.hoistLinkSends(r)
+				c.hoisting = false
+				*call = c.describe(r) // the Sends ran in it
+				call.Plan, call.Bufs, call.Eager = p, bufs, !c.opts.StrictChecks
+				ctx = c.callCtx() // the poke that ended the run was replaced
+				continue
+			}
+			if err != nil {
+				// Tell the peers and drop every connection at once, so
+				// that peers waiting on this rank fail now rather than at
+				// their timeout.
+				return c.fail(err, call)
+			}
+			break
 		}
 	} else {
 		// One rank: only the schedule's local copies.

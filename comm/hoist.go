@@ -1,6 +1,8 @@
 package comm
 
 import (
+	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -34,8 +36,8 @@ const hoistEvery = 10 * time.Millisecond
 // look for Sends to run ahead of it now: calls were queued after it
 // since its last look, or hoistEvery has passed.
 func (c *Comm) hoistDue(now time.Time) bool {
-	if c.hoisting || (c.pending.Load()&^inlineRun) < 2 {
-		return false // (one: the waiting call itself)
+	if c.hoisting || c.sendsQueued.Load() == 0 {
+		return false
 	}
 	pushed := c.pushed.Load()
 	if pushed == c.hoistPushed && now.Sub(c.hoistAt) < hoistEvery {
@@ -46,107 +48,63 @@ func (c *Comm) hoistDue(now time.Time) bool {
 }
 
 // hoistSends runs the Sends queued after the waiting call that can
-// complete at once (see above), in their order, and finishes their
-// requests. It runs on the goroutine of the waiting call (waiting), which
-// owns the board's per-call state.
+// complete at once through the mailboxes (see above), in their order, and
+// finishes their requests. It runs on the goroutine of the waiting call
+// (waiting), which owns the board's per-call state.
 func (c *Comm) hoistSends(waiting *Request) {
 	b := c.board
-	if b == nil || !b.mail || b.n > 64 {
+	if b == nil || !b.mail {
 		return
 	}
 	c.hoisting = true
 	defer func() { c.hoisting = false }()
 	for pass := 0; pass < 2; pass++ {
 		var need []int // receivers whose ring of copies is not allocated yet
-		c.mu.Lock()
-		if c.closed || c.err != nil {
-			c.mu.Unlock()
-			return
-		}
-		var run, tail, prev *Request
-		var held uint64 // ranks with an earlier message from this rank not sent yet
 		// The messages and kept bytes of the Sends taken so far, by rank.
-		var planned [64]uint64
-		var plannedBytes [64]int
-		if a := c.active; a != nil && a != waiting {
-			// The worker took it from the queue and waits for this call,
-			// which runs inline, to end: it comes first.
-			if !a.kind.IsP2P() {
-				c.mu.Unlock()
-				return
-			}
-			if d := a.args.peer; a.kind != collRecv && d >= 0 && d < b.n {
-				held |= 1 << d
-			}
-		}
-		for x := c.qhead; x != nil; {
-			next := x.next
-			if !x.kind.IsP2P() || x.refused != nil || x.persistent || !c.boardTakes(x) || (x.ctx != nil && x.ctx.Err() != nil) {
-				break // a collective, or a call that runs its own way
-			}
-			d := x.args.peer
-			if x.kind == collRecv || d == ProcNull {
-				prev, x = x, next
-				continue
-			}
-			if d < 0 || d >= b.n {
-				break
-			}
-			if x.kind != collSend || d == c.rank || held&(1<<d) != 0 {
-				held |= 1 << d
-				prev, x = x, next
-				continue
+		planned, plannedBytes := map[int]uint64{}, map[int]int{}
+		c.mu.Lock()
+		run, _ := c.hoistScan(waiting, true, func(x *Request, d int) bool {
+			if !c.boardTakes(x) {
+				return false
 			}
 			ok, ring := c.mailSendsNow(x, planned[d], plannedBytes[d])
 			if !ok {
 				if ring {
 					need = append(need, d)
 				}
-				held |= 1 << d
-				prev, x = x, next
-				continue
+				return false
 			}
 			planned[d]++
 			if len(x.send) > mailEager {
 				plannedBytes[d] += len(x.send)
 			}
-			// Out of the queue, still counted in pending until finished.
-			if prev == nil {
-				c.qhead = next
-			} else {
-				prev.next = next
-			}
-			if c.qtail == x {
-				c.qtail = prev
-			}
-			x.next = nil
-			if run == nil {
-				run = x
-			} else {
-				tail.next = x
-			}
-			tail, x = x, next
-		}
-		c.hoisted = run // in use until finished (inUseLocked)
+			return true
+		})
 		c.mu.Unlock()
-		for x := run; x != nil; {
-			if x.err = c.mailSendNow(x); x.err != nil {
-				c.breakOn(x.err)
-			}
-			c.mu.Lock()
-			next := x.next
-			c.hoisted, x.next = next, nil
-			c.mu.Unlock()
-			x.finish()
-			c.pending.Add(-1)
-			x = next
-		}
+		c.runHoisted(run, c.mailSendNow)
 		if len(need) == 0 {
 			return
 		}
 		for _, d := range need {
 			c.keepRingFor(d) // then look again
 		}
+	}
+}
+
+// runHoisted runs the requests hoistScan took out of the queue (run, in
+// order, listed in c.hoisted) with exec, and finishes each.
+func (c *Comm) runHoisted(run *Request, exec func(*Request) error) {
+	for x := run; x != nil; {
+		if x.err = exec(x); x.err != nil {
+			c.breakOn(x.err)
+		}
+		c.mu.Lock()
+		next := x.next
+		c.hoisted, x.next = next, nil
+		c.mu.Unlock()
+		x.finish()
+		c.pending.Add(-1)
+		x = next
 	}
 }
 
@@ -210,4 +168,149 @@ func (c *Comm) mailKeepNow(r *Request, d int, n uint64, taken *atomic.Uint64) bo
 		return false
 	}
 	return c.mailKeepCopy(r, d, n, taken)
+}
+
+// Over the links (TCP, verbs, in-memory) the same: a Recv that waits in
+// the executor (recvWaits) is poked when a Send is queued behind it
+// (errHoist, from submit) and, at that poke or the stall watchdog's,
+// yields (collectives.ErrYield) if a Send queued behind it completes
+// without its receiver: the link to the receiver is up (or its half of
+// the link is published, so that this rank's set-up waits for nothing)
+// and has a free slot for each of the message's chunks. execute then runs
+// those Sends (hoistLinkSends) and the Recv again. A Recv that received
+// anything does not yield.
+
+// errHoist is the cause with which submit ends the context of a waiting
+// Recv's run when a Send is queued behind it.
+var errHoist = errors.New("a send queued behind a waiting receive")
+
+// hoistScan walks the queue under mu as hoistSends does, calling take for
+// each Send that no earlier call holds back (an earlier Send or SendRecv
+// to the same rank, a Send to itself; any collective or call that runs
+// another way ends the walk); take reports whether the Send goes ahead.
+// With unlink the Sends taken leave the queue and are returned, in order
+// (c.hoisted lists them); otherwise the walk ends at the first taken.
+func (c *Comm) hoistScan(waiting *Request, unlink bool, take func(x *Request, d int) bool) (run *Request, any bool) {
+	if c.closed || c.err != nil {
+		return nil, false
+	}
+	held := make(map[int]bool)
+	scanned := 0
+	if a := c.active; a != nil && a != waiting {
+		if !a.kind.IsP2P() {
+			return nil, false
+		}
+		if a.kind != collRecv {
+			held[a.args.peer] = true
+		}
+	}
+	var tail, prev *Request
+	for x := c.qhead; x != nil && scanned < hoistScanMax; scanned++ {
+		next := x.next
+		if !x.kind.IsP2P() || x.refused != nil || x.persistent || x.algo != "" || x.label != "" ||
+			(x.ctx != nil && x.ctx.Err() != nil) {
+			break
+		}
+		d := x.args.peer
+		if x.kind == collRecv || d == ProcNull {
+			prev, x = x, next
+			continue
+		}
+		if d < 0 || d >= c.size {
+			break // refused in its turn
+		}
+		if x.kind != collSend || d == c.rank || held[d] || !take(x, d) {
+			held[d] = true
+			prev, x = x, next
+			continue
+		}
+		if !unlink {
+			return nil, true
+		}
+		c.sendsQueued.Add(-1)
+		if prev == nil {
+			c.qhead = next
+		} else {
+			prev.next = next
+		}
+		if c.qtail == x {
+			c.qtail = prev
+		}
+		x.next = nil
+		if run == nil {
+			run = x
+		} else {
+			tail.next = x
+		}
+		tail, x = x, next
+	}
+	if unlink {
+		c.hoisted = run // in use until finished (inUseLocked)
+	}
+	return run, run != nil
+}
+
+// hoistScanMax bounds the queued calls a look at the queue walks (a
+// window of 64 Irecvs before the Isends, as osu bw posts, is walked
+// whole).
+const hoistScanMax = 256
+
+// linkSendsNow reports whether Send x to d, after planned chunks to d
+// that go first, completes without d's Recv over the links: d's link has
+// a free slot for each chunk, or it is not made yet and both halves are
+// published (this rank's early, d's in the store), so that the set-up
+// waits for nothing.
+func (c *Comm) linkSendsNow(x *Request, d int, planned int) bool {
+	if c.boardTakes(x) || uint(d) >= uint(c.size) {
+		return false
+	}
+	chunks := max(1, (len(x.send)+c.opts.ChunkSize-1)/c.opts.ChunkSize)
+	if c.links[d] != nil {
+		room, ok := c.exec.SendRoom(d)
+		return ok && chunks+planned <= room
+	}
+	if chunks+planned > c.opts.Slots || c.early[d] == nil {
+		return false
+	}
+	kv := kvOf(c.rdv)
+	if kv == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(c.life, 2*time.Millisecond)
+	defer cancel()
+	_, err := kv.Get(ctx, c.linkKey(d, c.rank, c.linkGen[d]))
+	return err == nil
+}
+
+// linkHoistable reports whether a Send queued behind waiting, a Recv
+// that waits over the links, completes without its receiver (see above).
+func (c *Comm) linkHoistable(waiting *Request) bool {
+	if kv := kvOf(c.rdv); kv != nil {
+		// This rank's halves of the links the queued Sends need, so that
+		// their receivers can connect and this rank's set-up waits for
+		// nothing once theirs are here (a Send queued after this Recv set
+		// up its links missed the set-up's publishEarly).
+		c.publishEarly(kv, nil)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, any := c.hoistScan(waiting, false, func(x *Request, d int) bool { return c.linkSendsNow(x, d, 0) })
+	return any
+}
+
+// hoistLinkSends runs the Sends queued behind waiting that complete
+// without their receivers over the links, in their order, and finishes
+// their requests, once waiting's run yielded.
+func (c *Comm) hoistLinkSends(waiting *Request) {
+	planned := make(map[int]int)
+	c.mu.Lock()
+	run, _ := c.hoistScan(waiting, true, func(x *Request, d int) bool {
+		if !c.linkSendsNow(x, d, planned[d]) {
+			return false
+		}
+		planned[d] += max(1, (len(x.send)+c.opts.ChunkSize-1)/c.opts.ChunkSize)
+		return true
+	})
+	c.mu.Unlock()
+	c.runHoisted(run, func(x *Request) error { return c.execute(c.callCtx(), x) })
 }

@@ -582,6 +582,14 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 				gaveUp, grace, lifeDone = context.Cause(c.life), time.After(notifyWait), nil
 				continue
 			}
+			if context.Cause(poke.ctx) == errHoist {
+				// A Send queued behind a Recv: its peer's half now.
+				c.publishEarly(kv, halves)
+				if c.poke.Load() == poke {
+					c.renewPoke()
+				}
+				continue
+			}
 			// The stall watchdog's poke: compare this call with the
 			// unconnected peers' (stall.go); a disagreement fails the call.
 			if _, err := c.onStall(poke.ctx, call); err != nil {

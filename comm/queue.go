@@ -51,6 +51,9 @@ type callQueue struct {
 	// list), until each is finished.
 	pushed  atomic.Uint64
 	hoisted *Request
+	// sendsQueued counts the Sends in the list: a waiting call looks for
+	// Sends to run ahead of it only if there are any.
+	sendsQueued atomic.Int64
 	// own is the request of the blocking call that holds the inline claim
 	// (newBlocking): no pool round trip on the calls that run inline.
 	own Request
@@ -108,6 +111,9 @@ func (q *callQueue) awaitInline() {
 func (q *callQueue) pushLocked(r *Request) {
 	q.pending.Add(1)
 	q.pushed.Add(1)
+	if r.kind == collSend {
+		q.sendsQueued.Add(1)
+	}
 	if q.qtail == nil {
 		q.qhead = r
 	} else {
@@ -144,6 +150,9 @@ func (q *callQueue) dequeueLocked() *Request {
 	if q.qhead == nil {
 		q.qtail = nil
 	}
+	if r.kind == collSend {
+		q.sendsQueued.Add(-1)
+	}
 	return r
 }
 
@@ -165,6 +174,7 @@ func (q *callQueue) queuedLocked(r *Request) bool {
 func (q *callQueue) takeAllLocked() *Request {
 	r := q.qhead
 	q.qhead, q.qtail = nil, nil
+	q.sendsQueued.Store(0)
 	return r
 }
 

@@ -289,6 +289,9 @@ func (c *Comm) submit(r *Request) *Request {
 	c.pushLocked(r)
 	c.mu.Unlock()
 	c.signal()
+	if r.kind == collSend && c.recvWaits.Load() {
+		c.poke.Load().cancel(errHoist) // it may go ahead of the waiting Recv
+	}
 	return r
 }
 

@@ -15,11 +15,26 @@ import (
 // and Recv) connects the pairs and completes: each rank's Send waited for
 // the next rank's half of their link, which that rank published only in
 // its Recv, queued behind its own Send, until the stall timeout
-// (publishEarly). Over the transports whose Connect does not wait for the
-// peer's (TCP, verbs); the in-memory one's does.
+// (publishEarly). So does a first exchange that posts the receives first
+// (the Sends go ahead of the waiting Recvs once both halves of their link
+// are published: hoist.go). Over the transports whose Connect does not
+// wait for the peer's (TCP, verbs); the in-memory one's does.
 func TestRingFirstExchange(t *testing.T) {
 	for _, kind := range []string{"tcp"} {
 		for _, n := range []int{3, 5} {
+			t.Run(fmt.Sprint(kind, n, "-receives-first"), func(t *testing.T) {
+				runRanksOn(t, kind, n, testOptsFast, func(c *Comm) error {
+					return irecvFirst(context.Background(), c, 1000)
+				})
+			})
+			t.Run(fmt.Sprint(kind, n, "-receives-waiting"), func(t *testing.T) {
+				// The sends queued once the receives wait (set up, or
+				// in the executor): the link each Send needs is made
+				// ahead of it (publishEarly, from the look at the queue).
+				runRanksOn(t, kind, n, testOptsFast, func(c *Comm) error {
+					return irecvFirstAfter(context.Background(), c, 1000, 30*time.Millisecond)
+				})
+			})
 			t.Run(fmt.Sprint(kind, n), func(t *testing.T) {
 				runRanksOn(t, kind, n, testOptsFast, func(c *Comm) error {
 					ctx := context.Background()
@@ -50,12 +65,11 @@ func TestRingFirstExchange(t *testing.T) {
 // exchanges, on every transport: a ring shift is one SendRecv per rank, a
 // halo exchange with two neighbours two SendRecvs (one per direction),
 // and sends queued before the receives (MPI's Isend, then Recv) work too;
-// over shared memory so do a ring and a halo exchange that post their
-// receives first (MPI's Irecv, then Isend, then Waitall) for messages a
-// Send buffers for its receiver; a ring that posts its receive before a
-// send that cannot complete without its receiver (any, over the links)
-// waits on itself, and the error names the calls that cannot meet, well
-// before the stall timeout.
+// so do a ring and a halo exchange that post their receives first (MPI's
+// Irecv, then Isend, then Waitall) for messages a Send buffers for its
+// receiver; a ring that posts its receive before a send that cannot
+// complete without its receiver waits on itself, and the error names the
+// calls that cannot meet, well before the stall timeout.
 func TestP2PExchangeIdioms(t *testing.T) {
 	for _, kind := range []string{"mem", "tcp", "shm"} {
 		for _, n := range []int{3, 4} {
@@ -115,22 +129,17 @@ func TestP2PExchangeIdioms(t *testing.T) {
 							}
 						}
 					}
-					if kind == "shm" {
-						// The Sends queued behind a waiting Recv go ahead of
-						// it when they need not wait (hoist.go): a ring and a
-						// halo exchange that post their receives first work,
-						// up to what a Send buffers for its receiver.
-						for _, count := range []int{1, 3000} {
-							if err := irecvFirst(ctx, c, count); err != nil {
-								return err
-							}
+					// The Sends queued behind a waiting Recv go ahead of it
+					// when they need not wait (hoist.go): a ring and a halo
+					// exchange that post their receives first work, up to
+					// what a Send buffers for its receiver.
+					for _, count := range []int{1, 3000} {
+						if err := irecvFirst(ctx, c, count); err != nil {
+							return err
 						}
 					}
 					start := time.Now()
-					count := 1
-					if kind == "shm" {
-						count = 5000 // more than the copies kept for a receiver (12 KiB)
-					}
+					const count = 5000 // more than a Send buffers (3 slots, or copies, of 4 KiB)
 					recv := RecvAsync(c, make([]float32, count), left, 5)
 					send := SendAsync(c, make([]float32, count), right, 5)
 					err := WaitAll(ctx, recv, send)
@@ -153,6 +162,12 @@ func TestP2PExchangeIdioms(t *testing.T) {
 // then Isend to both), a few times each with new data, and checks what
 // arrived.
 func irecvFirst(ctx context.Context, c *Comm, count int) error {
+	return irecvFirstAfter(ctx, c, count, 0)
+}
+
+// irecvFirstAfter is irecvFirst with a pause between the receives and the
+// sends: the receive waits when the sends are queued.
+func irecvFirstAfter(ctx context.Context, c *Comm, count int, pause time.Duration) error {
 	r, n := c.Rank(), c.Size()
 	left, right := (r+n-1)%n, (r+1)%n
 	value := func(from, it, i int) float32 { return float32(from*100000 + it*1000 + i%1000) }
@@ -165,11 +180,14 @@ func irecvFirst(ctx context.Context, c *Comm, count int) error {
 		var reqs []*Request
 		what := "ring shift"
 		if it%2 == 0 {
-			reqs = []*Request{RecvAsync(c, fromLeft, left, 7), SendAsync(c, mine, right, 7)}
+			reqs = []*Request{RecvAsync(c, fromLeft, left, 7)}
+			time.Sleep(pause)
+			reqs = append(reqs, SendAsync(c, mine, right, 7))
 		} else {
 			what = "halo exchange"
-			reqs = []*Request{RecvAsync(c, fromLeft, left, 8), RecvAsync(c, fromRight, right, 9),
-				SendAsync(c, mine, left, 9), SendAsync(c, mine, right, 8)}
+			reqs = []*Request{RecvAsync(c, fromLeft, left, 8), RecvAsync(c, fromRight, right, 9)}
+			time.Sleep(pause)
+			reqs = append(reqs, SendAsync(c, mine, left, 9), SendAsync(c, mine, right, 8))
 		}
 		if err := WaitAll(ctx, reqs...); err != nil {
 			return fmt.Errorf("%s with receives first, %d elements: %w", what, count, err)

@@ -218,13 +218,21 @@ const lookWait = 500 * time.Millisecond
 
 // onStall is the executor's Stalled hook: see the top of this file.
 func (c *Comm) onStall(ctx context.Context, call *collectives.Call) (context.Context, error) {
-	if context.Cause(ctx) != errPoke {
+	cause := context.Cause(ctx)
+	if cause != errPoke && cause != errHoist {
 		return nil, nil // the run's end: let it fail
 	}
 	if c.life.Err() != nil {
 		return c.life, nil // ended meanwhile: the next wait fails with the cause
 	}
 	next := c.renewPoke()
+	if c.recvWaits.Load() && c.linkHoistable(c.waitingRecv) {
+		// Sends queued behind this Recv go first (hoist.go).
+		return next.ctx, collectives.ErrYield
+	}
+	if cause == errHoist {
+		return next.ctx, nil
+	}
 	if c.stallElapsed.Load() == 0 || c.tuning.Load() {
 		// A late poke: the run moved on since. Or the measurement at New,
 		// whose calls share their numbers with the first calls of ranks

@@ -41,8 +41,11 @@ type stallWatch struct {
 	// passedAfter: how long a run must have been stalled before a peer
 	// that went on to a later collective counts as a disagreement (see
 	// Comm.passed); set once the ranks' hosts are known.
-	passedAfter  time.Duration
-	poke         atomic.Pointer[poke]
+	passedAfter time.Duration
+	poke        atomic.Pointer[poke]
+	// recvWaits: a Recv runs in the executor and yields to Sends queued
+	// behind it (hoist.go): submit pokes it (errHoist) when one is.
+	recvWaits    atomic.Bool
 	stallElapsed atomic.Int64
 	lastProgress atomic.Int64
 	// boardStalledOn mirrors the board's bWaitOn of this rank (the rank plus
