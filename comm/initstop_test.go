@@ -82,6 +82,7 @@ func TestResumedRankBlamesItself(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes; skipped with -short")
 	}
+	sideBySide(t) // mostly sleeps
 	const n, stall = 3, time.Second
 	outs, cmds := storeChildren(t, "stopcont", "tcp", n, "GOCCL_STALL_TIMEOUT="+stall.String())
 	waitAll(t, cmds[:2], stall+30*time.Second)

@@ -22,6 +22,7 @@ import (
 // for 1m0s". Here rank 2 opens its completion queue (after the host
 // exchange, before the measurement) 2.5 s late with a stall timeout of 1 s.
 func TestLateRankJoinsMeasurement(t *testing.T) {
+	sideBySide(t) // mostly sleeps
 	const n = 3
 	network := mem.NewNetwork(mem.Options{})
 	opts := Options{OwnDevice: true, StallTimeout: time.Second, Timeout: 30 * time.Second} // no Alpha, Beta: New measures

@@ -135,6 +135,7 @@ func TestMailboxKeptCopy(t *testing.T) {
 // so, and the receiver's Recv fails naming the sender, not with the bytes
 // of freed memory.
 func TestMailboxKeptCopyWithdrawn(t *testing.T) {
+	sideBySide(t) // mostly sleeps
 	opts := keepOpts
 	opts.StallTimeout = 500 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
