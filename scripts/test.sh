@@ -74,7 +74,7 @@ go test -count=1 -timeout 15m $par $longest $(go list ./... | grep -v '/bench/cm
 # have none of their own to look at (schedule arithmetic, parsers, the
 # pure-Go and assembly kernels, the examples' process tests that -short
 # skips, benchmarks only), and raced they cost a link and a run each.
-norace='/(bench|bench/cmd/osu|bench/cmd/peers|bench/cmd/tcpfloor|bench/kernelref|bench/plot|collectives/internal/kernels(/.*)?|collectives/simulate|examples/allreduce|examples/collcheck|examples/internal/rankstats|examples/soak|internal/affinity|internal/doccheck|internal/racetest)$'
+norace='/(bench|bench/cmd/osu|bench/cmd/peers|bench/cmd/tcpfloor|bench/kernelref|bench/plot|collectives/internal/kernels(/.*)?|collectives/simulate|examples/allreduce|examples/collcheck|examples/internal/(rankstats|mnistdata)|examples/soak|internal/affinity|internal/doccheck|internal/racetest)$'
 raced=$(go list ./... | grep -Ev "^github.com/goccl/goccl$norace")
 
 step "go test -race -short (every package with concurrency, smaller tables)"

