@@ -196,6 +196,11 @@ func (c *Comm) hoistScan(waiting *Request, unlink bool, take func(x *Request, d 
 	}
 	held := make(map[int]bool)
 	scanned := 0
+	if waiting != nil && waiting.kind != collRecv {
+		// A Send that waits for room in its receiver's mailbox has not
+		// posted its message: nothing to that rank goes before it.
+		held[waiting.args.peer] = true
+	}
 	if a := c.active; a != nil && a != waiting {
 		if !a.kind.IsP2P() {
 			return nil, false
