@@ -232,6 +232,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 		if err := c.ensureLinks(call); err != nil {
 			return c.fail(err, call)
 		}
+		look := true // at the queue before the run (hoist.go)
 		for {
 			// A Recv may yield to the Sends queued behind it (hoist.go).
 			yields := r.kind == collRecv && !c.hoisting
@@ -240,7 +241,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 				c.recvWaits.Store(true)
 			}
 			var err error
-			if yields && c.sendsQueued.Load() > 0 && c.linkHoistable(r) {
+			if yields && look && c.sendsQueued.Load() > 0 && c.linkHoistable(r) {
 				// Queued before this run began: no poke says so.
 				err = collectives.ErrYield
 			} else {
@@ -252,7 +253,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 			}
 			if yields && errors.Is(err, collectives.ErrYield) {
 				c.hoisting = true
-				c.hoistLinkSends(r)
+				look = c.hoistLinkSends(r) > 0 // none ran: wait in the run for a poke
 				c.hoisting = false
 				*call = c.describe(r) // the Sends ran in it
 				call.Plan, call.Bufs, call.Eager = p, bufs, !c.opts.StrictChecks

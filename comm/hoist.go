@@ -92,9 +92,11 @@ func (c *Comm) hoistSends(waiting *Request) {
 }
 
 // runHoisted runs the requests hoistScan took out of the queue (run, in
-// order, listed in c.hoisted) with exec, and finishes each.
-func (c *Comm) runHoisted(run *Request, exec func(*Request) error) {
-	for x := run; x != nil; {
+// order, listed in c.hoisted) with exec, and finishes each; it returns
+// how many ran.
+func (c *Comm) runHoisted(run *Request, exec func(*Request) error) int {
+	n := 0
+	for x := run; x != nil; n++ {
 		if x.err = exec(x); x.err != nil {
 			c.breakOn(x.err)
 		}
@@ -106,6 +108,7 @@ func (c *Comm) runHoisted(run *Request, exec func(*Request) error) {
 		c.pending.Add(-1)
 		x = next
 	}
+	return n
 }
 
 // mailSendsNow reports whether Send r can complete at once through the
@@ -305,8 +308,8 @@ func (c *Comm) linkHoistable(waiting *Request) bool {
 
 // hoistLinkSends runs the Sends queued behind waiting that complete
 // without their receivers over the links, in their order, and finishes
-// their requests, once waiting's run yielded.
-func (c *Comm) hoistLinkSends(waiting *Request) {
+// their requests, once waiting's run yielded; it returns how many ran.
+func (c *Comm) hoistLinkSends(waiting *Request) int {
 	planned := make(map[int]int)
 	c.mu.Lock()
 	run, _ := c.hoistScan(waiting, true, func(x *Request, d int) bool {
@@ -317,5 +320,5 @@ func (c *Comm) hoistLinkSends(waiting *Request) {
 		return true
 	})
 	c.mu.Unlock()
-	c.runHoisted(run, func(x *Request) error { return c.execute(c.callCtx(), x) })
+	return c.runHoisted(run, func(x *Request) error { return c.execute(c.callCtx(), x) })
 }
