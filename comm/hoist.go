@@ -265,8 +265,9 @@ const hoistScanMax = 256
 
 // linkSendsNow reports whether Send x to d, after planned chunks to d
 // that go first, completes without d's Recv over the links: d's link has
-// a free slot for each chunk, or it is not made yet and both halves are
-// published (this rank's early, d's in the store), so that the set-up
+// a free slot for each chunk, or it is not made yet, both halves are
+// published (this rank's early, d's in the store) and the transport's
+// Connect does not wait for d's (connectsAlone), so that the set-up
 // waits for nothing.
 func (c *Comm) linkSendsNow(x *Request, d int, planned int) bool {
 	if c.boardTakes(x) || uint(d) >= uint(c.size) {
@@ -277,7 +278,7 @@ func (c *Comm) linkSendsNow(x *Request, d int, planned int) bool {
 		room, ok := c.exec.SendRoom(d)
 		return ok && chunks+planned <= room
 	}
-	if chunks+planned > c.opts.Slots || c.early[d] == nil {
+	if chunks+planned > c.opts.Slots || c.early[d] == nil || !c.connectsAlone(d) {
 		return false
 	}
 	kv := kvOf(c.rdv)
@@ -289,6 +290,27 @@ func (c *Comm) linkSendsNow(x *Request, d int, planned int) bool {
 	_, err := kv.Get(ctx, c.linkKey(d, c.rank, c.linkGen[d]))
 	return err == nil
 }
+
+// connectsAlone reports whether the device that reaches peer connects an
+// endpoint without waiting for the peer's Connect (TCP, verbs: the
+// device says so, see connectsAloner). Over the others (the in-memory
+// transport, shared memory) a Send to a peer not linked yet waits in its
+// set-up until the peer's own call that needs the pair connects it: run
+// ahead of a waiting Recv, it could wait on a rank that waits for that
+// Recv (TestHoistWaitsForNoConnect).
+func (c *Comm) connectsAlone(peer int) bool {
+	dev := c.devs.net
+	if c.via[peer] == viaShm {
+		dev = c.devs.shm
+	}
+	a, ok := dev.(connectsAloner)
+	return ok && a.ConnectsAlone()
+}
+
+// connectsAloner is implemented by the devices whose endpoints' Connect
+// returns without waiting for the peer's Connect (tcp.Device,
+// verbs.Device).
+type connectsAloner interface{ ConnectsAlone() bool }
 
 // linkHoistable reports whether a Send queued behind waiting, a Recv
 // that waits over the links, completes without its receiver (see above).

@@ -247,6 +247,11 @@ func advertised(host string, listen netip.Addr) (netip.Addr, error) {
 // Name returns "tcp".
 func (d *Device) Name() string { return "tcp" }
 
+// ConnectsAlone reports that an endpoint's Connect does not wait for the
+// peer's Connect (see Endpoint.Connect): comm runs a Send to a peer not
+// connected yet ahead of a waiting Recv only over such a device.
+func (d *Device) ConnectsAlone() bool { return true }
+
 // WaitSpins reports that the device's completion queues poll their sockets
 // in Wait (spinning, then sleeping): a caller needs no spin loop of its own
 // around Poll before it calls Wait.

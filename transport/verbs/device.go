@@ -217,6 +217,11 @@ func (d *Device) logf(format string, args ...any) {
 // Name is "verbs:<device>", e.g. "verbs:rxe0".
 func (d *Device) Name() string { return "verbs:" + d.name }
 
+// ConnectsAlone reports that an endpoint's Connect does not wait for the
+// peer's Connect (see Endpoint.Connect): comm runs a Send to a peer not
+// connected yet ahead of a waiting Recv only over such a device.
+func (d *Device) ConnectsAlone() bool { return true }
+
 // Port is the port number in use.
 func (d *Device) Port() int { return d.port }
 
