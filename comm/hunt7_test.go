@@ -218,3 +218,113 @@ func TestHoistWaitsForNoConnect(t *testing.T) {
 		}
 	}
 }
+
+// TestHoistBesideInlineRecv: a blocking Recv (run on the caller's
+// goroutine) waits while another goroutine queues Sends from a buffer of
+// Alloc; the Sends go ahead, and their buffer is freed once they are
+// done. A Send too large to go ahead keeps its buffer in use until it
+// ran.
+func TestHoistBesideInlineRecv(t *testing.T) {
+	for _, kind := range []string{"mem", "tcp", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			sideBySide(t)
+			runRanksOn(t, kind, 2, testOptsFast, func(c *Comm) error {
+				ctx := context.Background()
+				r := c.Rank()
+				peer := 1 - r
+				if err := SendRecv(ctx, c, []float32{1}, peer, []float32{0}, peer, 99); err != nil {
+					return err
+				}
+				if r == 1 {
+					for it := range 3 {
+						x := make([]float32, 100)
+						if err := Recv(ctx, c, x, peer, 1); err != nil || x[7] != float32(it) {
+							return fmt.Errorf("round %d: %v %v", it, x[7], err)
+						}
+						big := make([]float32, 5000)
+						if err := Send(ctx, c, []float32{float32(it)}, peer, 2); err != nil {
+							return err
+						}
+						if err := Recv(ctx, c, big, peer, 3); err != nil || big[4999] != float32(it) {
+							return fmt.Errorf("round %d: big %v %v", it, big[4999], err)
+						}
+					}
+					return nil
+				}
+				for it := range 3 {
+					buf, err := Alloc[float32](c, 100)
+					if err != nil {
+						return err
+					}
+					big, err := Alloc[float32](c, 5000)
+					if err != nil {
+						return err
+					}
+					buf[7], big[4999] = float32(it), float32(it)
+					reqs := make(chan []*Request, 1)
+					go func() {
+						time.Sleep(10 * time.Millisecond)
+						reqs <- []*Request{SendAsync(c, buf, peer, 1), SendAsync(c, big, peer, 3)}
+					}()
+					got := []float32{-1}
+					if err := Recv(ctx, c, got, peer, 2); err != nil || got[0] != float32(it) {
+						return fmt.Errorf("round %d: %v %v", it, got, err)
+					}
+					rs := <-reqs
+					if err := rs[0].Wait(ctx); err != nil {
+						return err
+					}
+					if err := Free(c, buf); err != nil {
+						return fmt.Errorf("round %d: free after the hoisted send: %w", it, err)
+					}
+					if err := rs[1].Wait(ctx); err != nil {
+						return err
+					}
+					if err := Free(c, big); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestHoistManyRanksAndSplit: the receives-first ring and halo exchange
+// on 8 ranks, then on the halves of a Split.
+func TestHoistManyRanksAndSplit(t *testing.T) {
+	for _, kind := range []string{"mem", "tcp", "shm"} {
+		t.Run(kind, func(t *testing.T) {
+			sideBySide(t)
+			runRanksOn(t, kind, 8, testOptsFast, func(c *Comm) error {
+				ctx := context.Background()
+				if kind == "mem" {
+					if err := linkNeighbours(ctx, c); err != nil {
+						return err
+					}
+				}
+				for _, n := range []int{1, 3000} {
+					if err := irecvFirst(ctx, c, n); err != nil {
+						return err
+					}
+				}
+				sub, err := c.Split(ctx, c.Rank()%2, -c.Rank())
+				if err != nil {
+					return err
+				}
+				defer sub.Close()
+				if kind == "mem" {
+					if err := linkNeighbours(ctx, sub); err != nil {
+						return err
+					}
+				}
+				for _, n := range []int{1, 3000} {
+					if err := irecvFirst(ctx, sub, n); err != nil {
+						return fmt.Errorf("split: %w", err)
+					}
+				}
+				return nil
+			})
+		})
+	}
+}

@@ -106,6 +106,24 @@ func (q *callQueue) awaitInline() {
 	}
 }
 
+// awaitInlineQueued blocks the worker, before it takes a request, while a
+// blocking call runs inline: the queue stays as it is, so that the inline
+// call, a Recv waiting for its message, can run the Sends queued behind
+// it ahead of it (hoist.go); a request the worker took would stay behind
+// the Recv, and every Send to its rank with it. An inline call that ran
+// every queued request so leaves nothing pending and sends no inlineDone:
+// the next signal (or Close) ends the wait then.
+func (q *callQueue) awaitInlineQueued() {
+	for q.pending.Load()&inlineRun != 0 {
+		select {
+		case <-q.inlineDone:
+		case <-q.wake:
+		case <-q.stop:
+			time.Sleep(100 * time.Microsecond) // Close waits for the inline call too
+		}
+	}
+}
+
 // pushLocked appends r to the queue and counts it pending; the caller holds
 // the communicator's mu and then calls signal (after unlocking).
 func (q *callQueue) pushLocked(r *Request) {

@@ -317,6 +317,7 @@ func (c *Comm) reject(r *Request, kind collKind, err error) *Request {
 func (c *Comm) worker() {
 	defer c.wg.Done()
 	for {
+		c.awaitInlineQueued()
 		c.mu.Lock()
 		r := c.dequeueLocked()
 		c.active = r
