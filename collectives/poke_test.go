@@ -40,19 +40,7 @@ func TestPokeKeepsCompletions(t *testing.T) {
 // Stalled hook ran (0 or 1; more fails the test).
 func pokeKeepsCompletions(t *testing.T) int {
 	const size, count = 2, 64
-	sb, ex := newSwitchboard(t, size, 2, 64)
-	var wg sync.WaitGroup
-	errs := make([]error, size)
-	for r, e := range ex {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[r] = sb.connect(e, []int{1 - r}) }()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: connect: %v", r, err)
-		}
-	}
+	sb, ex := connectedPair(t)
 	// Rank 1 runs first: its chunks and credits wait in rank 0's queue
 	// when rank 0 starts with a context that has already ended.
 	done := make(chan error, 1)
@@ -86,19 +74,7 @@ func pokeKeepsCompletions(t *testing.T) int {
 // goes on with the hook's context instead.
 func TestRunYields(t *testing.T) {
 	const size, n = 2, 100
-	sb, ex := newSwitchboard(t, size, 2, 64)
-	var wg sync.WaitGroup
-	errs := make([]error, size)
-	for r, e := range ex {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[r] = sb.connect(e, []int{1 - r}) }()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: connect: %v", r, err)
-		}
-	}
+	sb, ex := connectedPair(t)
 	plan := func(r int, k Kind) *Plan {
 		p, err := Compile(Schedule{Rank: r, Size: size, Steps: []Step{{Kind: k, Peer: 1 - r, Buf: BufData, Len: n}}}, 64)
 		if err != nil {
@@ -180,4 +156,23 @@ func TestRunYields(t *testing.T) {
 	if yields == 0 {
 		t.Fatal("the hook never ran")
 	}
+}
+
+// connectedPair is two executors of a switchboard (2 slots of 64 bytes)
+// linked to each other.
+func connectedPair(t *testing.T) (*switchboard, []*Executor) {
+	sb, ex := newSwitchboard(t, 2, 2, 64)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for r, e := range ex {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[r] = sb.connect(e, []int{1 - r}) }()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: connect: %v", r, err)
+		}
+	}
+	return sb, ex
 }
