@@ -45,7 +45,13 @@ func TestInitNamesAStoppedRank(t *testing.T) {
 			for r := range 2 {
 				line := lastLine(outs[r].String(), "after: ")
 				t.Logf("rank %d %s", r, line)
-				if !strings.Contains(line, "rank 2 ") {
+				// Stopped once in the exchange (its 30 ms come later than
+				// its start on a loaded host), rank 2 is named as stopped
+				// ("rank 2 is stopped ...") or as the rank not there
+				// ("rank 2 never reached this step"); stopped before it
+				// joined at all (the 30 ms came first), only as the rank
+				// waited for. Either way not another rank.
+				if !strings.Contains(line, "rank 2 ") && !strings.Contains(line, "waiting for rank 2:") {
 					t.Errorf("rank %d does not name rank 2: %s", r, line)
 				}
 			}
