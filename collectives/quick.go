@@ -61,25 +61,39 @@ func oneChunk(c *Call, peer int, kind Kind) *chunk {
 }
 
 // QuickSend posts c, a call whose plan is one send (point-to-point, or a
-// collective's) of at most Inline bytes (the transport copies it at post time, so the send is
-// done once posted, as an inline send of a Run is), to peer. It returns
-// false, having posted nothing, where Run must run c.
-func (e *Executor) QuickSend(c *Call, peer int) bool {
+// collective's) of at most Inline bytes (the transport copies it at post
+// time, so the send is done once posted, as an inline send of a Run is),
+// to peer. Without a credit for the peer's next slot it polls the
+// completion queue for one at most polls times (a root that runs ahead
+// of its receiver back to back meets this every few calls). It returns
+// false, having posted nothing, where Run must run c; a failure the
+// completions reveal fails the executor and is returned with true, as
+// QuickRecv returns it.
+func (e *Executor) QuickSend(c *Call, peer, polls int) (bool, error) {
 	ch := oneChunk(c, peer, Send)
 	if ch == nil || ch.len > e.Inline {
-		return false
+		return false, nil
 	}
 	l := e.quickLink(peer)
-	if l == nil || l.credits == 0 {
-		return false
+	if l == nil {
+		return false, nil
+	}
+	if l.credits == 0 {
+		e.sendHead[peer], e.recvHead[peer] = 0, 0
+		if ok, err := e.quickPoll(c, l, polls, true); !ok || err != nil {
+			return err != nil, err
+		}
+		if e.quickLink(peer) == nil {
+			return false, nil
+		}
 	}
 	region, off := e.source(c, ch)
 	if region == nil {
-		return false
+		return false, nil
 	}
 	l.imm = c.chunkImm(true)
 	if err := l.EP.PostWrite(withEpoch(makeID(idData, peer, quickChunk), e.epoch), region, off, ch.len, l.Remote, uint64(l.sendSlot*e.SlotSize), &l.imm); err != nil {
-		return false // refused: Run posts it again and reports why
+		return false, nil // refused: Run posts it again and reports why
 	}
 	l.credits--
 	l.sent++
@@ -95,7 +109,39 @@ func (e *Executor) QuickSend(c *Call, peer int) bool {
 	// As at the end of a Run: a transport that writes posts at the
 	// caller's next poll gets it now, the peer waits for this message.
 	e.CQ.Poll(e.compBuf()[:0])
-	return true
+	return true, nil
+}
+
+// quickPoll polls the completion queue for a quick call of c with l's
+// peer, handling what it takes as a Run handles it, until l has a credit
+// (credit) or a message arrived from the peer (otherwise): false if that
+// did not come within polls polls, or the completions brought what a Run
+// must judge (the link down, a notice, owed tokens). A failure the
+// completions reveal fails the executor and is returned with true.
+func (e *Executor) quickPoll(c *Call, l *Link, polls int, credit bool) (bool, error) {
+	comps := e.compBuf()
+	for i := 0; (credit && l.credits == 0) || (!credit && l.arrived == 0); i++ {
+		if i == polls {
+			return false, nil
+		}
+		n := e.CQ.Poll(comps)
+		if n == 0 {
+			continue
+		}
+		e.progressed()
+		for k := range n {
+			if err := e.handle(c, &comps[k]); err != nil {
+				e.quickTidy()
+				e.Fail(err)
+				return true, err
+			}
+		}
+		e.quickTidy()
+		if l.down != nil || e.noticeLater || l.notice != 0 || l.owedTokens > 0 {
+			return false, nil // Run says what it means for this call
+		}
+	}
+	return true, nil
 }
 
 // QuickRecv takes the message of c, whose plan is one chunk received
@@ -120,27 +166,8 @@ func (e *Executor) QuickRecv(c *Call, peer int, dst []byte, polls int) (bool, er
 	}
 	// What a Run's reset sets for its peers, read by handle's checks.
 	e.sendHead[peer], e.recvHead[peer] = 0, 0
-	comps := e.compBuf()
-	for i := 0; l.arrived == 0; i++ {
-		if i == polls {
-			return false, nil
-		}
-		n := e.CQ.Poll(comps)
-		if n == 0 {
-			continue
-		}
-		e.progressed()
-		for k := range n {
-			if err := e.handle(c, &comps[k]); err != nil {
-				e.quickTidy()
-				e.Fail(err)
-				return true, err
-			}
-		}
-		e.quickTidy()
-		if l.down != nil || e.noticeLater || l.notice != 0 || l.owedTokens > 0 {
-			return false, nil // Run says what it means for this call
-		}
+	if ok, err := e.quickPoll(c, l, polls, false); !ok || err != nil {
+		return err != nil, err
 	}
 	slot := l.recvSlot
 	seq, fp := l.arrSeq[slot], l.arrFP[slot]

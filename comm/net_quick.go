@@ -101,9 +101,13 @@ func (c *Comm) runQuickNet(r *Request) (bool, error) {
 			copy(t.Region.Bytes()[:len(r.send)], r.send)
 		}
 		call.Bufs[collectives.BufInput] = t
-		sent := c.exec.QuickSend(call, r.args.peer)
+		done, err := c.exec.QuickSend(call, r.args.peer, c.quickPolls())
 		call.Bufs[collectives.BufInput] = collectives.Target{}
-		return sent, nil
+		if err != nil {
+			err = c.fail(err, call) // as a failed Run (see below)
+			c.breakOn(err)
+		}
+		return done, err
 	}
 	done, err := c.exec.QuickRecv(call, r.args.peer, r.recv, c.quickPolls())
 	if err != nil {
@@ -213,7 +217,7 @@ func (c *Comm) runQuickNetColl(r *Request) (bool, error) {
 	var done bool
 	var err error
 	if c.rank == r.root { // a broadcast's root sends, its other rank receives
-		done = c.exec.QuickSend(call, q.peer)
+		done, err = c.exec.QuickSend(call, q.peer, c.quickPolls())
 	} else {
 		done, err = c.exec.QuickRecv(call, q.peer, nil, c.quickPolls())
 	}
