@@ -143,6 +143,7 @@ func TestEagerRootsDisagree(t *testing.T) {
 // user's first calls arrives with the measurement's last. Fails without
 // the numbering apart on the first trial.
 func TestFirstCallsAfterMeasurement(t *testing.T) {
+	sideBySide(t) // each trial waits on slowed completions (2 s of waiting, no bound on it)
 	const n = 4
 	for trial := range trials(t, 3) {
 		network := mem.NewNetwork(mem.Options{})

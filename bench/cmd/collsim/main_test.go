@@ -156,6 +156,7 @@ func skipFitShort(t *testing.T, why string) {
 // TestFitRecoversTheModel checks the fit against a machine that is the
 // model: every fitted parameter must come back.
 func TestFitRecoversTheModel(t *testing.T) {
+	skipFitShort(t, "the fit of every class and oversubscription takes 16 s with -race (3 without)")
 	want := truth()
 	dir := t.TempDir()
 	writeCalibration(t, filepath.Join(dir, "local.json"), want, collectives.LinkLocal, 2)
@@ -894,6 +895,7 @@ func writeLocalWallCalibrations(t *testing.T, dir string, cfg config) {
 // finds the costs again, and the model then times the one-message calls
 // it was not fitted on.
 func TestFitWallSplit(t *testing.T) {
+	skipFitShort(t, "the wall split's fit takes 6 s with -race (1 without)")
 	truthCfg := truth()
 	truthCfg.Local = simulate.Link{Alpha: 2e-6, Overhead: 5e-6, PerByte: 0.4e-9}
 	truthCfg.Net = simulate.Link{Alpha: 20e-6, Beta: 0.1e-9, Overhead: 7e-6, PerByte: 0.6e-9}
