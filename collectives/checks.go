@@ -60,6 +60,11 @@ func (e *Executor) checkArrival(c *Call, l *Link, seq, fp uint16, p2p bool) erro
 	}
 	recvs := c.Plan.recvs[l.Peer]
 	pos := l.arrived // the chunk's place among this run's receives from the peer
+	for k := range l.arrived {
+		if l.arrP2P[(l.recvSlot+k)%e.NSlots] {
+			pos-- // a point-to-point message before it, set aside when reached (stray.go)
+		}
+	}
 	if len(recvs) > 0 {
 		pos += e.recvHead[l.Peer]
 	}

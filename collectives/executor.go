@@ -50,6 +50,10 @@ type Executor struct {
 	// run may end before the peer's acknowledgement, which arrives later
 	// and is recognised by its epoch.
 	Inline int
+	// StrayLimit bounds the bytes of point-to-point messages set aside
+	// for receives of their tags while a receive of another tag waits
+	// (stray.go); 0: DefaultStrayLimit.
+	StrayLimit int
 	// Stalled, if set, is called on the running goroutine when a wait
 	// ends because Run's ctx ended: the communicator ends that context to
 	// poke a stalled run, so that it compares its call with those of the
@@ -86,6 +90,8 @@ type Executor struct {
 	epoch     uint8  // this run's epoch, in data write ids
 	released  []bool // inline sends already done at post time
 	inflight  int    // inline sends posted and not yet acknowledged
+	// strayBytes: the bytes the links' strays hold (stray.go).
+	strayBytes int
 	// lastColl is the Seq of the last collective run that completed;
 	// settled (for other goroutines) the last such run after which every
 	// inline send was acknowledged (see Settled).
@@ -357,6 +363,9 @@ func (e *Executor) Run(ctx context.Context, c *Call) error {
 	err := e.run(ctx, c)
 	if err != nil {
 		e.unsteer()
+		if c.P2P && !errors.Is(err, ErrYield) {
+			err = e.strayNote(c, err)
+		}
 	}
 	return err
 }
@@ -810,10 +819,31 @@ func (e *Executor) progress(c *Call) error {
 				l.unplaced++
 			}
 		}
+		if c.P2P && len(l.strays) > 0 && e.recvHead[peer] == 0 && len(recvs) > 0 {
+			if err := e.takeStray(c, l, recvs); err != nil {
+				return err
+			}
+		}
 		for e.recvHead[peer] < len(recvs) && l.arrived > 0 {
 			idx := recvs[e.recvHead[peer]]
 			if e.remaining[idx] > 0 {
 				break
+			}
+			if (c.P2P && e.recvHead[peer] == 0) || (!c.P2P && !e.win.on && l.arrP2P[l.recvSlot]) {
+				// Another tag's message first (or, in a collective, a
+				// point-to-point message): set aside for its own
+				// receive, which may be this one's (a message of its
+				// tag that an earlier receive began setting aside).
+				aside, err := e.setAside(c, l)
+				if err != nil {
+					return err
+				}
+				if aside {
+					if err := e.takeStray(c, l, recvs); err != nil {
+						return err
+					}
+					continue
+				}
 			}
 			if err := e.consume(c, l, &p.chunks[idx]); err != nil {
 				return err
@@ -821,7 +851,7 @@ func (e *Executor) progress(c *Call) error {
 			e.recvHead[peer]++
 			e.finish(p, idx)
 		}
-		if l.steer != nil && len(recvs) > 0 {
+		if l.steer != nil && len(recvs) > 0 && !(c.P2P && e.recvHead[peer] == 0 && l.strayOf(c.Seq) >= 0) {
 			e.steerAhead(c, l, recvs)
 		}
 	}
@@ -861,6 +891,10 @@ func (e *Executor) steerAhead(c *Call, l *Link, recvs []int32) {
 		t := &c.Bufs[ch.buf]
 		dst := t.Region.Bytes()[t.Off+ch.off : t.Off+ch.off+ch.len]
 		l.steered[slot] = l.steer.Steer(slot, l.Staging, slot*e.SlotSize, c.chunkImm(c.P2P && pos == len(recvs)-1), dst)
+		if l.steerDst == nil {
+			l.steerDst = make([][]byte, len(l.steered))
+		}
+		l.steerDst[slot] = dst
 	}
 	l.steerPos = pos
 }
@@ -924,6 +958,19 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 		// below, and the peer's next write to it is not this chunk.
 		l.steered[slot] = false
 		steered = l.steer.Unsteer(slot)
+		if steered && ch.buf != BufToken && n > 0 {
+			// Placed where the slot's entry said: this chunk's place
+			// unless messages set aside moved the peer's writes on by
+			// some slots (setAside), whose entries were armed for later
+			// receives of the same length and immediate.
+			t := &c.Bufs[ch.buf]
+			if dst := t.Region.Bytes()[t.Off+ch.off : t.Off+ch.off+n]; len(l.steerDst[slot]) >= n && &dst[0] != &l.steerDst[slot][0] {
+				copy(dst, l.steerDst[slot][:n])
+			}
+		}
+		if l.steerDst != nil {
+			l.steerDst[slot] = nil
+		}
 	}
 	if ch.buf != BufToken && n > 0 && !steered {
 		src := l.Staging.Bytes()[slot*e.SlotSize : slot*e.SlotSize+n]
@@ -1119,13 +1166,17 @@ func (e *Executor) arrivedEnd(c *Call, l *Link) error {
 	if !c.P2P {
 		return nil
 	}
-	n := len(c.Plan.recvs[l.Peer])
+	n, j := len(c.Plan.recvs[l.Peer]), 0
 	for k := 0; k < l.arrived; k++ {
 		slot := (l.recvSlot + k) % e.NSlots
-		if !l.arrP2P[slot] || !endsMessage(l.arrSeq[slot], l.arrFP[slot]) {
-			continue
+		seq, fp := l.arrSeq[slot], l.arrFP[slot]
+		if !l.arrP2P[slot] || (e.recvHead[l.Peer] == 0 && (uint32(seq)<<16|uint32(fp))&MaxTag != c.Seq) {
+			continue // not this receive's: another tag's, set aside when reached (stray.go)
 		}
-		return e.checkEnd(c, l.Peer, true, e.recvHead[l.Peer]+k+1 == n)
+		j++
+		if endsMessage(seq, fp) {
+			return e.checkEnd(c, l.Peer, true, e.recvHead[l.Peer]+j == n)
+		}
 	}
 	return nil
 }

@@ -38,6 +38,17 @@ type Link struct {
 	steer    transport.Steerer
 	steered  []bool
 	steerPos int
+	// steerDst is the destination each armed slot's entry was given: a
+	// chunk that lands in a slot armed for a later receive (the peer's
+	// messages set aside before it moved this run's chunks on: strays) is
+	// moved from there to its own place (consume).
+	steerDst [][]byte
+
+	// strays: the point-to-point messages from the peer that arrived
+	// ahead of the one a receive waited for (another tag), set aside for
+	// their own receives, oldest first; the last may still be arriving
+	// (stray.go).
+	strays []stray
 
 	credits  int    // free slots at the peer
 	sendSlot int    // next slot to write at the peer

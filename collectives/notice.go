@@ -405,7 +405,9 @@ func (e *Executor) Unreceived() error {
 			continue
 		}
 		tag, ok := l.strayTag, l.strayP2P
-		if slot := l.recvSlot; l.arrived > 0 && l.arrP2P[slot] {
+		if len(l.strays) > 0 {
+			tag, ok = l.strays[0].tag, true // the oldest
+		} else if slot := l.recvSlot; l.arrived > 0 && l.arrP2P[slot] {
 			tag, ok = (uint32(l.arrSeq[slot])<<16|uint32(l.arrFP[slot]))&MaxTag, true
 		}
 		if ok {

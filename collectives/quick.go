@@ -161,8 +161,8 @@ func (e *Executor) QuickRecv(c *Call, peer int, dst []byte, polls int) (bool, er
 		return false, nil
 	}
 	l := e.quickLink(peer)
-	if l == nil {
-		return false, nil
+	if l == nil || len(l.strays) > 0 {
+		return false, nil // a message set aside may be this one's: Run takes it
 	}
 	// What a Run's reset sets for its peers, read by handle's checks.
 	e.sendHead[peer], e.recvHead[peer] = 0, 0

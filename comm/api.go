@@ -302,10 +302,12 @@ func (c *Comm) BarrierAsync(opts ...CallOption) *Request {
 	return c.barrier(applyOpts(&Request{}, opts))
 }
 
-// Send sends buf to rank peer. It is matched, in order, by a Recv on peer
-// naming this rank, the same tag and the same length; a Recv with another
-// tag or length fails with a mismatch (the element type is not compared,
-// as in MPI). Tags are 0 <= tag <= MaxTag. Point-to-point calls are ordered
+// Send sends buf to rank peer. It is matched by a Recv on peer naming this
+// rank and the same tag, as MPI matches: messages of one tag in the order
+// they were sent; a Recv of another tag passes over it (peer sets it aside
+// until its Recv, up to collectives.DefaultStrayLimit bytes), as do
+// collectives. A Recv of another length fails with a mismatch (the element
+// type is not compared, as in MPI). Tags are 0 <= tag <= MaxTag. Point-to-point calls are ordered
 // with the collectives of the communicator: both ranks must issue their
 // matching calls in the same order relative to their other calls. Send
 // blocks until peer has the data in its staging slots or, for more than
@@ -330,10 +332,11 @@ func SendAsync[T Number](c *Comm, buf []T, peer, tag int, opts ...CallOption) *R
 	return c.p2p(applyOpts(&Request{}, opts), collSend, asBytes(buf), TypeOf[T](), peer, tag)
 }
 
-// Recv receives into buf from rank peer the message its matching Send sent.
-// A Recv from this rank itself takes the oldest message this rank sent
-// itself and has not received yet; if there is none it fails at once
-// (no later Send could ever match it: calls run in order).
+// Recv receives into buf from rank peer the oldest message with tag that
+// peer sent this rank and no Recv took yet (see Send). A Recv from this
+// rank itself takes the oldest message with tag this rank sent itself and
+// has not received yet; if there is none it fails at once (no later Send
+// could ever match it: calls run in order).
 func Recv[T Number](ctx context.Context, c *Comm, buf []T, peer, tag int, opts ...CallOption) error {
 	if len(opts) == 0 {
 		if ok, err := c.quickP2P(ctx, collRecv, asBytes(buf), TypeOf[T](), peer, tag); ok {

@@ -495,19 +495,35 @@ func (c *Comm) mailPost(r *Request, k boardCall) (large bool, n uint64, err erro
 	return large, n, nil
 }
 
-// mailTake takes the next message from r's source into r.recv.
+// mailTake takes the oldest message with r's tag from r's source into
+// r.recv: one set aside before (mailStrays), or the next in the mailbox,
+// setting aside those of other tags before it (see collectives/stray.go:
+// messages match by tag, as MPI's do).
 func (c *Comm) mailTake(r *Request, k boardCall) error {
 	b, s := c.board, r.args.src
+	if i := c.mailStrayOf(s, r.args.tag); i >= 0 {
+		return c.takeMailStray(r, k, s, i)
+	}
 	n := b.got[s]
 	e := b.entry(s, b.me, n)
 	lines := mailLinesFor(len(r.recv))
 	if err := c.mailWaitLines(r, k, s, e, lines, n+1, "for rank %d's message"); err != nil {
+		if ms := c.mailStrays[s]; len(ms) > 0 {
+			return fmt.Errorf("%w (%s)", err, strayNote(s, ms[len(ms)-1].tag))
+		}
 		return err
 	}
 	st := (*atomic.Uint32)(unsafe.Pointer(&e[mLarge]))
 	in := st.Load() == mailIn
 	tag, size := *u32at(e, mTag), mailLen(e, in)
-	if int(tag) != r.args.tag || size != len(r.recv) {
+	if int(tag) != r.args.tag {
+		// Published whole (its number last): set aside, then the next.
+		if err := c.mailSetAside(r, k, s, e, st, in, tag, size); err != nil {
+			return err
+		}
+		return c.mailTake(r, k)
+	}
+	if size != len(r.recv) {
 		return c.boardFail(k, fmt.Errorf("point-to-point mismatch: rank %d sent %d bytes with tag %d where rank %d receives %d bytes with tag %d",
 			s, size, tag, b.me, len(r.recv), r.args.tag))
 	}
@@ -698,4 +714,89 @@ func (b *board) processGone(p int) bool {
 	}
 	i := bytes.LastIndexByte(stat, ')')
 	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
+}
+
+// mailStray is a message from a mailbox set aside for a receive of its
+// tag (mailTake).
+type mailStray struct {
+	tag  uint32
+	data []byte
+}
+
+// mailStrayOf returns the index of the oldest message with tag from rank
+// s set aside, or -1.
+func (c *Comm) mailStrayOf(s, tag int) int {
+	for i, m := range c.mailStrays[s] {
+		if int(m.tag) == tag {
+			return i
+		}
+	}
+	return -1
+}
+
+// mailSetAside takes the message in entry e, the next from rank s, with
+// tag and size, out of the mailbox and keeps it for a later receive of
+// its tag, while r, a receive of another tag, waits.
+func (c *Comm) mailSetAside(r *Request, k boardCall, s int, e []byte, st *atomic.Uint32, in bool, tag uint32, size int) error {
+	b := c.board
+	if c.mailStrayBytes+size > collectives.DefaultStrayLimit {
+		return c.boardFail(k, fmt.Errorf("recv (tag %d): rank %d <- %d: rank %d sent a message with tag %d before this receive's, and the messages this rank holds for receives not called yet would pass %d bytes (a receive of each, in the order the peer sends them, avoids holding them)",
+			r.args.tag, b.me, s, s, tag, collectives.DefaultStrayLimit))
+	}
+	data := make([]byte, size)
+	switch {
+	case in && mailLinesFor(size) > 1:
+		copy(data, e[mData:mData+mailHead])
+		for i, at := mailHead, llLine; i < size; i, at = i+llBody, at+llLine {
+			copy(data[i:], e[at:at+llBody])
+		}
+	case in:
+		copy(data, e[mData:mData+size])
+	default:
+		if err := c.mailTakeLarge(k, s, e, st, data); err != nil {
+			return err
+		}
+	}
+	if c.mailStrays == nil {
+		c.mailStrays = make(map[int][]mailStray)
+	}
+	c.mailStrays[s] = append(c.mailStrays[s], mailStray{tag: tag, data: data})
+	c.mailStrayBytes += size
+	n := b.got[s]
+	b.got[s] = n + 1
+	storeRelease(b.u64(b.box(s, b.me)), n+1)
+	b.ring()
+	return nil
+}
+
+// takeMailStray completes r with the i-th message set aside from rank s.
+func (c *Comm) takeMailStray(r *Request, k boardCall, s, i int) error {
+	m := c.mailStrays[s][i]
+	if len(m.data) != len(r.recv) {
+		return c.boardFail(k, fmt.Errorf("point-to-point mismatch: rank %d sent %d bytes with tag %d where rank %d receives %d bytes with tag %d",
+			s, len(m.data), m.tag, c.board.me, len(r.recv), r.args.tag))
+	}
+	copy(r.recv, m.data)
+	c.mailStrayBytes -= len(m.data)
+	c.mailStrays[s] = slices.Delete(c.mailStrays[s], i, i+1)
+	return nil
+}
+
+// mailStrayUntaken, at Close, names a message set aside that no receive
+// took (the oldest from the lowest rank).
+func (c *Comm) mailStrayUntaken() error {
+	for s := range c.size {
+		if ms := c.mailStrays[s]; len(ms) > 0 {
+			return fmt.Errorf("rank %d sent this rank a message with tag %d that it never received (%d bytes, set aside while a receive of another tag waited; a Send without its Recv)",
+				s, ms[0].tag, len(ms[0].data))
+		}
+	}
+	return nil
+}
+
+// strayNote says, in the error of a receive from rank s that failed, that
+// s sent a message with tag (the latest) that waits for a receive of its
+// tag: the ranks' tags may not agree.
+func strayNote(s int, tag uint32) string {
+	return fmt.Sprintf("rank %d sent this rank a message with tag %d before it, which waits, set aside, for a receive of that tag", s, tag)
 }

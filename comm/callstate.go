@@ -29,6 +29,11 @@ type callState struct {
 	scratch [numScratch]scratchBuf
 	wide    []byte        // registered float32 buffer of half-type reductions
 	selfq   []selfMessage // messages this rank sent itself, oldest first
+	// mailStrays: messages from the mailboxes set aside for receives of
+	// their tags, oldest first, by sender; mailStrayBytes their size
+	// (board_p2p.go).
+	mailStrays     map[int][]mailStray
+	mailStrayBytes int
 	// splits counts the Split calls run so far: it names the children,
 	// numbered in the order the calls run, which is the same on every
 	// rank (Split's caller counting them after its call returned named
@@ -118,9 +123,21 @@ func (s *callState) oldestSelf() (selfMessage, bool) {
 	return s.selfq[0], true
 }
 
-// dropOldestSelf removes the oldest message this rank sent itself (once
+// selfWithTag returns the index of the oldest message with tag this rank
+// sent itself and has not received, or -1.
+func (s *callState) selfWithTag(tag int) int {
+	for i := range s.selfq {
+		if s.selfq[i].tag == tag {
+			return i
+		}
+	}
+	return -1
+}
+
+// dropSelf removes the i-th oldest message this rank sent itself (once
 // received).
-func (s *callState) dropOldestSelf() {
-	s.selfq[0] = selfMessage{}
-	s.selfq = s.selfq[1:]
+func (s *callState) dropSelf(i int) {
+	copy(s.selfq[i:], s.selfq[i+1:])
+	s.selfq[len(s.selfq)-1] = selfMessage{}
+	s.selfq = s.selfq[:len(s.selfq)-1]
 }

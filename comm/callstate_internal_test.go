@@ -81,16 +81,25 @@ func TestCallStateSelfMessages(t *testing.T) {
 	buf[0] = 9
 	s.sendSelf(8, buf)
 
+	s.sendSelf(7, []byte{4})
+
 	m, ok := s.oldestSelf()
 	require.True(t, ok)
 	require.Equal(t, 7, m.tag)
 	require.Equal(t, []byte{1, 2, 3}, m.data, "kept as sent")
-	s.dropOldestSelf()
+	// By tag, oldest first.
+	require.Equal(t, -1, s.selfWithTag(9))
+	i := s.selfWithTag(8)
+	require.Equal(t, 1, i)
+	require.Equal(t, []byte{9, 2, 3}, s.selfq[i].data)
+	s.dropSelf(i)
+	require.Equal(t, 0, s.selfWithTag(7))
+	s.dropSelf(0)
 	m, ok = s.oldestSelf()
 	require.True(t, ok)
-	require.Equal(t, 8, m.tag)
-	require.Equal(t, []byte{9, 2, 3}, m.data)
-	s.dropOldestSelf()
+	require.Equal(t, 7, m.tag)
+	require.Equal(t, []byte{4}, m.data)
+	s.dropSelf(s.selfWithTag(7))
 	_, ok = s.oldestSelf()
 	require.False(t, ok)
 }

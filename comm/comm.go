@@ -278,6 +278,9 @@ func (c *Comm) Close() error {
 		if err := c.mailUntaken(); err != nil {
 			drainErr = errors.Join(drainErr, fmt.Errorf("comm: close: %w", err))
 		}
+		if err := c.mailStrayUntaken(); err != nil {
+			drainErr = errors.Join(drainErr, fmt.Errorf("comm: close: %w", err))
+		}
 		// A peer that takes nothing for the stall timeout is stopped or
 		// hung: Close names it then (it waited 10 s, then closeWait and
 		// the stall timeout again in Confirm, 15 s with a 3 s timeout).

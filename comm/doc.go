@@ -12,6 +12,8 @@
 // Ordering: as in MPI and NCCL, every rank must call the same collectives in
 // the same order. Collectives of one communicator run one at a time, in the
 // order they were called; an asynchronous call returns a Request at once.
+// Point-to-point messages match by source and tag, as MPI's: a Recv
+// passes over messages of other tags, which wait for their own Recvs.
 // Point-to-point calls run in that order too: a Send completes once its
 // message is buffered for the peer, so sends queued before receives work
 // on every rank at once, but a Recv holds the calls behind it until its

@@ -233,6 +233,7 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 			return c.fail(err, call)
 		}
 		look := true // at the queue before the run (hoist.go)
+		c.relooks = 0
 		for {
 			// A Recv may yield to the Sends queued behind it (hoist.go).
 			yields := r.kind == collRecv && !c.hoisting
@@ -254,6 +255,9 @@ func (c *Comm) execute(ctx context.Context, r *Request) error {
 			if yields && errors.Is(err, collectives.ErrYield) {
 				c.hoisting = true
 				look = c.hoistLinkSends(r) > 0 // none ran: wait in the run for a poke
+				if look {
+					c.relooks = 0
+				}
 				c.hoisting = false
 				*call = c.describe(r) // the Sends ran in it
 				call.Plan, call.Bufs, call.Eager = p, bufs, !c.opts.StrictChecks

@@ -322,10 +322,49 @@ func (c *Comm) linkHoistable(waiting *Request) bool {
 		// up its links missed the set-up's publishEarly).
 		c.publishEarly(kv, nil)
 	}
+	later := false // a Send that fits the receiver's slots once it frees them
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, any := c.hoistScan(waiting, false, func(x *Request, d int) bool { return c.linkSendsNow(x, d, 0) })
+	_, any := c.hoistScan(waiting, false, func(x *Request, d int) bool {
+		if c.linkSendsNow(x, d, 0) {
+			return true
+		}
+		later = later || (c.links[d] != nil && max(1, (len(x.send)+c.opts.ChunkSize-1)/c.opts.ChunkSize) <= c.opts.Slots)
+		return false
+	})
+	c.mu.Unlock()
+	if !any && later && c.relooks < hoistRelooks {
+		c.relooks++
+		c.relookLater()
+	}
 	return any
+}
+
+// hoistRelook is how soon a Recv that waits over the links looks again
+// at the Sends queued behind it when none could go ahead at its last look
+// but one would fit its receiver's slots once the receiver frees them (as
+// it takes, or sets aside, what this rank sent it before): nothing pokes
+// the run then (without it, two Sends of more than half the slots each to
+// one rank behind a Recv waited for the stall watchdog's poke, a second).
+// At most hoistRelooks times in a row: each poke restarts the stall
+// watchdog's clock, and a wait that does not end must reach the stall
+// diagnosis.
+const (
+	hoistRelook  = 10 * time.Millisecond
+	hoistRelooks = 20
+)
+
+// relookLater pokes the waiting Recv's run again after hoistRelook, once,
+// if Sends are queued behind it.
+func (c *Comm) relookLater() {
+	if c.sendsQueued.Load() == 0 || !c.relookArmed.CompareAndSwap(false, true) {
+		return
+	}
+	time.AfterFunc(hoistRelook, func() {
+		c.relookArmed.Store(false)
+		if c.recvWaits.Load() && c.sendsQueued.Load() > 0 {
+			c.poke.Load().cancel(errHoist)
+		}
+	})
 }
 
 // hoistLinkSends runs the Sends queued behind waiting that complete

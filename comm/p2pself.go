@@ -8,8 +8,9 @@ import (
 // A rank may send to itself, as in MPI: calls run one at a time in call
 // order, so a Send to oneself cannot wait for its Recv (which comes
 // later); the message is copied and kept, in order, until a Recv from
-// this rank takes it. A Recv from oneself with no message waiting fails at
-// once: no later call could match it.
+// this rank with its tag takes it (messages match by tag, oldest first, as
+// from peers). A Recv from oneself with no message of its tag waiting
+// fails at once: no later call could match it.
 
 // selfMessage is a message this rank sent itself.
 type selfMessage struct {
@@ -58,14 +59,15 @@ func (c *Comm) executeSelf(ctx context.Context, r *Request) error {
 	if !ok {
 		return fmt.Errorf("%s: this rank has sent itself no message to receive (a Send to oneself must come before its Recv)", desc)
 	}
-	if m.tag != r.args.tag {
-		return fmt.Errorf("%s: the oldest message this rank sent itself has tag %d", desc, m.tag)
+	i := c.selfWithTag(r.args.tag)
+	if i < 0 {
+		return fmt.Errorf("%s: this rank has sent itself no message with tag %d to receive (the oldest it sent itself has tag %d)", desc, r.args.tag, m.tag)
 	}
-	if len(m.data) != len(r.recv) {
-		return fmt.Errorf("%s: the oldest message this rank sent itself has %d bytes where this receive expects %d", desc, len(m.data), len(r.recv))
+	if m = c.selfq[i]; len(m.data) != len(r.recv) {
+		return fmt.Errorf("%s: the oldest message with tag %d this rank sent itself has %d bytes where this receive expects %d", desc, m.tag, len(m.data), len(r.recv))
 	}
 	copy(r.recv, m.data)
-	c.dropOldestSelf()
+	c.dropSelf(i)
 	return nil
 }
 

@@ -46,6 +46,8 @@ type stallWatch struct {
 	// recvWaits: a Recv runs in the executor and yields to Sends queued
 	// behind it (hoist.go): submit pokes it (errHoist) when one is.
 	recvWaits    atomic.Bool
+	relookArmed  atomic.Bool // a re-look at the queue is due (relookLater)
+	relooks      int         // re-looks in a row for the waiting Recv (its goroutine's)
 	stallElapsed atomic.Int64
 	lastProgress atomic.Int64
 	// boardStalledOn mirrors the board's bWaitOn of this rank (the rank plus
