@@ -726,6 +726,9 @@ type mailStray struct {
 // mailStrayOf returns the index of the oldest message with tag from rank
 // s set aside, or -1.
 func (c *Comm) mailStrayOf(s, tag int) int {
+	if len(c.mailStrays) == 0 {
+		return -1 // no lookup on the ping-pong's path
+	}
 	for i, m := range c.mailStrays[s] {
 		if int(m.tag) == tag {
 			return i
