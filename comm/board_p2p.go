@@ -781,7 +781,9 @@ func (c *Comm) takeMailStray(r *Request, k boardCall, s, i int) error {
 	}
 	copy(r.recv, m.data)
 	c.mailStrayBytes -= len(m.data)
-	c.mailStrays[s] = slices.Delete(c.mailStrays[s], i, i+1)
+	if c.mailStrays[s] = slices.Delete(c.mailStrays[s], i, i+1); len(c.mailStrays[s]) == 0 {
+		delete(c.mailStrays, s)
+	}
 	return nil
 }
 
