@@ -13,7 +13,7 @@
 #   6. gorun across hosts (network namespaces + sshd), under Slurm and under
 #      Open MPI's mpirun (scripts/gorun-integration.sh)
 #   7. verbs on Soft-RoCE inside QEMU (scripts/softroce-test.sh), run
-#      beside step 6
+#      beside steps 4 to 6
 # SKIP_INTEGRATION=1 skips step 6 and SKIP_VM=1 step 7 (for quick local
 # runs); CI runs everything.
 set -euo pipefail
@@ -80,6 +80,26 @@ raced=$(go list ./... | grep -Ev "^github.com/goccl/goccl$norace")
 step "go test -race -short (every package with concurrency, smaller tables)"
 go test -race -short -count=1 -timeout 15m $par $longest $raced
 
+# The Soft-RoCE VM (CPU-bound: QEMU emulates its two processors) runs in
+# the background from here on, beside the GoMLX, fuzzing, gorun and
+# link-cut steps (the last two mostly wait: sshd and Slurm start-ups,
+# SIGKILL and SIGINT rounds, a TCP timeout of 10 s); its log is printed
+# when it ends. Started after the fuzz step it was the suite's tail by
+# more than two minutes on a loaded machine (ci187: 3.7 min, the steps
+# beside it 1.4).
+vm=0 vmpid=""
+vmlog=$(mktemp)
+trap 'rm -f "$vmlog"; [[ -n "$vmpid" ]] && kill "$vmpid" 2>/dev/null; true' EXIT
+if [[ "${SKIP_VM:-0}" != 1 && -x scripts/softroce-test.sh ]]; then
+	vm=1
+fi
+if [[ "$vm" == 1 && "${SKIP_INTEGRATION:-0}" != 1 ]]; then
+	step "verbs on Soft-RoCE in QEMU"
+	echo "started in the background, beside the next four steps; its log follows them"
+	./scripts/softroce-test.sh </dev/null >"$vmlog" 2>&1 &
+	vmpid=$!
+fi
+
 step "GoMLX example module (examples/gomlx)"
 # A Go module of its own (goccl's go.mod never depends on GoMLX), so the
 # ./... above does not reach it.
@@ -87,7 +107,7 @@ step "GoMLX example module (examples/gomlx)"
 
 step "fuzz targets, ${FUZZTIME} each"
 fuzzlog=$(mktemp)
-trap 'rm -f "$fuzzlog"' EXIT
+trap 'rm -f "$fuzzlog" "$vmlog"; [[ -n "$vmpid" ]] && kill "$vmpid" 2>/dev/null; true' EXIT
 for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")
 	for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do
@@ -110,13 +130,8 @@ for pkg in $(go list ./...); do
 	done
 done
 
-# The Soft-RoCE VM (CPU-bound: QEMU emulates its two processors) runs
-# beside the gorun and link-cut steps, which mostly wait (sshd and Slurm
-# start-ups, SIGKILL and SIGINT rounds, a TCP timeout of 10 s): about a
-# minute less in all. Its log is printed when it ends.
-vm=0 vmpid="" simpid=""
+simpid=""
 simlog=$(mktemp)
-vmlog=$(mktemp)
 trap 'rm -f "$fuzzlog" "$vmlog" "$simlog"; [[ -n "$vmpid" ]] && kill "$vmpid" 2>/dev/null; [[ -n "$simpid" ]] && kill "$simpid" 2>/dev/null; true' EXIT
 if [[ "${SKIP_INTEGRATION:-0}" != 1 ]]; then
 	step "collsim's model fits (go test $sim)"
@@ -126,15 +141,6 @@ if [[ "${SKIP_INTEGRATION:-0}" != 1 ]]; then
 else
 	step "collsim's model fits (go test $sim)"
 	go test -count=1 -timeout 15m "$sim"
-fi
-if [[ "${SKIP_VM:-0}" != 1 && -x scripts/softroce-test.sh ]]; then
-	vm=1
-fi
-if [[ "$vm" == 1 && "${SKIP_INTEGRATION:-0}" != 1 ]]; then
-	step "verbs on Soft-RoCE in QEMU"
-	echo "started in the background, beside the next two steps; its log follows them"
-	./scripts/softroce-test.sh </dev/null >"$vmlog" 2>&1 &
-	vmpid=$!
 fi
 
 if [[ "${SKIP_INTEGRATION:-0}" != 1 ]]; then
