@@ -28,8 +28,13 @@ type stray struct {
 }
 
 // DefaultStrayLimit is the most bytes of point-to-point messages an
-// executor sets aside for later receives (Executor.StrayLimit 0).
-const DefaultStrayLimit = 64 << 20
+// executor sets aside for later receives (Executor.StrayLimit 0), each
+// message counted StrayOverhead bytes more (so that empty ones are
+// bounded in number too).
+const (
+	DefaultStrayLimit = 64 << 20
+	StrayOverhead     = 256
+)
 
 func (e *Executor) strayLimit() int {
 	if e.StrayLimit > 0 {
@@ -74,7 +79,11 @@ func (e *Executor) setAside(c *Call, l *Link) (bool, error) {
 	} else if c.P2P && tag == c.Seq {
 		return false, nil
 	}
-	if e.strayBytes+n > e.strayLimit() {
+	cost := n
+	if s == nil {
+		cost += StrayOverhead // a new message
+	}
+	if e.strayBytes+cost > e.strayLimit() {
 		what := "its message"
 		if s == nil {
 			what = fmt.Sprintf("a message with tag %d", tag)
@@ -97,7 +106,7 @@ func (e *Executor) setAside(c *Call, l *Link) (bool, error) {
 	}
 	s.data = append(s.data, l.Staging.Bytes()[slot*e.SlotSize:slot*e.SlotSize+n]...)
 	s.done = endsMessage(seq, fp)
-	e.strayBytes += n
+	e.strayBytes += cost
 	l.recvSlot = (slot + 1) % e.NSlots
 	l.arrived--
 	// The slot's credit, as consume returns a point-to-point chunk's.
@@ -143,7 +152,7 @@ func (e *Executor) takeStray(c *Call, l *Link, recvs []int32) error {
 			off += ch.len
 		}
 	}
-	e.strayBytes -= len(s.data)
+	e.strayBytes -= len(s.data) + StrayOverhead
 	copy(l.strays[i:], l.strays[i+1:])
 	l.strays[len(l.strays)-1] = stray{}
 	l.strays = l.strays[:len(l.strays)-1]

@@ -500,18 +500,30 @@ func (c *Comm) mailPost(r *Request, k boardCall) (large bool, n uint64, err erro
 // setting aside those of other tags before it (see collectives/stray.go:
 // messages match by tag, as MPI's do).
 func (c *Comm) mailTake(r *Request, k boardCall) error {
-	b, s := c.board, r.args.src
+	s := r.args.src
 	if i := c.mailStrayOf(s, r.args.tag); i >= 0 {
 		return c.takeMailStray(r, k, s, i)
 	}
+	for {
+		if again, err := c.mailTakeNext(r, k); !again {
+			return err
+		}
+	}
+}
+
+// mailTakeNext waits for the next message from r's source and takes it
+// into r.recv, or sets it aside if its tag is another (again: look at
+// the next one).
+func (c *Comm) mailTakeNext(r *Request, k boardCall) (bool, error) {
+	b, s := c.board, r.args.src
 	n := b.got[s]
 	e := b.entry(s, b.me, n)
 	lines := mailLinesFor(len(r.recv))
 	if err := c.mailWaitLines(r, k, s, e, lines, n+1, "for rank %d's message"); err != nil {
 		if ms := c.mailStrays[s]; len(ms) > 0 {
-			return fmt.Errorf("%w (%s)", err, strayNote(s, ms[len(ms)-1].tag))
+			return false, fmt.Errorf("%w (%s)", err, strayNote(s, ms[len(ms)-1].tag))
 		}
-		return err
+		return false, err
 	}
 	st := (*atomic.Uint32)(unsafe.Pointer(&e[mLarge]))
 	in := st.Load() == mailIn
@@ -519,12 +531,12 @@ func (c *Comm) mailTake(r *Request, k boardCall) error {
 	if int(tag) != r.args.tag {
 		// Published whole (its number last): set aside, then the next.
 		if err := c.mailSetAside(r, k, s, e, st, in, tag, size); err != nil {
-			return err
+			return false, err
 		}
-		return c.mailTake(r, k)
+		return true, nil
 	}
 	if size != len(r.recv) {
-		return c.boardFail(k, fmt.Errorf("point-to-point mismatch: rank %d sent %d bytes with tag %d where rank %d receives %d bytes with tag %d",
+		return false, c.boardFail(k, fmt.Errorf("point-to-point mismatch: rank %d sent %d bytes with tag %d where rank %d receives %d bytes with tag %d",
 			s, size, tag, b.me, len(r.recv), r.args.tag))
 	}
 	if in && lines > 1 {
@@ -535,12 +547,12 @@ func (c *Comm) mailTake(r *Request, k boardCall) error {
 	} else if in {
 		copy(r.recv, e[mData:mData+size])
 	} else if err := c.mailTakeLarge(k, s, e, st, r.recv); err != nil {
-		return err
+		return false, err
 	}
 	b.got[s] = n + 1
 	storeRelease(b.u64(b.box(s, b.me)), n+1)
 	b.ring()
-	return nil
+	return false, nil
 }
 
 // mailLen is the length of the message in entry e, eager (in) or large.
@@ -742,7 +754,7 @@ func (c *Comm) mailStrayOf(s, tag int) int {
 // its tag, while r, a receive of another tag, waits.
 func (c *Comm) mailSetAside(r *Request, k boardCall, s int, e []byte, st *atomic.Uint32, in bool, tag uint32, size int) error {
 	b := c.board
-	if c.mailStrayBytes+size > collectives.DefaultStrayLimit {
+	if c.mailStrayBytes+size+collectives.StrayOverhead > collectives.DefaultStrayLimit {
 		return c.boardFail(k, fmt.Errorf("recv (tag %d): rank %d <- %d: rank %d sent a message with tag %d before this receive's, and the messages this rank holds for receives not called yet would pass %d bytes (a receive of each, in the order the peer sends them, avoids holding them)",
 			r.args.tag, b.me, s, s, tag, collectives.DefaultStrayLimit))
 	}
@@ -764,7 +776,7 @@ func (c *Comm) mailSetAside(r *Request, k boardCall, s int, e []byte, st *atomic
 		c.mailStrays = make(map[int][]mailStray)
 	}
 	c.mailStrays[s] = append(c.mailStrays[s], mailStray{tag: tag, data: data})
-	c.mailStrayBytes += size
+	c.mailStrayBytes += size + collectives.StrayOverhead
 	n := b.got[s]
 	b.got[s] = n + 1
 	storeRelease(b.u64(b.box(s, b.me)), n+1)
@@ -780,7 +792,7 @@ func (c *Comm) takeMailStray(r *Request, k boardCall, s, i int) error {
 			s, len(m.data), m.tag, c.board.me, len(r.recv), r.args.tag))
 	}
 	copy(r.recv, m.data)
-	c.mailStrayBytes -= len(m.data)
+	c.mailStrayBytes -= len(m.data) + collectives.StrayOverhead
 	if c.mailStrays[s] = slices.Delete(c.mailStrays[s], i, i+1); len(c.mailStrays[s]) == 0 {
 		delete(c.mailStrays, s)
 	}

@@ -1,0 +1,88 @@
+package collectives
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// TestStrayLimit: a receive sets aside the messages of other tags that
+// arrive before its own up to the executor's StrayLimit (each counted
+// StrayOverhead bytes more, so that empty ones are bounded in number
+// too), and fails past it naming both tags; within it, the messages set
+// aside are received by their tags, oldest first.
+func TestStrayLimit(t *testing.T) {
+	const n = 8
+	sb, ex := connectedPair(t) // 2 slots of 64 bytes
+	for r, e := range ex {
+		e.Inline = 64
+		e.Links[1-r].Transient = false
+	}
+	call := func(r int, k Kind, buf []byte, tag uint32) *Call {
+		p, err := Compile(Schedule{Rank: r, Size: 2, Steps: []Step{{Kind: k, Peer: 1 - r, Buf: BufData, Len: len(buf)}}}, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &Call{Plan: p, Seq: tag, P2P: true, Coll: k.String(), Count: len(buf), Root: -1}
+		reg, err := sb.devs[r].Register(buf, transport.AccessLocalWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sb.devs[r].Deregister(reg) })
+		c.Bufs[BufData] = Target{Region: reg}
+		return c
+	}
+	msg := func(i int) []byte { return bytes.Repeat([]byte{byte(i + 1)}, n) }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Two messages of tag 5 and one of tag 6: the receive of tag 6 sets
+	// the two aside (room for two), then takes its own.
+	ex[1].StrayLimit = 2 * (n + StrayOverhead)
+	done := make(chan error, 1)
+	go func() {
+		for i, tag := range []uint32{5, 5, 6} {
+			if err := ex[0].Run(ctx, call(0, Send, msg(i), tag)); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	got := make([]byte, n)
+	if err := ex[1].Run(ctx, call(1, Recv, got, 6)); err != nil {
+		t.Fatalf("a receive of tag 6 after two of tag 5 within the limit: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("rank 0's sends: %v", err)
+	}
+	if !bytes.Equal(got, msg(2)) {
+		t.Fatalf("tag 6: got %v, want %v", got, msg(2))
+	}
+	for i := range 2 {
+		if err := ex[1].Run(ctx, call(1, Recv, got, 5)); err != nil {
+			t.Fatalf("receive %d of tag 5, set aside: %v", i, err)
+		}
+		if !bytes.Equal(got, msg(i)) {
+			t.Fatalf("tag 5, message %d: got %v, want %v", i, got, msg(i))
+		}
+	}
+	// Three of tag 7 before one of tag 8: the third passes the limit.
+	go func() {
+		for i, tag := range []uint32{7, 7, 7, 8} {
+			if err := ex[0].Run(ctx, call(0, Send, msg(i), tag)); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	err := ex[1].Run(ctx, call(1, Recv, got, 8))
+	if err == nil || !strings.Contains(err.Error(), "tag 8") || !strings.Contains(err.Error(), "a message with tag 7") ||
+		!strings.Contains(err.Error(), "would pass") {
+		t.Fatalf("a receive of tag 8 after three of tag 7, room for two: %v, want an error naming both tags and the limit", err)
+	}
+}
