@@ -50,25 +50,48 @@ func (e *initStallError) Error() string {
 
 // silentPeer is the lowest rank that does not answer this rank's question
 // (stopped, hung or unreachable), -1 if every rank answers or there is no
-// store to ask through.
+// store to ask through. A rank that failed and closed answers no more:
+// its report names the rank it found at the root, which is taken instead
+// (ranks whose Init timeouts end together fail at once, and one that
+// asked a moment later blamed the lowest of them, alive and right:
+// TestInitNamesAStoppedRank under load). Ranks silent at the first
+// question are asked once more, and their reports read again.
 func (c *Comm) silentPeer() int {
 	kv := kvOf(c.rdv)
 	if kv == nil {
 		return -1
 	}
-	var others []int
+	var silent []int
 	for r := range c.size {
 		if r != c.rank {
-			others = append(others, r)
+			silent = append(silent, r)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), queryWait)
-	defer cancel()
-	answers := c.query(ctx, kv, others)
-	for _, r := range others {
-		if _, ok := answers[r]; !ok {
-			return r
+	for round := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), queryWait)
+		answers := c.query(ctx, kv, silent)
+		cancel()
+		reps := c.readReports(kv, silent, queryWait)
+		var still []int
+		for _, r := range silent {
+			if _, ok := answers[r]; ok {
+				continue
+			}
+			if rep, ok := reps[r]; ok && rep.cause != "" {
+				if rep.root >= 0 && rep.root < c.size && rep.root != c.rank && rep.root != r {
+					return rep.root
+				}
+				continue // failed for a cause of its own: its notice says it
+			}
+			still = append(still, r)
 		}
+		if len(still) == 0 || round == 1 {
+			if len(still) == 0 {
+				return -1
+			}
+			return still[0]
+		}
+		silent = still
 	}
 	return -1
 }
