@@ -1003,22 +1003,9 @@ func (e *Executor) consume(c *Call, l *Link, ch *chunk) error {
 		l.deferred = true
 		return nil
 	}
-	l.owedCredits++
-	l.imm = creditImm(l.owedCredits)
-	lazy := e.lazyCredit(c, l, n) || e.batchCredit(c, l, n)
-	if !lazy {
-		l.batched = 0
+	if !l.returnCredit(e.lazyCredit(c, l, n) || e.batchCredit(c, l, n)) {
+		e.stall(l.Peer) // returned with the next credit write or after the next poll
 	}
-	if err := l.postCredit(lazy); err != nil {
-		if errors.Is(err, transport.ErrQueueFull) {
-			// Returned with the next credit write or after the next poll.
-			e.stall(l.Peer)
-			return nil
-		}
-		// The connection is gone: fine if the peer needs nothing more,
-		// which the flushed receive tokens will tell (see checkDown).
-	}
-	l.owedCredits = 0
 	return nil
 }
 

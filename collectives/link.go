@@ -1,6 +1,7 @@
 package collectives
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/goccl/goccl/transport"
@@ -165,6 +166,26 @@ func withEpoch(id uint64, epoch uint8) uint64 { return id | uint64(epoch)<<48 }
 func idEpoch(id uint64) uint8                 { return uint8(id >> 48) }
 func idPeer(id uint64) int                    { return int(id>>32) & 0xffff }
 func idChunk(id uint64) int32                 { return int32(uint32(id)) }
+
+// returnCredit returns the credit of a slot consumed here (with the
+// credits owed before it), lazily if lazy (see Executor.lazyCredit); false
+// if the completion queue refused the write: the credits stay owed, and
+// the next credit write or the next run with the peer repays them
+// (Executor.repay). A connection that is gone is no failure here: fine if
+// the peer needs nothing more, which the flushed receive tokens tell
+// (Executor.checkDown).
+func (l *Link) returnCredit(lazy bool) bool {
+	if !lazy {
+		l.batched = 0
+	}
+	l.owedCredits++
+	l.imm = creditImm(l.owedCredits)
+	if err := l.postCredit(lazy); errors.Is(err, transport.ErrQueueFull) {
+		return false
+	}
+	l.owedCredits = 0
+	return true
+}
 
 // postCredit writes l.imm, a credit, to the peer (notices, which share
 // the credit's immediate type, go through notice.go), lazily (transport.LazyWriter, which the link must have) if

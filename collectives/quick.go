@@ -1,11 +1,5 @@
 package collectives
 
-import (
-	"errors"
-
-	"github.com/goccl/goccl/transport"
-)
-
 // The quick way of a small call over the links: a Send or Recv whose
 // message is one chunk, or a collective whose plan on this rank is one
 // chunk to or from one peer (a broadcast of two ranks), with nothing
@@ -193,16 +187,9 @@ func (e *Executor) QuickRecv(c *Call, peer int, dst []byte, polls int) (bool, er
 	copy(dst, l.Staging.Bytes()[slot*e.SlotSize:slot*e.SlotSize+len(dst)])
 	l.recvSlot = (slot + 1) % e.NSlots
 	l.arrived--
-	// The credit, as consume returns a point-to-point chunk's.
-	l.batched = 0
-	l.owedCredits++
-	l.imm = creditImm(l.owedCredits)
-	if err := l.postCredit(false); errors.Is(err, transport.ErrQueueFull) {
-		return true, nil // owed: the next Run with the peer repays it (repay)
-	}
-	// Any other failure: the connection is gone, which the flushed
-	// receive tokens will tell the call that needs the peer again.
-	l.owedCredits = 0
+	// The credit, as consume returns a point-to-point chunk's (if the
+	// queue refuses it, the next Run with the peer repays it).
+	l.returnCredit(false)
 	return true, nil
 }
 

@@ -1,11 +1,6 @@
 package collectives
 
-import (
-	"errors"
-	"fmt"
-
-	"github.com/goccl/goccl/transport"
-)
+import "fmt"
 
 // Point-to-point messages match by tag, as MPI's do: between two ranks,
 // messages of one tag are received in the order they were sent, and a
@@ -110,14 +105,9 @@ func (e *Executor) setAside(c *Call, l *Link) (bool, error) {
 	l.recvSlot = (slot + 1) % e.NSlots
 	l.arrived--
 	// The slot's credit, as consume returns a point-to-point chunk's.
-	l.batched = 0
-	l.owedCredits++
-	l.imm = creditImm(l.owedCredits)
-	if err := l.postCredit(false); err != nil && errors.Is(err, transport.ErrQueueFull) {
+	if !l.returnCredit(false) {
 		e.stall(l.Peer) // returned with the next credit write or after the next poll
-		return true, nil
 	}
-	l.owedCredits = 0
 	return true, nil
 }
 

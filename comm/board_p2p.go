@@ -539,13 +539,8 @@ func (c *Comm) mailTakeNext(r *Request, k boardCall) (bool, error) {
 		return false, c.boardFail(k, fmt.Errorf("point-to-point mismatch: rank %d sent %d bytes with tag %d where rank %d receives %d bytes with tag %d",
 			s, size, tag, b.me, len(r.recv), r.args.tag))
 	}
-	if in && lines > 1 {
-		copy(r.recv, e[mData:mData+mailHead])
-		for i, at := mailHead, llLine; i < size; i, at = i+llBody, at+llLine {
-			copy(r.recv[i:], e[at:at+llBody])
-		}
-	} else if in {
-		copy(r.recv, e[mData:mData+size])
+	if in {
+		mailCopyIn(e, r.recv)
 	} else if err := c.mailTakeLarge(k, s, e, st, r.recv); err != nil {
 		return false, err
 	}
@@ -553,6 +548,19 @@ func (c *Comm) mailTakeNext(r *Request, k boardCall) (bool, error) {
 	storeRelease(b.u64(b.box(s, b.me)), n+1)
 	b.ring()
 	return false, nil
+}
+
+// mailCopyIn copies the eager message in entry e, of len(dst) bytes, into
+// dst: from the entry's payload, or from its lines (mailLinesFor).
+func mailCopyIn(e, dst []byte) {
+	if mailLinesFor(len(dst)) == 1 {
+		copy(dst, e[mData:mData+len(dst)])
+		return
+	}
+	copy(dst, e[mData:mData+mailHead])
+	for i, at := mailHead, llLine; i < len(dst); i, at = i+llBody, at+llLine {
+		copy(dst[i:], e[at:at+llBody])
+	}
 }
 
 // mailLen is the length of the message in entry e, eager (in) or large.
@@ -759,18 +767,10 @@ func (c *Comm) mailSetAside(r *Request, k boardCall, s int, e []byte, st *atomic
 			r.args.tag, b.me, s, s, tag, collectives.DefaultStrayLimit))
 	}
 	data := make([]byte, size)
-	switch {
-	case in && mailLinesFor(size) > 1:
-		copy(data, e[mData:mData+mailHead])
-		for i, at := mailHead, llLine; i < size; i, at = i+llBody, at+llLine {
-			copy(data[i:], e[at:at+llBody])
-		}
-	case in:
-		copy(data, e[mData:mData+size])
-	default:
-		if err := c.mailTakeLarge(k, s, e, st, data); err != nil {
-			return err
-		}
+	if in {
+		mailCopyIn(e, data)
+	} else if err := c.mailTakeLarge(k, s, e, st, data); err != nil {
+		return err
 	}
 	if c.mailStrays == nil {
 		c.mailStrays = make(map[int][]mailStray)
