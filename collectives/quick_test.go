@@ -16,25 +16,7 @@ import (
 // one call in four, each costing a Run's fixed work besides the wait.
 func TestQuickSendPollsForCredit(t *testing.T) {
 	const n = 8
-	sb, ex := connectedPair(t) // 2 slots of 64 bytes
-	for r, e := range ex {
-		e.Inline = 64                  // as a transport that copies small posts (the buffers outlive the test)
-		e.Links[1-r].Transient = false // a communicator's link, which quick calls use
-	}
-	call := func(r int, k Kind, buf []byte, tag uint32) *Call {
-		p, err := Compile(Schedule{Rank: r, Size: 2, Steps: []Step{{Kind: k, Peer: 1 - r, Buf: BufData, Len: n}}}, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := &Call{Plan: p, Seq: tag, P2P: true, Coll: k.String(), Count: n, Root: -1}
-		reg, err := sb.devs[r].Register(buf, transport.AccessLocalWrite)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { sb.devs[r].Deregister(reg) })
-		c.Bufs[BufData] = Target{Region: reg}
-		return c
-	}
+	ex, call := p2pPair(t)
 	msg := func(i int) []byte { return bytes.Repeat([]byte{byte(i + 1)}, n) }
 	// A first exchange the general way (a Run sets up the per-run state).
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -91,5 +73,32 @@ func TestQuickSendPollsForCredit(t *testing.T) {
 		if e.Err() != nil {
 			t.Fatalf("rank %d's executor failed: %v", r, e.Err())
 		}
+	}
+}
+
+// p2pPair links two executors as a communicator's (connectedPair: 2
+// slots of 64 bytes; permanent links, sends of up to 64 bytes done at
+// post as over a transport that copies them) and returns them with a
+// maker of point-to-point calls: rank r's send or receive (k) of buf with
+// tag, buf registered for the test.
+func p2pPair(t *testing.T) ([]*Executor, func(r int, k Kind, buf []byte, tag uint32) *Call) {
+	sb, ex := connectedPair(t)
+	for r, e := range ex {
+		e.Inline = 64
+		e.Links[1-r].Transient = false
+	}
+	return ex, func(r int, k Kind, buf []byte, tag uint32) *Call {
+		p, err := Compile(Schedule{Rank: r, Size: 2, Steps: []Step{{Kind: k, Peer: 1 - r, Buf: BufData, Len: len(buf)}}}, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &Call{Plan: p, Seq: tag, P2P: true, Coll: k.String(), Count: len(buf), Root: -1}
+		reg, err := sb.devs[r].Register(buf, transport.AccessLocalWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sb.devs[r].Deregister(reg) })
+		c.Bufs[BufData] = Target{Region: reg}
+		return c
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/goccl/goccl/transport"
 )
 
 // TestStrayLimit: a receive sets aside the messages of other tags that
@@ -17,25 +15,7 @@ import (
 // aside are received by their tags, oldest first.
 func TestStrayLimit(t *testing.T) {
 	const n = 8
-	sb, ex := connectedPair(t) // 2 slots of 64 bytes
-	for r, e := range ex {
-		e.Inline = 64
-		e.Links[1-r].Transient = false
-	}
-	call := func(r int, k Kind, buf []byte, tag uint32) *Call {
-		p, err := Compile(Schedule{Rank: r, Size: 2, Steps: []Step{{Kind: k, Peer: 1 - r, Buf: BufData, Len: len(buf)}}}, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := &Call{Plan: p, Seq: tag, P2P: true, Coll: k.String(), Count: len(buf), Root: -1}
-		reg, err := sb.devs[r].Register(buf, transport.AccessLocalWrite)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { sb.devs[r].Deregister(reg) })
-		c.Bufs[BufData] = Target{Region: reg}
-		return c
-	}
+	ex, call := p2pPair(t)
 	msg := func(i int) []byte { return bytes.Repeat([]byte{byte(i + 1)}, n) }
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
