@@ -899,17 +899,27 @@ func (e *Executor) steerAhead(c *Call, l *Link, recvs []int32) {
 	l.steerPos = pos
 }
 
-// unsteer disarms every armed steering entry, once a run failed: nothing
-// may be placed into the caller's buffers after Run returns.
+// unsteer disarms every armed steering entry, once a run failed or
+// yielded: nothing may be placed into the caller's buffers after Run
+// returns, and a write placed there already is in its slot too.
 func (e *Executor) unsteer() {
 	for _, l := range e.Links {
 		if l == nil || l.steered == nil {
 			continue
 		}
 		for slot, on := range l.steered {
-			if on {
-				l.steered[slot] = false
-				l.steer.Unsteer(slot)
+			if !on {
+				continue
+			}
+			l.steered[slot] = false
+			if l.steer.Unsteer(slot) && l.steerDst != nil && l.steerDst[slot] != nil {
+				// Placed into the run's buffer, its completion not taken
+				// yet: the slot gets it too, for the run that takes it (a
+				// run that yielded, run again; ErrYield).
+				copy(l.Staging.Bytes()[slot*e.SlotSize:], l.steerDst[slot])
+			}
+			if l.steerDst != nil {
+				l.steerDst[slot] = nil
 			}
 		}
 	}

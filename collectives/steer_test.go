@@ -299,3 +299,80 @@ func TestExecutorSteersPointToPoint(t *testing.T) {
 		t.Error("no chunk was steered")
 	}
 }
+
+// TestYieldKeepsSteeredData: a receive that yields (ErrYield, so that
+// the Sends queued behind it run first) after the transport placed a
+// steered chunk into its buffer, before the run took the chunk's
+// completion, takes the chunk from its slot when it runs again: the slot
+// holds it too. Over TCP the chunk was lost there (the slot held the
+// data of an earlier message): a 2-rank halo exchange of 4 MiB messages
+// posted receives first read wrong data in about 2% of runs.
+func TestYieldKeepsSteeredData(t *testing.T) {
+	const size, nslots, slot = 2, 4, steerMin
+	var imm uint32
+	ex, devs, fakes := steerRanks(t, size, nslots, slot, &imm)
+	const n = 5*slot/2 + 4 // three chunks, the last short (not steered)
+	in, out := fill(n, 0, 1), make([]byte, n)
+	send, err := Compile(Schedule{Rank: 0, Size: size, Steps: []Step{{Kind: Send, Peer: 1, Buf: BufInput, Len: n}}}, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv, err := Compile(Schedule{Rank: 1, Size: size, Steps: []Step{{Kind: Recv, Peer: 0, Buf: BufData, Len: n}}}, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := []*Call{
+		{Plan: send, Seq: 7, P2P: true, Coll: "send", Count: n, Root: -1},
+		{Plan: recv, Seq: 7, P2P: true, Coll: "recv", Count: n, Root: -1},
+	}
+	calls[0].Bufs[BufInput] = Target{Region: register(t, devs[0], in)}
+	calls[0].Bufs[BufData] = Target{Region: register(t, devs[0], make([]byte, 1))}
+	calls[1].Bufs[BufData] = Target{Region: register(t, devs[1], out)}
+	imm = calls[1].imm()
+	yielded := false
+	ex[1].Stalled = func(ctx context.Context, c *Call) (context.Context, error) {
+		next, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		t.Cleanup(cancel)
+		if yielded {
+			return next, nil
+		}
+		yielded = true
+		// The peer's message lands in the slots armed for it; the run
+		// yields before it takes the completions.
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		if err := ex[0].Run(sctx, calls[0]); err != nil {
+			t.Errorf("rank 0's send: %v", err)
+		}
+		return next, ErrYield
+	}
+	poked, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("poke"))
+	if err := ex[1].Run(poked, calls[1]); !errors.Is(err, ErrYield) {
+		t.Fatalf("the receive, asked to yield: %v, want ErrYield", err)
+	}
+	ctx, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if err := ex[1].Run(ctx, calls[1]); err != nil {
+		t.Fatalf("the receive run again: %v", err)
+	}
+	if i := firstDiff(out, in); i >= 0 {
+		t.Fatalf("byte %d of %d: got %#x, want %#x", i, n, out[i], in[i])
+	}
+	if placedAll(t, fakes) == 0 {
+		t.Error("no chunk was steered")
+	}
+}
+
+// firstDiff is the index of the first byte where a and b differ, or -1.
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	return -1
+}

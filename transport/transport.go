@@ -304,11 +304,11 @@ type QuietWriter interface {
 // device's, the endpoint in the error state). dst must stay writable by
 // the endpoint until Unsteer(i).
 //
-// Unsteer disarms entry i and reports whether a write was placed into dst.
-// Once the receive completion of the write was taken from the queue the
-// answer is final; before, it is false, and nothing is placed into dst
-// after Unsteer returns (a write being placed when Unsteer is called goes
-// on into r; what it had put into dst stays there).
+// Unsteer disarms entry i and reports whether a write was placed into dst
+// (wholly: its receive completion is queued, or was taken). Nothing is
+// placed into dst after Unsteer returns: a write being placed when
+// Unsteer is called goes on into r, what it had put into dst copied there
+// first, so that r holds all of it.
 type Steerer interface {
 	Steer(i int, r Region, off int, imm uint32, dst []byte) bool
 	Unsteer(i int) bool

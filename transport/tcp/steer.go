@@ -78,7 +78,13 @@ func (e *endpoint) Unsteer(i int) bool {
 		defer l.rxMu.Unlock()
 		e.mu.Lock()
 		if s.state == steerTaken && l.rx.busy && l.rx.steer == i {
-			l.rx.dst = s.reg.buf[s.off : s.off+uint64(len(s.dst))]
+			// What it placed so far goes to the target too: the target
+			// then holds the whole write, as if it had never been
+			// steered (a run that yields while a chunk is being placed
+			// takes it from its slot when it runs again).
+			r := s.reg.buf[s.off : s.off+uint64(len(s.dst))]
+			copy(r[:l.rx.got], s.dst[:l.rx.got])
+			l.rx.dst = r
 			l.rx.steer = -1
 			s.state = steerIdle
 		}
