@@ -272,21 +272,7 @@ func TestExecutorSteersPointToPoint(t *testing.T) {
 	for i, tag := range []uint32{7, 7, 9} {
 		in := fill(n, 0, uint32(i+1))
 		out := make([]byte, n)
-		send, err := Compile(Schedule{Rank: 0, Size: size, Steps: []Step{{Kind: Send, Peer: 1, Buf: BufInput, Len: n}}}, slot)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recv, err := Compile(Schedule{Rank: 1, Size: size, Steps: []Step{{Kind: Recv, Peer: 0, Buf: BufData, Len: n}}}, slot)
-		if err != nil {
-			t.Fatal(err)
-		}
-		calls := []*Call{
-			{Plan: send, Seq: tag, P2P: true, Coll: "send", Count: n, Root: -1},
-			{Plan: recv, Seq: tag, P2P: true, Coll: "recv", Count: n, Root: -1},
-		}
-		calls[0].Bufs[BufInput] = Target{Region: register(t, devs[0], in)}
-		calls[0].Bufs[BufData] = Target{Region: register(t, devs[0], make([]byte, 1))}
-		calls[1].Bufs[BufData] = Target{Region: register(t, devs[1], out)}
+		calls := steerP2PCalls(t, devs, slot, tag, in, out)
 		imm = calls[1].imm()
 		if err := runAll(ex, calls, 10*time.Second); err != nil {
 			t.Fatal(err)
@@ -313,21 +299,7 @@ func TestYieldKeepsSteeredData(t *testing.T) {
 	ex, devs, fakes := steerRanks(t, size, nslots, slot, &imm)
 	const n = 5*slot/2 + 4 // three chunks, the last short (not steered)
 	in, out := fill(n, 0, 1), make([]byte, n)
-	send, err := Compile(Schedule{Rank: 0, Size: size, Steps: []Step{{Kind: Send, Peer: 1, Buf: BufInput, Len: n}}}, slot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recv, err := Compile(Schedule{Rank: 1, Size: size, Steps: []Step{{Kind: Recv, Peer: 0, Buf: BufData, Len: n}}}, slot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls := []*Call{
-		{Plan: send, Seq: 7, P2P: true, Coll: "send", Count: n, Root: -1},
-		{Plan: recv, Seq: 7, P2P: true, Coll: "recv", Count: n, Root: -1},
-	}
-	calls[0].Bufs[BufInput] = Target{Region: register(t, devs[0], in)}
-	calls[0].Bufs[BufData] = Target{Region: register(t, devs[0], make([]byte, 1))}
-	calls[1].Bufs[BufData] = Target{Region: register(t, devs[1], out)}
+	calls := steerP2PCalls(t, devs, slot, 7, in, out)
 	imm = calls[1].imm()
 	yielded := false
 	ex[1].Stalled = func(ctx context.Context, c *Call) (context.Context, error) {
@@ -375,4 +347,27 @@ func firstDiff(a, b []byte) int {
 		return min(len(a), len(b))
 	}
 	return -1
+}
+
+// steerP2PCalls returns rank 0's Send of in and rank 1's Recv into out,
+// with tag, in chunks of slot bytes, their buffers registered with devs.
+func steerP2PCalls(t *testing.T, devs []transport.Device, slot int, tag uint32, in, out []byte) []*Call {
+	t.Helper()
+	n := len(in)
+	send, err := Compile(Schedule{Rank: 0, Size: 2, Steps: []Step{{Kind: Send, Peer: 1, Buf: BufInput, Len: n}}}, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv, err := Compile(Schedule{Rank: 1, Size: 2, Steps: []Step{{Kind: Recv, Peer: 0, Buf: BufData, Len: n}}}, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := []*Call{
+		{Plan: send, Seq: tag, P2P: true, Coll: "send", Count: n, Root: -1},
+		{Plan: recv, Seq: tag, P2P: true, Coll: "recv", Count: n, Root: -1},
+	}
+	calls[0].Bufs[BufInput] = Target{Region: register(t, devs[0], in)}
+	calls[0].Bufs[BufData] = Target{Region: register(t, devs[0], make([]byte, 1))}
+	calls[1].Bufs[BufData] = Target{Region: register(t, devs[1], out)}
+	return calls
 }
