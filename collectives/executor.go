@@ -1142,7 +1142,7 @@ func (e *Executor) checkDown(c *Call, peer int) error {
 	if l == nil || l.down == nil {
 		return nil
 	}
-	if e.sendHead[peer] < len(p.sends[peer]) || e.recvHead[peer]+l.arrived < len(p.recvs[peer]) || !e.confirmedPeer(c, peer) {
+	if e.sendHead[peer] < len(p.sends[peer]) || (e.recvHead[peer]+l.arrived < len(p.recvs[peer]) && !e.strayWaits(c, l)) || !e.confirmedPeer(c, peer) {
 		if err := e.arrivedEnd(c, l); err != nil {
 			return err // the peer's message ended early, then it closed
 		}

@@ -154,6 +154,18 @@ func (e *Executor) takeStray(c *Call, l *Link, recvs []int32) error {
 	return nil
 }
 
+// strayWaits reports whether c is a receive from l's peer, none of it
+// taken yet, whose whole message is set aside: takeStray completes it
+// whatever became of the link since (a peer may send, then close while
+// this rank still runs the calls before the receive).
+func (e *Executor) strayWaits(c *Call, l *Link) bool {
+	if !c.P2P || e.recvHead[l.Peer] != 0 || len(c.Plan.recvs[l.Peer]) == 0 {
+		return false
+	}
+	i := l.strayOf(c.Seq)
+	return i >= 0 && l.strays[i].done
+}
+
 // strayNote adds to err, the failure of c, a receive, that a peer c
 // receives from sent a message of another tag before, which waits for a
 // receive of its tag: the ranks' tags may not agree.
