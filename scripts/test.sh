@@ -51,6 +51,26 @@ step "build and test without cgo"
 CGO_ENABLED=0 go build ./...
 CGO_ENABLED=0 go test -count=1 ./transport/verbs/... ./transport/
 
+# The Soft-RoCE VM (CPU-bound: QEMU emulates its two processors) runs in
+# the background from here on, beside the go test steps and the rest
+# (much of go test's time is waiting: stall steps, timeouts, late
+# peers); its log is printed at the end. Started after the fuzz step it
+# was the suite's tail by more than two minutes on a loaded machine
+# (ci187: 3.7 min, the steps beside it 1.4); started after the race step
+# still by 1.7 (ci189, 14.8 min in all beside three busy loops).
+vm=0 vmpid=""
+vmlog=$(mktemp)
+trap 'rm -f "$vmlog"; [[ -n "$vmpid" ]] && kill "$vmpid" 2>/dev/null; true' EXIT
+if [[ "${SKIP_VM:-0}" != 1 && -x scripts/softroce-test.sh ]]; then
+	vm=1
+fi
+if [[ "$vm" == 1 && "${SKIP_INTEGRATION:-0}" != 1 ]]; then
+	step "verbs on Soft-RoCE in QEMU"
+	echo "started in the background, beside the steps that follow; its log is printed after them"
+	./scripts/softroce-test.sh </dev/null >"$vmlog" 2>&1 &
+	vmpid=$!
+fi
+
 # go test runs two packages at a time (-p is the number of CPUs), started
 # in the order given: comm's tests, the longest (100 s of about 250 s in
 # all), go first, so that they are not the run's tail alone. Most of
@@ -79,26 +99,6 @@ raced=$(go list ./... | grep -Ev "^github.com/goccl/goccl$norace")
 
 step "go test -race -short (every package with concurrency, smaller tables)"
 go test -race -short -count=1 -timeout 15m $par $longest $raced
-
-# The Soft-RoCE VM (CPU-bound: QEMU emulates its two processors) runs in
-# the background from here on, beside the GoMLX, fuzzing, gorun and
-# link-cut steps (the last two mostly wait: sshd and Slurm start-ups,
-# SIGKILL and SIGINT rounds, a TCP timeout of 10 s); its log is printed
-# when it ends. Started after the fuzz step it was the suite's tail by
-# more than two minutes on a loaded machine (ci187: 3.7 min, the steps
-# beside it 1.4).
-vm=0 vmpid=""
-vmlog=$(mktemp)
-trap 'rm -f "$vmlog"; [[ -n "$vmpid" ]] && kill "$vmpid" 2>/dev/null; true' EXIT
-if [[ "${SKIP_VM:-0}" != 1 && -x scripts/softroce-test.sh ]]; then
-	vm=1
-fi
-if [[ "$vm" == 1 && "${SKIP_INTEGRATION:-0}" != 1 ]]; then
-	step "verbs on Soft-RoCE in QEMU"
-	echo "started in the background, beside the next four steps; its log follows them"
-	./scripts/softroce-test.sh </dev/null >"$vmlog" 2>&1 &
-	vmpid=$!
-fi
 
 step "GoMLX example module (examples/gomlx)"
 # A Go module of its own (goccl's go.mod never depends on GoMLX), so the
