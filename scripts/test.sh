@@ -82,10 +82,12 @@ fi
 longest="./comm"
 par="-parallel 6"
 
-# collsim's full tests are CPU-bound model fits (a minute of two idle
-# cores, three beside three busy loops): they run below, beside the gorun
-# and link-cut steps, which mostly wait. Its -short tests run in the race
-# step as before.
+# collsim's full tests are CPU-bound model fits (a minute and a half of
+# two idle cores, three beside three busy loops): they run in the
+# background after the race step, beside the GoMLX, fuzzing, gorun and
+# link-cut steps (started with the gorun step they were the suite's tail
+# by two minutes beside three busy loops, ci195). Its -short tests run in
+# the race step as before.
 sim=./bench/cmd/collsim
 step "go test (everything, full tables, real processes)"
 go test -count=1 -timeout 15m $par $longest $(go list ./... | grep -v '/bench/cmd/collsim$')
@@ -100,6 +102,19 @@ raced=$(go list ./... | grep -Ev "^github.com/goccl/goccl$norace")
 step "go test -race -short (every package with concurrency, smaller tables)"
 go test -race -short -count=1 -timeout 15m $par $longest $raced
 
+simpid=""
+simlog=$(mktemp)
+trap 'rm -f "$vmlog" "$simlog"; [[ -n "$vmpid" ]] && kill "$vmpid" 2>/dev/null; [[ -n "$simpid" ]] && kill "$simpid" 2>/dev/null; true' EXIT
+if [[ "${SKIP_INTEGRATION:-0}" != 1 ]]; then
+	step "collsim's model fits (go test $sim)"
+	echo "started in the background, beside the next four steps; its log follows them"
+	go test -count=1 -timeout 15m "$sim" </dev/null >"$simlog" 2>&1 &
+	simpid=$!
+else
+	step "collsim's model fits (go test $sim)"
+	go test -count=1 -timeout 15m "$sim"
+fi
+
 step "GoMLX example module (examples/gomlx)"
 # A Go module of its own (goccl's go.mod never depends on GoMLX), so the
 # ./... above does not reach it.
@@ -107,7 +122,7 @@ step "GoMLX example module (examples/gomlx)"
 
 step "fuzz targets, ${FUZZTIME} each"
 fuzzlog=$(mktemp)
-trap 'rm -f "$fuzzlog" "$vmlog"; [[ -n "$vmpid" ]] && kill "$vmpid" 2>/dev/null; true' EXIT
+trap 'rm -f "$fuzzlog" "$vmlog" "$simlog"; [[ -n "$vmpid" ]] && kill "$vmpid" 2>/dev/null; [[ -n "$simpid" ]] && kill "$simpid" 2>/dev/null; true' EXIT
 for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")
 	for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do
@@ -129,19 +144,6 @@ for pkg in $(go list ./...); do
 		tail -n 3 "$fuzzlog"
 	done
 done
-
-simpid=""
-simlog=$(mktemp)
-trap 'rm -f "$fuzzlog" "$vmlog" "$simlog"; [[ -n "$vmpid" ]] && kill "$vmpid" 2>/dev/null; [[ -n "$simpid" ]] && kill "$simpid" 2>/dev/null; true' EXIT
-if [[ "${SKIP_INTEGRATION:-0}" != 1 ]]; then
-	step "collsim's model fits (go test $sim)"
-	echo "started in the background, beside the next two steps; its log follows them"
-	go test -count=1 -timeout 15m "$sim" </dev/null >"$simlog" 2>&1 &
-	simpid=$!
-else
-	step "collsim's model fits (go test $sim)"
-	go test -count=1 -timeout 15m "$sim"
-fi
 
 if [[ "${SKIP_INTEGRATION:-0}" != 1 ]]; then
 	step "gorun: hosts over ssh in network namespaces, Slurm, Open MPI's mpirun"
