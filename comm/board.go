@@ -1401,10 +1401,16 @@ func (c *Comm) boardLook(r *Request, seq uint64, k boardCall, lo, hi, word int, 
 	// The ranks not there first: their own failure names the cause (a
 	// refused argument, say) that the others' reports only pass on.
 	for p := lo; p < hi; p++ {
-		if p == b.me || b.word(p, word, seq).Load() >= seq {
+		if p == b.me {
 			continue
 		}
-		if err := c.peerGone(p, k); err != nil {
+		// p's state before its word: one that published, then closed,
+		// since this wait's test is there, not gone.
+		st := b.stateOf(p).Load()
+		if b.word(p, word, seq).Load() >= seq {
+			continue
+		}
+		if err := c.peerGoneAt(p, k, st); err != nil {
 			return err
 		}
 	}
@@ -1484,8 +1490,15 @@ func (b *board) ranOff(num uint32) bool {
 
 // peerGone fails the call if rank p closed, failed or is gone.
 func (c *Comm) peerGone(p int, k boardCall) error {
+	return c.peerGoneAt(p, k, c.board.stateOf(p).Load())
+}
+
+// peerGoneAt is peerGone with p's state as the caller read it: a caller
+// that looked at what p wrote after it read p's state (mailWaitOn) must
+// not be failed by a change of state since, which came after that.
+func (c *Comm) peerGoneAt(p int, k boardCall, state uint32) error {
 	b := c.board
-	switch b.stateOf(p).Load() {
+	switch state {
 	case boardClosed:
 		return c.boardBlame(k, p, fmt.Errorf("rank %d closed the communicator after %d collectives on the board, before this call", p, b.published(p)))
 	case boardFailed:

@@ -649,22 +649,8 @@ func (c *Comm) mailWaitOn(r *Request, k boardCall, p int, w *atomic.Uint64, e []
 	var start, lastLook time.Time
 	defer c.boardLeave(&start)
 	for i := 0; ; i++ {
-		ok := w.Load() >= v
-		if lines > 1 {
-			// Every flag, whatever the others say: the trips overlap.
-			in := true
-			for at := llLine; at < lines*llLine; at += llLine {
-				if (*atomic.Uint64)(unsafe.Pointer(&e[at+llFlag])).Load() < v {
-					in = false
-				}
-			}
-			if ok && !in && mailLen(e, (*atomic.Uint32)(unsafe.Pointer(&e[mLarge])).Load() == mailIn) != len(r.recv) {
-				return nil // another size: a mismatch
-			}
-			ok = ok && in
-		}
-		if ok {
-			return nil
+		if lines <= 1 && w.Load() >= v || lines > 1 && mailReady(r, w, e, lines, v) {
+			return nil // the first test inline: the ping-pong's path
 		}
 		if !b.clockDue(i) {
 			continue // no spinPause: the ping-pong was 5% slower with it
@@ -683,7 +669,17 @@ func (c *Comm) mailWaitOn(r *Request, k boardCall, p int, w *atomic.Uint64, e []
 			if err := c.timesUp(r, k, p, waited, waited, func() string { return fmt.Sprintf("waiting "+what, p) }); err != nil {
 				return err
 			}
-			if err := c.peerGone(p, k); err != nil {
+			if mailLookHook != nil {
+				mailLookHook()
+			}
+			// p's state first, then the mailbox again: p may have
+			// written it and closed since the test above, and what it
+			// wrote before it closed is there to take.
+			st := b.stateOf(p).Load()
+			if st != boardLive && mailReady(r, w, e, lines, v) {
+				return nil
+			}
+			if err := c.peerGoneAt(p, k, st); err != nil {
 				return err
 			}
 			if err := c.mailCannotMeet(p, k, waited, what); err != nil {
@@ -692,6 +688,32 @@ func (c *Comm) mailWaitOn(r *Request, k boardCall, p int, w *atomic.Uint64, e []
 		}
 		b.rest(now.Sub(start), w, v, p)
 	}
+}
+
+// mailLookHook, if set (by a test), is called at each look of a mailbox
+// wait at its peer's state.
+var mailLookHook func()
+
+// mailReady reports whether what mailWaitOn waits for is there: *w >= v
+// and, with lines > 1, every line of entry e holds message v-1, or the
+// entry says the message has another size than r receives (mailTake
+// finds the mismatch).
+func mailReady(r *Request, w *atomic.Uint64, e []byte, lines int, v uint64) bool {
+	ok := w.Load() >= v
+	if lines > 1 {
+		// Every flag, whatever the others say: the trips overlap.
+		in := true
+		for at := llLine; at < lines*llLine; at += llLine {
+			if (*atomic.Uint64)(unsafe.Pointer(&e[at+llFlag])).Load() < v {
+				in = false
+			}
+		}
+		if ok && !in && mailLen(e, (*atomic.Uint32)(unsafe.Pointer(&e[mLarge])).Load() == mailIn) != len(r.recv) {
+			return true // another size: a mismatch
+		}
+		ok = ok && in
+	}
+	return ok
 }
 
 // mailCannotMeet fails a mailbox wait for rank p, waited long, in which p

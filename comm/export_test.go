@@ -179,3 +179,11 @@ var DescribeWorld = describeWorld
 
 // OnlineCPUs is the host's processor count as the selector counts them.
 func OnlineCPUs() int { return onlineCPUs() }
+
+// SetMailLookHook makes f run at each look of a mailbox wait at its
+// peer's state (after its test of the mailbox found nothing), until the
+// returned function restores the default.
+func SetMailLookHook(f func()) (restore func()) {
+	mailLookHook = f
+	return func() { mailLookHook = nil }
+}

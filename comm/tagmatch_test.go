@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -312,4 +313,51 @@ func TestP2PTagMatchSteered(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestP2PSenderClosesDuringALook: over shared memory a receive that
+// waits looks at its sender's state now and then; a sender that sent,
+// then closed between the receive's test of its mailbox and that look,
+// left its messages there to take. The receive failed "rank 0 closed the
+// communicator ... before this call" (CI, beside three busy loops). Not
+// parallel: the hook is the package's.
+func TestP2PSenderClosesDuringALook(t *testing.T) {
+	looked, closed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	defer SetMailLookHook(func() {
+		once.Do(func() {
+			close(looked)
+			select {
+			case <-closed:
+			case <-time.After(20 * time.Second):
+			}
+		})
+	})()
+	runRanksOn(t, "shm", 2, testOptsFast, func(c *Comm) error {
+		ctx := context.Background()
+		if err := c.Barrier(ctx); err != nil {
+			return err
+		}
+		if c.Rank() == 0 {
+			<-looked
+			for _, tag := range []int{6, 7} {
+				if err := Send(ctx, c, []float32{float32(tag)}, 1, tag); err != nil {
+					return fmt.Errorf("send tag %d: %w", tag, err)
+				}
+			}
+			err := c.Close()
+			close(closed)
+			return err
+		}
+		for _, tag := range []int{7, 6} {
+			got := []float32{0}
+			if err := Recv(ctx, c, got, 0, tag); err != nil {
+				return fmt.Errorf("recv tag %d: %w", tag, err)
+			}
+			if got[0] != float32(tag) {
+				return fmt.Errorf("recv tag %d: got %v", tag, got[0])
+			}
+		}
+		return nil
+	})
 }
