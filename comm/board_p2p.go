@@ -673,10 +673,10 @@ func (c *Comm) mailWaitOn(r *Request, k boardCall, p int, w *atomic.Uint64, e []
 				mailLookHook()
 			}
 			// p's state first, then the mailbox again: p may have
-			// written it and closed since the test above, and what it
-			// wrote before it closed is there to take.
+			// written it and closed (or died) since the test above, and
+			// what it wrote before is there to take.
 			st := b.stateOf(p).Load()
-			if st != boardLive && mailReady(r, w, e, lines, v) {
+			if mailReady(r, w, e, lines, v) {
 				return nil
 			}
 			if err := c.peerGoneAt(p, k, st); err != nil {
