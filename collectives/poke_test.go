@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/goccl/goccl/transport"
 )
 
 // TestPokeKeepsCompletions: a run whose context ends (the communicator's
@@ -73,25 +71,9 @@ func pokeKeepsCompletions(t *testing.T) int {
 // message sent meanwhile. A run that is not a plain receive (a send)
 // goes on with the hook's context instead.
 func TestRunYields(t *testing.T) {
-	const size, n = 2, 100
+	const n = 100
 	sb, ex := connectedPair(t)
-	plan := func(r int, k Kind) *Plan {
-		p, err := Compile(Schedule{Rank: r, Size: size, Steps: []Step{{Kind: k, Peer: 1 - r, Buf: BufData, Len: n}}}, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	call := func(r int, k Kind, buf []byte) *Call {
-		c := &Call{Plan: plan(r, k), Seq: 3, P2P: true, Coll: k.String(), Count: n, Root: -1}
-		reg, err := sb.devs[r].Register(buf, transport.AccessLocalWrite)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { sb.devs[r].Deregister(reg) })
-		c.Bufs[BufData] = Target{Region: reg}
-		return c
-	}
+	call := func(r int, k Kind, buf []byte) *Call { return p2pCall(t, sb.devs[r], r, k, buf, 3) }
 	yields := 0
 	ex[1].Stalled = func(ctx context.Context, c *Call) (context.Context, error) {
 		yields++

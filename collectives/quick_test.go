@@ -88,17 +88,24 @@ func p2pPair(t *testing.T) ([]*Executor, func(r int, k Kind, buf []byte, tag uin
 		e.Links[1-r].Transient = false
 	}
 	return ex, func(r int, k Kind, buf []byte, tag uint32) *Call {
-		p, err := Compile(Schedule{Rank: r, Size: 2, Steps: []Step{{Kind: k, Peer: 1 - r, Buf: BufData, Len: len(buf)}}}, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := &Call{Plan: p, Seq: tag, P2P: true, Coll: k.String(), Count: len(buf), Root: -1}
-		reg, err := sb.devs[r].Register(buf, transport.AccessLocalWrite)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { sb.devs[r].Deregister(reg) })
-		c.Bufs[BufData] = Target{Region: reg}
-		return c
+		return p2pCall(t, sb.devs[r], r, k, buf, tag)
 	}
+}
+
+// p2pCall is rank r's point-to-point call of kind k (Send or Recv) with
+// tag, of buf (registered on dev), with the other of two ranks.
+func p2pCall(t *testing.T, dev transport.Device, r int, k Kind, buf []byte, tag uint32) *Call {
+	t.Helper()
+	p, err := Compile(Schedule{Rank: r, Size: 2, Steps: []Step{{Kind: k, Peer: 1 - r, Buf: BufData, Len: len(buf)}}}, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Call{Plan: p, Seq: tag, P2P: true, Coll: k.String(), Count: len(buf), Root: -1}
+	reg, err := dev.Register(buf, transport.AccessLocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Deregister(reg) })
+	c.Bufs[BufData] = Target{Region: reg}
+	return c
 }
