@@ -88,7 +88,7 @@ type Executor struct {
 	copyHead  int     // copyReady[copyHead:] are still to be made
 	done      int
 	epoch     uint8  // this run's epoch, in data write ids
-	released  []bool // inline sends already done at post time
+	released  []bool // sends done: inline ones at post time, others placed at the peer
 	inflight  int    // inline sends posted and not yet acknowledged
 	// strayBytes: the bytes the links' strays hold (stray.go).
 	strayBytes int
@@ -711,6 +711,16 @@ func (e *Executor) progressed() {
 	}
 }
 
+// placing reports whether chunk idx of p is a send to peer that this run
+// posted and whose completion it waits for (not inline, not completed).
+func (e *Executor) placing(p *Plan, idx int32, peer int) bool {
+	if idx < 0 || int(idx) >= len(p.chunks) || int(idx) >= len(e.released) || e.released[idx] {
+		return false
+	}
+	ch := &p.chunks[idx]
+	return ch.kind == Send && int(ch.peer) == peer
+}
+
 func (e *Executor) markDirty(peer int) {
 	if !e.dirty[peer] {
 		e.dirty[peer] = true
@@ -793,7 +803,12 @@ func (e *Executor) progress(c *Call) error {
 			region, off := e.source(c, ch)
 			l.imm = c.chunkImm(c.P2P && e.sendHead[peer] == len(sends)-1)
 			roff := uint64(l.sendSlot * e.SlotSize)
-			if err := l.EP.PostWrite(withEpoch(makeID(idData, peer, idx), e.epoch), region, off, ch.len, l.Remote, roff, &l.imm); err != nil {
+			inline := ch.len <= e.Inline // the transport copies it at post
+			id := makeID(idData, peer, idx)
+			if inline {
+				id = makeID(idData, peer, inlineChunk)
+			}
+			if err := l.EP.PostWrite(withEpoch(id, e.epoch), region, off, ch.len, l.Remote, roff, &l.imm); err != nil {
 				if errors.Is(err, transport.ErrQueueFull) {
 					e.stall(peer) // posted again after the next poll
 					break
@@ -809,7 +824,7 @@ func (e *Executor) progress(c *Call) error {
 			l.sent++
 			l.sendSlot = (l.sendSlot + 1) % e.NSlots
 			e.sendHead[peer]++
-			if ch.len <= e.Inline {
+			if inline {
 				// The transport copied the bytes: done for this run.
 				e.released[idx] = true
 				e.inflight++
@@ -1061,20 +1076,22 @@ func (e *Executor) handle(c *Call, comp *transport.Completion) error {
 	}
 	switch comp.ID & idKind {
 	case idData:
-		// An inline send finished at post time; its acknowledgement (this
-		// run's or an earlier one's) only confirms it.
-		// The epoch is 8 bits: an acknowledgement held back for a
-		// multiple of 256 runs matches it, and may name a chunk this
-		// run's plan does not have (it crashed a rank in a validation
-		// run, 3 December): such a one is stale too.
-		if idx := idChunk(comp.ID); idEpoch(comp.ID) == e.epoch && idx >= 0 && int(idx) < len(e.released) && !e.released[idx] {
-			e.Links[peer].unplaced--
-			e.finish(p, idx)
-		} else {
+		switch idx := idChunk(comp.ID); {
+		case idx == inlineChunk:
+			// An inline send finished at post time; its acknowledgement
+			// (this run's or an earlier one's) only confirms it.
 			e.inflight--
 			e.Links[peer].inline--
 			e.settle()
+		case idEpoch(comp.ID) == e.epoch && e.placing(p, idx, peer):
+			// This run's send of chunk idx, placed at the peer.
+			e.Links[peer].unplaced--
+			e.released[idx] = true
+			e.finish(p, idx)
 		}
+		// Otherwise no run waits for it: a run waits for its sends that
+		// are not inline, so none of an earlier run is left (a
+		// windowed run's released links are filtered above).
 	case idCredit:
 	case idBye:
 		e.Links[peer].byeDone = true

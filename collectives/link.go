@@ -146,10 +146,10 @@ func p2pImm(tag uint32, last bool) uint32 {
 }
 func creditImm(n int) uint32 { return immCredit | uint32(n)&0xffff }
 
-// Work request ids: the low 32 bits carry the chunk index (writes of data)
-// or nothing, bits 32..47 the peer, bits 48..55 the run's epoch (so a late
-// completion of an earlier run's inline write is told apart), the top byte
-// the kind.
+// Work request ids: the low 32 bits carry the chunk index (writes of data
+// the run waits for: inlineChunk for a write done at post) or nothing,
+// bits 32..47 the peer, bits 48..55 the run's epoch, the top byte the
+// kind.
 const (
 	idData   = 1 << 56
 	idCredit = 2 << 56
@@ -166,6 +166,21 @@ func withEpoch(id uint64, epoch uint8) uint64 { return id | uint64(epoch)<<48 }
 func idEpoch(id uint64) uint8                 { return uint8(id >> 48) }
 func idPeer(id uint64) int                    { return int(id>>32) & 0xffff }
 func idChunk(id uint64) int32                 { return int32(uint32(id)) }
+
+// inlineChunk is the chunk index in the id of a data write that the
+// transport copied at post time (an inline send: done for its run once
+// posted, see Executor.Inline), whose acknowledgement only confirms it,
+// whenever it comes: never a chunk of a plan. Its own chunk index in the
+// id told it apart from the run's other chunks only with the epoch's
+// help, and the epoch is 8 bits: a peer may hold an acknowledgement back
+// for hundreds of runs (lazy output with nothing else to send this rank),
+// and one that came back 256 runs later, in a run whose chunk of that
+// index was not done, finished that chunk: a leaf of a broadcast back to
+// back (4 ranks on 2 cores over TCP, about one run in 300) then waited
+// for ever with one chunk too many done, or completed without the
+// root's data and failed its next call on "rank 0 sent data of its
+// collective #N".
+const inlineChunk int32 = -1
 
 // returnCredit returns the credit of a slot consumed here (with the
 // credits owed before it), lazily if lazy (see Executor.lazyCredit); false

@@ -21,11 +21,6 @@ package collectives
 // having changed nothing the general way depends on: the general way then
 // runs the call and reports what stands in the way as always.
 
-// quickChunk is the chunk index in the id of a quick send's write: never a
-// chunk of a run's plan, so its acknowledgement is counted as an inline
-// send's (see handle).
-const quickChunk = -1
-
 // quickLink returns the link to peer if a quick call may use it.
 func (e *Executor) quickLink(peer int) *Link {
 	if e.err != nil || e.noticeLater || e.win.on || len(e.dirty) != e.Size || uint(peer) >= uint(len(e.Links)) {
@@ -86,7 +81,7 @@ func (e *Executor) QuickSend(c *Call, peer, polls int) (bool, error) {
 		return false, nil
 	}
 	l.imm = c.chunkImm(true)
-	if err := l.EP.PostWrite(withEpoch(makeID(idData, peer, quickChunk), e.epoch), region, off, ch.len, l.Remote, uint64(l.sendSlot*e.SlotSize), &l.imm); err != nil {
+	if err := l.EP.PostWrite(withEpoch(makeID(idData, peer, inlineChunk), e.epoch), region, off, ch.len, l.Remote, uint64(l.sendSlot*e.SlotSize), &l.imm); err != nil {
 		return false, nil // refused: Run posts it again and reports why
 	}
 	l.credits--
