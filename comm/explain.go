@@ -288,10 +288,19 @@ func (c *Comm) blameLost(f *fault, peer int, p2p bool) {
 	// links: rank 3 took itself for the root). A published report is there
 	// at once; a killed peer has none, and the look costs that error
 	// lostLook.
+	// Or it found this rank in another call while it set up their link,
+	// and closed its side before it could tell this rank over it: a
+	// mismatch (see disagreement.Found).
 	if kv := kvOf(c.rdv); kv != nil {
-		if rep, ok := c.readReports(kv, []int{peer}, lostLook)[peer]; ok && rep.root == c.rank && rep.reason == collectives.NoticeStall {
+		rep, ok := c.readReports(kv, []int{peer}, lostLook)[peer]
+		switch {
+		case ok && rep.root == c.rank && rep.reason == collectives.NoticeStall:
 			f.reason, f.root, f.via = rep.reason, c.rank, peer
 			f.detail = fmt.Sprintf("rank %d gave up on this rank before it came back: %s", peer, rep.cause)
+		case ok && rep.root == c.rank && rep.reason == collectives.NoticeMismatch && rep.call != "":
+			d := &disagreement{Rank: c.rank, Peer: peer, Call: f.call, Seq: f.seq, PeerCall: rep.call, PeerSeq: rep.seq, Found: rep.cause}
+			f.reason, f.root, f.peer, f.other = collectives.NoticeMismatch, peer, peer, rep.call
+			f.cause = fmt.Errorf("%w; %w", d, f.cause)
 		}
 	}
 }

@@ -187,3 +187,11 @@ func SetMailLookHook(f func()) (restore func()) {
 	mailLookHook = f
 	return func() { mailLookHook = nil }
 }
+
+// SetAddrHook makes f run as a rank's link set-up receives the address of
+// a peer's half of their link, before it takes it, until the returned
+// function restores the default.
+func SetAddrHook(f func(rank, peer int)) (restore func()) {
+	addrHook = f
+	return func() { addrHook = nil }
+}

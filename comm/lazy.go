@@ -382,6 +382,9 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 			wctx = fctx // a peer's address: read in the grace too
 		}
 		v, err := kv.Get(wctx, key)
+		if i >= 0 && err == nil && addrHook != nil {
+			addrHook(c.rank, halves[i].peer)
+		}
 		ch <- got{i: i, v: v, err: err}
 	}
 	watchGone := func(i int, key, addr string) {
@@ -487,7 +490,14 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 				return err
 			}
 			if err := c.lookAround(call, rounds, unseen); err != nil {
-				return err
+				// Fail, in the grace: a peer whose calls differ may have
+				// read this rank's address and connected its side (one
+				// that accepts waits for the dial), and it learns of the
+				// mismatch only from this rank's notice, over the link
+				// (returned at once, the peer waited for its timeout and
+				// took itself for the root of a stall).
+				gaveUp, grace, lifeDone = err, time.After(notifyWait), nil
+				continue
 			}
 			c.publishEarly(kv, halves) // for calls queued while the worker ran this one inline
 			rounds++
@@ -591,9 +601,11 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 				continue
 			}
 			// The stall watchdog's poke: compare this call with the
-			// unconnected peers' (stall.go); a disagreement fails the call.
+			// unconnected peers' (stall.go); a disagreement fails the
+			// call, in the grace (see the look-around above).
 			if _, err := c.onStall(poke.ctx, call); err != nil {
-				return err
+				gaveUp, grace, lifeDone = err, time.After(notifyWait), nil
+				continue
 			}
 			if c.poke.Load() == poke {
 				c.renewPoke()
@@ -612,6 +624,10 @@ func (c *Comm) await(call *collectives.Call, kv keyValue, halves []*halfLink) er
 	}
 	return nil
 }
+
+// addrHook, if set (tests only), runs as rank's set-up receives the address
+// of peer's half of their link, before the set-up takes it.
+var addrHook func(rank, peer int)
 
 // goneLook bounds the look for the address of a peer whose will the
 // store set (see watchGone).

@@ -330,6 +330,87 @@ func TestSplitAgainstAnAllgatherIsAMismatch(t *testing.T) {
 	}
 }
 
+// TestMismatchFoundWhileLinking: rank 0 calls Split, rank 1 Allgather, and
+// rank 0's link set-up gets rank 1's address only after 150 ms (as on a
+// loaded host), so that its look-around (20 ms in) finds rank 1 in another
+// call before the link is made, while rank 1 has made its side and waits
+// for rank 0's data. Rank 0 failed at once, without the link, and rank 1
+// waited for its timeout and then took itself for the root of a stall (CI
+// under load: "rank 1 is at the root of a stall: rank 0 failed and found
+// rank 1 at the root"), or, where it had dialled, took rank 0 for lost.
+// Rank 0 now fails in the set-up's grace: it makes the link, and its
+// notice tells rank 1 of the mismatch.
+func TestMismatchFoundWhileLinking(t *testing.T) {
+	restore := SetAddrHook(func(rank, peer int) {
+		if rank == 0 {
+			time.Sleep(150 * time.Millisecond)
+		}
+	})
+	defer restore()
+	errs := make([]error, 2)
+	opts := testOpts
+	opts.Timeout = 20 * time.Second
+	start := time.Now()
+	runRanksOn(t, "tcp", 2, opts, func(c *Comm) error {
+		ctx := context.Background()
+		if c.Rank() == 0 {
+			sub, err := c.Split(ctx, 0, 0)
+			if sub != nil {
+				sub.Close()
+			}
+			errs[0] = err
+			return nil
+		}
+		errs[1] = Allgather(ctx, c, []int64{7, 7}, make([]int64, 4))
+		return nil
+	})
+	for r, err := range errs {
+		t.Logf("rank %d: %v", r, err)
+		if err == nil || !strings.Contains(err.Error(), "mismatch") {
+			t.Errorf("rank %d: %v, want a collective mismatch", r, err)
+		}
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the ranks failed after %v: rank 1 waited for its timeout", d)
+	}
+}
+
+// TestMismatchFoundWhileLinkingLate: as TestMismatchFoundWhileLinking, but
+// rank 1's address reaches rank 0's set-up only after its grace (800 ms),
+// so that rank 0 fails without the link. Rank 1 learns of the mismatch
+// from rank 0's report: at its timeout, if it accepts (it waits for
+// rank 0's dial), or once rank 0 closes the connection it dialled.
+func TestMismatchFoundWhileLinkingLate(t *testing.T) {
+	restore := SetAddrHook(func(rank, peer int) {
+		if rank == 0 {
+			time.Sleep(800 * time.Millisecond)
+		}
+	})
+	defer restore()
+	errs := make([]error, 2)
+	opts := testOpts
+	opts.Timeout = 3 * time.Second
+	runRanksOn(t, "tcp", 2, opts, func(c *Comm) error {
+		ctx := context.Background()
+		if c.Rank() == 0 {
+			sub, err := c.Split(ctx, 0, 0)
+			if sub != nil {
+				sub.Close()
+			}
+			errs[0] = err
+			return nil
+		}
+		errs[1] = Allgather(ctx, c, []int64{7, 7}, make([]int64, 4))
+		return nil
+	})
+	for r, err := range errs {
+		t.Logf("rank %d: %v", r, err)
+		if err == nil || !strings.Contains(err.Error(), "mismatch") {
+			t.Errorf("rank %d: %v, want a collective mismatch", r, err)
+		}
+	}
+}
+
 // TestParentWorksAfterSubFailure: a parent used after a sub-communicator
 // of its family failed closes as usual: a peer that calls once more is
 // told that rank 1 closed, not the sub-communicator's old failure (only a

@@ -434,9 +434,16 @@ type disagreement struct {
 	PeerFP, OwnFP uint16
 	// Passed: the peer went on to a later collective (see passed).
 	Passed bool
+	// Found: what the peer reported when it found the ranks' calls differ
+	// and failed (its report: it answers no more), PeerCall its call.
+	Found string
 }
 
 func (d *disagreement) Error() string {
+	if d.Found != "" {
+		return fmt.Sprintf("collective mismatch: rank %d, in %s, found that it and rank %d called different collectives while rank %d waits on it in %s: %s",
+			d.Peer, d.PeerCall, d.Rank, d.Rank, d.Call, d.Found)
+	}
 	if d.Passed {
 		next := d.PeerCall // known only if the peer is stalled there
 		if next == "" {
@@ -596,6 +603,13 @@ func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
 				// report says why (a rank that gave up its call while it
 				// dialled this one, which waited for the connection).
 				if rep, ok := c.readReports(kv, []int{w}, queryWait)[w]; ok && rep.cause != "" {
+					if rep.reason == collectives.NoticeMismatch && rep.root == c.rank && rep.call != "" {
+						// It found this rank in another call (as a link
+						// set-up looks: lazy.go) and failed before it could
+						// tell this rank over the link: a mismatch, not a
+						// stall with this rank at its root.
+						return -1, "", &disagreement{Rank: c.rank, Peer: w, Call: own.call, Seq: own.seq, PeerCall: rep.call, PeerSeq: rep.seq, Found: rep.cause}
+					}
 					if rep.root >= 0 && rep.root < c.size && rep.root != w {
 						return rep.root, fmt.Sprintf("rank %d failed and found rank %d at the root: %s", w, rep.root, rep.cause), nil
 					}
