@@ -300,33 +300,40 @@ func TestSplitExtremeKeys(t *testing.T) {
 // other mismatch.
 func TestSplitAgainstAnAllgatherIsAMismatch(t *testing.T) {
 	for _, kind := range []string{"mem", "tcp", "shm"} {
-		t.Run(kind, func(t *testing.T) {
-			errs := make([]error, 2)
-			opts := testOpts
-			opts.Timeout = 20 * time.Second
-			runRanksOn(t, kind, 2, opts, func(c *Comm) error {
-				ctx := context.Background()
-				if c.Rank() == 0 {
-					sub, err := c.Split(ctx, 0, 0)
-					if sub != nil {
-						sub.Close()
-					}
-					errs[0] = err
-					return nil
-				}
-				recv := make([]int64, 4)
-				errs[1] = Allgather(ctx, c, []int64{7, 7}, recv)
-				if errs[1] == nil {
-					errs[1] = fmt.Errorf("allgather returned nil with %v", recv)
-				}
-				return nil
-			})
-			for r, err := range errs {
-				if err == nil || !strings.Contains(err.Error(), "mismatch") {
-					t.Errorf("rank %d: %v, want a collective mismatch", r, err)
-				}
+		t.Run(kind, func(t *testing.T) { splitAgainstAllgather(t, kind, 20*time.Second) })
+	}
+}
+
+// splitAgainstAllgather runs rank 0's Split against rank 1's Allgather of
+// two int64 over kind, with the communicator timeout given, and checks
+// that both ranks report a collective mismatch.
+func splitAgainstAllgather(t *testing.T, kind string, timeout time.Duration) {
+	t.Helper()
+	errs := make([]error, 2)
+	opts := testOpts
+	opts.Timeout = timeout
+	runRanksOn(t, kind, 2, opts, func(c *Comm) error {
+		ctx := context.Background()
+		if c.Rank() == 0 {
+			sub, err := c.Split(ctx, 0, 0)
+			if sub != nil {
+				sub.Close()
 			}
-		})
+			errs[0] = err
+			return nil
+		}
+		recv := make([]int64, 4)
+		errs[1] = Allgather(ctx, c, []int64{7, 7}, recv)
+		if errs[1] == nil {
+			errs[1] = fmt.Errorf("allgather returned nil with %v", recv)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		t.Logf("rank %d: %v", r, err)
+		if err == nil || !strings.Contains(err.Error(), "mismatch") {
+			t.Errorf("rank %d: %v, want a collective mismatch", r, err)
+		}
 	}
 }
 
@@ -347,29 +354,8 @@ func TestMismatchFoundWhileLinking(t *testing.T) {
 		}
 	})
 	defer restore()
-	errs := make([]error, 2)
-	opts := testOpts
-	opts.Timeout = 20 * time.Second
 	start := time.Now()
-	runRanksOn(t, "tcp", 2, opts, func(c *Comm) error {
-		ctx := context.Background()
-		if c.Rank() == 0 {
-			sub, err := c.Split(ctx, 0, 0)
-			if sub != nil {
-				sub.Close()
-			}
-			errs[0] = err
-			return nil
-		}
-		errs[1] = Allgather(ctx, c, []int64{7, 7}, make([]int64, 4))
-		return nil
-	})
-	for r, err := range errs {
-		t.Logf("rank %d: %v", r, err)
-		if err == nil || !strings.Contains(err.Error(), "mismatch") {
-			t.Errorf("rank %d: %v, want a collective mismatch", r, err)
-		}
-	}
+	splitAgainstAllgather(t, "tcp", 20*time.Second)
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the ranks failed after %v: rank 1 waited for its timeout", d)
 	}
@@ -387,28 +373,7 @@ func TestMismatchFoundWhileLinkingLate(t *testing.T) {
 		}
 	})
 	defer restore()
-	errs := make([]error, 2)
-	opts := testOpts
-	opts.Timeout = 3 * time.Second
-	runRanksOn(t, "tcp", 2, opts, func(c *Comm) error {
-		ctx := context.Background()
-		if c.Rank() == 0 {
-			sub, err := c.Split(ctx, 0, 0)
-			if sub != nil {
-				sub.Close()
-			}
-			errs[0] = err
-			return nil
-		}
-		errs[1] = Allgather(ctx, c, []int64{7, 7}, make([]int64, 4))
-		return nil
-	})
-	for r, err := range errs {
-		t.Logf("rank %d: %v", r, err)
-		if err == nil || !strings.Contains(err.Error(), "mismatch") {
-			t.Errorf("rank %d: %v, want a collective mismatch", r, err)
-		}
-	}
+	splitAgainstAllgather(t, "tcp", 3*time.Second)
 }
 
 // TestParentWorksAfterSubFailure: a parent used after a sub-communicator
