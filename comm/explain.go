@@ -293,12 +293,10 @@ func (c *Comm) blameLost(f *fault, peer int, p2p bool) {
 	// mismatch (see disagreement.Found).
 	if kv := kvOf(c.rdv); kv != nil {
 		rep, ok := c.readReports(kv, []int{peer}, lostLook)[peer]
-		switch {
-		case ok && rep.root == c.rank && rep.reason == collectives.NoticeStall:
+		if ok && rep.root == c.rank && rep.reason == collectives.NoticeStall {
 			f.reason, f.root, f.via = rep.reason, c.rank, peer
 			f.detail = fmt.Sprintf("rank %d gave up on this rank before it came back: %s", peer, rep.cause)
-		case ok && rep.root == c.rank && rep.reason == collectives.NoticeMismatch && rep.call != "":
-			d := &disagreement{Rank: c.rank, Peer: peer, Call: f.call, Seq: f.seq, PeerCall: rep.call, PeerSeq: rep.seq, Found: rep.cause}
+		} else if d := c.mismatchReported(rankState{call: f.call, seq: f.seq}, peer, rep); ok && d != nil {
 			f.reason, f.root, f.peer, f.other = collectives.NoticeMismatch, peer, peer, rep.call
 			f.cause = fmt.Errorf("%w; %w", d, f.cause)
 		}

@@ -364,8 +364,10 @@ func TestMismatchFoundWhileLinking(t *testing.T) {
 // TestMismatchFoundWhileLinkingLate: as TestMismatchFoundWhileLinking, but
 // rank 1's address reaches rank 0's set-up only after its grace (800 ms),
 // so that rank 0 fails without the link. Rank 1 learns of the mismatch
-// from rank 0's report: at its timeout, if it accepts (it waits for
-// rank 0's dial), or once rank 0 closes the connection it dialled.
+// from rank 0's report: at its first stall look, if it accepts (it waits
+// for rank 0's dial; before, it said "the root of a stall" at its
+// timeout), or once rank 0 closes the connection it dialled (before,
+// "rank 0 failed or lost its connection").
 func TestMismatchFoundWhileLinkingLate(t *testing.T) {
 	restore := SetAddrHook(func(rank, peer int) {
 		if rank == 0 {
@@ -373,7 +375,11 @@ func TestMismatchFoundWhileLinkingLate(t *testing.T) {
 		}
 	})
 	defer restore()
-	splitAgainstAllgather(t, "tcp", 3*time.Second)
+	start := time.Now()
+	splitAgainstAllgather(t, "tcp", 20*time.Second)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the ranks failed after %v: rank 1 waited for its timeout", d)
+	}
 }
 
 // TestParentWorksAfterSubFailure: a parent used after a sub-communicator

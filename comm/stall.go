@@ -290,13 +290,28 @@ func (c *Comm) onStall(ctx context.Context, call *collectives.Call) (context.Con
 			answers[w] = a
 		}
 	}
+	var silent []int
 	for _, w := range st.waiting {
-		if a, ok := answers[w]; ok {
-			if err := c.compare(st, w, a); err != nil {
-				return nil, err
-			}
-			if err := c.passed(st, w, a); err != nil {
-				return nil, err
+		a, ok := answers[w]
+		if !ok {
+			silent = append(silent, w)
+			continue
+		}
+		if err := c.compare(st, w, a); err != nil {
+			return nil, err
+		}
+		if err := c.passed(st, w, a); err != nil {
+			return nil, err
+		}
+	}
+	if len(silent) > 0 {
+		// A rank that answers no more may have failed on finding this
+		// rank in another call before it could tell this rank (its link
+		// set-up's grace ended first): its report says so, at once
+		// rather than at this rank's timeout.
+		for w, rep := range c.readReports(kv, silent, silentLook) {
+			if d := c.mismatchReported(st, w, rep); d != nil {
+				return nil, d
 			}
 		}
 	}
@@ -402,6 +417,21 @@ func (c *Comm) passed(st rankState, w int, a rankState) error {
 	}
 	return &disagreement{Rank: c.rank, Peer: w, Call: st.call, Seq: st.seq, PeerCall: a.call, PeerSeq: a.seq, PeerFP: a.fp, OwnFP: st.fp, Passed: true}
 }
+
+// mismatchReported returns the disagreement that rank w's report rep
+// states with this rank (own: its state in the call that waits on w): w
+// found this rank in another call (as a link set-up looks: lazy.go) and
+// failed before it could tell this rank over their link. nil otherwise.
+func (c *Comm) mismatchReported(own rankState, w int, rep report) *disagreement {
+	if rep.reason != collectives.NoticeMismatch || rep.root != c.rank || rep.call == "" || rep.cause == "" {
+		return nil
+	}
+	return &disagreement{Rank: c.rank, Peer: w, Call: own.call, Seq: own.seq, PeerCall: rep.call, PeerSeq: rep.seq, Found: rep.cause}
+}
+
+// silentLook bounds a stall look's read of the reports of the ranks it
+// waits on that did not answer (a stopped or dead rank has none).
+const silentLook = 20 * time.Millisecond
 
 // passedAfter is how long a run of one of local ranks on a host of cpus
 // processors must have been stalled (step: the stall step) before a peer
@@ -603,12 +633,8 @@ func (c *Comm) blameStall(call *collectives.Call) (int, string, error) {
 				// report says why (a rank that gave up its call while it
 				// dialled this one, which waited for the connection).
 				if rep, ok := c.readReports(kv, []int{w}, queryWait)[w]; ok && rep.cause != "" {
-					if rep.reason == collectives.NoticeMismatch && rep.root == c.rank && rep.call != "" {
-						// It found this rank in another call (as a link
-						// set-up looks: lazy.go) and failed before it could
-						// tell this rank over the link: a mismatch, not a
-						// stall with this rank at its root.
-						return -1, "", &disagreement{Rank: c.rank, Peer: w, Call: own.call, Seq: own.seq, PeerCall: rep.call, PeerSeq: rep.seq, Found: rep.cause}
+					if d := c.mismatchReported(own, w, rep); d != nil {
+						return -1, "", d // a mismatch, not a stall with this rank at its root
 					}
 					if rep.root >= 0 && rep.root < c.size && rep.root != w {
 						return rep.root, fmt.Sprintf("rank %d failed and found rank %d at the root: %s", w, rep.root, rep.cause), nil
