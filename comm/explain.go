@@ -296,7 +296,7 @@ func (c *Comm) blameLost(f *fault, peer int, p2p bool) {
 		if ok && rep.root == c.rank && rep.reason == collectives.NoticeStall {
 			f.reason, f.root, f.via = rep.reason, c.rank, peer
 			f.detail = fmt.Sprintf("rank %d gave up on this rank before it came back: %s", peer, rep.cause)
-		} else if d := c.mismatchReported(rankState{call: f.call, seq: f.seq}, peer, rep); ok && d != nil {
+		} else if d := c.mismatchReported(rankState{call: f.call, seq: f.seq}, peer, rep); d != nil { // nil without a report
 			f.reason, f.root, f.peer, f.other = collectives.NoticeMismatch, peer, peer, rep.call
 			f.cause = fmt.Errorf("%w; %w", d, f.cause)
 		}
